@@ -1,16 +1,19 @@
 module github.com/llmpacer/llmpacer
 
-go 1.25
+go 1.26.0
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/google/go-cmp v0.7.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/tiktoken-go/tokenizer v0.10.0
+	golang.org/x/sync v0.25.0
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dlclark/regexp2/v2 v2.5.1 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/tiktoken-go/tokenizer v0.10.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )

@@ -1,0 +1,18 @@
+// Package lease holds the Lease: one admitted call's claim on a shared
+// budget, from admission until the call's real usage is known.
+//
+// A lease is born in Pacer.Acquire (package pacer), holding its reserved
+// tokens, one request from each request limit and, where the budget limits
+// concurrency, one slot. It ends exactly once, in one of three ways:
+//
+//   - Settle: the call finished and used n tokens. The unused part of the
+//     reservation goes back at once; an overrun is charged as debt.
+//   - Release: the call failed. The whole reservation stays charged, since
+//     the provider may have counted the call anyway.
+//   - Cancel: the call was never made. Everything goes back.
+//
+// Ending a lease twice, from any goroutine, changes the budget once. A lease
+// that is not ended expires after the budget's lease TTL: its slot comes
+// back, and its tokens stay charged, as for Release. KeepAlive keeps a long
+// call's lease from expiring.
+package lease

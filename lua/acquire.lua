@@ -1,0 +1,142 @@
+-- acquire.lua: admit one call against every limit of a budget, or say how long
+-- until it could be admitted. All-or-nothing: nothing is deducted unless every
+-- limit admits the call.
+--
+-- KEYS[1]  state hash   {<prefix>:<name>}:s
+-- KEYS[2]  lease zset   {<prefix>:<name>}:l   member = lease id, score = expiry (ms)
+-- ARGV[1]  lease id (string, unique per call; a repeated id is answered, not re-admitted)
+-- ARGV[2]  cost in tokens (integer >= 0)
+-- ARGV[3]  priority: 0 interactive, 1 batch
+-- ARGV[4]  max wait in ms (integer >= 0): how far ahead an interactive call may
+--          reserve its turn; 0 admits only what fits now
+-- ARGV[5]  lease TTL in ms (integer > 0)
+-- ARGV[6]  concurrency limit (integer >= 0; 0 = none)
+-- ARGV[7]  batch floor: the fraction of each bucket batch calls may not take (0 <= f < 1)
+-- ARGV[8..15] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
+--
+-- Returns {code, wait_ms, now_ms, reason}:
+--   code  1: admitted; the call's turn comes in wait_ms (0 = now). The lease is
+--            held and its tokens deducted, so the caller sleeps wait_ms and goes.
+--   code  2: this lease id was already admitted (a retried call); wait_ms as for 1.
+--   code  0: not admitted, nothing changed but the wait queues; retry in wait_ms.
+--   code -1: can never be admitted: cost exceeds the capacity of bucket `reason`.
+--   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
+
+local state, leases = KEYS[1], KEYS[2]
+local id = ARGV[1]
+local cost = tonumber(ARGV[2])
+local batch = ARGV[3] == '1'
+local maxwait = tonumber(ARGV[4])
+local ttl = tonumber(ARGV[5])
+local conc = tonumber(ARGV[6])
+local floorfrac = tonumber(ARGV[7])
+local now = now_ms()
+
+-- A retried call whose first reply was lost must not be charged twice.
+local held = redis.call('ZSCORE', leases, id)
+if held then
+  local start = tonumber(held) - ttl
+  local wait = 0
+  if start > now then wait = math.ceil(start - now) end
+  return {2, wait, now, ''}
+end
+
+local b, x = load_buckets(state, 8, now)
+
+for i = 1, 4 do
+  if b[i] and IS_TOKEN[i] and cost > b[i].cap then
+    return {-1, 0, now, BUCKETS[i]}
+  end
+end
+
+-- A pause admits nobody and reserves nothing: a pause may be extended while
+-- callers wait, and a reservation made now could not see that.
+if x.pause > now then
+  return {0, math.ceil(x.pause - now), now, 'pause'}
+end
+
+-- Leases past their expiry no longer hold a slot. Remove at most 100 per call
+-- so that a mass expiry costs many calls a little each, never one call a lot;
+-- the ones left are still subtracted from the count below.
+local expired = redis.call('ZCOUNT', leases, '-inf', now)
+local reaped = 0
+if expired > 0 then
+  reaped = math.min(expired, 100)
+  redis.call('ZREMRANGEBYRANK', leases, 0, reaped - 1)
+end
+
+if conc > 0 then
+  local allowed = conc
+  if batch then allowed = conc - math.floor(conc * floorfrac) end
+  local inflight = redis.call('ZCARD', leases) - (expired - reaped)
+  if inflight >= allowed then
+    -- No slot. The next one frees when some call ends: on average every
+    -- hold/conc ms, or at the latest when the oldest lease expires. Waiters
+    -- are spaced along a virtual queue (qc) so that they come back one at a
+    -- time instead of all at once.
+    local hold = x.hold or 100
+    local spacing = hold / conc
+    if spacing < 1 then spacing = 1 end
+    local first = redis.call('ZRANGE', leases, expired - reaped, expired - reaped, 'WITHSCORES')
+    local latest = ttl
+    if first[2] then latest = tonumber(first[2]) - now end
+    local q = x.qc
+    if q < now then q = now end
+    q = q + spacing
+    local wait = math.ceil(q - now)
+    if wait > latest then wait = math.ceil(latest) end
+    if wait < 1 then wait = 1 end
+    if maxwait > 0 and wait <= maxwait then
+      redis.call('HSET', state, 'qc', q)
+      extend_ttl(state, math.ceil(q - now) + 1000)
+    end
+    return {0, wait, now, 'concurrency'}
+  end
+end
+
+-- How long until every bucket has this call's share (and, for batch, its
+-- share plus the floor kept for interactive calls).
+local wait, reason, spacing = 0, '', 0
+for i = 1, 4 do
+  local bk = b[i]
+  if bk then
+    local c = 1
+    if IS_TOKEN[i] then c = cost end
+    local need = c
+    if batch then need = c + bk.cap * floorfrac end
+    if need > bk.level then
+      local w = (need - bk.level) / bk.rate
+      if w > wait then wait, reason, spacing = w, BUCKETS[i], c / bk.rate end
+    end
+  end
+end
+
+if wait > 0 and (batch or wait > maxwait) then
+  -- Batch calls never reserve ahead (an interactive call arriving later must
+  -- not queue behind them), and no call reserves beyond its max wait.
+  if batch and maxwait > 0 then
+    local q = x.qb
+    if q < now + wait then q = now + wait else q = q + spacing end
+    if q - now <= maxwait then
+      redis.call('HSET', state, 'qb', q)
+      extend_ttl(state, math.ceil(q - now) + 1000)
+      wait = q - now
+    end
+  end
+  return {0, math.ceil(wait), now, reason}
+end
+
+-- Admit: charge every bucket, open the lease. An interactive call with wait > 0
+-- takes its turn in the future: the buckets go below zero now, so every later
+-- call queues behind it (first come, first served, one round trip each).
+for i = 1, 4 do
+  local bk = b[i]
+  if bk then
+    if IS_TOKEN[i] then bk.level = bk.level - cost else bk.level = bk.level - 1 end
+  end
+end
+local start = now + math.ceil(wait)
+redis.call('ZADD', leases, start + ttl, id)
+extend_ttl(leases, start + ttl - now + 1000)
+store_buckets(state, b, now, math.max(x.pause, x.qc, x.qb))
+return {1, math.ceil(wait), now, reason}

@@ -1,0 +1,72 @@
+// Package lua holds llmpacer's Redis scripts: the only code that reads or
+// changes a budget's state. Each script is a .lua file in this folder,
+// embedded at build time; the header of each file states its KEYS, ARGV and
+// reply, and docs/lua-contract.md restates that contract for workers written
+// in other languages, which may share a budget by running the same scripts.
+//
+// prelude.lua is prepended to every script, so the refill rule and the key
+// expiry rule are written once. A worker in another language must send the
+// same concatenation (prelude, a newline, the script), which the Source
+// function returns.
+//
+// Most users never import this package: package pacer runs the scripts.
+package lua
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed prelude.lua
+	prelude string
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed settle.lua
+	settleSrc string
+	//go:embed keepalive.lua
+	keepAliveSrc string
+	//go:embed pause.lua
+	pauseSrc string
+	//go:embed snapshot.lua
+	snapshotSrc string
+)
+
+// The scripts, ready to run with Script.Run, which sends EVALSHA and falls
+// back to EVAL (loading the script) when the server does not know it yet.
+// They never change after init, so sharing them is safe.
+var (
+	// Acquire admits a call against every limit, all or nothing (acquire.lua).
+	Acquire = redis.NewScript(Source("acquire"))
+	// Settle ends a lease: settle, release or cancel (settle.lua).
+	Settle = redis.NewScript(Source("settle"))
+	// KeepAlive pushes a live lease's expiry later (keepalive.lua).
+	KeepAlive = redis.NewScript(Source("keepalive"))
+	// Pause makes every caller wait at least a given time (pause.lua).
+	Pause = redis.NewScript(Source("pause"))
+	// Snapshot reads a budget without changing it (snapshot.lua).
+	Snapshot = redis.NewScript(Source("snapshot"))
+)
+
+// Source returns the full text sent to Redis for the named script
+// ("acquire", "settle", "keepalive", "pause" or "snapshot"): the prelude, a
+// newline, then the script. It returns "" for any other name.
+func Source(name string) string {
+	var s string
+	switch name {
+	case "acquire":
+		s = acquireSrc
+	case "settle":
+		s = settleSrc
+	case "keepalive":
+		s = keepAliveSrc
+	case "pause":
+		s = pauseSrc
+	case "snapshot":
+		s = snapshotSrc
+	default:
+		return ""
+	}
+	return prelude + "\n" + s
+}

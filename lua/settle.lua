@@ -1,0 +1,63 @@
+-- settle.lua: end a lease. Gives its concurrency slot back and corrects the
+-- token buckets by what the call really used. Ends a lease at most once: a
+-- lease already ended, or expired and removed, changes nothing.
+--
+-- KEYS[1]  state hash   {<prefix>:<name>}:s
+-- KEYS[2]  lease zset   {<prefix>:<name>}:l
+-- ARGV[1]  lease id
+-- ARGV[2]  mode: 'settle'  refund reserved-used tokens (or charge the overrun as debt)
+--                'release' keep the whole reservation (the call failed, but the
+--                          provider may have counted it)
+--                'cancel'  the call never happened: give back its tokens and its request
+-- ARGV[3]  tokens reserved (integer >= 0)
+-- ARGV[4]  tokens used (integer >= 0; read only by 'settle')
+-- ARGV[5]  ms at which the lease's turn began (from acquire: now + wait)
+-- ARGV[6..13] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
+--
+-- Returns {code, now_ms}: code 1 ended now, 2 ended now but its slot had already
+-- expired, 0 not found (ended before, or expired and removed).
+
+local state, leases = KEYS[1], KEYS[2]
+local id, mode = ARGV[1], ARGV[2]
+local reserved = tonumber(ARGV[3])
+local used = tonumber(ARGV[4])
+local start = tonumber(ARGV[5])
+local now = now_ms()
+
+local score = redis.call('ZSCORE', leases, id)
+if not score then return {0, now} end
+redis.call('ZREM', leases, id)
+local code = 1
+if tonumber(score) <= now then code = 2 end
+
+local b, x = load_buckets(state, 6, now)
+for i = 1, 4 do
+  local bk = b[i]
+  if bk then
+    local delta = 0
+    if mode == 'settle' and IS_TOKEN[i] then
+      delta = reserved - used
+    elseif mode == 'cancel' then
+      if IS_TOKEN[i] then delta = reserved else delta = 1 end
+    end
+    local level = bk.level + delta
+    if level > bk.cap then level = bk.cap end
+    -- Debt is capped at one full bucket, so one wildly wrong estimate can hold
+    -- the budget back for at most two windows.
+    if delta < 0 and level < -bk.cap then
+      level = math.min(bk.level, -bk.cap)
+    end
+    bk.level = level
+  end
+end
+
+-- Track how long calls hold their slot: concurrency waiters use it to guess
+-- when the next slot frees. A cancelled lease never held one.
+if mode ~= 'cancel' and start <= now then
+  local d = now - start
+  local hold = d
+  if x.hold then hold = x.hold * 0.8 + d * 0.2 end
+  redis.call('HSET', state, 'hold', hold)
+end
+store_buckets(state, b, now, math.max(x.pause, x.qc, x.qb))
+return {code, now}

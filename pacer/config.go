@@ -1,0 +1,271 @@
+package pacer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Limits are a provider's limits for one API key or deployment, as the
+// provider states them. A zero field means the provider has no such limit;
+// at least one field must be set.
+type Limits struct {
+	RPM         int64 // requests per minute
+	TPM         int64 // tokens per minute (prompt + completion)
+	RPD         int64 // requests per day
+	TPD         int64 // tokens per day
+	Concurrency int64 // calls in flight at once
+}
+
+// String formats the limits that are set, for logs: "rpm=500 tpm=200000".
+func (l Limits) String() string {
+	s := ""
+	add := func(name string, v int64) {
+		if v == 0 {
+			return
+		}
+		if s != "" {
+			s += " "
+		}
+		s += name + "=" + strconv.FormatInt(v, 10)
+	}
+	add("rpm", l.RPM)
+	add("tpm", l.TPM)
+	add("rpd", l.RPD)
+	add("tpd", l.TPD)
+	add("concurrency", l.Concurrency)
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// IsZero reports whether no limit is set.
+func (l Limits) IsZero() bool { return l == Limits{} }
+
+// Burst sets a bucket's capacity below its limit. A zero field keeps the
+// default: the capacity equals the limit (after Headroom), so a budget that
+// has been idle for a window can spend a whole window's worth at once.
+//
+// Lower the burst when the provider enforces its limit over a strict sliding
+// window rather than a refilling bucket: a bucket that starts full admits its
+// capacity at once and then refills, so over one window it can admit capacity
+// plus a window's refill, close to twice the limit. Against such a provider
+// set SlidingWindow in Config, which refills each bucket at
+// (limit - burst) / window so that burst plus refill never exceeds the limit
+// in any window. A smaller burst smooths traffic at the cost of idle capacity
+// after a quiet spell.
+type Burst struct {
+	RPM, TPM, RPD, TPD int64
+}
+
+// Config describes one shared budget. The zero value of every field but Name
+// and Limits has a sane default, given on the field.
+type Config struct {
+	// Name identifies the budget: every Pacer, in any process, created with
+	// the same Name (and KeyPrefix) against the same Redis shares one budget.
+	// A good name says whose limits these are: "openai:gpt-4o-mini",
+	// "azure:eastus:chat-prod". 1 to 200 printable bytes, without '{' or '}'
+	// (they would break the Redis Cluster hash tag).
+	Name string
+
+	// Limits are the provider's limits. At least one must be set.
+	Limits Limits
+
+	// Burst optionally lowers bucket capacities below the limits.
+	Burst Burst
+
+	// SlidingWindow says the provider enforces its limits over a strict
+	// sliding window. Each bucket then refills at (limit - burst)/window, and
+	// a bucket with no Burst set gets half its limit as burst.
+	SlidingWindow bool
+
+	// Headroom is the fraction of every rate limit (not Concurrency) kept
+	// unused, for estimation error and callers outside the pacer: 0.1 runs at
+	// 90% of each limit. Default 0: the limits are used as given.
+	Headroom float64
+
+	// BatchFloor is the fraction of every bucket (and of the concurrency
+	// slots) that Batch calls may not take, so that Interactive calls find
+	// room while a batch job saturates the budget. Default 0.2; a negative
+	// value means no floor.
+	BatchFloor float64
+
+	// LeaseTTL is how long an unsettled lease holds its concurrency slot: a
+	// crashed worker's slot comes back after it. Set it above your longest
+	// call, or keep long calls alive (Lease.KeepAlive). Default 10 minutes.
+	LeaseTTL time.Duration
+
+	// MaxWait is the default bound on Acquire's wait; Request.MaxWait and the
+	// context's deadline may shorten it. Default 1 minute.
+	MaxWait time.Duration
+
+	// KeyPrefix starts every Redis key of the budget. Default "llmpacer".
+	// Same rules as Name.
+	KeyPrefix string
+
+	// Observe, if set, is called for every admission, denial, wait and end
+	// of a lease, synchronously: keep it fast (count, log, export metrics).
+	Observe func(Event)
+}
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultBatchFloor = 0.2
+	DefaultLeaseTTL   = 10 * time.Minute
+	DefaultMaxWait    = time.Minute
+	DefaultKeyPrefix  = "llmpacer"
+)
+
+// Upper bounds on inputs, past which a value is surely a mistake (a unit
+// error, an overflow) and is rejected rather than silently used.
+const (
+	maxLimit  = 1 << 50 // any limit or burst
+	maxTokens = 1 << 50 // one call's tokens, reserved or used
+	maxNameLen = 200
+	maxDur     = 7 * 24 * time.Hour // TTLs, waits, pauses
+)
+
+// bucket is one rate limit as the scripts see it.
+type bucket struct {
+	name     string
+	limit    int64         // per window, after headroom
+	capacity float64       // burst
+	perMs    float64       // refill per millisecond
+	window   time.Duration // the limit's window
+}
+
+// settings is a validated Config with defaults applied.
+type settings struct {
+	name, prefix  string
+	limits        Limits
+	buckets       [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
+	batchFloor    float64
+	leaseTTL      time.Duration
+	maxWait       time.Duration
+	observe       func(Event)
+	bucketArgs    []any // capacity, rate per ms, x4: the scripts' shared ARGV tail
+}
+
+func (c Config) settings() (settings, error) {
+	s := settings{
+		name: c.Name, prefix: c.KeyPrefix, limits: c.Limits,
+		batchFloor: c.BatchFloor, leaseTTL: c.LeaseTTL, maxWait: c.MaxWait, observe: c.Observe,
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultKeyPrefix
+	}
+	if err := checkName("Name", s.name); err != nil {
+		return s, err
+	}
+	if err := checkName("KeyPrefix", s.prefix); err != nil {
+		return s, err
+	}
+	l := c.Limits
+	if l.IsZero() {
+		return s, invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency")
+	}
+	for _, f := range []struct {
+		n string
+		v int64
+	}{{"RPM", l.RPM}, {"TPM", l.TPM}, {"RPD", l.RPD}, {"TPD", l.TPD}, {"Concurrency", l.Concurrency},
+		{"Burst.RPM", c.Burst.RPM}, {"Burst.TPM", c.Burst.TPM}, {"Burst.RPD", c.Burst.RPD}, {"Burst.TPD", c.Burst.TPD}} {
+		if f.v < 0 || f.v > maxLimit {
+			return s, invalidf("Config.%s = %d: must be between 0 (no limit) and %d", f.n, f.v, int64(maxLimit))
+		}
+	}
+	if math.IsNaN(c.Headroom) || c.Headroom < 0 || c.Headroom >= 1 {
+		return s, invalidf("Config.Headroom = %v: must be a fraction in [0, 1), e.g. 0.1 to keep 10%% unused", c.Headroom)
+	}
+	switch {
+	case math.IsNaN(s.batchFloor) || s.batchFloor >= 1:
+		return s, invalidf("Config.BatchFloor = %v: must be below 1 (e.g. 0.2); a negative value disables the floor", c.BatchFloor)
+	case s.batchFloor == 0:
+		s.batchFloor = DefaultBatchFloor
+	case s.batchFloor < 0:
+		s.batchFloor = 0
+	}
+	if s.leaseTTL == 0 {
+		s.leaseTTL = DefaultLeaseTTL
+	}
+	if s.leaseTTL < time.Millisecond || s.leaseTTL > maxDur {
+		return s, invalidf("Config.LeaseTTL = %v: must be between 1ms and %v", c.LeaseTTL, maxDur)
+	}
+	if s.maxWait == 0 {
+		s.maxWait = DefaultMaxWait
+	}
+	if s.maxWait < 0 || s.maxWait > maxDur {
+		return s, invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, DefaultMaxWait, maxDur)
+	}
+
+	specs := [4]struct {
+		name          string
+		limit, burst  int64
+		window        time.Duration
+	}{
+		{"RPM", l.RPM, c.Burst.RPM, time.Minute},
+		{"TPM", l.TPM, c.Burst.TPM, time.Minute},
+		{"RPD", l.RPD, c.Burst.RPD, 24 * time.Hour},
+		{"TPD", l.TPD, c.Burst.TPD, 24 * time.Hour},
+	}
+	for i, sp := range specs {
+		if sp.limit == 0 {
+			if sp.burst != 0 {
+				return s, invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
+			}
+			s.bucketArgs = append(s.bucketArgs, 0, 0)
+			continue
+		}
+		limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
+		if limit < 1 {
+			return s, invalidf("Limits.%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.name, sp.limit, c.Headroom)
+		}
+		burst := sp.burst
+		if burst > limit {
+			return s, invalidf("Config.Burst.%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.name, burst, limit)
+		}
+		refill := float64(limit)
+		if c.SlidingWindow {
+			if burst == 0 {
+				burst = (limit + 1) / 2
+			}
+			if burst == limit {
+				return s, invalidf("Config.Burst.%s = %d equals the limit: with SlidingWindow the bucket refills at (limit - burst)/window, so set a burst below the limit", sp.name, burst)
+			}
+			refill = float64(limit - burst)
+		} else if burst == 0 {
+			burst = limit
+		}
+		s.buckets[i] = bucket{
+			name: sp.name, limit: limit, capacity: float64(burst),
+			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
+		}
+		s.bucketArgs = append(s.bucketArgs, burst, strconv.FormatFloat(s.buckets[i].perMs, 'g', -1, 64))
+	}
+	return s, nil
+}
+
+// checkName rejects names that would break the key layout. Braces would
+// change the Redis Cluster hash tag (and so could make two budgets share
+// keys, or split one budget over slots); control characters and spaces make
+// keys that cannot be typed into redis-cli.
+func checkName(field, v string) error {
+	if v == "" {
+		return invalidf("Config.%s is empty: name the budget, e.g. \"openai:gpt-4o-mini\"", field)
+	}
+	if len(v) > maxNameLen {
+		return invalidf("Config.%s is %d bytes long: use at most %d", field, len(v), maxNameLen)
+	}
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		if ch <= ' ' || ch == 0x7f || ch == '{' || ch == '}' {
+			return invalidf("Config.%s %q: byte %d (%q) is not allowed; use printable characters without spaces, '{' or '}'", field, v, i, ch)
+		}
+	}
+	return nil
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}

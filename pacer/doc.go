@@ -1,0 +1,32 @@
+// Package pacer shares one LLM provider budget among every process of an
+// application.
+//
+// A provider's limits (requests and tokens per minute, requests per day,
+// calls in flight) belong to the API key, not to any one process. Give every
+// process a Pacer with the same Config.Name and the same Redis, and they draw
+// from one budget kept in Redis, checked and charged by one atomic Lua
+// script on Redis's own clock. The fleet then runs at the provider's limit,
+// not past it.
+//
+// A call reserves an estimate before it runs (prompt tokens plus max output
+// tokens) and settles its real usage after:
+//
+//	l, err := p.Acquire(ctx, pacer.Request{Tokens: 1300})
+//	if err != nil {
+//		return err // ErrTooLarge, ErrWaitTimeout, ErrInvalid or ctx's error
+//	}
+//	reply, err := callModel(ctx)
+//	if err != nil {
+//		l.Release(ctx) // keep the reservation: the provider may have counted it
+//		return err
+//	}
+//	return l.Settle(ctx, reply.Usage.TotalTokens) // refund the rest, or charge the overrun
+//
+// When the provider answers 429 anyway (a caller outside the pacer, an
+// estimate too low), Pause holds back every process for the provider's retry
+// delay.
+//
+// Out of scope here: token counting (package estimate), telling a rate limit
+// from an exhausted quota (package classify), and metrics libraries (use
+// Config.Observe).
+package pacer

@@ -1,0 +1,297 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/llmpacer/llmpacer/concurrency"
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/lua"
+	"github.com/redis/go-redis/v9"
+)
+
+// Lease is one admitted call's claim on the budget: see package lease.
+type Lease = lease.Lease
+
+// Pacer is one process's handle on a shared budget. Every Pacer with the
+// same Config.Name on the same Redis (in this process or any other) draws
+// from the same budget; the budget's state lives only in Redis.
+//
+// The budget is a set of token buckets, one per rate limit (requests and
+// tokens per minute and per day), each refilling continuously at its limit
+// per window on the Redis server's clock, plus a set of leases that counts
+// calls in flight. One Lua script checks every limit and charges all of them
+// or none, so any number of processes can race for it and never admit more
+// than it holds.
+//
+// Most callers use Acquire before a call and Lease.Settle after it, or Run,
+// which does both and retries. A Pacer is safe for simultaneous use by
+// multiple goroutines.
+type Pacer struct {
+	rdb    redis.Scripter
+	s      settings
+	keys   []string
+	budget *lease.Budget
+	slots  concurrency.Queue // local waiters for a concurrency slot
+}
+
+// New returns a Pacer for the budget cfg describes, on rdb: a
+// *redis.Client, *redis.ClusterClient, *redis.Ring or any other
+// redis.UniversalClient. It validates cfg and does not contact Redis; a new
+// budget starts full.
+func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
+	if rdb == nil {
+		return nil, invalidf("New: the Redis client is nil; pass a *redis.Client, *redis.ClusterClient or other redis.UniversalClient")
+	}
+	s, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	// One hash tag for every key of the budget: the scripts touch several
+	// keys, and on a Redis Cluster they must live in one slot.
+	tag := "{" + s.prefix + ":" + s.name + "}"
+	p := &Pacer{rdb: rdb, s: s, keys: []string{tag + ":s", tag + ":l"}}
+	p.budget = &lease.Budget{
+		Client: rdb, Keys: p.keys, BucketArgs: s.bucketArgs, TTL: s.leaseTTL,
+		Ended: p.ended,
+	}
+	return p, nil
+}
+
+// Name returns the budget's name.
+func (p *Pacer) Name() string { return p.s.name }
+
+// Limits returns the limits the Pacer was configured with.
+func (p *Pacer) Limits() Limits { return p.s.limits }
+
+// Keys returns the Redis keys of the budget: the state hash and the lease
+// sorted set. They share one hash tag.
+func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
+
+func (p *Pacer) ended(l *lease.Lease, how lease.End, err error) {
+	if p.s.limits.Concurrency > 0 {
+		p.slots.Wake()
+	}
+	p.emit(Event{Kind: Ended, Tokens: l.Tokens(), End: how, Err: err})
+}
+
+// Acquire waits until every limit of the budget has room for r, charges
+// them all, and returns the lease. End the lease with Settle (or Release if
+// the call failed) as soon as the call returns.
+//
+// The wait is bounded by Config.MaxWait (or r.MaxWait) and by ctx. When the
+// script's answer shows that the bound is too short, Acquire returns a
+// *WaitError (errors.Is ErrWaitTimeout) at once instead of sleeping it out.
+// A request larger than a token bucket fails at once with ErrTooLarge, and
+// a cancelled ctx returns ctx's error. An interactive call that must wait
+// for tokens reserves its turn with one script call and sleeps until then,
+// first come, first served; a call that waits for a concurrency slot or a
+// pause asks again when a slot is likely to free.
+func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
+	if err := p.checkRequest(r); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	bound := p.s.maxWait
+	if r.MaxWait > 0 {
+		bound = r.MaxWait
+	}
+	deadline, ctxBound := began.Add(bound), false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ctxBound = d, true
+	}
+	id := lease.NewID()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		remain := time.Until(deadline)
+		if remain < 0 {
+			remain = 0
+		}
+		rep, err := p.acquireOnce(ctx, id, r, remain)
+		if err != nil {
+			return nil, err
+		}
+		switch rep.code {
+		case codeAdmitted, codeAlready:
+			return p.admit(ctx, id, r, rep, began)
+		case codeTooLarge:
+			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.reason)
+		}
+		if rep.wait > remain {
+			err := &WaitError{Wait: rep.wait, Bound: bound, Limit: rep.reason, ctxBound: ctxBound}
+			if ctxBound {
+				err.Bound = time.Until(deadline)
+			}
+			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason, Err: err})
+			return nil, err
+		}
+		if err := p.sleep(ctx, rep); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// admit turns an admitted reply into a lease, sleeping first if the call's
+// turn is in the future. A ctx cancelled during that sleep cancels the
+// lease, so nothing stays charged for a call that is never made.
+func (p *Pacer) admit(ctx context.Context, id string, r Request, rep reply, began time.Time) (*Lease, error) {
+	start := rep.now.Add(rep.wait)
+	l := lease.New(p.budget, id, r.Tokens, start, time.Since(began)+rep.wait)
+	if rep.wait > 0 {
+		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason})
+		t := time.NewTimer(rep.wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = l.Cancel(cctx) // if this fails too, the lease expires by itself
+			cancel()
+			return nil, ctx.Err()
+		}
+	}
+	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: rep.reason})
+	return l, nil
+}
+
+// sleep waits out a denial: the script's hint, with up to 10% jitter so
+// that callers told the same time do not return in one burst. A caller
+// waiting for a concurrency slot also wakes when a lease of this process
+// ends.
+func (p *Pacer) sleep(ctx context.Context, rep reply) error {
+	p.emit(Event{Kind: Waiting, Wait: rep.wait, Limit: rep.reason})
+	d := rep.wait + time.Duration(rand.Int64N(int64(rep.wait/10)+1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var wake <-chan struct{}
+	if rep.reason == "concurrency" {
+		var leave func()
+		wake, leave = p.slots.Wait()
+		defer leave()
+	}
+	select {
+	case <-t.C:
+	case <-wake:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// TryAcquire admits r only if every limit has room now. It never waits: it
+// returns a lease, or nil and how long until r could be admitted (assuming
+// no other caller takes the room first). It returns ErrTooLarge for a
+// request that can never fit.
+func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, time.Duration, error) {
+	if err := p.checkRequest(r); err != nil {
+		return nil, 0, err
+	}
+	id := lease.NewID()
+	rep, err := p.acquireOnce(ctx, id, r, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch rep.code {
+	case codeAdmitted, codeAlready:
+		l := lease.New(p.budget, id, r.Tokens, rep.now, 0)
+		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
+		return l, 0, nil
+	case codeTooLarge:
+		return nil, 0, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.reason)
+	}
+	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason})
+	return nil, rep.wait, nil
+}
+
+func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration) (reply, error) {
+	args := make([]any, 0, 7+len(p.s.bucketArgs))
+	prio := 0
+	if r.Priority == Batch {
+		prio = 1
+	}
+	args = append(args, id, r.Tokens, prio, maxWait.Milliseconds(), p.s.leaseTTL.Milliseconds(),
+		p.s.limits.Concurrency, p.s.batchFloor)
+	args = append(args, p.s.bucketArgs...)
+	v, err := p.call(ctx, lua.Acquire, args, func(v any) {
+		// The reply came after the caller gave up: give the lease back.
+		if rep, err := decodeAcquire(v); err == nil && (rep.code == codeAdmitted || rep.code == codeAlready) {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = lease.New(p.budget, id, r.Tokens, rep.now.Add(rep.wait), 0).Cancel(cctx)
+		}
+	})
+	if err != nil {
+		return reply{}, err
+	}
+	rep, err := decodeAcquire(v)
+	if err != nil {
+		return reply{}, fmt.Errorf("pacer: acquire on %q: %w", p.s.name, err)
+	}
+	return rep, nil
+}
+
+// call runs a script but returns when ctx is done even if Redis does not
+// answer: go-redis bounds a call by its own read timeout, not by ctx,
+// unless the client sets ContextTimeoutEnabled. A reply that comes after
+// the caller left goes to late, which undoes what the script did.
+func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func(any)) (any, error) {
+	if ctx.Done() == nil {
+		return s.Run(ctx, p.rdb, p.keys, args...).Result()
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := s.Run(context.WithoutCancel(ctx), p.rdb, p.keys, args...).Result()
+		ch <- result{v, err}
+	}()
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, res.err)
+		}
+		return res.v, nil
+	case <-ctx.Done():
+		if late != nil {
+			go func() {
+				if res := <-ch; res.err == nil {
+					late(res.v)
+				}
+			}()
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// Pause makes every process sharing the budget wait at least d from now
+// before its next admission. It extends a pause already set, never
+// shortening it. Use it when the provider answers 429: one process's 429
+// then slows the whole fleet, not only the process that got it.
+func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 || d > maxDur {
+		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
+	}
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	v, err := p.call(ctx, lua.Pause, []any{ms}, nil)
+	if err != nil {
+		return err
+	}
+	vals, err := int64s(v, 2)
+	if err != nil {
+		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
+	}
+	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond})
+	return nil
+}
+
+var errReply = errors.New("unexpected script reply")

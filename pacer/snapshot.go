@@ -1,0 +1,97 @@
+package pacer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/llmpacer/llmpacer/lua"
+)
+
+// Bucket is the state of one rate limit.
+type Bucket struct {
+	// Limit is the configured limit per window after Headroom; 0 means
+	// the budget has no such limit and the other fields are zero.
+	Limit int64
+	// Capacity is the most the bucket holds (the burst).
+	Capacity int64
+	// Level is what the bucket holds now. Negative while the budget is in
+	// debt: after an overrun, or while interactive calls wait for turns they
+	// have already reserved.
+	Level float64
+	// PerSecond is the refill rate.
+	PerSecond float64
+}
+
+// Snapshot is a budget's state at one moment, as an operator needs to see
+// it: each limit's level and capacity, leases in flight and any pause.
+type Snapshot struct {
+	Name string
+	// Time is the moment read, on the Redis clock.
+	Time time.Time
+
+	RPM, TPM, RPD, TPD Bucket
+
+	// InFlight counts leases not yet ended or expired; Concurrency is the
+	// limit on them (0 = none).
+	InFlight, Concurrency int64
+	// Paused is how long every caller still has to wait; 0 if not paused.
+	Paused time.Duration
+	// MeanHold is the recent mean time a lease was held; 0 until one ends.
+	MeanHold time.Duration
+}
+
+// Snapshot reads the budget without changing it.
+func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
+	v, err := p.call(ctx, lua.Snapshot, p.s.bucketArgs, nil)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s, err := p.decodeSnapshot(v)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("pacer: snapshot of %q: %w", p.s.name, err)
+	}
+	return s, nil
+}
+
+func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 8 {
+		return Snapshot{}, fmt.Errorf("%w: %v", errReply, v)
+	}
+	ints, err := int64s(a[:3], 3)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s := Snapshot{
+		Name:        p.s.name,
+		Time:        time.UnixMilli(ints[0]),
+		Paused:      time.Duration(ints[1]) * time.Millisecond,
+		InFlight:    ints[2],
+		Concurrency: p.s.limits.Concurrency,
+	}
+	if h, ok := a[3].(string); ok && h != "" {
+		f, err := strconv.ParseFloat(h, 64)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("%w: hold %q", errReply, h)
+		}
+		s.MeanHold = time.Duration(f * float64(time.Millisecond))
+	}
+	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
+	for i, b := range p.s.buckets {
+		str, ok := a[4+i].(string)
+		if !ok {
+			return Snapshot{}, fmt.Errorf("%w: %v", errReply, v)
+		}
+		if b.limit == 0 || str == "" {
+			continue
+		}
+		level, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("%w: level %q", errReply, str)
+		}
+		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: level, PerSecond: b.perMs * 1000}
+	}
+	return s, nil
+}
