@@ -1,0 +1,423 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// Behaviour 4: the N+1th caller waits until a lease settles.
+func TestConcurrencyWaitsForSettle(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{Concurrency: 2}})
+		var held []*pacer.Lease
+		for i := 0; i < 2; i++ {
+			l, err := ps[0].Acquire(ctx, pacer.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l)
+		}
+		if l, wait, err := ps[1].TryAcquire(ctx, pacer.Request{}); l != nil || err != nil || wait <= 0 {
+			t.Fatalf("third TryAcquire = %v, %v, %v; want nil, >0, nil", l, wait, err)
+		}
+		got := make(chan time.Time, 1)
+		third := make(chan *pacer.Lease, 1)
+		go func() {
+			l, err := ps[1].Acquire(ctx, pacer.Request{})
+			if err != nil {
+				t.Errorf("third Acquire = %v", err)
+			}
+			got <- time.Now()
+			third <- l
+		}()
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-got:
+			t.Fatal("third Acquire was admitted while both slots were held")
+		default:
+		}
+		settled := time.Now()
+		if err := held[0].Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case at := <-got:
+			if d := at.Sub(settled); d > 500*time.Millisecond {
+				t.Errorf("admitted %v after the settle; want soon after", d)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("third Acquire still waiting 5s after a slot freed")
+		}
+		if s := snap(t, ps[0]); s.InFlight != 2 || s.Concurrency != 2 {
+			t.Errorf("Snapshot: InFlight %d, Concurrency %d; want 2, 2", s.InFlight, s.Concurrency)
+		}
+		if l := <-third; l != nil {
+			_ = l.Settle(ctx, 0)
+		}
+		if s := snap(t, ps[0]); s.InFlight != 1 {
+			t.Errorf("Snapshot: InFlight %d after settling; want 1", s.InFlight)
+		}
+	})
+}
+
+// Behaviour 4: an abandoned lease frees its slot after its TTL; one kept
+// alive does not expire.
+func TestLeaseExpiryAndKeepAlive(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{Concurrency: 1, TPM: 6000}, LeaseTTL: 300 * time.Millisecond})
+
+		abandoned, err := p.Acquire(ctx, pacer.Request{Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
+		if err != nil {
+			t.Fatalf("Acquire after an abandoned lease = %v", err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+			t.Errorf("slot came back after %v; want about the 300ms TTL", d)
+		}
+		before := snap(t, p).TPM.Level
+		if err := abandoned.Settle(ctx, 0); !errors.Is(err, pacer.ErrLeaseExpired) {
+			t.Errorf("Settle of an expired lease = %v; want ErrLeaseExpired", err)
+		}
+		if err := abandoned.Settle(ctx, 0); !errors.Is(err, pacer.ErrLeaseExpired) {
+			t.Errorf("second Settle of an expired lease = %v; want ErrLeaseExpired", err)
+		}
+		if after := snap(t, p).TPM.Level; after > before+20 {
+			t.Errorf("TPM level went from %v to %v: the expired lease's tokens were refunded; they must stay charged", before, after)
+		}
+		if err := l.Settle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+
+		kept, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := kept.AutoKeepAlive(ctx)
+		time.Sleep(time.Second) // more than three TTLs
+		if l, _, err := p.TryAcquire(ctx, pacer.Request{}); l != nil || err != nil {
+			t.Errorf("TryAcquire while a kept-alive lease holds the only slot = %v, %v; want nil", l, err)
+		}
+		stop()
+		if err := kept.Settle(ctx, 10); err != nil {
+			t.Errorf("Settle of a kept-alive lease = %v; want nil", err)
+		}
+		if got := kept.State(); got != lease.Settled {
+			t.Errorf("State() = %v; want settled", got)
+		}
+	})
+}
+
+// Release keeps the whole reservation; Cancel gives back tokens and request.
+func TestReleaseAndCancel(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPD: 10, TPD: 100_000, Concurrency: 5}})
+		l, _ := p.Acquire(ctx, pacer.Request{Tokens: 1000})
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := snap(t, p)
+		if !near(s.TPD.Level, 99_000, 1) || !near(s.RPD.Level, 9, 0.01) || s.InFlight != 0 {
+			t.Errorf("after Release: TPD %v, RPD %v, in flight %d; want 99000, 9, 0", s.TPD.Level, s.RPD.Level, s.InFlight)
+		}
+		l, _ = p.Acquire(ctx, pacer.Request{Tokens: 1000})
+		if err := l.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Settle(ctx, 5000); err != nil {
+			t.Errorf("Settle after Cancel = %v; want nil, a no-op", err)
+		}
+		s = snap(t, p)
+		if !near(s.TPD.Level, 99_000, 1) || !near(s.RPD.Level, 9, 0.01) || s.InFlight != 0 {
+			t.Errorf("after Cancel: TPD %v, RPD %v, in flight %d; want 99000, 9, 0", s.TPD.Level, s.RPD.Level, s.InFlight)
+		}
+	})
+}
+
+// Settle from many goroutines at once refunds exactly once.
+func TestSettleRacesRefundOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 100_000}})
+		l, _ := p.Acquire(ctx, pacer.Request{Tokens: 10_000})
+		var wg sync.WaitGroup
+		for i := 0; i < 32; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = l.Settle(ctx, 0) }()
+		}
+		wg.Wait()
+		if s := snap(t, p); !near(s.TPD.Level, 100_000, 1) {
+			t.Errorf("TPD level %v after 32 racing Settles; want 100000 (one refund)", s.TPD.Level)
+		}
+	})
+}
+
+// Behaviour 5: a pause set by one Pacer holds back callers of another.
+func TestPauseIsShared(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{RPM: 1000}})
+		if err := ps[0].Pause(ctx, 400*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps[0].Pause(ctx, 50*time.Millisecond); err != nil { // never shortens
+			t.Fatal(err)
+		}
+		if s := snap(t, ps[1]); s.Paused < 300*time.Millisecond {
+			t.Errorf("Snapshot().Paused = %v; want about 400ms", s.Paused)
+		}
+		l, wait, err := ps[1].TryAcquire(ctx, pacer.Request{})
+		if l != nil || err != nil || wait < 300*time.Millisecond {
+			t.Errorf("TryAcquire during the pause = %v, %v, %v; want nil, ~400ms, nil", l, wait, err)
+		}
+		start := time.Now()
+		if _, err := ps[1].Acquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Errorf("Acquire during the pause returned after %v; want about 400ms", d)
+		}
+		if _, err := ps[1].Acquire(ctx, pacer.Request{MaxWait: time.Millisecond}); err != nil {
+			t.Errorf("Acquire after the pause = %v; want admitted at once", err)
+		}
+	})
+}
+
+// Behaviour 6: batch is held back by the floor while interactive gets through.
+func TestBatchFloor(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 1000, Concurrency: 5}})
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 600, Priority: pacer.Batch}); err != nil {
+			t.Fatal(err)
+		}
+		// 400 left; batch may not go below the floor of 200.
+		if l, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: 300, Priority: pacer.Batch}); l != nil || err != nil || wait <= 0 {
+			t.Errorf("batch TryAcquire(300) = %v, %v, %v; want held back", l, wait, err)
+		}
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 300, Priority: pacer.Batch, MaxWait: 100 * time.Millisecond}); !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Errorf("batch Acquire(300) = %v; want ErrWaitTimeout", err)
+		}
+		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 300}); l == nil || err != nil {
+			t.Errorf("interactive TryAcquire(300) = %v, %v; want a lease", l, err)
+		}
+		// Concurrency: 5 slots, batch may hold 4.
+		p = newPacer(t, b, pacer.Config{Limits: pacer.Limits{Concurrency: 5}})
+		for i := 0; i < 4; i++ {
+			if l, _, err := p.TryAcquire(ctx, pacer.Request{Priority: pacer.Batch}); l == nil || err != nil {
+				t.Fatalf("batch slot %d = %v, %v", i+1, l, err)
+			}
+		}
+		if l, _, _ := p.TryAcquire(ctx, pacer.Request{Priority: pacer.Batch}); l != nil {
+			t.Errorf("batch took the last slot")
+		}
+		if l, _, err := p.TryAcquire(ctx, pacer.Request{}); l == nil || err != nil {
+			t.Errorf("interactive could not take the last slot: %v, %v", l, err)
+		}
+	})
+}
+
+// Behaviour 10: a large request (half the capacity) competing with a steady
+// stream of small ones is admitted within about twice its fair wait.
+func TestFairnessLargeRequestNotStarved(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		// 600,000 TPM = 10,000 tokens/s; burst 4,000 so the test is short.
+		ps := newPacers(t, b, 4, pacer.Config{Limits: pacer.Limits{TPM: 600_000}, Burst: pacer.Burst{TPM: 4000}, MaxWait: 10 * time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var wg sync.WaitGroup
+		var small atomic.Int64
+		for i := 0; i < 16; i++ {
+			wg.Add(1)
+			go func(p *pacer.Pacer) {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+					if err != nil {
+						return
+					}
+					small.Add(1)
+					_ = l.Settle(context.Background(), 100)
+				}
+			}(ps[i%len(ps)])
+		}
+		time.Sleep(300 * time.Millisecond) // the stream saturates the budget
+		// Fair wait: the big call's own 2,000 tokens, plus at most one queued
+		// call per small worker ahead of it, at 10,000 tokens/s.
+		fair := time.Duration(float64(2000+16*100) / 10_000 * float64(time.Second))
+		start := time.Now()
+		l, err := ps[0].Acquire(context.Background(), pacer.Request{Tokens: 2000})
+		waited := time.Since(start)
+		cancel()
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("large Acquire = %v", err)
+		}
+		_ = l.Settle(context.Background(), 2000)
+		if waited > 2*fair+100*time.Millisecond {
+			t.Errorf("large request waited %v; want within about twice its fair wait %v", waited, fair)
+		}
+		if small.Load() < 50 {
+			t.Errorf("only %d small calls were admitted; the stream did not saturate the budget", small.Load())
+		}
+	})
+}
+
+// Behaviour 8: bad input gets a clear error, no panic.
+func TestBadInput(t *testing.T) {
+	b := redistest.Mini(t)
+	rdb := b.Client(t)
+	ok := pacer.Limits{TPM: 1000}
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		cfg  pacer.Config
+		want string
+	}{
+		{"nil client", nil, pacer.Config{Name: "a", Limits: ok}, "client is nil"},
+		{"empty name", rdb, pacer.Config{Limits: ok}, "Name is empty"},
+		{"brace in name", rdb, pacer.Config{Name: "a}{b", Limits: ok}, "'{' or '}'"},
+		{"space in name", rdb, pacer.Config{Name: "a b", Limits: ok}, "not allowed"},
+		{"newline in name", rdb, pacer.Config{Name: "a\nb", Limits: ok}, "not allowed"},
+		{"long name", rdb, pacer.Config{Name: strings.Repeat("x", 201), Limits: ok}, "at most 200"},
+		{"brace in prefix", rdb, pacer.Config{Name: "a", KeyPrefix: "{x", Limits: ok}, "KeyPrefix"},
+		{"no limits", rdb, pacer.Config{Name: "a"}, "no limit is set"},
+		{"negative limit", rdb, pacer.Config{Name: "a", Limits: pacer.Limits{TPM: -5}}, "Config.TPM = -5"},
+		{"absurd limit", rdb, pacer.Config{Name: "a", Limits: pacer.Limits{TPM: 1 << 62}}, "must be between"},
+		{"burst above limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{TPM: 2000}}, "exceeds the limit"},
+		{"burst without limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{RPM: 5}}, "needs its limit"},
+		{"sliding burst = limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{TPM: 1000}, SlidingWindow: true}, "below the limit"},
+		{"headroom 1", rdb, pacer.Config{Name: "a", Limits: ok, Headroom: 1}, "Headroom"},
+		{"batch floor 1", rdb, pacer.Config{Name: "a", Limits: ok, BatchFloor: 1}, "BatchFloor"},
+		{"negative ttl", rdb, pacer.Config{Name: "a", Limits: ok, LeaseTTL: -time.Second}, "LeaseTTL"},
+		{"negative max wait", rdb, pacer.Config{Name: "a", Limits: ok, MaxWait: -time.Second}, "MaxWait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := pacer.New(tc.rdb, tc.cfg)
+			if p != nil || !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New() = %v, %v; want ErrInvalid mentioning %q", p, err, tc.want)
+			}
+		})
+	}
+
+	ctx := context.Background()
+	p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000, Concurrency: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		r    pacer.Request
+		want error
+	}{
+		{"negative tokens", pacer.Request{Tokens: -1}, pacer.ErrInvalid},
+		{"absurd tokens", pacer.Request{Tokens: 1 << 60}, pacer.ErrInvalid},
+		{"unknown priority", pacer.Request{Priority: 7}, pacer.ErrInvalid},
+		{"negative max wait", pacer.Request{MaxWait: -1}, pacer.ErrInvalid},
+		{"above capacity", pacer.Request{Tokens: 1001}, pacer.ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if l, err := p.Acquire(ctx, tc.r); l != nil || !errors.Is(err, tc.want) {
+				t.Errorf("Acquire(%+v) = %v, %v; want %v", tc.r, l, err, tc.want)
+			}
+			if l, _, err := p.TryAcquire(ctx, tc.r); l != nil || !errors.Is(err, tc.want) {
+				t.Errorf("TryAcquire(%+v) = %v, %v; want %v", tc.r, l, err, tc.want)
+			}
+		})
+	}
+	l, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(ctx, -1); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("Settle(-1) = %v; want lease.ErrInvalid", err)
+	}
+	if err := l.Settle(ctx, 1<<60); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("Settle(1<<60) = %v; want lease.ErrInvalid", err)
+	}
+	for _, d := range []time.Duration{0, -time.Second, 30 * 24 * time.Hour} {
+		if err := p.Pause(ctx, d); !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("Pause(%v) = %v; want ErrInvalid", d, err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := p.Acquire(cctx, pacer.Request{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire with a cancelled ctx = %v; want context.Canceled", err)
+	}
+}
+
+// Budgets with different names are independent, and on a cluster their keys
+// spread over the slots while each budget's keys share one.
+func TestNamesAreIndependentAndShareASlot(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		rdb := b.Client(t)
+		base := redistest.Name(t)
+		slots := map[int64]bool{}
+		for i, suffix := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+			p, err := pacer.New(rdb, pacer.Config{Name: base + ":" + suffix, Limits: pacer.Limits{RPD: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Acquire(ctx, pacer.Request{}); err != nil {
+				t.Fatalf("budget %d: first Acquire = %v; want admitted (budgets are independent)", i, err)
+			}
+			if l, _, _ := p.TryAcquire(ctx, pacer.Request{}); l != nil {
+				t.Fatalf("budget %d: second call admitted past RPD 1", i)
+			}
+			if b.Kind == "cluster" {
+				keys := p.Keys()
+				s0, err := rdb.ClusterKeySlot(ctx, keys[0]).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				s1, _ := rdb.ClusterKeySlot(ctx, keys[1]).Result()
+				if s0 != s1 {
+					t.Fatalf("keys %v are in slots %d and %d; want one", keys, s0, s1)
+				}
+				slots[s0] = true
+			}
+		}
+		if b.Kind == "cluster" && len(slots) < 4 {
+			t.Errorf("8 budgets used only %d slots; want them spread", len(slots))
+		}
+	})
+}
+
+// Idle budgets expire from Redis by themselves.
+func TestIdleBudgetExpires(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60, TPM: 6000}, LeaseTTL: time.Second})
+	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 600})
+	_ = l.Settle(ctx, 600)
+	keys := p.Keys()
+	ttl := b.Mini.TTL(keys[0])
+	// 600 tokens at 100/s refill in 6s; 1 request at 1/s in 1s.
+	if ttl < 6*time.Second || ttl > 8*time.Second {
+		t.Errorf("state TTL = %v; want about 7s (full again in 6s, plus a second)", ttl)
+	}
+	b.Mini.FastForward(10 * time.Second)
+	for _, k := range keys {
+		if b.Mini.Exists(k) {
+			t.Errorf("key %s still exists after the budget went idle", k)
+		}
+	}
+}
