@@ -121,8 +121,8 @@ const (
 // Upper bounds on inputs, past which a value is surely a mistake (a unit
 // error, an overflow) and is rejected rather than silently used.
 const (
-	maxLimit  = 1 << 50 // any limit or burst
-	maxTokens = 1 << 50 // one call's tokens, reserved or used
+	maxLimit   = 1 << 50 // any limit or burst
+	maxTokens  = 1 << 50 // one call's tokens, reserved or used
 	maxNameLen = 200
 	maxDur     = 7 * 24 * time.Hour // TTLs, waits, pauses
 )
@@ -138,14 +138,14 @@ type bucket struct {
 
 // settings is a validated Config with defaults applied.
 type settings struct {
-	name, prefix  string
-	limits        Limits
-	buckets       [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
-	batchFloor    float64
-	leaseTTL      time.Duration
-	maxWait       time.Duration
-	observe       func(Event)
-	bucketArgs    []any // capacity, rate per ms, x4: the scripts' shared ARGV tail
+	name, prefix string
+	limits       Limits
+	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
+	batchFloor   float64
+	leaseTTL     time.Duration
+	maxWait      time.Duration
+	observe      func(Event)
+	bucketArgs   []any // capacity, rate per ms, x4: the scripts' shared ARGV tail
 }
 
 func (c Config) settings() (settings, error) {
@@ -200,9 +200,9 @@ func (c Config) settings() (settings, error) {
 	}
 
 	specs := [4]struct {
-		name          string
-		limit, burst  int64
-		window        time.Duration
+		name         string
+		limit, burst int64
+		window       time.Duration
 	}{
 		{"RPM", l.RPM, c.Burst.RPM, time.Minute},
 		{"TPM", l.TPM, c.Burst.TPM, time.Minute},
