@@ -17,7 +17,8 @@
 -- Returns {code, wait_ms, now_ms, reason}:
 --   code  1: admitted; the call's turn comes in wait_ms (0 = now). The lease is
 --            held and its tokens deducted, so the caller sleeps wait_ms and goes.
---   code  2: this lease id was already admitted (a retried call); wait_ms as for 1.
+--   code  2: this lease id was already admitted (a retried call whose reply was
+--            lost); nothing charged again; wait_ms as for 1.
 --   code  0: not admitted, nothing changed but the wait queues; retry in wait_ms.
 --   code -1: can never be admitted: cost exceeds the capacity of bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
@@ -31,16 +32,6 @@ local ttl = tonumber(ARGV[5])
 local conc = tonumber(ARGV[6])
 local floorfrac = tonumber(ARGV[7])
 local now = now_ms()
-
--- A retried call whose first reply was lost must not be charged twice.
-local held = redis.call('ZSCORE', leases, id)
-if held then
-  local start = tonumber(held) - ttl
-  local wait = 0
-  if start > now then wait = math.ceil(start - now) end
-  return {2, wait, now, ''}
-end
-
 local b, x = load_buckets(state, 8, now)
 
 for i = 1, 4 do
@@ -55,20 +46,12 @@ if x.pause > now then
   return {0, math.ceil(x.pause - now), now, 'pause'}
 end
 
--- Leases past their expiry no longer hold a slot. Remove at most 100 per call
--- so that a mass expiry costs many calls a little each, never one call a lot;
--- the ones left are still subtracted from the count below.
-local expired = redis.call('ZCOUNT', leases, '-inf', now)
-local reaped = 0
-if expired > 0 then
-  reaped = math.min(expired, 100)
-  redis.call('ZREMRANGEBYRANK', leases, 0, reaped - 1)
-end
-
 if conc > 0 then
   local allowed = conc
   if batch then allowed = conc - math.floor(conc * floorfrac) end
-  local inflight = redis.call('ZCARD', leases) - (expired - reaped)
+  -- Leases past their expiry hold no slot, removed or not (settle.lua
+  -- removes them a bounded number at a time).
+  local inflight = redis.call('ZCOUNT', leases, '(' .. now, '+inf')
   if inflight >= allowed then
     -- No slot. The next one frees when some call ends: on average every
     -- hold/conc ms, or at the latest when the oldest lease expires. Waiters
@@ -77,7 +60,7 @@ if conc > 0 then
     local hold = x.hold or 100
     local spacing = hold / conc
     if spacing < 1 then spacing = 1 end
-    local first = redis.call('ZRANGE', leases, expired - reaped, expired - reaped, 'WITHSCORES')
+    local first = redis.call('ZRANGEBYSCORE', leases, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     local latest = ttl
     if first[2] then latest = tonumber(first[2]) - now end
     local q = x.qc
@@ -136,7 +119,17 @@ for i = 1, 4 do
   end
 end
 local start = now + math.ceil(wait)
-redis.call('ZADD', leases, start + ttl, id)
-extend_ttl(leases, start + ttl - now + 1000)
-store_buckets(state, b, now, math.max(x.pause, x.qc, x.qb))
+if redis.call('ZADD', leases, 'NX', start + ttl, id) == 0 then
+  -- A retried call whose first reply was lost: charge nothing twice.
+  local held = tonumber(redis.call('ZSCORE', leases, id)) - ttl
+  local w = 0
+  if held > now then w = math.ceil(held - now) end
+  return {2, w, now, ''}
+end
+-- The lease set must outlive its newest lease, whatever TTL other processes
+-- use (lt remembers the longest), and so must the state hash that tracks it.
+local lt = math.max(ttl, x.lt)
+x.le = math.max(x.le, start + lt)
+redis.call('PEXPIRE', leases, x.le - now + 1000)
+store_buckets(state, b, now, x, {'lt', lt, 'le', x.le})
 return {1, math.ceil(wait), now, reason}

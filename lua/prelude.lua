@@ -11,7 +11,12 @@
 -- State hash fields: ts (ms of the last refill, integer), rpm/tpm/rpd/tpd
 -- (levels, floats, may be negative while in debt), pause (ms until which
 -- every caller waits), hold (mean lease hold time in ms), qc and qb (the
--- virtual queues that stagger concurrency and batch waiters, in ms).
+-- virtual queues that stagger concurrency and batch waiters, in ms), lt (the
+-- longest lease TTL in use, in ms), le (the latest lease expiry, in ms).
+--
+-- Redis runs a script alone, so every redis.call counts: on a small machine
+-- each costs one to two microseconds. The scripts make as few as they can
+-- and none whose number grows with the data.
 
 local BUCKETS = {'rpm', 'tpm', 'rpd', 'tpd'}
 -- Request buckets (rpm, rpd) charge 1 per call; token buckets charge the cost.
@@ -28,7 +33,7 @@ end
 -- load_buckets reads the state hash and refills every configured bucket up to
 -- now. It returns the bucket table and the raw HMGET extras (pause, hold, qc, qb).
 local function load_buckets(state, first, now)
-  local h = redis.call('HMGET', state, 'ts', 'rpm', 'tpm', 'rpd', 'tpd', 'pause', 'hold', 'qc', 'qb')
+  local h = redis.call('HMGET', state, 'ts', 'rpm', 'tpm', 'rpd', 'tpd', 'pause', 'hold', 'qc', 'qb', 'lt', 'le')
   local ts = tonumber(h[1]) or now
   -- A clock that steps back (a failover to a replica with a slower clock)
   -- refills nothing rather than draining the buckets.
@@ -46,16 +51,21 @@ local function load_buckets(state, first, now)
       b[i] = {cap = cap, rate = rate, level = level}
     end
   end
-  return b, {pause = tonumber(h[6]) or 0, hold = tonumber(h[7]), qc = tonumber(h[8]) or 0, qb = tonumber(h[9]) or 0}
+  return b, {pause = tonumber(h[6]) or 0, hold = tonumber(h[7]), qc = tonumber(h[8]) or 0,
+    qb = tonumber(h[9]) or 0, lt = tonumber(h[10]) or 0, le = tonumber(h[11]) or 0}
 end
 
--- store_buckets writes the levels back with ts = now and sets the hash's
--- expiry to the moment every bucket would be full again (and any pause or
--- queue has passed): an idle budget then vanishes, and a vanished budget
--- reads as full, which is exactly what it would have been.
-local function store_buckets(state, b, now, extra_until)
+-- store_buckets writes the levels back with ts = now, plus the fields in
+-- extra (name, value, ...), and sets the hash's expiry to the moment every
+-- bucket would be full again and nothing else is pending (a pause, a queue, a
+-- lease): an idle budget then vanishes, and a vanished budget reads as full,
+-- which is exactly what it would have been.
+local function store_buckets(state, b, now, x, extra)
   local args = {'ts', now}
-  local until_ms = extra_until or now
+  if extra then
+    for i = 1, #extra do args[#args + 1] = extra[i] end
+  end
+  local until_ms = math.max(now, x.pause, x.qc, x.qb, x.le)
   for i = 1, 4 do
     local x = b[i]
     if x then

@@ -14,8 +14,8 @@
 -- ARGV[5]  ms at which the lease's turn began (from acquire: now + wait)
 -- ARGV[6..13] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
 --
--- Returns {code, now_ms}: code 1 ended now, 2 ended now but its slot had already
--- expired, 0 not found (ended before, or expired and removed).
+-- Returns {code, now_ms}: code 1 ended now, 0 not found (ended before) or
+-- expired (then removed, its reservation kept).
 
 local state, leases = KEYS[1], KEYS[2]
 local id, mode = ARGV[1], ARGV[2]
@@ -24,11 +24,20 @@ local used = tonumber(ARGV[4])
 local start = tonumber(ARGV[5])
 local now = now_ms()
 
-local score = redis.call('ZSCORE', leases, id)
-if not score then return {0, now} end
+-- A lease past its expiry has already given its slot back (acquire.lua counts
+-- only live leases), so it is over: it keeps its reservation, as if released.
+local expiry = tonumber(redis.call('ZSCORE', leases, id))
+if not expiry then return {0, now} end
 redis.call('ZREM', leases, id)
-local code = 1
-if tonumber(score) <= now then code = 2 end
+if expiry <= now then return {0, now} end
+
+-- Leases past their expiry no longer hold a slot (acquire.lua counts only
+-- live ones) but still take memory. Remove at most 100 per call, so that a
+-- mass expiry costs many calls a little each, never one call a lot.
+local expired = redis.call('ZCOUNT', leases, '-inf', now)
+if expired > 0 then
+  redis.call('ZREMRANGEBYRANK', leases, 0, math.min(expired, 100) - 1)
+end
 
 local b, x = load_buckets(state, 6, now)
 for i = 1, 4 do
@@ -53,11 +62,12 @@ end
 
 -- Track how long calls hold their slot: concurrency waiters use it to guess
 -- when the next slot frees. A cancelled lease never held one.
+local extra = nil
 if mode ~= 'cancel' and start <= now then
   local d = now - start
   local hold = d
   if x.hold then hold = x.hold * 0.8 + d * 0.2 end
-  redis.call('HSET', state, 'hold', hold)
+  extra = {'hold', hold}
 end
-store_buckets(state, b, now, math.max(x.pause, x.qc, x.qb))
-return {code, now}
+store_buckets(state, b, now, x, extra)
+return {1, now}

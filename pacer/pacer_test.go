@@ -114,7 +114,10 @@ func TestAtomicityUnderWaiting(t *testing.T) {
 		wg.Wait()
 		elapsed := stop.Sub(start).Seconds()
 		max := 500 + 1000*elapsed + 1000*0.05 // 50 ms of slack for clocks read at different moments
-		min := 0.8 * (500 + 1000*elapsed)     // and it does run near the limit
+		// A loose floor only shows the budget was in use: how near the limit
+		// it runs is measured by storm/redisbench, not asserted on a shared
+		// machine.
+		min := 0.5 * (500 + 1000*elapsed)
 		if got := float64(tokens.Load()); got > max || got < min {
 			t.Errorf("admitted %v tokens in %.2fs; want between %.0f and %.0f", got, elapsed, min, max)
 		}

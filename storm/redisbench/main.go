@@ -1,0 +1,441 @@
+// Command redisbench measures what one admission costs against a real Redis:
+// script calls per second beside a trivial EVALSHA from the same client and
+// goroutines, the scripts' server-side cost (INFO commandstats) and how it
+// grows with leases in flight and with the number of budgets, Redis commands
+// per admitted call when 64 goroutines compete for a saturated budget, the
+// share of the limit that a saturated budget admits, and the cost of the one
+// acquire that meets a mass expiry of 100,000 leases.
+//
+//	go run ./storm/redisbench -redis 127.0.0.1:6379
+//
+// Point it only at a Redis on this machine: it writes keys under the prefix
+// "llmpacer-bench" and resets the server's command statistics.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "redisbench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	rdb   *redis.Client
+	out   io.Writer
+	dur   time.Duration
+	names int
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
+	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (loopback only)")
+	dur := fs.Duration("d", 2*time.Second, "duration of each throughput run")
+	only := fs.String("only", "", "comma-separated parts to run: throughput,cost,growth,saturated,expiry (default all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "localhost:") && !strings.HasPrefix(*addr, "[::1]:") {
+		return fmt.Errorf("-redis %s: benchmarks run against loopback addresses only", *addr)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 128})
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	info, _ := rdb.Info(ctx, "server").Result()
+	fmt.Fprintf(out, "redis %s, GOMAXPROCS %s\n\n", field(info, "redis_version"), os.Getenv("GOMAXPROCS"))
+	b := &bench{rdb: rdb, out: out, dur: *dur}
+	parts := []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"throughput", b.throughput}, {"cost", b.cost}, {"growth", b.growth},
+		{"saturated", b.saturated}, {"expiry", b.expiry},
+	}
+	for _, p := range parts {
+		if *only != "" && !strings.Contains(","+*only+",", ","+p.name+",") {
+			continue
+		}
+		if err := p.f(ctx); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
+func (b *bench) pacer(cfg pacer.Config) (*pacer.Pacer, error) {
+	b.names++
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("b%d-%d", time.Now().UnixNano(), b.names)
+	}
+	cfg.KeyPrefix = "llmpacer-bench"
+	return pacer.New(b.rdb, cfg)
+}
+
+// ample is a budget no benchmark run can exhaust, with every limit set so
+// that the script does all of its work.
+var ample = pacer.Limits{RPM: 1 << 40, TPM: 1 << 45, RPD: 1 << 40, TPD: 1 << 46, Concurrency: 1 << 30}
+
+// parallel runs f from g goroutines for d and returns the calls per second.
+func parallel(g int, d time.Duration, f func() error) (float64, error) {
+	var n atomic.Int64
+	var firstErr atomic.Value
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if err := f(); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(n.Load()) / time.Since(start).Seconds(), nil
+}
+
+// throughput: script calls per second, acquire and settle counted
+// separately, beside a trivial EVALSHA from the same client and goroutines.
+func (b *bench) throughput(ctx context.Context) error {
+	trivial := redis.NewScript("return 1")
+	p, err := b.pacer(pacer.Config{Limits: ample})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(b.out, "## Script calls per second (same client, same goroutines)")
+	fmt.Fprintln(b.out, "| goroutines | trivial EVALSHA/s | acquire+settle pairs/s | script calls/s | ratio to trivial |")
+	fmt.Fprintln(b.out, "|---:|---:|---:|---:|---:|")
+	for _, g := range []int{1, 8, 64} {
+		base, err := parallel(g, b.dur, func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
+		if err != nil {
+			return err
+		}
+		pairs, err := parallel(g, b.dur, func() error {
+			l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				return err
+			}
+			if l == nil {
+				return fmt.Errorf("ample budget refused a call")
+			}
+			return l.Settle(ctx, 60)
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b.out, "| %d | %.0f | %.0f | %.0f | %.2f |\n", g, base, pairs, 2*pairs, 2*pairs/base)
+	}
+	return nil
+}
+
+// usec returns the server's usec_per_call and calls for EVALSHA since the
+// last reset.
+func (b *bench) usec(ctx context.Context) (float64, int64, error) {
+	info, err := b.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		var calls int64
+		var per float64
+		for _, kv := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_evalsha:")), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec_per_call":
+				per, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		return per, calls, nil
+	}
+	return 0, 0, fmt.Errorf("no cmdstat_evalsha in INFO commandstats")
+}
+
+func (b *bench) reset(ctx context.Context) error { return b.rdb.ConfigResetStat(ctx).Err() }
+
+// cost: server-side µs per call of a trivial script, acquire and settle.
+func (b *bench) cost(ctx context.Context) error {
+	const n = 20000
+	trivial := redis.NewScript("return 1")
+	p, err := b.pacer(pacer.Config{Limits: ample})
+	if err != nil {
+		return err
+	}
+	// Load every script once so that no EVAL fallback is counted.
+	if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
+		_ = l.Settle(ctx, 1)
+	}
+	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err()
+
+	measure := func(f func() error) (float64, error) {
+		if err := b.reset(ctx); err != nil {
+			return 0, err
+		}
+		for i := 0; i < n; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		u, _, err := b.usec(ctx)
+		return u, err
+	}
+	base, err := measure(func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
+	if err != nil {
+		return err
+	}
+	leases := make([]*pacer.Lease, 0, n)
+	acq, err := measure(func() error {
+		l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+		leases = append(leases, l)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	i := 0
+	set, err := measure(func() error { i++; return leases[i-1].Settle(ctx, 60) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(b.out, "## Server-side cost (INFO commandstats usec_per_call, all limits set)")
+	fmt.Fprintln(b.out, "| script | µs per call | ratio to trivial |")
+	fmt.Fprintln(b.out, "|---|---:|---:|")
+	fmt.Fprintf(b.out, "| trivial `return 1` | %.2f | 1.00 |\n", base)
+	fmt.Fprintf(b.out, "| acquire (0 to %d leases in flight) | %.2f | %.1f |\n", n, acq, acq/base)
+	fmt.Fprintf(b.out, "| settle | %.2f | %.1f |\n", set, set/base)
+	fmt.Fprintf(b.out, "| acquire + settle | %.2f | %.1f |\n", acq+set, (acq+set)/base)
+	return nil
+}
+
+// growth: acquire + settle cost with many leases in flight, and over many budgets.
+func (b *bench) growth(ctx context.Context) error {
+	const n = 5000
+	pair := func(p *pacer.Pacer) error {
+		l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			return err
+		}
+		return l.Settle(ctx, 60)
+	}
+	fmt.Fprintln(b.out, "## Growth: µs per script call (acquire and settle averaged)")
+	fmt.Fprintln(b.out, "| leases in flight | µs per call |")
+	fmt.Fprintln(b.out, "|---:|---:|")
+	for _, inflight := range []int{0, 1000, 10000, 100000} {
+		p, err := b.pacer(pacer.Config{Limits: ample})
+		if err != nil {
+			return err
+		}
+		pipe := b.rdb.Pipeline()
+		for i := 0; i < inflight; i++ {
+			// Held leases, added as acquire.lua adds them (far expiry).
+			pipe.ZAdd(ctx, p.Keys()[1], redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: fmt.Sprintf("held-%d", i)})
+			if i%1000 == 999 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		_ = pair(p)
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := pair(p); err != nil {
+				return err
+			}
+		}
+		u, _, err := b.usec(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b.out, "| %d | %.2f |\n", inflight, u)
+		_ = b.rdb.Del(ctx, p.Keys()...).Err()
+	}
+	fmt.Fprintln(b.out)
+	fmt.Fprintln(b.out, "| budgets in use | µs per call |")
+	fmt.Fprintln(b.out, "|---:|---:|")
+	for _, budgets := range []int{1, 100, 10000} {
+		ps := make([]*pacer.Pacer, budgets)
+		for i := range ps {
+			p, err := b.pacer(pacer.Config{Limits: ample})
+			if err != nil {
+				return err
+			}
+			ps[i] = p
+			if err := pair(p); err != nil { // create its keys
+				return err
+			}
+		}
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := pair(ps[i%budgets]); err != nil {
+				return err
+			}
+		}
+		u, _, err := b.usec(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b.out, "| %d | %.2f |\n", budgets, u)
+	}
+	return nil
+}
+
+// saturated: 64 goroutines compete for a budget that admits 2,000 calls a
+// second. Reports Redis commands per admitted call and the share of the
+// limit admitted.
+func (b *bench) saturated(ctx context.Context) error {
+	const (
+		goroutines = 64
+		cost       = 100
+		tpm        = 12_000_000 // 200,000 tokens/s = 2,000 calls/s of 100 tokens
+		burst      = 2_000
+	)
+	fmt.Fprintln(b.out, "## Saturated budget: 64 goroutines, TPM 12,000,000 (2,000 calls/s of 100 tokens), burst 2,000")
+	fmt.Fprintln(b.out, "| concurrency limit | admitted/s | share of limit | Redis commands per admitted call |")
+	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
+	for _, conc := range []int64{0, 16} {
+		p, err := b.pacer(pacer.Config{Limits: pacer.Limits{TPM: tpm, Concurrency: conc}, Burst: pacer.Burst{TPM: burst}, MaxWait: time.Minute})
+		if err != nil {
+			return err
+		}
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		var admitted atomic.Int64
+		start := time.Now()
+		stop := start.Add(3 * b.dur)
+		var wg sync.WaitGroup
+		var callErr atomic.Value
+		for i := 0; i < goroutines; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					l, err := p.Acquire(ctx, pacer.Request{Tokens: cost})
+					if err != nil {
+						callErr.CompareAndSwap(nil, err)
+						return
+					}
+					admitted.Add(1)
+					if conc > 0 {
+						time.Sleep(5 * time.Millisecond) // a call holds its slot for a while
+					}
+					if err := l.Settle(ctx, cost); err != nil {
+						callErr.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start).Seconds()
+		if err, _ := callErr.Load().(error); err != nil {
+			return err
+		}
+		info, err := b.rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		cmds := int64(0)
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+				_, rest, _ := strings.Cut(line, "calls=")
+				v, _, _ := strings.Cut(rest, ",")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				cmds += n
+			}
+		}
+		// Calls that fit the limit: the burst plus the refill over the run.
+		allowed := (burst + tpm/60.0*elapsed) / cost
+		label := "none"
+		if conc > 0 {
+			label = fmt.Sprintf("%d (5 ms calls)", conc)
+		}
+		fmt.Fprintf(b.out, "| %s | %.0f | %.1f%% | %.2f |\n", label, float64(admitted.Load())/elapsed,
+			100*float64(admitted.Load())/allowed, float64(cmds)/float64(admitted.Load()))
+	}
+	return nil
+}
+
+// expiry: 100,000 leases expire at once; the next acquire removes at most
+// 100 of them, so its cost stays bounded.
+func (b *bench) expiry(ctx context.Context) error {
+	p, err := b.pacer(pacer.Config{Limits: pacer.Limits{Concurrency: 1 << 20, RPM: 1 << 40}})
+	if err != nil {
+		return err
+	}
+	pipe := b.rdb.Pipeline()
+	past := float64(time.Now().Add(-time.Minute).UnixMilli())
+	for i := 0; i < 100000; i++ {
+		pipe.ZAdd(ctx, p.Keys()[1], redis.Z{Score: past, Member: fmt.Sprintf("dead-%d", i)})
+		if i%1000 == 999 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	l, _, err := p.TryAcquire(ctx, pacer.Request{})
+	if err != nil || l == nil {
+		return fmt.Errorf("acquire after mass expiry: %v %v", l, err)
+	}
+	first, _, err := b.usec(ctx)
+	if err != nil {
+		return err
+	}
+	left, _ := b.rdb.ZCard(ctx, p.Keys()[1]).Result()
+	fmt.Fprintln(b.out, "## Mass expiry of 100,000 leases")
+	fmt.Fprintf(b.out, "| first acquire after the expiry | %.1f µs | leases left to reap: %d |\n", first, left-1)
+	_ = b.rdb.Del(ctx, p.Keys()...).Err()
+	return nil
+}
+
+func field(info, key string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
