@@ -1,0 +1,110 @@
+package fakeprovider
+
+import (
+	"fmt"
+	"time"
+)
+
+// decision is the outcome of admitting one call.
+type decision struct {
+	err     *apiError // nil when admitted
+	id      string    // of an admitted call
+	created time.Time // the provider's clock at admission
+	limits  limitState
+}
+
+// decide admits c or says why not, charging the limits only on admission.
+func (p *Provider) decide(c call) decision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.now()
+	if e := p.refuse(now, c); e != nil {
+		return decision{err: e, limits: p.limitsAt(now)}
+	}
+	charge, used := c.charge(), c.prompt+c.output
+	if p.requests != nil {
+		p.requests.take(now, 1)
+	}
+	if p.tokens != nil {
+		p.tokens.take(now, charge)
+	}
+	p.quotaUsed += used
+	p.stats.admitted(now, charge, used)
+	p.seq++
+	id := fmt.Sprintf("chatcmpl-fake%06d", p.seq)
+	if p.cfg.Style == Anthropic {
+		id = fmt.Sprintf("msg_fake%06d", p.seq)
+	}
+	return decision{id: id, created: now, limits: p.limitsAt(now)}
+}
+
+// demand is what a call asks of one limit.
+type demand struct {
+	dim string // dimTokens or dimRequests
+	l   limiter
+	n   int64
+}
+
+// refuse returns the error c gets at now, or nil if c is admitted.
+// The order of the checks is the order in which a real provider would
+// notice: a failing server, then billing, then the rate limits.
+func (p *Provider) refuse(now time.Time, c call) *apiError {
+	style := p.cfg.Style
+	if p.failLeft > 0 {
+		p.failLeft--
+		p.stats.Faults++
+		return fault(style, p.failStatus)
+	}
+	if q := p.cfg.QuotaTokens; q > 0 && p.quotaUsed >= q {
+		p.stats.QuotaErrors++
+		return quotaExceeded(style)
+	}
+	charge := c.charge()
+	if p.tokens != nil && charge > p.tokens.capacity() {
+		p.stats.tooLarge(now)
+		return tooLarge(style, c.model, p.tokens.capacity(), charge, p.cfg.Window)
+	}
+	// Both limits must fit; the retry delay is that of the one that frees
+	// up last, and the 429 names that limit. Tokens are listed first so a
+	// tie is reported as a token limit, the one callers can act on.
+	var (
+		wait  time.Duration
+		worst demand
+	)
+	for _, need := range []demand{{dimTokens, p.tokens, charge}, {dimRequests, p.requests, 1}} {
+		if need.l == nil {
+			continue
+		}
+		if w := need.l.wait(now, need.n); w > wait {
+			wait, worst = w, need
+		}
+	}
+	if wait == 0 {
+		return nil
+	}
+	p.stats.rateLimited(now)
+	limit := worst.l.capacity()
+	return rateLimited(style, c.model, worst.dim, limit, limit-worst.l.remaining(now), worst.n, p.cfg.Window, wait)
+}
+
+// rejectBad counts a malformed call and returns the headers it carries.
+func (p *Provider) rejectBad() limitState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.BadRequests++
+	return p.limitsAt(p.cfg.now())
+}
+
+// limitsAt reads both limits for the rate-limit headers.
+func (p *Provider) limitsAt(now time.Time) limitState {
+	ls := limitState{at: now}
+	for _, d := range []struct {
+		l  limiter
+		to *dimState
+	}{{p.requests, &ls.requests}, {p.tokens, &ls.tokens}} {
+		if d.l != nil {
+			*d.to = dimState{limit: d.l.capacity(), remaining: d.l.remaining(now), reset: d.l.untilFull(now)}
+		}
+	}
+	return ls
+}
