@@ -1,0 +1,223 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+func startProvider(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Provider, chatClient) {
+	t.Helper()
+	fp, err := fakeprovider.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fp)
+	t.Cleanup(srv.Close)
+	return fp, chatClient{url: srv.URL, anthropic: cfg.Style == fakeprovider.Anthropic, hc: srv.Client()}
+}
+
+// Run against a provider that 429s: the shared budget is paused for the
+// provider's delay (a second Pacer sees it), Run waits at least that delay,
+// retries, and settles the real usage.
+func TestRunRateLimitedPausesEveryone(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		// The provider allows 3,000 tokens per 2 s; the pacer believes in a
+		// much larger budget (say, another app shares the key), so the second
+		// call meets a 429.
+		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 3000, Window: 2 * time.Second})
+		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPD: 1_000_000}})
+		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 1000, 500, 1000) }
+		total := func(u usage) int64 { return u.Total() }
+
+		if _, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total); err != nil {
+			t.Fatalf("first Run = %v", err)
+		}
+		var attempts []pacer.Attempt
+		start := time.Now()
+		u, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total,
+			pacer.OnAttempt(func(a pacer.Attempt) { attempts = append(attempts, a) }))
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("second Run = %v", err)
+		}
+		if u.Total() != 1500 {
+			t.Errorf("usage = %+v; want 1500 tokens", u)
+		}
+		if len(attempts) != 2 || attempts[0].Verdict.Kind != classify.RateLimited || attempts[1].Err != nil {
+			t.Fatalf("attempts = %+v; want a 429 then a success", attempts)
+		}
+		delay := attempts[0].Verdict.RetryAfter
+		if delay <= 0 {
+			t.Fatalf("the 429 carried no retry delay: %+v", attempts[0].Verdict)
+		}
+		if took < delay {
+			t.Errorf("Run took %v; want at least the provider's delay %v", took, delay)
+		}
+		st := fp.Stats()
+		if st.Calls != 3 || st.RateLimited != 1 || st.OK != 2 {
+			t.Errorf("provider saw %d calls, %d 429s, %d OK; want 3, 1, 2", st.Calls, st.RateLimited, st.OK)
+		}
+		// Both successes settled 1,500 real tokens; the 429'd attempt kept its
+		// 2,000-token reservation.
+		if s := snap(t, ps[1]); !near(s.TPD.Level, 1_000_000-1500-2000-1500, 100) {
+			t.Errorf("TPD level = %v; want %d (real usage settled, the failed attempt charged)", s.TPD.Level, 1_000_000-5000)
+		}
+	})
+}
+
+// One 429 pauses every process sharing the budget.
+func TestRunPauseSeenByAnotherPacer(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1000, Window: 3 * time.Second})
+		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPM: 1_000_000}})
+		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 500, 100, 500) }
+		// Two calls of 1,000 tokens: the second is over the provider's limit.
+		_, _ = pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.Retries(0))
+		_, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.Retries(0))
+		if !errors.Is(err, pacer.ErrRateLimited) || !errors.Is(err, pacer.ErrRetriesExhausted) {
+			t.Fatalf("Run with no retries left = %v; want ErrRateLimited and ErrRetriesExhausted", err)
+		}
+		if fp.Stats().RateLimited != 1 {
+			t.Fatalf("provider 429s = %d; want 1", fp.Stats().RateLimited)
+		}
+		s := snap(t, ps[1])
+		if s.Paused < time.Second {
+			t.Errorf("second Pacer sees pause %v; want the provider's delay (about 3s)", s.Paused)
+		}
+		if l, wait, _ := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 10}); l != nil || wait < time.Second {
+			t.Errorf("second Pacer's TryAcquire = %v, %v; want held back by the pause", l, wait)
+		}
+	})
+}
+
+// insufficient_quota is never retried: exactly one call.
+func TestRunQuotaExhaustedNeverRetried(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000, QuotaTokens: 1})
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
+		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 10, 10, 10) }
+		_, _ = pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil) // uses up the credit
+		fp.ResetStats()
+		start := time.Now()
+		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, pacer.Retries(5))
+		if !errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Fatalf("Run = %v; want ErrQuotaExhausted", err)
+		}
+		var re *pacer.RunError
+		if !errors.As(err, &re) || re.Attempts != 1 || re.Verdict.Code != "insufficient_quota" {
+			t.Errorf("RunError = %+v; want 1 attempt, code insufficient_quota", re)
+		}
+		if n := fp.Stats().Calls; n != 1 {
+			t.Errorf("provider saw %d calls; want exactly 1", n)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Run took %v; an exhausted quota must surface at once", d)
+		}
+		if s := snap(t, p); s.Paused != 0 {
+			t.Errorf("an exhausted quota paused the budget for %v; it must not", s.Paused)
+		}
+	})
+}
+
+// Overloaded (529) and 500 are retried with backoff; a 400 is not; retries
+// are bounded.
+func TestRunRetriesByKind(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		style     fakeprovider.Style
+		fail      int
+		status    int
+		retries   int
+		wantCalls int64
+		wantErr   error
+	}{
+		{"anthropic 529 then ok", fakeprovider.Anthropic, 2, 529, 3, 3, nil},
+		{"openai 500 then ok", fakeprovider.OpenAI, 1, 500, 3, 2, nil},
+		{"openai 503 exhausted", fakeprovider.OpenAI, 10, 503, 2, 3, pacer.ErrRetriesExhausted},
+		{"400 permanent", fakeprovider.OpenAI, 1, 400, 3, 1, pacer.ErrPermanent},
+		{"401 permanent", fakeprovider.Anthropic, 1, 401, 3, 1, pacer.ErrPermanent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := redistest.Mini(t)
+			fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000, Style: tc.style})
+			if err := fp.Fail(tc.fail, tc.status); err != nil {
+				t.Fatal(err)
+			}
+			p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
+			var sleeps []time.Duration
+			last := time.Now()
+			_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 100},
+				func(ctx context.Context) (usage, error) {
+					sleeps = append(sleeps, time.Since(last))
+					u, err := client.chat(ctx, 50, 20, 50)
+					last = time.Now()
+					return u, err
+				}, usage.Total, pacer.Retries(tc.retries), pacer.Backoff(20*time.Millisecond, 200*time.Millisecond))
+			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("Run = %v; want %v", err, tc.wantErr)
+			}
+			if n := fp.Stats().Calls; n != tc.wantCalls {
+				t.Errorf("provider saw %d calls; want %d", n, tc.wantCalls)
+			}
+			for i := 1; i < len(sleeps); i++ {
+				if min := 20 * time.Millisecond << (i - 1) / 2; sleeps[i] < min {
+					t.Errorf("backoff before attempt %d = %v; want at least %v", i+1, sleeps[i], min)
+				}
+			}
+		})
+	}
+}
+
+// TryRun hands a job back, charging nothing, when there is no room.
+func TestTryRunNotYet(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		_, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000})
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 1000, RPD: 100}})
+		var calls atomic.Int64
+		call := func(ctx context.Context) (usage, error) { calls.Add(1); return client.chat(ctx, 300, 100, 500) }
+		if u, err := pacer.TryRun(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total); err != nil || u.Total() != 400 {
+			t.Fatalf("TryRun = %+v, %v; want 400 tokens used", u, err)
+		}
+		before := snap(t, p)
+		_, err := pacer.TryRun(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total)
+		var ny *pacer.NotYetError
+		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || ny.RetryAfter <= 0 {
+			t.Fatalf("TryRun with no room = %v; want a NotYetError with a delay", err)
+		}
+		after := snap(t, p)
+		if calls.Load() != 1 || !near(after.TPD.Level, before.TPD.Level, 1) || !near(after.RPD.Level, before.RPD.Level, 0.01) {
+			t.Errorf("a job handed back charged the budget or called the provider: calls %d, TPD %v -> %v", calls.Load(), before.TPD.Level, after.TPD.Level)
+		}
+	})
+}
+
+// A cancelled context stops Run at once and is returned as is.
+func TestRunContextCancelled(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 10}, func(ctx context.Context) (int, error) {
+		cancel()
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v; want context.Canceled", err)
+	}
+	if _, err := pacer.Run[int](context.Background(), p, pacer.Request{}, nil, nil); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("Run(nil call) = %v; want ErrInvalid", err)
+	}
+}
