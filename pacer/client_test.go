@@ -30,9 +30,9 @@ type apiError struct {
 	body []byte
 }
 
-func (e *apiError) Error() string                 { return fmt.Sprintf("%d %s", e.resp.StatusCode, e.body) }
+func (e *apiError) Error() string                { return fmt.Sprintf("%d %s", e.resp.StatusCode, e.body) }
 func (e *apiError) HTTPResponse() *http.Response { return e.resp }
-func (e *apiError) RawJSON() string               { return string(e.body) }
+func (e *apiError) RawJSON() string              { return string(e.body) }
 
 // chat sends one call: prompt tokens and the output tokens the fake
 // provider should report, max output tokens as max_tokens.
