@@ -173,8 +173,8 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 		return Held, nil
 	}
 	mode := map[End]string{Settled: "settle", Released: "release", Cancelled: "cancel"}[how]
-	args := make([]any, 0, 5+len(l.b.BucketArgs))
-	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli())
+	args := make([]any, 0, 6+len(l.b.BucketArgs))
+	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli(), l.expiry.UnixMilli())
 	args = append(args, l.b.BucketArgs...)
 	res, err := lua.Settle.Run(ctx, l.b.Client, l.b.Keys, args...).Int64Slice()
 	if err == nil && len(res) < 1 {
@@ -203,42 +203,37 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 // call keeps its concurrency slot. It returns ErrExpired if the lease already
 // expired, and nil without a Redis call if it has ended.
 func (l *Lease) KeepAlive(ctx context.Context) error {
+	// The lock is held across the call: the settle script trusts the expiry
+	// this lease knows, so a renewal and an end must not interleave.
 	l.mu.Lock()
-	end := l.end
-	l.mu.Unlock()
-	switch end {
+	switch l.end {
 	case Held:
 	case Expired:
+		l.mu.Unlock()
 		return ErrExpired
 	default:
+		l.mu.Unlock()
 		return nil
 	}
 	res, err := lua.KeepAlive.Run(ctx, l.b.Client, l.b.Keys, l.id, l.b.TTL.Milliseconds()).Int64Slice()
+	if err == nil && len(res) < 3 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
 	if err != nil {
+		l.mu.Unlock()
 		return fmt.Errorf("lease: keep alive %s: %w", l.id, err)
 	}
-	if len(res) < 3 {
-		return fmt.Errorf("lease: keep alive %s: unexpected reply %v", l.id, res)
-	}
-	l.mu.Lock()
 	if res[0] != 0 {
 		l.expiry = time.UnixMilli(res[2])
 		l.mu.Unlock()
 		return nil
 	}
-	expiredNow := l.end == Held
-	if expiredNow {
-		l.end = Expired
-	}
-	end = l.end
+	l.end = Expired
 	l.mu.Unlock()
-	if expiredNow && l.b.Ended != nil {
+	if l.b.Ended != nil {
 		l.b.Ended(l, Expired, ErrExpired)
 	}
-	if end == Expired {
-		return ErrExpired
-	}
-	return nil // it ended meanwhile
+	return ErrExpired
 }
 
 // Expiry returns when the lease's slot expires unless it is kept alive or

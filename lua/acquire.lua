@@ -49,8 +49,8 @@ end
 if conc > 0 then
   local allowed = conc
   if batch then allowed = conc - math.floor(conc * floorfrac) end
-  -- Leases past their expiry hold no slot, removed or not (settle.lua
-  -- removes them a bounded number at a time).
+  -- Leases past their expiry hold no slot, removed or not (they are removed
+  -- a bounded number at a time, below).
   local inflight = redis.call('ZCOUNT', leases, '(' .. now, '+inf')
   if inflight >= allowed then
     -- No slot. The next one frees when some call ends: on average every
@@ -131,5 +131,15 @@ end
 local lt = math.max(ttl, x.lt)
 x.le = math.max(x.le, start + lt)
 redis.call('PEXPIRE', leases, x.le - now + 1000)
-store_buckets(state, b, now, x, {'lt', lt, 'le', x.le})
+-- Leases past their expiry hold no slot but take memory. Every 16th
+-- admission removes at most 100 of them: a mass expiry then costs many calls
+-- a little each, never one call a lot, and most calls nothing.
+local n = (x.n + 1) % 16
+if n == 0 then
+  local expired = redis.call('ZCOUNT', leases, '-inf', now)
+  if expired > 0 then
+    redis.call('ZREMRANGEBYRANK', leases, 0, math.min(expired, 100) - 1)
+  end
+end
+store_buckets(state, b, now, x, {'lt', lt, 'le', x.le, 'n', n})
 return {1, math.ceil(wait), now, reason}

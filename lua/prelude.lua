@@ -12,7 +12,9 @@
 -- (levels, floats, may be negative while in debt), pause (ms until which
 -- every caller waits), hold (mean lease hold time in ms), qc and qb (the
 -- virtual queues that stagger concurrency and batch waiters, in ms), lt (the
--- longest lease TTL in use, in ms), le (the latest lease expiry, in ms).
+-- longest lease TTL in use, in ms), le (the latest lease expiry, in ms), xp
+-- (the expiry last set on the hash itself, in ms), n (admissions, modulo
+-- 16, which paces the removal of expired leases).
 --
 -- Redis runs a script alone, so every redis.call counts: on a small machine
 -- each costs one to two microseconds. The scripts make as few as they can
@@ -33,7 +35,7 @@ end
 -- load_buckets reads the state hash and refills every configured bucket up to
 -- now. It returns the bucket table and the raw HMGET extras (pause, hold, qc, qb).
 local function load_buckets(state, first, now)
-  local h = redis.call('HMGET', state, 'ts', 'rpm', 'tpm', 'rpd', 'tpd', 'pause', 'hold', 'qc', 'qb', 'lt', 'le')
+  local h = redis.call('HMGET', state, 'ts', 'rpm', 'tpm', 'rpd', 'tpd', 'pause', 'hold', 'qc', 'qb', 'lt', 'le', 'xp', 'n')
   local ts = tonumber(h[1]) or now
   -- A clock that steps back (a failover to a replica with a slower clock)
   -- refills nothing rather than draining the buckets.
@@ -52,7 +54,8 @@ local function load_buckets(state, first, now)
     end
   end
   return b, {pause = tonumber(h[6]) or 0, hold = tonumber(h[7]), qc = tonumber(h[8]) or 0,
-    qb = tonumber(h[9]) or 0, lt = tonumber(h[10]) or 0, le = tonumber(h[11]) or 0}
+    qb = tonumber(h[9]) or 0, lt = tonumber(h[10]) or 0, le = tonumber(h[11]) or 0,
+    xp = tonumber(h[12]) or 0, n = tonumber(h[13]) or 0}
 end
 
 -- store_buckets writes the levels back with ts = now, plus the fields in
@@ -67,16 +70,27 @@ local function store_buckets(state, b, now, x, extra)
   end
   local until_ms = math.max(now, x.pause, x.qc, x.qb, x.le)
   for i = 1, 4 do
-    local x = b[i]
-    if x then
+    local bk = b[i]
+    if bk then
       args[#args + 1] = BUCKETS[i]
-      args[#args + 1] = x.level
-      local full = now + (x.cap - x.level) / x.rate
+      args[#args + 1] = bk.level
+      local full = now + (bk.cap - bk.level) / bk.rate
       if full > until_ms then until_ms = full end
     end
   end
-  redis.call('HSET', state, unpack(args))
-  redis.call('PEXPIRE', state, math.ceil(until_ms - now) + 1000)
+  -- Most calls need no new expiry: the one set last time (xp) still covers
+  -- them, since it was set with a quarter of slack. Skipping the PEXPIRE
+  -- saves a call; the hash is never emptied, so it cannot lose its TTL.
+  local need = math.ceil(until_ms) + 1000
+  if need > x.xp then
+    local xp = need + math.ceil((need - now) / 4)
+    args[#args + 1] = 'xp'
+    args[#args + 1] = xp
+    redis.call('HSET', state, unpack(args))
+    redis.call('PEXPIRE', state, xp - now)
+  else
+    redis.call('HSET', state, unpack(args))
+  end
 end
 
 -- extend_ttl makes sure key lives at least ms more, never shortening it: two

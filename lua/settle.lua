@@ -12,7 +12,9 @@
 -- ARGV[3]  tokens reserved (integer >= 0)
 -- ARGV[4]  tokens used (integer >= 0; read only by 'settle')
 -- ARGV[5]  ms at which the lease's turn began (from acquire: now + wait)
--- ARGV[6..13] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
+-- ARGV[6]  ms at which the lease expires: its score, as set by acquire or the
+--          last keepalive (the lease's owner is the only one to change it)
+-- ARGV[7..14] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
 --
 -- Returns {code, now_ms}: code 1 ended now, 0 not found (ended before) or
 -- expired (then removed, its reservation kept).
@@ -22,24 +24,14 @@ local id, mode = ARGV[1], ARGV[2]
 local reserved = tonumber(ARGV[3])
 local used = tonumber(ARGV[4])
 local start = tonumber(ARGV[5])
+local expiry = tonumber(ARGV[6])
 local now = now_ms()
 
 -- A lease past its expiry has already given its slot back (acquire.lua counts
 -- only live leases), so it is over: it keeps its reservation, as if released.
-local expiry = tonumber(redis.call('ZSCORE', leases, id))
-if not expiry then return {0, now} end
-redis.call('ZREM', leases, id)
-if expiry <= now then return {0, now} end
+if redis.call('ZREM', leases, id) == 0 or expiry <= now then return {0, now} end
 
--- Leases past their expiry no longer hold a slot (acquire.lua counts only
--- live ones) but still take memory. Remove at most 100 per call, so that a
--- mass expiry costs many calls a little each, never one call a lot.
-local expired = redis.call('ZCOUNT', leases, '-inf', now)
-if expired > 0 then
-  redis.call('ZREMRANGEBYRANK', leases, 0, math.min(expired, 100) - 1)
-end
-
-local b, x = load_buckets(state, 6, now)
+local b, x = load_buckets(state, 7, now)
 for i = 1, 4 do
   local bk = b[i]
   if bk then

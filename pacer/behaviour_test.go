@@ -432,8 +432,8 @@ func TestIdleBudgetExpires(t *testing.T) {
 	keys := p.Keys()
 	ttl := b.Mini.TTL(keys[0])
 	// 600 tokens at 100/s refill in 6s; 1 request at 1/s in 1s.
-	if ttl < 6*time.Second || ttl > 8*time.Second {
-		t.Errorf("state TTL = %v; want about 7s (full again in 6s, plus a second)", ttl)
+	if ttl < 6*time.Second || ttl > 10*time.Second {
+		t.Errorf("state TTL = %v; want 7s to 10s (full again in 6s, plus a second and some slack)", ttl)
 	}
 	b.Mini.FastForward(10 * time.Second)
 	for _, k := range keys {

@@ -1,0 +1,131 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// reply stands in for a provider SDK's response.
+type reply struct {
+	Text  string
+	Usage struct{ TotalTokens int64 }
+}
+
+func callModel(ctx context.Context) (reply, error) {
+	var r reply
+	r.Text = "hello"
+	r.Usage.TotalTokens = 420
+	return r, nil
+}
+
+// Acquire before the call, Settle after it: the unused part of the
+// reservation goes back at once.
+func ExamplePacer_Acquire() {
+	mr, _ := miniredis.Run() // any *redis.Client or *redis.ClusterClient works
+	defer mr.Close()
+	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: exact output
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	p, err := pacer.New(rdb, pacer.Config{
+		Name:   "openai:gpt-4o-mini", // same Name = same budget in every process
+		Limits: pacer.Limits{RPM: 500, TPM: 200_000, RPD: 10_000, Concurrency: 20},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	l, err := p.Acquire(ctx, pacer.Request{Tokens: 1300}) // prompt estimate + max output tokens
+	if err != nil {
+		panic(err)
+	}
+	r, err := callModel(ctx)
+	if err != nil {
+		_ = l.Release(ctx) // keep the reservation: the provider may have counted the call
+		panic(err)
+	}
+	if err := l.Settle(ctx, r.Usage.TotalTokens); err != nil {
+		panic(err)
+	}
+	s, _ := p.Snapshot(ctx)
+	fmt.Printf("TPM %.0f of %d, in flight %d\n", s.TPM.Level, s.TPM.Capacity, s.InFlight)
+	// Output: TPM 199580 of 200000, in flight 0
+}
+
+// Run wraps a call: it paces it, settles the real usage, pauses the whole
+// fleet on a 429 and retries what can be retried.
+func ExampleRun() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	p, _ := pacer.New(rdb, pacer.Config{Name: "anthropic:claude", Limits: pacer.Limits{RPM: 50, TPM: 40_000}})
+
+	r, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 1300},
+		callModel,
+		func(r reply) int64 { return r.Usage.TotalTokens }, // usage, to settle
+		pacer.Retries(3), pacer.LatencyBudget(30*time.Second))
+	switch {
+	case errors.Is(err, pacer.ErrQuotaExhausted):
+		fmt.Println("out of credits: tell a human, do not retry")
+	case err != nil:
+		fmt.Println("failed:", err)
+	default:
+		fmt.Println(r.Text)
+	}
+	// Output: hello
+}
+
+// TryRun suits job queues: a job that does not fit yet goes back to the
+// queue with the time until it will, and nothing is charged.
+func ExampleTryRun() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p, _ := pacer.New(rdb, pacer.Config{Name: "batch:gpt-4o", Limits: pacer.Limits{TPD: 3000}})
+
+	queue := []int64{1000, 1500, 1000} // each job's token estimate
+	for i, tokens := range queue {
+		_, err := pacer.TryRun(context.Background(), p, pacer.Request{Tokens: tokens},
+			callModel, func(r reply) int64 { return tokens }) // used all it reserved
+		var notYet *pacer.NotYetError
+		switch {
+		case errors.As(err, &notYet):
+			fmt.Printf("job %d: back to the queue for %v\n", i, notYet.RetryAfter.Round(time.Hour))
+		case err != nil:
+			fmt.Printf("job %d: %v\n", i, err)
+		default:
+			fmt.Printf("job %d: done\n", i)
+		}
+	}
+	// Output:
+	// job 0: done
+	// job 1: done
+	// job 2: back to the queue for 4h0m0s
+}
+
+// Pause holds back every process sharing the budget, for example for the
+// retry delay of a 429 one process received.
+func ExamplePacer_Pause() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	cfg := pacer.Config{Name: "openai:gpt-4o", Limits: pacer.Limits{RPM: 500}}
+	worker1, _ := pacer.New(rdb, cfg)
+	worker2, _ := pacer.New(rdb, cfg) // in another process, as far as Redis can tell
+
+	ctx := context.Background()
+	_ = worker1.Pause(ctx, 20*time.Second)
+	_, wait, _ := worker2.TryAcquire(ctx, pacer.Request{})
+	fmt.Println("worker 2 waits", wait.Round(time.Second))
+	// Output: worker 2 waits 20s
+}
