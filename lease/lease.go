@@ -176,16 +176,14 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	args := make([]any, 0, 6+len(l.b.BucketArgs))
 	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli(), l.expiry.UnixMilli())
 	args = append(args, l.b.BucketArgs...)
-	res, err := lua.Settle.Run(ctx, l.b.Client, l.b.Keys, args...).Int64Slice()
-	if err == nil && len(res) < 1 {
-		err = fmt.Errorf("unexpected reply %v", res)
-	}
+	v, err := lua.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, args, nil)
+	res, err := int64s(v, err, 1)
 	if err != nil {
 		l.tried = true
 		return Held, fmt.Errorf("lease: %s %s: %w", mode, l.id, err)
 	}
 	switch {
-	case res[0] == 1 || res[0] == 2:
+	case res[0] == 1:
 		l.end = how
 	case res[0] == 0 && l.tried:
 		// An earlier attempt whose reply was lost did end it.
@@ -215,10 +213,8 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	res, err := lua.KeepAlive.Run(ctx, l.b.Client, l.b.Keys, l.id, l.b.TTL.Milliseconds()).Int64Slice()
-	if err == nil && len(res) < 3 {
-		err = fmt.Errorf("unexpected reply %v", res)
-	}
+	v, err := lua.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, []any{l.id, l.b.TTL.Milliseconds()}, nil)
+	res, err := int64s(v, err, 3)
 	if err != nil {
 		l.mu.Unlock()
 		return fmt.Errorf("lease: keep alive %s: %w", l.id, err)
@@ -257,4 +253,22 @@ func (l *Lease) AutoKeepAlive(ctx context.Context) (stop func()) {
 		err := l.KeepAlive(ctx)
 		return !errors.Is(err, ErrExpired) && l.State() == Held
 	})
+}
+
+// int64s checks a script's reply: at least n integers.
+func int64s(v any, err error, n int) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) < n {
+		return nil, fmt.Errorf("unexpected reply %v", v)
+	}
+	out := make([]int64, len(a))
+	for i, x := range a {
+		if out[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("unexpected reply %v", v)
+		}
+	}
+	return out, nil
 }

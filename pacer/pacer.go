@@ -235,39 +235,13 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	return rep, nil
 }
 
-// call runs a script but returns when ctx is done even if Redis does not
-// answer: go-redis bounds a call by its own read timeout, not by ctx,
-// unless the client sets ContextTimeoutEnabled. A reply that comes after
-// the caller left goes to late, which undoes what the script did.
+// call runs a script bounded by ctx (see lua.Run).
 func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func(any)) (any, error) {
-	if ctx.Done() == nil {
-		return s.Run(ctx, p.rdb, p.keys, args...).Result()
+	v, err := lua.Run(ctx, s, p.rdb, p.keys, args, late)
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, err)
 	}
-	type result struct {
-		v   any
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := s.Run(context.WithoutCancel(ctx), p.rdb, p.keys, args...).Result()
-		ch <- result{v, err}
-	}()
-	select {
-	case res := <-ch:
-		if res.err != nil {
-			return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, res.err)
-		}
-		return res.v, nil
-	case <-ctx.Done():
-		if late != nil {
-			go func() {
-				if res := <-ch; res.err == nil {
-					late(res.v)
-				}
-			}()
-		}
-		return nil, ctx.Err()
-	}
+	return v, err
 }
 
 // Pause makes every process sharing the budget wait at least d from now

@@ -1,0 +1,147 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// A Redis that stops answering hangs no caller past its deadline, and an
+// admission whose answer arrives after the caller left is given back: no
+// lease is lost.
+func TestRedisHangsLosesNoLease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		ctx := context.Background()
+		px := redistest.NewProxy(t, b.Addrs[0])
+		slow := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 10 * time.Second})
+		defer slow.Close()
+		name := redistest.Name(t)
+		cfg := pacer.Config{Name: name, Limits: pacer.Limits{TPD: 10_000, Concurrency: 3}}
+		p, err := pacer.New(slow, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct := newPacer(t, b, cfg)
+
+		px.Delay(400 * time.Millisecond)
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		l, err := p.Acquire(cctx, pacer.Request{Tokens: 1000})
+		if d := time.Since(start); d > 300*time.Millisecond {
+			t.Errorf("Acquire returned after %v; its deadline was 100ms", d)
+		}
+		if l != nil || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire through a slow Redis = %v, %v; want DeadlineExceeded", l, err)
+		}
+		// The script ran: the admission arrives late and is cancelled.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s := snap(t, direct)
+			if s.InFlight == 0 && near(s.TPD.Level, 10_000, 1) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the late admission was not given back: in flight %d, TPD %v", s.InFlight, s.TPD.Level)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+
+		// Hung outright: Settle and Pause are bounded by their contexts too,
+		// and a lease whose Settle failed can be settled again.
+		px.Delay(0)
+		l, err = p.Acquire(ctx, pacer.Request{Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		px.Hang(true)
+		cctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		if err := l.Settle(cctx, 100); err == nil {
+			t.Fatal("Settle through a hung Redis = nil; want an error")
+		}
+		if err := p.Pause(cctx, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Pause through a hung Redis = %v; want DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("Settle and Pause returned after %v; their deadline was 100ms", d)
+		}
+		px.Hang(false)
+		if err := l.Settle(ctx, 100); err != nil {
+			t.Errorf("Settle again once Redis answers = %v; want nil (the lease was kept)", err)
+		}
+		if s := snap(t, direct); s.InFlight != 0 || !near(s.TPD.Level, 9_900, 2) {
+			t.Errorf("after settling: in flight %d, TPD %v; want 0 and 9900 (settled exactly once)", s.InFlight, s.TPD.Level)
+		}
+	})
+}
+
+// A Redis that is gone gives errors, never a panic or a hang.
+func TestRedisGone(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 10}})
+	l, err := p.Acquire(context.Background(), pacer.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Mini.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.Acquire(ctx, pacer.Request{}); err == nil {
+		t.Error("Acquire with Redis gone = nil error")
+	}
+	if _, _, err := p.TryAcquire(ctx, pacer.Request{}); err == nil {
+		t.Error("TryAcquire with Redis gone = nil error")
+	}
+	if err := l.Settle(ctx, 0); err == nil {
+		t.Error("Settle with Redis gone = nil error")
+	}
+	if _, err := p.Snapshot(ctx); err == nil {
+		t.Error("Snapshot with Redis gone = nil error")
+	}
+}
+
+// Expired leases are removed a bounded number at a time, and all of them in
+// the end: memory follows the leases in flight.
+func TestMassExpiryIsReapedBounded(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		rdb := b.Client(t)
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 1_000_000, Concurrency: 100_000}})
+		past := float64(time.Now().Add(-time.Hour).UnixMilli())
+		zs := make([]redis.Z, 3000)
+		for i := range zs {
+			zs[i] = redis.Z{Score: past, Member: i}
+		}
+		if err := rdb.ZAdd(ctx, p.Keys()[1], zs...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		prev := int64(3000)
+		for i := 0; i < 16*40; i++ {
+			l, _, err := p.TryAcquire(ctx, pacer.Request{})
+			if err != nil || l == nil {
+				t.Fatalf("TryAcquire %d = %v, %v; expired leases must not hold slots", i, l, err)
+			}
+			if err := l.Settle(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			n, _ := rdb.ZCard(ctx, p.Keys()[1]).Result()
+			if prev-n > 100 {
+				t.Fatalf("one call removed %d expired leases; want at most 100", prev-n)
+			}
+			prev = n
+		}
+		if prev != 0 {
+			t.Errorf("%d expired leases left after 640 admissions; want all removed", prev)
+		}
+	})
+}
