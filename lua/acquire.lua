@@ -34,6 +34,19 @@ local floorfrac = tonumber(ARGV[7])
 local now = now_ms()
 local b, x = load_buckets(state, 8, now)
 
+-- deny answers code 0, unless this id was admitted before (a retry whose
+-- first reply was lost): then code 2. The check costs a call, so it is made
+-- only here and where ZADD NX finds the id, never on a plain admission.
+local function deny(wait, reason)
+  local held = redis.call('ZSCORE', leases, id)
+  if held then
+    local w = 0
+    if tonumber(held) - ttl > now then w = math.ceil(tonumber(held) - ttl - now) end
+    return {2, w, now, ''}
+  end
+  return {0, wait, now, reason}
+end
+
 for i = 1, 4 do
   if b[i] and IS_TOKEN[i] and cost > b[i].cap then
     return {-1, 0, now, BUCKETS[i]}
@@ -43,7 +56,7 @@ end
 -- A pause admits nobody and reserves nothing: a pause may be extended while
 -- callers wait, and a reservation made now could not see that.
 if x.pause > now then
-  return {0, math.ceil(x.pause - now), now, 'pause'}
+  return deny(math.ceil(x.pause - now), 'pause')
 end
 
 if conc > 0 then
@@ -73,7 +86,7 @@ if conc > 0 then
       redis.call('HSET', state, 'qc', q)
       extend_ttl(state, math.ceil(q - now) + 1000)
     end
-    return {0, wait, now, 'concurrency'}
+    return deny(wait, 'concurrency')
   end
 end
 
@@ -106,7 +119,7 @@ if wait > 0 and (batch or wait > maxwait) then
       wait = q - now
     end
   end
-  return {0, math.ceil(wait), now, reason}
+  return deny(math.ceil(wait), reason)
 end
 
 -- Admit: charge every bucket, open the lease. An interactive call with wait > 0
