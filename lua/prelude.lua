@@ -38,7 +38,8 @@ local function load_buckets(state, first, now)
   local h = redis.call('HMGET', state, 'ts', 'rpm', 'tpm', 'rpd', 'tpd', 'pause', 'hold', 'qc', 'qb', 'lt', 'le', 'xp', 'n')
   local ts = tonumber(h[1]) or now
   -- A clock that steps back (a failover to a replica with a slower clock)
-  -- refills nothing rather than draining the buckets.
+  -- refills nothing until it has caught up: store_buckets never moves ts
+  -- back, so the skew can neither drain a bucket nor refill it twice.
   local elapsed = now - ts
   if elapsed < 0 then elapsed = 0 end
   local b = {}
@@ -53,7 +54,7 @@ local function load_buckets(state, first, now)
       b[i] = {cap = cap, rate = rate, level = level}
     end
   end
-  return b, {pause = tonumber(h[6]) or 0, hold = tonumber(h[7]), qc = tonumber(h[8]) or 0,
+  return b, {ts = ts, pause = tonumber(h[6]) or 0, hold = tonumber(h[7]), qc = tonumber(h[8]) or 0,
     qb = tonumber(h[9]) or 0, lt = tonumber(h[10]) or 0, le = tonumber(h[11]) or 0,
     xp = tonumber(h[12]) or 0, n = tonumber(h[13]) or 0}
 end
@@ -64,7 +65,7 @@ end
 -- lease): an idle budget then vanishes, and a vanished budget reads as full,
 -- which is exactly what it would have been.
 local function store_buckets(state, b, now, x, extra)
-  local args = {'ts', now}
+  local args = {'ts', math.max(now, x.ts)}
   if extra then
     for i = 1, #extra do args[#args + 1] = extra[i] end
   end

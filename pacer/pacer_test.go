@@ -262,4 +262,15 @@ func TestRedisClock(t *testing.T) {
 	if s := snap(t, p); !s.Time.Equal(t0.Add(30*time.Second)) || s.TPM.Level != 0 {
 		t.Errorf("Snapshot() = %+v; want Time %v and level 0", s, t0.Add(30*time.Second))
 	}
+
+	// A clock that steps back (a failover) refills nothing until it has
+	// caught up, and never refills the skew twice.
+	b.Mini.SetTime(t0.Add(20 * time.Second))
+	if l, _, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); l != nil {
+		t.Fatal("admitted after the clock stepped back: the bucket refilled")
+	}
+	b.Mini.SetTime(t0.Add(40 * time.Second))
+	if _, wait, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 2000}); wait != 10*time.Second {
+		t.Errorf("10s after the old clock: wait for 2000 = %v; want 10s (1000 refilled, not 2000)", wait)
+	}
 }
