@@ -30,7 +30,7 @@ const maxTokens = 1 << 50
 type Budget struct {
 	Client     redis.Scripter
 	Keys       []string // state hash, lease zset: the KEYS of every script
-	BucketArgs []any    // capacity and rate per ms of rpm, tpm, rpd, tpd
+	BucketArgs []any    // the scripts' bucket arguments (see lua/prelude.lua)
 	TTL        time.Duration
 	// Ended, if set, is called once when a lease ends, however it ends.
 	Ended func(l *Lease, how End, err error)

@@ -1,5 +1,5 @@
 -- acquire.lua: admit one call against every limit of a budget, or say how long
--- until it could be admitted. All-or-nothing: nothing is deducted unless every
+-- until it could be admitted. All-or-nothing: nothing is charged unless every
 -- limit admits the call.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
@@ -11,15 +11,16 @@
 --          reserve its turn; 0 admits only what fits now
 -- ARGV[5]  lease TTL in ms (integer > 0)
 -- ARGV[6]  concurrency limit (integer >= 0; 0 = none)
--- ARGV[7]  batch floor: the fraction of each bucket batch calls may not take (0 <= f < 1)
--- ARGV[8..15] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
+-- ARGV[7]  batch floor in thousandths: the share of each bucket and of the
+--          slots that batch calls may not take (integer, 0 <= f < 1000)
+-- ARGV[8..19] bucket arguments (see prelude.lua)
 --
 -- Returns {code, wait_ms, now_ms, reason}:
 --   code  1: admitted; the call's turn comes in wait_ms (0 = now). The lease is
---            held and its tokens deducted, so the caller sleeps wait_ms and goes.
+--            held and every bucket charged, so the caller sleeps wait_ms and goes.
 --   code  2: this lease id was already admitted (a retried call whose reply was
 --            lost); nothing charged again; wait_ms as for 1.
---   code  0: not admitted, nothing changed but the wait queues; retry in wait_ms.
+--   code  0: not admitted, nothing charged; retry in wait_ms.
 --   code -1: can never be admitted: cost exceeds the capacity of bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
 
@@ -30,13 +31,13 @@ local batch = ARGV[3] == '1'
 local maxwait = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[5])
 local conc = tonumber(ARGV[6])
-local floorfrac = tonumber(ARGV[7])
+local floorfrac = tonumber(ARGV[7]) / 1000
 local now = now_ms()
-local b, x = load_buckets(state, 8, now)
+local b, x = load(state, 8, now, {'pause', 'le'})
 
 -- deny answers code 0, unless this id was admitted before (a retry whose
 -- first reply was lost): then code 2. The check costs a call, so it is made
--- only here and where ZADD NX finds the id, never on a plain admission.
+-- only on the paths that deny, and where ZADD NX finds the id.
 local function deny(wait, reason)
   local held = redis.call('ZSCORE', leases, id)
   if held then
@@ -55,8 +56,9 @@ end
 
 -- A pause admits nobody and reserves nothing: a pause may be extended while
 -- callers wait, and a reservation made now could not see that.
-if x.pause > now then
-  return deny(math.ceil(x.pause - now), 'pause')
+local pause = x.pause or 0
+if pause > now then
+  return deny(math.ceil(pause - now), 'pause')
 end
 
 if conc > 0 then
@@ -64,28 +66,25 @@ if conc > 0 then
   if batch then allowed = conc - math.floor(conc * floorfrac) end
   -- Leases past their expiry hold no slot, removed or not (they are removed
   -- a bounded number at a time, below).
-  local inflight = redis.call('ZCOUNT', leases, '(' .. now, '+inf')
+  local inflight = redis.call('ZCOUNT', leases, '(' .. int(now), '+inf')
   if inflight >= allowed then
     -- No slot. The next one frees when some call ends: on average every
     -- hold/conc ms, or at the latest when the oldest lease expires. Waiters
     -- are spaced along a virtual queue (qc) so that they come back one at a
     -- time instead of all at once.
-    local hold = x.hold or 100
-    local spacing = hold / conc
+    local q = redis.call('HMGET', state, 'hold', 'qc')
+    local spacing = (tonumber(q[1]) or 100) / conc
     if spacing < 1 then spacing = 1 end
-    local first = redis.call('ZRANGEBYSCORE', leases, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = redis.call('ZRANGEBYSCORE', leases, '(' .. int(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     local latest = ttl
     if first[2] then latest = tonumber(first[2]) - now end
-    local q = x.qc
-    if q < now then q = now end
-    q = q + spacing
-    local wait = math.ceil(q - now)
+    local qc = tonumber(q[2]) or 0
+    if qc < now then qc = now end
+    qc = qc + spacing
+    local wait = math.ceil(qc - now)
     if wait > latest then wait = math.ceil(latest) end
     if wait < 1 then wait = 1 end
-    if maxwait > 0 and wait <= maxwait then
-      redis.call('HSET', state, 'qc', q)
-      extend_ttl(state, math.ceil(q - now) + 1000)
-    end
+    if maxwait > 0 and wait <= maxwait then set(state, x, now, 'qc', qc) end
     return deny(wait, 'concurrency')
   end
 end
@@ -111,12 +110,11 @@ if wait > 0 and (batch or wait > maxwait) then
   -- Batch calls never reserve ahead (an interactive call arriving later must
   -- not queue behind them), and no call reserves beyond its max wait.
   if batch and maxwait > 0 then
-    local q = x.qb
-    if q < now + wait then q = now + wait else q = q + spacing end
-    if q - now <= maxwait then
-      redis.call('HSET', state, 'qb', q)
-      extend_ttl(state, math.ceil(q - now) + 1000)
-      wait = q - now
+    local qb = tonumber(redis.call('HGET', state, 'qb')) or 0
+    if qb < now + wait then qb = now + wait else qb = qb + spacing end
+    if qb - now <= maxwait then
+      set(state, x, now, 'qb', qb)
+      wait = qb - now
     end
   end
   return deny(math.ceil(wait), reason)
@@ -132,27 +130,27 @@ for i = 1, 4 do
   end
 end
 local start = now + math.ceil(wait)
-if redis.call('ZADD', leases, 'NX', start + ttl, id) == 0 then
+local expiry = start + ttl
+if redis.call('ZADD', leases, 'NX', int(expiry), id) == 0 then
   -- A retried call whose first reply was lost: charge nothing twice.
   local held = tonumber(redis.call('ZSCORE', leases, id)) - ttl
   local w = 0
   if held > now then w = math.ceil(held - now) end
   return {2, w, now, ''}
 end
--- The lease set must outlive its newest lease, whatever TTL other processes
--- use (lt remembers the longest), and so must the state hash that tracks it.
-local lt = math.max(ttl, x.lt)
-x.le = math.max(x.le, start + lt)
-redis.call('PEXPIRE', leases, x.le - now + 1000)
--- Leases past their expiry hold no slot but take memory. Every 16th
--- admission removes at most 100 of them: a mass expiry then costs many calls
--- a little each, never one call a lot, and most calls nothing.
-local n = (x.n + 1) % 16
-if n == 0 then
-  local expired = redis.call('ZCOUNT', leases, '-inf', now)
+-- The lease set must outlive its latest lease, whatever TTL other processes
+-- use, and so must the state hash that remembers it (le).
+local le = math.max(x.le or 0, expiry)
+redis.call('PEXPIRE', leases, int(le - now + 1000))
+-- Leases past their expiry hold no slot but take memory. About one admission
+-- in 16 (those landing on a millisecond divisible by 16) removes at most 100
+-- of them: a mass expiry then costs many calls a little each, never one call
+-- a lot, and most calls nothing.
+if now % 16 == 0 then
+  local expired = redis.call('ZCOUNT', leases, '-inf', int(now))
   if expired > 0 then
-    redis.call('ZREMRANGEBYRANK', leases, 0, math.min(expired, 100) - 1)
+    redis.call('ZREMRANGEBYRANK', leases, 0, int(math.min(expired, 100) - 1))
   end
 end
-store_buckets(state, b, now, x, {'lt', lt, 'le', x.le, 'n', n})
+store(state, b, now, x, {'le', int(le)}, le)
 return {1, math.ceil(wait), now, reason}

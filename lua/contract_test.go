@@ -18,7 +18,7 @@ func TestContractAsDocumented(t *testing.T) {
 		tag := "{llmpacer:" + redistest.Name(t) + "}"
 		keys := []string{tag + ":s", tag + ":l"}
 		// rpm 60 (1 per second), tpm 6000 (100 per second); no rpd, tpd.
-		buckets := []any{"60", "0.001", "6000", "0.1", "0", "0", "0", "0"}
+		buckets := []any{"60", "60", "60000", "6000", "6000", "60000", "0", "0", "1", "0", "0", "1"}
 		eval := func(script string, args ...any) []any {
 			t.Helper()
 			v, err := rdb.Eval(ctx, lua.Source(script), keys, args...).Slice()
@@ -28,7 +28,7 @@ func TestContractAsDocumented(t *testing.T) {
 			return v
 		}
 		acquire := func(id string, cost, maxWait int) []any {
-			return eval("acquire", append([]any{id, cost, 0, maxWait, 60000, 2, "0.2"}, buckets...)...)
+			return eval("acquire", append([]any{id, cost, 0, maxWait, 60000, 2, 200}, buckets...)...)
 		}
 
 		got := acquire("a", 5000, 0)

@@ -1,6 +1,6 @@
 -- keepalive.lua: keep a long call's lease (and its concurrency slot) alive.
 --
--- KEYS[1]  state hash (its 'le' field: the lease set must outlive this lease)
+-- KEYS[1]  state hash (its 'le': the lease set must outlive this lease)
 -- KEYS[2]  lease zset
 -- ARGV[1]  lease id
 -- ARGV[2]  TTL in ms from now (integer > 0); a lease's expiry only moves later
@@ -16,10 +16,11 @@ local now = now_ms()
 local score = redis.call('ZSCORE', leases, id)
 if not score or tonumber(score) <= now then return {0, now, 0} end
 local expiry = math.max(tonumber(score), now + ttl)
-redis.call('ZADD', leases, 'XX', expiry, id)
-extend_ttl(leases, expiry - now + 1000)
-if expiry > (tonumber(redis.call('HGET', state, 'le')) or 0) then
-  redis.call('HSET', state, 'le', expiry)
-  extend_ttl(state, expiry - now + 1000)
+redis.call('ZADD', leases, 'XX', int(expiry), id)
+local h = redis.call('HMGET', state, 'le', 'xp')
+local le = tonumber(h[1]) or 0
+if expiry > le then
+  redis.call('PEXPIRE', leases, int(expiry - now + 1000))
+  set(state, {xp = tonumber(h[2]) or 0}, now, 'le', expiry)
 end
 return {1, now, expiry}

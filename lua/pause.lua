@@ -10,10 +10,10 @@
 local state = KEYS[1]
 local ms = tonumber(ARGV[1])
 local now = now_ms()
-local pause = tonumber(redis.call('HGET', state, 'pause')) or 0
+local h = redis.call('HMGET', state, 'pause', 'xp')
+local pause = tonumber(h[1]) or 0
 if now + ms > pause then
   pause = now + ms
-  redis.call('HSET', state, 'pause', pause)
+  set(state, {xp = tonumber(h[2]) or 0}, now, 'pause', pause)
 end
-extend_ttl(state, pause - now + 1000)
 return {pause - now, now}

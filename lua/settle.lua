@@ -1,6 +1,6 @@
 -- settle.lua: end a lease. Gives its concurrency slot back and corrects the
 -- token buckets by what the call really used. Ends a lease at most once: a
--- lease already ended, or expired and removed, changes nothing.
+-- lease already ended, or expired, changes nothing.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l
@@ -14,7 +14,7 @@
 -- ARGV[5]  ms at which the lease's turn began (from acquire: now + wait)
 -- ARGV[6]  ms at which the lease expires: its score, as set by acquire or the
 --          last keepalive (the lease's owner is the only one to change it)
--- ARGV[7..14] capacity and rate per ms of rpm, tpm, rpd, tpd (see prelude.lua)
+-- ARGV[7..18] bucket arguments (see prelude.lua)
 --
 -- Returns {code, now_ms}: code 1 ended now, 0 not found (ended before) or
 -- expired (then removed, its reservation kept).
@@ -27,11 +27,16 @@ local start = tonumber(ARGV[5])
 local expiry = tonumber(ARGV[6])
 local now = now_ms()
 
--- A lease past its expiry has already given its slot back (acquire.lua counts
+-- A lease past its expiry has already given its slot back (acquire counts
 -- only live leases), so it is over: it keeps its reservation, as if released.
 if redis.call('ZREM', leases, id) == 0 or expiry <= now then return {0, now} end
 
-local b, x = load_buckets(state, 7, now)
+-- A cancelled lease never held its slot for a call, so it says nothing
+-- about how long calls take.
+local tracks = mode ~= 'cancel' and start <= now
+local extra = {}
+if tracks then extra = {'hold'} end
+local b, x = load(state, 7, now, extra)
 for i = 1, 4 do
   local bk = b[i]
   if bk then
@@ -53,13 +58,13 @@ for i = 1, 4 do
 end
 
 -- Track how long calls hold their slot: concurrency waiters use it to guess
--- when the next slot frees. A cancelled lease never held one.
-local extra = nil
-if mode ~= 'cancel' and start <= now then
+-- when the next slot frees.
+local args = {}
+if tracks then
   local d = now - start
   local hold = d
   if x.hold then hold = x.hold * 0.8 + d * 0.2 end
-  extra = {'hold', hold}
+  args = {'hold', int(math.floor(hold + 0.5))}
 end
-store_buckets(state, b, now, x, extra)
+store(state, b, now, x, args)
 return {1, now}

@@ -142,10 +142,11 @@ type settings struct {
 	limits       Limits
 	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
 	batchFloor   float64
+	floorMilli   int64 // batchFloor in thousandths, as the script takes it
 	leaseTTL     time.Duration
 	maxWait      time.Duration
 	observe      func(Event)
-	bucketArgs   []any // capacity, rate per ms, x4: the scripts' shared ARGV tail
+	bucketArgs   []any // capacity, refill per window, window ms, x4: the scripts' shared ARGV tail
 }
 
 func (c Config) settings() (settings, error) {
@@ -186,6 +187,7 @@ func (c Config) settings() (settings, error) {
 	case s.batchFloor < 0:
 		s.batchFloor = 0
 	}
+	s.floorMilli = int64(math.Round(s.batchFloor * 1000))
 	if s.leaseTTL == 0 {
 		s.leaseTTL = DefaultLeaseTTL
 	}
@@ -214,7 +216,7 @@ func (c Config) settings() (settings, error) {
 			if sp.burst != 0 {
 				return s, invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
 			}
-			s.bucketArgs = append(s.bucketArgs, 0, 0)
+			s.bucketArgs = append(s.bucketArgs, 0, 0, 1)
 			continue
 		}
 		limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
@@ -241,7 +243,9 @@ func (c Config) settings() (settings, error) {
 			name: sp.name, limit: limit, capacity: float64(burst),
 			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
 		}
-		s.bucketArgs = append(s.bucketArgs, burst, strconv.FormatFloat(s.buckets[i].perMs, 'g', -1, 64))
+		// Integers only: the script divides them, and parsing a long float in
+		// Lua costs more than the division.
+		s.bucketArgs = append(s.bucketArgs, burst, int64(refill), sp.window.Milliseconds())
 	}
 	return s, nil
 }

@@ -215,7 +215,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		prio = 1
 	}
 	args = append(args, id, r.Tokens, prio, maxWait.Milliseconds(), p.s.leaseTTL.Milliseconds(),
-		p.s.limits.Concurrency, p.s.batchFloor)
+		p.s.limits.Concurrency, p.s.floorMilli)
 	args = append(args, p.s.bucketArgs...)
 	v, err := p.call(ctx, lua.Acquire, args, func(v any) {
 		// The reply came after the caller gave up: give the lease back.

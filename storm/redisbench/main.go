@@ -190,20 +190,13 @@ func (b *bench) usec(ctx context.Context) (float64, int64, error) {
 
 func (b *bench) reset(ctx context.Context) error { return b.rdb.ConfigResetStat(ctx).Err() }
 
-// cost: server-side µs per call of a trivial script, acquire and settle.
+// cost: server-side µs per call of a trivial script, redis_rate's GCRA, and
+// acquire and settle, for a budget with every limit set and for a typical
+// one (RPM and TPM).
 func (b *bench) cost(ctx context.Context) error {
 	const n = 20000
 	trivial := redis.NewScript("return 1")
-	p, err := b.pacer(pacer.Config{Limits: ample})
-	if err != nil {
-		return err
-	}
-	// Load every script once so that no EVAL fallback is counted.
-	if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
-		_ = l.Settle(ctx, 1)
-	}
-	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err()
-
+	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err() // loaded: no EVAL fallback counted
 	measure := func(f func() error) (float64, error) {
 		if err := b.reset(ctx); err != nil {
 			return 0, err
@@ -227,21 +220,8 @@ func (b *bench) cost(ctx context.Context) error {
 		return err
 	}
 	_ = b.rdb.Del(ctx, gcraKey).Err()
-	leases := make([]*pacer.Lease, 0, n)
-	acq, err := measure(func() error {
-		l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
-		leases = append(leases, l)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	i := 0
-	set, err := measure(func() error { i++; return leases[i-1].Settle(ctx, 60) })
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(b.out, "## Server-side cost (INFO commandstats usec_per_call, all limits set)")
+
+	fmt.Fprintln(b.out, "## Server-side cost (INFO commandstats usec_per_call)")
 	fmt.Fprintln(b.out, "| script | µs per call | ratio to trivial | ratio to GCRA |")
 	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
 	row := func(name string, v float64) {
@@ -249,9 +229,39 @@ func (b *bench) cost(ctx context.Context) error {
 	}
 	row("trivial `return 1`", base)
 	row("redis_rate GCRA, one limit", g)
-	row(fmt.Sprintf("acquire (0 to %d leases in flight)", n), acq)
-	row("settle", set)
-	row("acquire + settle", acq+set)
+	for _, c := range []struct {
+		name   string
+		limits pacer.Limits
+	}{
+		{"RPM + TPM", pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
+		{"all limits + concurrency", ample},
+	} {
+		p, err := b.pacer(pacer.Config{Limits: c.limits})
+		if err != nil {
+			return err
+		}
+		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
+			_ = l.Settle(ctx, 1) // loads the scripts
+		}
+		leases := make([]*pacer.Lease, 0, n)
+		acq, err := measure(func() error {
+			l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+			leases = append(leases, l)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		i := 0
+		set, err := measure(func() error { i++; return leases[i-1].Settle(ctx, 60) })
+		if err != nil {
+			return err
+		}
+		row(c.name+": acquire", acq)
+		row(c.name+": settle", set)
+		row(c.name+": acquire + settle", acq+set)
+		_ = b.rdb.Del(ctx, p.Keys()...).Err()
+	}
 	return nil
 }
 
@@ -345,9 +355,11 @@ func (b *bench) saturated(ctx context.Context) error {
 		burst      = 2_000
 	)
 	fmt.Fprintln(b.out, "## Saturated budget: 64 goroutines, TPM 12,000,000 (2,000 calls/s of 100 tokens), burst 2,000")
-	fmt.Fprintln(b.out, "| concurrency limit | admitted/s | share of limit | Redis commands per admitted call |")
+	fmt.Fprintln(b.out, "| concurrency limit | admitted/s | share of the binding limit | Redis commands per admitted call |")
 	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
-	for _, conc := range []int64{0, 16} {
+	// With 16 slots and 5 ms calls the token limit binds (slots allow 3,200
+	// calls/s); with 4 slots the slots bind (at most 800 calls/s).
+	for _, conc := range []int64{0, 16, 4} {
 		p, err := b.pacer(pacer.Config{Limits: pacer.Limits{TPM: tpm, Concurrency: conc}, Burst: pacer.Burst{TPM: burst}, MaxWait: time.Minute})
 		if err != nil {
 			return err
@@ -399,8 +411,12 @@ func (b *bench) saturated(ctx context.Context) error {
 				cmds += n
 			}
 		}
-		// Calls that fit the limit: the burst plus the refill over the run.
+		// Calls that fit the limit: the burst plus the refill over the run,
+		// or what the slots allow when they bind.
 		allowed := (burst + tpm/60.0*elapsed) / cost
+		if bySlots := float64(conc) * elapsed / 0.005; conc > 0 && bySlots < allowed {
+			allowed = bySlots
+		}
 		label := "none"
 		if conc > 0 {
 			label = fmt.Sprintf("%d (5 ms calls)", conc)
