@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -441,4 +442,49 @@ func TestIdleBudgetExpires(t *testing.T) {
 			t.Errorf("key %s still exists after the budget went idle", k)
 		}
 	}
+}
+
+// Many goroutines over many Pacers never hold more than Concurrency leases
+// at once, and all of them get through.
+func TestConcurrencyNeverExceeded(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		const limit = 5
+		ps := newPacers(t, b, 6, pacer.Config{Limits: pacer.Limits{Concurrency: limit, RPM: 1_000_000}, MaxWait: 20 * time.Second})
+		var inflight, peak, done atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < 60; i++ {
+			wg.Add(1)
+			go func(p *pacer.Pacer) {
+				defer wg.Done()
+				for j := 0; j < 4; j++ {
+					l, err := p.Acquire(ctx, pacer.Request{})
+					if err != nil {
+						t.Errorf("Acquire() = %v", err)
+						return
+					}
+					n := inflight.Add(1)
+					for {
+						old := peak.Load()
+						if n <= old || peak.CompareAndSwap(old, n) {
+							break
+						}
+					}
+					time.Sleep(2 * time.Millisecond)
+					inflight.Add(-1)
+					if err := l.Settle(ctx, 0); err != nil {
+						t.Errorf("Settle() = %v", err)
+					}
+					done.Add(1)
+				}
+			}(ps[i%len(ps)])
+		}
+		wg.Wait()
+		if peak.Load() > limit {
+			t.Errorf("peak in flight = %d; want at most %d", peak.Load(), limit)
+		}
+		if done.Load() != 240 {
+			t.Errorf("%d calls completed; want 240", done.Load())
+		}
+	})
 }

@@ -221,3 +221,27 @@ func TestRunContextCancelled(t *testing.T) {
 		t.Errorf("Run(nil call) = %v; want ErrInvalid", err)
 	}
 }
+
+// A latency budget shorter than the provider's delay stops Run instead of
+// waiting past it.
+func TestRunLatencyBudget(t *testing.T) {
+	b := redistest.Mini(t)
+	fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000})
+	if err := fp.Fail(5, 503); err != nil {
+		t.Fatal(err)
+	}
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
+	start := time.Now()
+	_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 10},
+		func(ctx context.Context) (usage, error) { return client.chat(ctx, 5, 5, 5) }, usage.Total,
+		pacer.Retries(10), pacer.Backoff(300*time.Millisecond, time.Second), pacer.LatencyBudget(500*time.Millisecond))
+	if !errors.Is(err, pacer.ErrRetriesExhausted) {
+		t.Errorf("Run = %v; want ErrRetriesExhausted", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Run took %v with a 500ms latency budget", d)
+	}
+	if n := fp.Stats().Calls; n < 1 || n > 3 {
+		t.Errorf("provider saw %d calls; want 1 to 3 within the budget", n)
+	}
+}

@@ -1,0 +1,59 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// A long call keeps its slot with AutoKeepAlive; ending a lease twice
+// changes the budget once.
+func ExampleLease_AutoKeepAlive() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	p, _ := pacer.New(rdb, pacer.Config{
+		Name:     "openai:o3",
+		Limits:   pacer.Limits{Concurrency: 1, TPD: 1_000_000},
+		LeaseTTL: 150 * time.Millisecond, // short, to show the renewal
+	})
+	ctx := context.Background()
+	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 5000})
+	stop := l.AutoKeepAlive(ctx)
+	time.Sleep(400 * time.Millisecond) // a call longer than the TTL
+	stop()
+	fmt.Println("still held:", l.State())
+
+	fmt.Println(l.Settle(ctx, 1200), l.Settle(ctx, 1200)) // the second is a no-op
+	fmt.Println("ended:", l.State())
+	// Output:
+	// still held: held
+	// <nil> <nil>
+	// ended: settled
+}
+
+// Release keeps the reservation of a call that failed; Cancel gives back
+// everything for a call that was never sent.
+func ExampleLease_Release() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	p, _ := pacer.New(rdb, pacer.Config{Name: "anthropic:claude", Limits: pacer.Limits{TPM: 10_000}})
+	ctx := context.Background()
+
+	failed, _ := p.Acquire(ctx, pacer.Request{Tokens: 3000})
+	_ = failed.Release(ctx) // timed out: the provider may have counted it
+	neverSent, _ := p.Acquire(ctx, pacer.Request{Tokens: 2000})
+	_ = neverSent.Cancel(ctx) // shutting down before the call
+
+	s, _ := p.Snapshot(ctx)
+	fmt.Printf("TPM %.0f of %d\n", s.TPM.Level, s.TPM.Capacity)
+	// Output: TPM 7000 of 10000
+}
