@@ -87,6 +87,7 @@ func TestRedisHangsLosesNoLease(t *testing.T) {
 
 // A Redis that is gone gives errors, never a panic or a hang.
 func TestRedisGone(t *testing.T) {
+	redistest.QuietRedisLog(t) // go-redis logs every failed dial
 	b := redistest.Mini(t)
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 10}})
 	l, err := p.Acquire(context.Background(), pacer.Request{})

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log"
 	"os"
 	"strings"
 	"testing"
@@ -119,3 +120,19 @@ func Each(t *testing.T, f func(t *testing.T, b Backend)) {
 	t.Run("redis", func(t *testing.T) { f(t, Real(t)) })
 	t.Run("cluster", func(t *testing.T) { f(t, Cluster(t)) })
 }
+
+// QuietRedisLog silences go-redis's own log for the rest of the test, for
+// tests that make it fail on purpose.
+func QuietRedisLog(t testing.TB) {
+	redis.SetLogger(quiet{})
+	t.Cleanup(func() { redis.SetLogger(loud{}) })
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// loud restores logging to the standard logger, as go-redis does by default.
+type loud struct{}
+
+func (loud) Printf(_ context.Context, format string, v ...any) { log.Printf(format, v...) }
