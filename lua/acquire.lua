@@ -21,7 +21,8 @@
 --   code  2: this lease id was already admitted (a retried call whose reply was
 --            lost); nothing charged again; wait_ms as for 1.
 --   code  0: not admitted, nothing charged; retry in wait_ms.
---   code -1: can never be admitted: cost exceeds the capacity of bucket `reason`.
+--   code -1: can never be admitted: its share (for batch, plus the floor)
+--            exceeds the capacity of bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
 
 local state, leases = KEYS[1], KEYS[2]
@@ -48,9 +49,15 @@ local function deny(wait, reason)
   return {0, wait, now, reason}
 end
 
+-- A call whose share (plus, for batch, the floor) exceeds a capacity can
+-- never be admitted: say so rather than a wait that never comes.
 for i = 1, 4 do
-  if b[i] and IS_TOKEN[i] and cost > b[i].cap then
-    return {-1, 0, now, BUCKETS[i]}
+  local bk = b[i]
+  if bk then
+    local need = 1
+    if IS_TOKEN[i] then need = cost end
+    if batch then need = need + bk.cap * floorfrac end
+    if need > bk.cap then return {-1, 0, now, BUCKETS[i]} end
   end
 end
 

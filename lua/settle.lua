@@ -46,13 +46,11 @@ for i = 1, 4 do
     elseif mode == 'cancel' then
       if IS_TOKEN[i] then delta = reserved else delta = 1 end
     end
+    -- One overrun is charged at most one full bucket, so one wildly wrong
+    -- estimate holds the budget back for at most a window more.
+    if delta < -bk.cap then delta = -bk.cap end
     local level = bk.level + delta
     if level > bk.cap then level = bk.cap end
-    -- Debt is capped at one full bucket, so one wildly wrong estimate can hold
-    -- the budget back for at most two windows.
-    if delta < 0 and level < -bk.cap then
-      level = math.min(bk.level, -bk.cap)
-    end
     bk.level = level
   end
 end

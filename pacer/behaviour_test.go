@@ -217,6 +217,10 @@ func TestBatchFloor(t *testing.T) {
 		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 300}); l == nil || err != nil {
 			t.Errorf("interactive TryAcquire(300) = %v, %v; want a lease", l, err)
 		}
+		// 900 tokens plus the 200 floor never fit a 1000 bucket for batch.
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 900, Priority: pacer.Batch}); !errors.Is(err, pacer.ErrTooLarge) {
+			t.Errorf("batch Acquire(900) of 1000 = %v; want ErrTooLarge (the floor makes it never fit)", err)
+		}
 		// Concurrency: 5 slots, batch may hold 4.
 		p = newPacer(t, b, pacer.Config{Limits: pacer.Limits{Concurrency: 5}})
 		for i := 0; i < 4; i++ {

@@ -1,0 +1,136 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// rpm 60 (1 per second), tpm 6000 (100 per second); no rpd, tpd: the budget
+// of lua/contract_test.go.
+var contract = Buckets{{60, 60, 60_000}, {6000, 6000, 60_000}, {}, {}}
+
+// t0 is divisible by 16: admissions at t0 reap expired leases.
+const t0 = 1_700_000_000_000
+
+type reply struct {
+	Code   int
+	Wait   int64
+	Reason string
+}
+
+func acquire(b *Budget, now int64, id string, cost, maxWait int64) reply {
+	code, wait, reason := b.Acquire(now, id, cost, false, maxWait, 60_000, 2, 200, contract)
+	return reply{code, wait, reason}
+}
+
+// The sequence of TestContractAsDocumented, on the model.
+func TestContractSequence(t *testing.T) {
+	var b Budget
+	steps := []struct {
+		name string
+		got  func() reply
+		want reply
+	}{
+		{"a fits", func() reply { return acquire(&b, t0, "a", 5000, 0) }, reply{1, 0, ""}},
+		{"a again", func() reply { return acquire(&b, t0, "a", 5000, 0) }, reply{2, 0, ""}},
+		{"b over what is left", func() reply { return acquire(&b, t0, "b", 2000, 0) }, reply{0, 10_000, "tpm"}},
+		{"c over capacity", func() reply { return acquire(&b, t0, "c", 7000, 0) }, reply{-1, 0, "tpm"}},
+		{"d reserves its turn", func() reply { return acquire(&b, t0, "d", 2000, 60_000) }, reply{1, 10_000, "tpm"}},
+		// Two slots, both held; no hold time measured yet: 100 ms / 2.
+		{"e finds no slot", func() reply { return acquire(&b, t0, "e", 0, 0) }, reply{0, 50, "concurrency"}},
+		{"a settles", func() reply {
+			return reply{Code: b.Settle(t0+1000, "a", "settle", 5000, 1000, t0, t0+60_000, contract)}
+		}, reply{Code: 1}},
+		{"a settles twice", func() reply {
+			return reply{Code: b.Settle(t0+1000, "a", "settle", 5000, 1000, t0, t0+60_000, contract)}
+		}, reply{Code: 0}},
+	}
+	for _, s := range steps {
+		if diff := cmp.Diff(s.want, s.got()); diff != "" {
+			t.Fatalf("%s: mismatch (-want +got):\n%s", s.name, diff)
+		}
+	}
+	// tpm: 6000 - 5000 - 2000 + 100 (a second's refill) + 4000 (a's refund);
+	// rpm: 60 - 2 + 1.
+	want := Snapshot{InFlight: 1, Hold: 1000, HoldKnown: true, Levels: [4]float64{59, 3100}}
+	if diff := cmp.Diff(want, b.Snapshot(t0+1000, contract)); diff != "" {
+		t.Errorf("Snapshot() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// One overrun is charged at most one bucket: 6000 - 1000 reserved - 6000.
+func TestSettleCapsOverrunAtOneBucket(t *testing.T) {
+	var b Budget
+	b.Acquire(t0, "a", 1000, false, 0, 60_000, 0, 0, contract)
+	if got := b.Settle(t0, "a", "settle", 1000, 1_000_000, t0, t0+60_000, contract); got != 1 {
+		t.Fatalf("Settle() = %d; want 1", got)
+	}
+	if got := b.Levels(t0, contract)[TPM]; got != -1000 {
+		t.Errorf("tpm level after a huge overrun = %v; want -1000", got)
+	}
+}
+
+func TestLevelsAreStoredInThousandthsRoundedDown(t *testing.T) {
+	// rpm refills 1 request per 7 ms: 1 ms after it was emptied it holds
+	// 1/7, and taking a request leaves -6/7 = -0.857142..., stored as -858.
+	// The turn is 7 ms ahead, not 6: (6/7)/(1/7) is 6.000000000000001 in
+	// doubles, in Lua as here.
+	bs := Buckets{{Cap: 1, Refill: 1, Window: 7}}
+	var b Budget
+	b.Acquire(t0, "a", 0, false, 0, 1000, 0, 0, bs)
+	if r, w, _ := b.Acquire(t0+1, "b", 0, false, 1000, 1000, 0, 0, bs); r != 1 || w != 7 {
+		t.Fatalf("Acquire(b) = %d, %d; want 1, 7", r, w)
+	}
+	if got, want := b.level[RPM], int64(-858); got != want {
+		t.Errorf("stored rpm = %d; want %d", got, want)
+	}
+}
+
+func TestPauseOnlyGrows(t *testing.T) {
+	var b Budget
+	if got := b.Pause(t0, 5000); got != 5000 {
+		t.Errorf("Pause(5000) = %d; want 5000", got)
+	}
+	if got := b.Pause(t0+100, 10); got != 4900 {
+		t.Errorf("Pause(10) after Pause(5000) = %d; want 4900", got)
+	}
+	if r := acquire(&b, t0+100, "a", 1, 60_000); r != (reply{0, 4900, "pause"}) {
+		t.Errorf("acquire during a pause = %+v; want {0 4900 pause}", r)
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	var b Budget
+	acquire(&b, t0, "a", 1, 0)
+	tests := []struct {
+		name       string
+		now, ttl   int64
+		code       int
+		wantExpiry int64
+	}{
+		{"shorter keeps the expiry", t0 + 1000, 1000, 1, t0 + 60_000},
+		{"longer extends it", t0 + 1000, 120_000, 1, t0 + 121_000},
+		{"on the expiry it is over", t0 + 121_000, 120_000, 0, 0},
+	}
+	for _, tt := range tests {
+		code, expiry := b.KeepAlive(tt.now, "a", tt.ttl)
+		if code != tt.code || expiry != tt.wantExpiry {
+			t.Errorf("%s: KeepAlive(%d) = %d, %d; want %d, %d", tt.name, tt.ttl, code, expiry, tt.code, tt.wantExpiry)
+		}
+	}
+}
+
+// An expired lease still answers a retry with code 2 until an admission on
+// a millisecond divisible by 16 reaps it.
+func TestReapingEndsRetries(t *testing.T) {
+	var b Budget
+	b.Acquire(t0+1, "a", 1, false, 0, 10, 0, 0, contract)
+	if r := acquire(&b, t0+100, "a", 1, 0); r.Code != 2 {
+		t.Fatalf("retry of an expired, unreaped lease = %+v; want code 2", r)
+	}
+	acquire(&b, t0+16*10, "b", 1, 0)
+	if r := acquire(&b, t0+16*10+1, "a", 1, 0); r.Code != 1 {
+		t.Errorf("retry of a reaped lease = %+v; want code 1, admitted anew", r)
+	}
+}
