@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
+)
+
+// Request headers the storm adds for its own recorder (recorder.go); the
+// simulated provider ignores them.
+const (
+	chargeHeader = "X-Storm-Charge" // prompt + max_tokens, what the provider's limit counts
+	callerHeader = "X-Storm-Caller" // "outside" for the caller that bypasses the budget
+)
+
+// chatClient is the smallest OpenAI-style client the storm needs: it posts
+// a chat request and returns the usage, or an error that carries the
+// response the way the official SDKs' errors do, so classify.FromError
+// reads it.
+type chatClient struct {
+	url string
+	hc  *http.Client
+}
+
+// usage is a call's real token count, as the answer reports it.
+type usage struct{ prompt, output int64 }
+
+func (u usage) total() int64 { return u.prompt + u.output }
+
+// apiError carries the response like openai-go's errors do: classify reads
+// it through HTTPResponse and RawJSON.
+type apiError struct {
+	resp *http.Response
+	body []byte
+}
+
+func (e *apiError) Error() string                { return fmt.Sprintf("%d %s", e.resp.StatusCode, e.body) }
+func (e *apiError) HTTPResponse() *http.Response { return e.resp }
+func (e *apiError) RawJSON() string              { return string(e.body) }
+
+// retryAfter is the delay the response asked for, if any: retry-after-ms
+// when present, as OpenAI's own SDKs read it, else retry-after.
+//
+// classify.ParseRetryAfter takes the longest of the headers instead, and
+// the provider sends retry-after in whole seconds rounded up, so a 429 that
+// asks for 3 ms would read as 1 s; in a storm of sub-second delays that
+// difference is the whole result.
+func (e *apiError) retryAfter() (time.Duration, bool) {
+	h := e.resp.Header
+	for _, key := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
+		if ms, err := strconv.ParseFloat(h.Get(key), 64); err == nil && ms >= 0 && ms <= float64(classify.MaxRetryAfter/time.Millisecond) {
+			return time.Duration(math.Ceil(ms * float64(time.Millisecond))), true
+		}
+	}
+	return classify.ParseRetryAfter(h, time.Now())
+}
+
+// classifyCall is the shared mode's classifier: classify.FromError, with a
+// rate limit's delay read by apiError.retryAfter, so that pacer.Run pauses
+// the budget for the milliseconds the provider asked for, not the whole
+// second its retry-after header rounds up to.
+func classifyCall(err error) classify.Verdict {
+	v := classify.FromError(err)
+	var ae *apiError
+	if v.Kind == classify.RateLimited && errors.As(err, &ae) {
+		if d, ok := ae.retryAfter(); ok {
+			v.RetryAfter = d
+		}
+	}
+	return v
+}
+
+func newChatClient(url string, conns int) *chatClient {
+	// Enough idle connections for every worker: the default two per host
+	// would make most calls dial a new connection, and the dial time would
+	// blur what the provider's limit does.
+	tr := &http.Transport{MaxIdleConns: conns + 16, MaxIdleConnsPerHost: conns + 16, IdleConnTimeout: time.Minute}
+	return &chatClient{url: url, hc: &http.Client{Transport: tr}}
+}
+
+func (c *chatClient) close() { c.hc.CloseIdleConnections() }
+
+// warm opens n connections to the server at once and leaves them idle in
+// the pool, so that the first calls of the run do not pay for a dial the
+// later ones skip. The recorder answers the warm-up path itself: the
+// provider never sees it.
+func (c *chatClient) warm(ctx context.Context, n int) error {
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+warmPath, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp, err := c.hc.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("warming connections to the provider: %w", err)
+		}
+	}
+	return nil
+}
+
+// chat sends one call for j. outside marks the caller that bypasses the
+// budget, for the recorder.
+func (c *chatClient) chat(ctx context.Context, j job, outside bool) (usage, error) {
+	body, _ := json.Marshal(map[string]any{
+		"model":      "gpt-4o-mini",
+		"max_tokens": j.maxTokens,
+		"messages":   []map[string]string{{"role": "user", "content": "hello"}},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return usage{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(fakeprovider.PromptTokensHeader, strconv.FormatInt(j.prompt, 10))
+	req.Header.Set(fakeprovider.OutputTokensHeader, strconv.FormatInt(j.output, 10))
+	req.Header.Set(chargeHeader, strconv.FormatInt(j.charge(), 10))
+	if outside {
+		req.Header.Set(callerHeader, "outside")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return usage{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return usage{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return usage{}, &apiError{resp: resp, body: data}
+	}
+	var out struct {
+		Usage struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return usage{}, err
+	}
+	return usage{prompt: out.Usage.PromptTokens, output: out.Usage.CompletionTokens}, nil
+}

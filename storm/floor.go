@@ -1,0 +1,118 @@
+package main
+
+import (
+	"math"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// The floor is the least time a limit allows for a scenario's jobs: when
+// the last job could be admitted at the earliest if jobs were served in
+// order of arrival, each the moment the limit had room for it, and calls
+// took no time. For jobs all there at the start of a token bucket it is
+// (total - capacity) / rate: 10 s for 30,000 tokens against 10,000 per 5 s.
+
+// idealFinish is the provider's floor for the plan. An outside caller's
+// share comes off the rate. It is < 0 for the quota scenario, whose jobs
+// cannot all succeed.
+func (pl *plan) idealFinish() time.Duration {
+	if pl.quota > 0 {
+		return -1
+	}
+	limit := float64(pl.p.providerTokens)
+	w := pl.provider.Window.Seconds()
+	rate := limit / w
+	if o := pl.outside; o != nil {
+		rate -= float64(o.call.charge()) / o.every.Seconds()
+	}
+	if pl.p.sliding {
+		return slidingFinish(pl.jobs, rate*w, w)
+	}
+	return bucketFinish(pl.jobs, limit, rate, 0)
+}
+
+// budgetFinish is the floor of a shared budget itself: its capacity and
+// refill, which may be below the provider's (a sliding-safe burst, a
+// margin, Headroom), and the share of the bucket batch calls must leave
+// (pacer.DefaultBatchFloor). The gap between it and the provider's floor is
+// what the budget's shape costs; the gap between it and the measured time
+// is what pacing costs.
+func budgetFinish(jobs []job, cfg pacer.Config) time.Duration {
+	tpm := math.Floor(float64(cfg.Limits.TPM) * (1 - cfg.Headroom))
+	burst := float64(cfg.Burst.TPM)
+	refill := tpm
+	if cfg.SlidingWindow {
+		refill -= burst
+	}
+	return bucketFinish(jobs, burst, refill/60, burst*pacer.DefaultBatchFloor)
+}
+
+// bucketFinish serves jobs (sorted by arrival) from a bucket that starts
+// full with capacity tokens and refills perSec tokens per second:
+// interactive jobs first come, first served; a batch job only when no
+// interactive job is waiting, and only if it leaves batchKeep tokens, as
+// pacer serves them.
+func bucketFinish(jobs []job, capacity, perSec, batchKeep float64) time.Duration {
+	var inter, batch []job // arrived, not yet admitted
+	var t, last float64    // seconds
+	level, next := capacity, 0
+	refill := func(to float64) {
+		level = min(capacity, level+(to-last)*perSec)
+		last = to
+	}
+	for next < len(jobs) || len(inter)+len(batch) > 0 {
+		for ; next < len(jobs) && jobs[next].at.Seconds() <= t; next++ {
+			if jobs[next].priority == pacer.Batch {
+				batch = append(batch, jobs[next])
+			} else {
+				inter = append(inter, jobs[next])
+			}
+		}
+		if len(inter)+len(batch) == 0 {
+			t = jobs[next].at.Seconds()
+			continue
+		}
+		queue, need := &inter, 0.0
+		if len(inter) == 0 {
+			queue, need = &batch, batchKeep
+		}
+		c := float64((*queue)[0].charge())
+		refill(t)
+		wait := max(0, (c+need-level)/perSec)
+		if queue == &batch && next < len(jobs) && jobs[next].at.Seconds() < t+wait {
+			t = jobs[next].at.Seconds() // whoever arrives may go first
+			continue
+		}
+		t += wait
+		refill(t)
+		level -= c
+		*queue = (*queue)[1:]
+	}
+	return time.Duration(t * float64(time.Second))
+}
+
+// slidingFinish serves jobs in order through a strict sliding window that
+// admits limit tokens in any window of w seconds.
+func slidingFinish(jobs []job, limit, w float64) time.Duration {
+	type admission struct{ at, n float64 }
+	var in []admission // still in the window, oldest first
+	var t, sum float64
+	for _, j := range jobs {
+		t = max(t, j.at.Seconds())
+		c := float64(j.charge())
+		for {
+			for len(in) > 0 && t-in[0].at >= w {
+				sum -= in[0].n
+				in = in[1:]
+			}
+			if sum+c <= limit || len(in) == 0 {
+				break
+			}
+			t = in[0].at + w
+		}
+		in = append(in, admission{t, c})
+		sum += c
+	}
+	return time.Duration(t * float64(time.Second))
+}

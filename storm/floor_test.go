@@ -1,0 +1,98 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+func jobsOf(n int, size int64, gap time.Duration) []job {
+	jobs := make([]job, n)
+	for i := range jobs {
+		jobs[i] = job{prompt: size / 4, maxTokens: size - size/4, at: time.Duration(i) * gap}
+	}
+	return jobs
+}
+
+func batch(jobs []job) []job {
+	for i := range jobs {
+		jobs[i].priority = pacer.Batch
+	}
+	return jobs
+}
+
+func TestFloors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  time.Duration
+		want time.Duration
+	}{
+		// (30,000 - 10,000) / 2,000 per second.
+		{"bucket, all at start", bucketFinish(jobsOf(30, 1000, 0), 10_000, 2000, 0), 10 * time.Second},
+		{"bucket, under capacity", bucketFinish(jobsOf(10, 1000, 0), 10_000, 2000, 0), 0},
+		// Arrivals slower than the rate: the last arrival sets the floor.
+		{"bucket, slow arrivals", bucketFinish(jobsOf(30, 1000, time.Second), 10_000, 2000, 0), 29 * time.Second},
+		// Batch jobs leave 2,000 tokens: 8 fit the first burst, not 10.
+		{"bucket, batch", bucketFinish(batch(jobsOf(30, 1000, 0)), 10_000, 2000, 2000), 11 * time.Second},
+		// An interactive job arriving at 3 s goes before the batch jobs
+		// still waiting, so the batch ends half a second later.
+		{"bucket, interactive first", bucketFinish(append(batch(jobsOf(30, 1000, 0)), job{prompt: 250, maxTokens: 750, at: 3 * time.Second}),
+			10_000, 2000, 2000), 11500 * time.Millisecond},
+		// 10,000 at 0, 5 and 10 s: each leaves the window 5 s after it came.
+		{"sliding, all at start", slidingFinish(jobsOf(30, 1000, 0), 10_000, 5), 10 * time.Second},
+		{"sliding, one window", slidingFinish(jobsOf(10, 1000, 0), 10_000, 5), 0},
+		// A sliding-safe budget: burst 1,000, refill 9,000 per 5 s.
+		{"budget, sliding-safe", budgetFinish(jobsOf(30, 1000, 0),
+			pacer.Config{Limits: pacer.Limits{TPM: 108_000}, Burst: pacer.Burst{TPM: 1000}}), 29_000 * time.Second / 1800},
+		{"budget, headroom", budgetFinish(jobsOf(30, 1000, 0),
+			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 8000}, Headroom: 0.2}), 22_000 * time.Second / 1600},
+	} {
+		if d := tc.got - tc.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("%s: floor = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestBudgetConfig(t *testing.T) {
+	mk := func(window time.Duration, jobs []job) *plan {
+		p := baseParams()
+		return &plan{p: p, jobs: jobs, provider: fakeproviderConfig(p.providerTokens, window)}
+	}
+	for _, tc := range []struct {
+		name      string
+		pl        *plan
+		v         variant
+		want      pacer.Config
+		wantExact bool
+	}{
+		{"the published shape", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000},
+			// 10,000 per 5 s is 2 tokens per ms either way; 40 tokens (20 ms
+			// of refill) come off the burst as the dispatch margin.
+			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 9960}}, true},
+		{"sliding-safe", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 2000, slidingSafe: true},
+			pacer.Config{Limits: pacer.Limits{TPM: 96_000}, Burst: pacer.Burst{TPM: 1960}}, true},
+		{"sliding-safe, a one-minute window", mk(time.Minute, jobsOf(30, 1000, 0)), variant{burst: 2000, slidingSafe: true},
+			pacer.Config{Limits: pacer.Limits{TPM: 9996}, Burst: pacer.Burst{TPM: 1996}, SlidingWindow: true}, true},
+		{"headroom lowers the burst too", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000, headroom: 0.2},
+			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 7960}, Headroom: 0.2}, true},
+		{"a rate that is no whole number per minute", mk(7*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000},
+			pacer.Config{Limits: pacer.Limits{TPM: 85_714}, Burst: pacer.Burst{TPM: 9971}}, false},
+		{"no margin below the largest job", mk(5*time.Second, jobsOf(3, 10_000, 0)), variant{burst: 10_000},
+			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 10_000}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, exact := tc.pl.budgetConfig(tc.v)
+			got.MaxWait = 0
+			if diff := cmp.Diff(tc.want, got); diff != "" || exact != tc.wantExact {
+				t.Errorf("budgetConfig(%+v) mismatch (-want +got):\n%sexact = %v, want %v", tc.v, diff, exact, tc.wantExact)
+			}
+		})
+	}
+}
+
+func fakeproviderConfig(limit int64, window time.Duration) fakeprovider.Config {
+	return fakeprovider.Config{TokenLimit: limit, Window: window}
+}

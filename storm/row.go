@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// runPlan runs every row of a scenario, one after the other, each against
+// a fresh provider and (for the shared rows) a fresh budget.
+func runPlan(ctx context.Context, pl *plan, be *backend, prog *progress) (scenarioReport, error) {
+	rep := newScenarioReport(pl, be)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	runID := hex.EncodeToString(b[:])
+	for i, v := range pl.rows {
+		row, err := runRow(ctx, pl, v, be, fmt.Sprintf("storm:%s:%d:%s", pl.name, i, runID), prog)
+		if err != nil {
+			return rep, fmt.Errorf("scenario %s, %s: %w", pl.name, v.label, err)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.binTimelines()
+	return rep, nil
+}
+
+// runRow runs the plan's jobs in one mode and reads the provider's counters.
+func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName string, prog *progress) (rowResult, error) {
+	fp, rec, srv, err := startProvider(pl.provider)
+	if err != nil {
+		return rowResult{}, err
+	}
+	defer srv.Close()
+	conns := pl.p.workers + 16
+	c := newChatClient(srv.URL, conns)
+	defer c.close()
+	if err := c.warm(ctx, min(conns, 128)); err != nil {
+		return rowResult{}, err
+	}
+
+	row := rowResult{Label: v.label, Mode: "per-worker"}
+	limit, window := pl.p.providerTokens, pl.provider.Window
+	var do doJob
+	start := time.Now()
+	if v.shared {
+		row.Mode = "shared"
+		cfg, exact := pl.budgetConfig(v)
+		cfg.Name = budgetName
+		p, err := pacer.New(be.rdb, cfg)
+		if err != nil {
+			return rowResult{}, err
+		}
+		row.Budget = describeBudget(cfg, exact)
+		if pl.floor >= 0 {
+			f := budgetFinish(pl.jobs, cfg).Seconds()
+			row.BudgetFloorSeconds = &f
+		}
+		do = sharedJob(p, c, pl.p.retries, v.settleCharge)
+	} else {
+		// One bucket per worker, plus one for the direct (interactive)
+		// calls, which stand for one more process with its own limiter.
+		buckets := make([]*localBucket, pl.p.workers+1)
+		for i := range buckets {
+			buckets[i] = newLocalBucket(limit, limit, window, start)
+		}
+		row.Budget = fmt.Sprintf("each worker: its own bucket of %s tokens per %v", thousands(limit), window)
+		do = perWorkerJob(buckets, c, pl.p.retries, pl.p.wall(time.Second))
+	}
+
+	cmds0 := be.cmds.Load()
+	start = time.Now()
+	fp.ResetStats()
+	rec.reset(start)
+	octx, stopOutside := context.WithCancel(ctx)
+	outside := make(chan outsideCount, 1)
+	if pl.outside != nil {
+		go func() { outside <- runOutside(octx, pl.outside, c) }()
+	}
+	prog.begin(pl.name, v.label, len(pl.jobs), rec)
+	results := runJobs(ctx, pl.jobs, pl.p.workers, start, do, prog.jobDone)
+	elapsed := time.Since(start)
+	stopOutside()
+	if pl.outside != nil {
+		oc := <-outside
+		row.Outside = &oc
+	}
+	prog.end()
+	if err := ctx.Err(); err != nil {
+		return rowResult{}, err
+	}
+	row.RedisCommands = be.cmds.Load() - cmds0
+	row.fill(fp.Stats(), results, elapsed)
+	row.events = rec.snapshot()
+	return row, nil
+}
+
+// describeBudget says how the shared budget was set up, for the report.
+func describeBudget(cfg pacer.Config, exact bool) string {
+	s := fmt.Sprintf("pacer Limits.TPM %s, Burst.TPM %s", thousands(cfg.Limits.TPM), thousands(cfg.Burst.TPM))
+	if cfg.SlidingWindow {
+		s += ", SlidingWindow"
+	}
+	if cfg.Headroom > 0 {
+		s += fmt.Sprintf(", Headroom %g", cfg.Headroom)
+	}
+	if !exact {
+		s += " (TPM rounded down: the provider's rate is not a whole number per minute)"
+	}
+	return s
+}
+
+// fill computes the row's figures: totals from the provider's own counters,
+// times and waits from the jobs.
+func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed time.Duration) {
+	row.Seconds = elapsed.Seconds()
+	row.Calls, row.OK, row.RateLimited, row.QuotaErrors = st.Calls, st.OK, st.RateLimited, st.QuotaErrors
+	row.TokensAdmitted, row.TokensUsed = st.TokensAdmitted, st.TokensUsed
+	if row.Seconds > 0 {
+		row.TokensPerSec = float64(st.TokensAdmitted) / row.Seconds
+	}
+	var all, inter, batch []time.Duration
+	var interFailed, batchFailed int
+	for _, r := range results {
+		row.Jobs++
+		row.Attempts += r.attempts
+		failed := !r.ran || r.err != nil
+		if failed {
+			row.Failed++
+			// Run's error says it with a sentinel; the naive client's
+			// error is the provider's answer, read by classify.
+			if (row.Mode == "shared" && errors.Is(r.err, pacer.ErrQuotaExhausted)) ||
+				(row.Mode != "shared" && classify.FromError(r.err).Kind == classify.QuotaExhausted) {
+				row.QuotaFailed++
+			}
+		}
+		if !r.ran {
+			continue
+		}
+		all = append(all, r.wait())
+		if r.priority == pacer.Batch {
+			batch = append(batch, r.wait())
+			batchFailed += b2i(failed)
+		} else {
+			inter = append(inter, r.wait())
+			interFailed += b2i(failed)
+		}
+	}
+	if row.Jobs > 0 {
+		row.RedisPerJob = float64(row.RedisCommands) / float64(row.Jobs)
+	}
+	row.Wait = newWaitStats(all, interFailed+batchFailed)
+	if len(batch) > 0 && len(inter) > 0 {
+		i, b := newWaitStats(inter, interFailed), newWaitStats(batch, batchFailed)
+		row.Interactive, row.Batch = &i, &b
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The published comparison at two and a half times the speed: a provider
+// allowing 10,000 tokens per 2 s, so the floor is 4 s. Per-worker limiters must
+// storm the provider with 429s; the shared budget must get none, fail no
+// job, and finish close to the floor. The JSON must parse, its counts must
+// add up to the provider's, and the chart must be well-formed SVG.
+func TestDefaultScenarioShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the storm for a few seconds")
+	}
+	svg := filepath.Join(t.TempDir(), "storm.svg")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-speed", "2.5", "-json", "-quiet", "-svg", svg}, &out, io.Discard); err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	var doc struct {
+		Scenarios []scenarioReport `json:"scenarios"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out.String())
+	}
+	if len(doc.Scenarios) != 1 || len(doc.Scenarios[0].Rows) != 2 {
+		t.Fatalf("-json output has %d scenarios; want 1 with 2 rows:\n%s", len(doc.Scenarios), out.String())
+	}
+	r := doc.Scenarios[0]
+	if r.FloorSeconds == nil || *r.FloorSeconds < 3.999 || *r.FloorSeconds > 4.001 {
+		t.Fatalf("floor = %v, want 4 s ((30,000 - 10,000) / 5,000 per s)", r.FloorSeconds)
+	}
+	floor := *r.FloorSeconds
+	for _, row := range r.Rows {
+		t.Logf("%s: %.3f s, %d calls, %d 429s, %d failed", row.Label, row.Seconds, row.Calls, row.RateLimited, row.Failed)
+		checkCounts(t, row, r.Jobs)
+	}
+	perWorker, shared := r.Rows[0], r.Rows[1]
+	if perWorker.Mode != "per-worker" || shared.Mode != "shared" {
+		t.Fatalf("rows are %q, %q; want per-worker, shared", perWorker.Mode, shared.Mode)
+	}
+	if perWorker.RateLimited == 0 {
+		t.Errorf("per-worker limiters got no 429s; six full-limit buckets should storm the provider")
+	}
+	if shared.RateLimited != 0 || shared.Failed != 0 || shared.Calls != int64(r.Jobs) {
+		t.Errorf("shared budget: %d 429s, %d failed, %d calls; want 0, 0, %d", shared.RateLimited, shared.Failed, shared.Calls, r.Jobs)
+	}
+	// Within 5% of the floor: the 40 ms call latency and the 20 ms
+	// dispatch margin are 1.5% of it, the rest is scheduling on a loaded
+	// machine.
+	if shared.Seconds < floor || shared.Seconds > floor*1.05 {
+		t.Errorf("shared budget took %.3f s; want within 5%% above the floor %.3f s", shared.Seconds, floor)
+	}
+	if shared.RedisPerJob < 2 || shared.RedisPerJob > 3 {
+		t.Errorf("shared budget sent %.2f Redis commands per job; want 2 (acquire, settle) plus a few NOSCRIPT reloads", shared.RedisPerJob)
+	}
+
+	data, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var root string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	if root != "svg" || !strings.Contains(string(data), "shared budget (llmpacer)") {
+		t.Errorf("the chart's root is %q and it names the rows: %v; want an svg naming both", root, strings.Contains(string(data), "shared budget"))
+	}
+}
+
+// checkCounts checks a row of the default shape (jobs of 1,000 tokens)
+// against itself: the provider's counters, the jobs' own count of their
+// calls and the recorder's timeline must tell one story.
+func checkCounts(t *testing.T, row rowResult, jobs int) {
+	t.Helper()
+	if row.Calls != int64(row.Attempts) {
+		t.Errorf("%s: the provider saw %d calls, the jobs sent %d", row.Label, row.Calls, row.Attempts)
+	}
+	if row.OK+row.RateLimited != row.Calls {
+		t.Errorf("%s: %d OK + %d 429s != %d calls", row.Label, row.OK, row.RateLimited, row.Calls)
+	}
+	if row.OK != int64(jobs-row.Failed) || row.Jobs != jobs {
+		t.Errorf("%s: %d OK calls for %d jobs of which %d failed", row.Label, row.OK, row.Jobs, row.Failed)
+	}
+	if row.TokensAdmitted != row.OK*1000 {
+		t.Errorf("%s: %d tokens admitted for %d calls of 1,000", row.Label, row.TokensAdmitted, row.OK)
+	}
+	var tokens, limited int64
+	for _, b := range row.Timeline {
+		tokens += b.Tokens
+		limited += b.RateLimited
+	}
+	if tokens != row.TokensAdmitted || limited != row.RateLimited {
+		t.Errorf("%s: the timeline has %d tokens and %d 429s; the provider counted %d and %d",
+			row.Label, tokens, limited, row.TokensAdmitted, row.RateLimited)
+	}
+}
+
+// When the credit runs out, Run stops each job at its first quota error
+// (errors.Is(err, pacer.ErrQuotaExhausted)) and retries nothing: one call
+// per job left after the exhaustion.
+func TestQuotaScenarioBurnsNoRetries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the storm for a few seconds")
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-scenario", "quota", "-mode", "shared", "-speed", "5", "-json", "-quiet"}, &out, io.Discard); err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	var doc struct {
+		Scenarios []scenarioReport `json:"scenarios"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("-json output does not parse: %v", err)
+	}
+	row := doc.Scenarios[0].Rows[0]
+	// Credit for 20 of the 30 jobs' real usage: 10 jobs meet the quota.
+	if row.QuotaErrors != 10 || row.QuotaFailed != 10 || row.Failed != 10 || row.RateLimited != 0 || row.Calls != 30 {
+		t.Errorf("shared: %d calls after exhaustion, %d jobs stopped by ErrQuotaExhausted, %d failed, %d 429s, %d calls; want 10, 10, 10, 0, 30",
+			row.QuotaErrors, row.QuotaFailed, row.Failed, row.RateLimited, row.Calls)
+	}
+}
