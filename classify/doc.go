@@ -33,7 +33,8 @@
 //     Transient; other 4xx are Permanent.
 //   - The caller's own context ending is Canceled and never retried.
 //   - Contradictory delays resolve to the longest valid one, capped at
-//     MaxRetryAfter.
+//     MaxRetryAfter; a retry-after that is only retry-after-ms rounded up to
+//     whole seconds is no contradiction, and the precise value wins.
 //   - Input is hostile by default: at most MaxBodyBytes of a body are read,
 //     truncated JSON still yields its leading fields, and nothing panics.
 //

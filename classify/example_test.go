@@ -28,7 +28,7 @@ func ExampleFromHTTP() {
 	v = classify.FromHTTP(429, h, quota)
 	fmt.Println(v.Kind, "retry:", v.Retryable())
 	// Output:
-	// rate_limited status=429 provider=openai code=rate_limit_exceeded limit=requests retry_after=20s
+	// rate_limited status=429 provider=openai code=rate_limit_exceeded limit=requests retry_after=19.5s
 	// retry: true
 	// quota_exhausted retry: false
 }

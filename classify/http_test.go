@@ -39,11 +39,25 @@ func TestFromHTTPProviders(t *testing.T) {
 			want: Verdict{Kind: RateLimited, RetryAfter: 6 * time.Minute, Limit: LimitTokens, Code: "rate_limit_exceeded", Status: 429, Provider: "openai"},
 		},
 		{
-			name:   "openai rate_limit_exceeded requests, longest retry header wins",
+			name:   "openai rate_limit_exceeded requests, retry-after-ms beats its own rounding",
 			status: 429,
 			header: hdr("Openai-Version", "2020-10-01", "Retry-After", "20", "Retry-After-Ms", "19500"),
 			body:   `{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-abc on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
-			want:   Verdict{Kind: RateLimited, RetryAfter: 20 * time.Second, Limit: LimitRequests, Code: "rate_limit_exceeded", Status: 429, Provider: "openai"},
+			want:   Verdict{Kind: RateLimited, RetryAfter: 19500 * time.Millisecond, Limit: LimitRequests, Code: "rate_limit_exceeded", Status: 429, Provider: "openai"},
+		},
+		{
+			name:   "openai 20 ms delay is not held back a whole second by retry-after: 1",
+			status: 429,
+			header: hdr("Retry-After", "1", "Retry-After-Ms", "20"),
+			body:   `{"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29990, Requested 30. Please try again in 20ms.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
+			want:   Verdict{Kind: RateLimited, RetryAfter: 20 * time.Millisecond, Limit: LimitTokens, Code: "rate_limit_exceeded", Status: 429, Provider: "openai"},
+		},
+		{
+			name:   "contradictory retry headers: the longest wins",
+			status: 429,
+			header: hdr("Retry-After", "60", "Retry-After-Ms", "500"),
+			body:   `{"error":{"message":"Rate limit reached","type":"tokens","code":"rate_limit_exceeded"}}`,
+			want:   Verdict{Kind: RateLimited, RetryAfter: time.Minute, Limit: LimitTokens, Code: "rate_limit_exceeded", Status: 429, Provider: "openai"},
 		},
 		{
 			name:   "openai insufficient_quota is a 429 that must not be retried",

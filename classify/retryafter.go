@@ -28,6 +28,11 @@ const maxHeaderValues = 8
 // When several are present and disagree, the longest valid delay wins: it is
 // the most conservative reading, and waiting a little too long costs less
 // than a second 429 that every process sharing the budget would then see.
+// One disagreement is no disagreement at all: providers send retry-after in
+// whole seconds rounded up beside the exact retry-after-ms, so a
+// retry-after within a second above the millisecond value is taken as that
+// rounding, and the precise value wins. Otherwise a 429 asking for 20 ms
+// would hold a whole fleet back for a second.
 //
 // An HTTP-date is measured against the response's own Date header when that
 // parses, because both stamps then come from the provider's clock and local
@@ -38,6 +43,26 @@ const maxHeaderValues = 8
 // MaxRetryAfter are clamped to it. The boolean is false when no header gave
 // a valid delay.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	ms, msOK := longest(nil, h, "Retry-After-Ms", "X-Ms-Retry-After-Ms")
+	base := responseTime(h, now)
+	secs, secsOK := longest(&base, h, "Retry-After")
+	switch {
+	case msOK && secsOK:
+		if secs >= ms && secs-ms <= time.Second {
+			return ms, true // retry-after is the millisecond value rounded up
+		}
+		return max(ms, secs), true
+	case msOK:
+		return ms, true
+	default:
+		return secs, secsOK
+	}
+}
+
+// longest returns the longest valid delay among the values of keys. With
+// base nil the values are milliseconds; otherwise they are seconds or
+// HTTP-dates measured against base.
+func longest(base *time.Time, h http.Header, keys ...string) (time.Duration, bool) {
 	var best time.Duration
 	found := false
 	take := func(d time.Duration, ok bool) {
@@ -45,22 +70,22 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 			best, found = d, true
 		}
 	}
-	for _, key := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
+	for _, key := range keys {
 		for _, v := range headerValues(h, key) {
-			for _, part := range splitList(v) {
-				take(parseScaled(part, float64(time.Millisecond)))
+			if base == nil {
+				for _, part := range splitList(v) {
+					take(parseScaled(part, float64(time.Millisecond)))
+				}
+				continue
 			}
-		}
-	}
-	base := responseTime(h, now)
-	for _, v := range headerValues(h, "Retry-After") {
-		// An HTTP-date contains a comma itself, so try it whole first.
-		if t, err := http.ParseTime(strings.TrimSpace(v)); err == nil {
-			take(clampDuration(t.Sub(base)), true)
-			continue
-		}
-		for _, part := range splitList(v) {
-			take(parseScaled(part, float64(time.Second)))
+			// An HTTP-date contains a comma itself, so try it whole first.
+			if t, err := http.ParseTime(strings.TrimSpace(v)); err == nil {
+				take(clampDuration(t.Sub(*base)), true)
+				continue
+			}
+			for _, part := range splitList(v) {
+				take(parseScaled(part, float64(time.Second)))
+			}
 		}
 	}
 	return best, found
