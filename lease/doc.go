@@ -3,12 +3,14 @@
 //
 // A lease is born in Pacer.Acquire (package pacer), holding its reserved
 // tokens, one request from each request limit and, where the budget limits
-// concurrency, one slot. It ends exactly once, in one of three ways:
+// concurrency, one slot. It ends exactly once, in one of four ways:
 //
 //   - Settle: the call finished and used n tokens. The unused part of the
 //     reservation goes back at once; an overrun is charged as debt.
 //   - Release: the call failed. The whole reservation stays charged, since
 //     the provider may have counted the call anyway.
+//   - Reject: the provider refused the call (429, 529, another 4xx). Its
+//     tokens go back; its request stays counted.
 //   - Cancel: the call was never made. Everything goes back.
 //
 // Ending a lease twice, from any goroutine, changes the budget once. A lease

@@ -32,6 +32,9 @@ type Budget struct {
 	Keys       []string // state hash, lease zset: the KEYS of every script
 	BucketArgs []any    // the scripts' bucket arguments (see lua/prelude.lua)
 	TTL        time.Duration
+	// NoRefund makes Settle charge overruns only: the provider keeps what
+	// it counted at admission.
+	NoRefund bool
 	// Ended, if set, is called once when a lease ends, however it ends.
 	Ended func(l *Lease, how End, err error)
 }
@@ -46,6 +49,7 @@ const (
 	Released             // the call failed; the reservation stays charged
 	Cancelled            // the call never happened; everything went back
 	Expired              // the TTL ran out first; the reservation stays charged
+	Rejected             // the provider refused the call; tokens back, request counted
 )
 
 func (e End) String() string {
@@ -60,6 +64,8 @@ func (e End) String() string {
 		return "cancelled"
 	case Expired:
 		return "expired"
+	case Rejected:
+		return "rejected"
 	}
 	return fmt.Sprintf("End(%d)", int(e))
 }
@@ -114,8 +120,9 @@ func (l *Lease) State() End {
 
 // Settle ends the lease with the tokens the call really used (for OpenAI,
 // usage.total_tokens; for Anthropic, input_tokens + output_tokens). The
-// unused part of the reservation goes back to the budget at once; usage
-// above it is charged as debt that later callers wait out.
+// unused part of the reservation goes back to the budget at once (unless
+// the budget is NoRefund); usage above it is charged as debt that later
+// callers wait out, at most one full bucket per call.
 //
 // Settle is idempotent: once a lease has ended, by Settle, Release or Cancel,
 // further calls return nil and change nothing. A lease that expired returns
@@ -125,6 +132,9 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
+	if l.b.NoRefund && usedTokens < l.tokens {
+		usedTokens = l.tokens
+	}
 	return l.finish(ctx, Settled, usedTokens)
 }
 
@@ -133,6 +143,15 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 // our side is often a success on theirs). Idempotent like Settle.
 func (l *Lease) Release(ctx context.Context) error {
 	return l.finish(ctx, Released, l.tokens)
+}
+
+// Reject ends the lease of a call the provider refused before doing any
+// work: a 429, a 529, another 4xx. Its tokens go back, whatever NoRefund
+// says, since nothing was generated; its request stays counted, as
+// providers count refused requests toward their request limits. Idempotent
+// like Settle.
+func (l *Lease) Reject(ctx context.Context) error {
+	return l.finish(ctx, Rejected, 0)
 }
 
 // Cancel ends the lease of a call that was never sent, giving back its tokens
@@ -172,7 +191,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	default:
 		return Held, nil
 	}
-	mode := map[End]string{Settled: "settle", Released: "release", Cancelled: "cancel"}[how]
+	mode := map[End]string{Settled: "settle", Rejected: "settle", Released: "release", Cancelled: "cancel"}[how]
 	args := make([]any, 0, 6+len(l.b.BucketArgs))
 	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli(), l.expiry.UnixMilli())
 	args = append(args, l.b.BucketArgs...)

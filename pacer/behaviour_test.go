@@ -492,3 +492,77 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 		}
 	})
 }
+
+// NoRefund: the provider keeps what it counted at admission, so Settle
+// charges overruns only; Reject still gives a refused call's tokens back.
+func TestNoRefundAndReject(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 100_000, RPD: 100}, NoRefund: true})
+		l, _ := p.Acquire(ctx, pacer.Request{Tokens: 5000})
+		if err := l.Settle(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if s := snap(t, p); !near(s.TPD.Level, 95_000, 2) {
+			t.Errorf("NoRefund: after settling 1000 of 5000, TPD %v; want 95000 (nothing refunded)", s.TPD.Level)
+		}
+		l, _ = p.Acquire(ctx, pacer.Request{Tokens: 5000})
+		if err := l.Settle(ctx, 7000); err != nil {
+			t.Fatal(err)
+		}
+		if s := snap(t, p); !near(s.TPD.Level, 88_000, 2) {
+			t.Errorf("NoRefund: after an overrun of 2000, TPD %v; want 88000 (overrun charged)", s.TPD.Level)
+		}
+		l, _ = p.Acquire(ctx, pacer.Request{Tokens: 5000})
+		if err := l.Reject(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := snap(t, p)
+		if !near(s.TPD.Level, 88_000, 2) || !near(s.RPD.Level, 97, 0.01) {
+			t.Errorf("after Reject: TPD %v, RPD %v; want 88000 (tokens back) and 97 (request counted)", s.TPD.Level, s.RPD.Level)
+		}
+		if got := l.State(); got != lease.Rejected {
+			t.Errorf("State() = %v; want rejected", got)
+		}
+	})
+}
+
+// Headroom lowers bursts along with limits.
+func TestHeadroomScalesBurst(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 10_000}, Burst: pacer.Burst{TPM: 10_000}, Headroom: 0.1})
+	s := snap(t, p)
+	if s.TPM.Limit != 9000 || s.TPM.Capacity != 9000 {
+		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.TPM.Limit, s.TPM.Capacity)
+	}
+}
+
+// A pause set by this process also holds back its calls that had already
+// reserved a later turn.
+func TestPauseHoldsReservedTurns(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		// 6,000 TPM = 100 tokens/s: the second call's turn is 1 s away.
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 6000}, Burst: pacer.Burst{TPM: 100}})
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				t.Errorf("Acquire() = %v", err)
+			}
+			got <- time.Now()
+			_ = l.Settle(ctx, 100)
+		}()
+		time.Sleep(200 * time.Millisecond) // the goroutine has its turn, 1 s out
+		start := time.Now()
+		if err := p.Pause(ctx, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if d := (<-got).Sub(start); d < 1900*time.Millisecond {
+			t.Errorf("the reserved call went %v after a 2s pause began; want after the pause", d)
+		}
+	})
+}

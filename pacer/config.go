@@ -83,8 +83,17 @@ type Config struct {
 
 	// Headroom is the fraction of every rate limit (not Concurrency) kept
 	// unused, for estimation error and callers outside the pacer: 0.1 runs at
-	// 90% of each limit. Default 0: the limits are used as given.
+	// 90% of each limit, and of each Burst. Default 0: the limits are used as
+	// given.
 	Headroom float64
+
+	// NoRefund says the provider charges a call's reservation (prompt plus
+	// max_tokens) when the call arrives and never gives the unused part
+	// back. Settle then charges overruns only, so the budget never runs
+	// ahead of the provider's count. Leave it false for providers that
+	// correct their count when a call ends (Anthropic's output-token limits,
+	// Azure OpenAI's reservations); set it when 429s follow refunds.
+	NoRefund bool
 
 	// BatchFloor is the fraction of every bucket (and of the concurrency
 	// slots) that Batch calls may not take, so that Interactive calls find
@@ -143,6 +152,7 @@ type settings struct {
 	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
 	batchFloor   float64
 	floorMilli   int64 // batchFloor in thousandths, as the script takes it
+	noRefund     bool
 	leaseTTL     time.Duration
 	maxWait      time.Duration
 	observe      func(Event)
@@ -153,6 +163,7 @@ func (c Config) settings() (settings, error) {
 	s := settings{
 		name: c.Name, prefix: c.KeyPrefix, limits: c.Limits,
 		batchFloor: c.BatchFloor, leaseTTL: c.LeaseTTL, maxWait: c.MaxWait, observe: c.Observe,
+		noRefund: c.NoRefund,
 	}
 	if s.prefix == "" {
 		s.prefix = DefaultKeyPrefix
@@ -223,7 +234,7 @@ func (c Config) settings() (settings, error) {
 		if limit < 1 {
 			return s, invalidf("Limits.%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.name, sp.limit, c.Headroom)
 		}
-		burst := sp.burst
+		burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
 		if burst > limit {
 			return s, invalidf("Config.Burst.%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.name, burst, limit)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmpacer/llmpacer/concurrency"
@@ -36,6 +37,10 @@ type Pacer struct {
 	keys   []string
 	budget *lease.Budget
 	slots  concurrency.Queue // local waiters for a concurrency slot
+	// pausedUntil is the latest pause this process set (UnixNano). A call
+	// that reserved its turn before the pause sleeps past it too; calls in
+	// other processes meet the pause at their next acquire.
+	pausedUntil atomic.Int64
 }
 
 // New returns a Pacer for the budget cfg describes, on rdb: a
@@ -56,7 +61,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	p := &Pacer{rdb: rdb, s: s, keys: []string{tag + ":s", tag + ":l"}}
 	p.budget = &lease.Budget{
 		Client: rdb, Keys: p.keys, BucketArgs: s.bucketArgs, TTL: s.leaseTTL,
-		Ended: p.ended,
+		NoRefund: s.noRefund, Ended: p.ended,
 	}
 	return p, nil
 }
@@ -144,7 +149,20 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep reply, bega
 	l := lease.New(p.budget, id, r.Tokens, start, time.Since(began)+rep.wait)
 	if rep.wait > 0 {
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason})
-		t := time.NewTimer(rep.wait)
+	}
+	// Sleep until the turn, and past any pause this process set meanwhile
+	// (a 429 seen by a neighbour means the turn would meet one too).
+	turn := time.Now().Add(rep.wait)
+	for {
+		until := turn
+		if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
+			until = paused
+		}
+		d := time.Until(until)
+		if d <= 0 {
+			break
+		}
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -246,7 +264,9 @@ func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func
 
 // Pause makes every process sharing the budget wait at least d from now
 // before its next admission. It extends a pause already set, never
-// shortening it. Use it when the provider answers 429: one process's 429
+// shortening it. Calls of this process that had already reserved a later
+// turn wait the pause out too; those of other processes that had reserved
+// one go at their turn. Use it when the provider answers 429: one process's 429
 // then slows the whole fleet, not only the process that got it.
 func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 	if d <= 0 || d > maxDur {
@@ -263,6 +283,13 @@ func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 	vals, err := int64s(v, 2)
 	if err != nil {
 		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
+	}
+	until := time.Now().Add(time.Duration(vals[0]) * time.Millisecond).UnixNano()
+	for {
+		old := p.pausedUntil.Load()
+		if until <= old || p.pausedUntil.CompareAndSwap(old, until) {
+			break
+		}
 	}
 	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond})
 	return nil

@@ -170,8 +170,11 @@ func newRunConfig(opts []RunOption) runConfig {
 //  3. on success it settles the tokens usage reports (usage may be nil, or
 //     return a negative count, when the real usage is unknown: the whole
 //     reservation is then kept);
-//  4. on a failure it releases the lease keeping the reservation (the
-//     provider may have counted the call) and asks the classifier:
+//  4. on a failure it asks the classifier, and ends the lease as the
+//     verdict says: a call the provider refused outright (429, 529, quota,
+//     another 4xx) gets its tokens back but stays counted as a request;
+//     anything else (5xx, timeouts) keeps the whole reservation, since the
+//     provider may have processed it. Then:
 //     RateLimited pauses the shared budget for the provider's retry delay,
 //     so every process slows down, then retries after it (with jitter);
 //     Overloaded and Transient retry with capped exponential backoff;
@@ -212,6 +215,7 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 			return v, nil
 		}
 		verdict := c.classifier(callErr)
+		endFailed(ctx, l, verdict)
 		report(c, Attempt{N: attempt, Waited: l.Waited(), Took: took, Verdict: verdict, Err: callErr})
 		last = &RunError{Verdict: verdict, Attempts: attempt, Err: callErr}
 		if verdict.Kind == classify.Canceled && ctx.Err() != nil {
@@ -245,23 +249,18 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 	}
 }
 
-// runOnce runs the call with the lease kept alive, then ends the lease:
-// settled with the reported usage on success, released (the reservation
-// kept) on failure. A lease that cannot be ended because Redis fails is not
-// an error for the caller, whose call is done: it expires after its TTL,
-// keeping its reservation.
+// runOnce runs the call with the lease kept alive. On success it settles
+// the reported usage; a failed call's lease is left for endFailed, which
+// needs the classifier's verdict. A lease that cannot be ended because Redis
+// fails is not an error for the caller, whose call is done: it expires
+// after its TTL, keeping its reservation.
 func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T, error), usage func(T) int64) (T, error, time.Duration) {
 	stop := l.AutoKeepAlive(ctx)
 	start := time.Now()
 	v, err := call(ctx)
 	took := time.Since(start)
 	stop()
-	// The call is over whatever ctx says now: end the lease regardless,
-	// but never wait on Redis for long.
-	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	if err != nil {
-		_ = l.Release(endCtx)
 		return v, err, took
 	}
 	used := l.Tokens()
@@ -270,8 +269,34 @@ func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T
 			used = n
 		}
 	}
+	endCtx, cancel := endContext(ctx)
+	defer cancel()
 	_ = l.Settle(endCtx, used)
 	return v, nil, took
+}
+
+// endFailed ends a failed call's lease as the verdict says. A call the
+// provider refused outright (rate limited, out of quota, overloaded, or a
+// 4xx) generated nothing: its tokens go back but its request stays counted,
+// as providers count refused requests. Anything else (a 5xx, a timeout, a
+// reset connection) may have been processed and billed: the whole
+// reservation stays charged.
+func endFailed(ctx context.Context, l *Lease, v classify.Verdict) {
+	endCtx, cancel := endContext(ctx)
+	defer cancel()
+	switch {
+	case v.Kind == classify.RateLimited, v.Kind == classify.QuotaExhausted, v.Kind == classify.Overloaded,
+		v.Kind == classify.Permanent && v.Status >= 400 && v.Status < 500:
+		_ = l.Reject(endCtx)
+	default:
+		_ = l.Release(endCtx)
+	}
+}
+
+// endContext bounds the end of a lease: the call is over whatever ctx says
+// now, so the lease is ended regardless, but never waiting on Redis long.
+func endContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }
 
 // delay is how long to wait before attempt n+1.
@@ -343,6 +368,7 @@ func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.C
 		return v, nil
 	}
 	verdict := c.classifier(callErr)
+	endFailed(ctx, l, verdict)
 	report(c, Attempt{N: 1, Took: took, Verdict: verdict, Err: callErr})
 	if verdict.Kind == classify.RateLimited {
 		d := c.delay(1, verdict)

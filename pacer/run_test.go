@@ -35,7 +35,7 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		// much larger budget (say, another app shares the key), so the second
 		// call meets a 429.
 		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 3000, Window: 2 * time.Second})
-		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPD: 1_000_000}})
+		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPD: 1_000_000, RPD: 1000}})
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 1000, 500, 1000) }
 		total := func(u usage) int64 { return u.Total() }
 
@@ -67,10 +67,15 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		if st.Calls != 3 || st.RateLimited != 1 || st.OK != 2 {
 			t.Errorf("provider saw %d calls, %d 429s, %d OK; want 3, 1, 2", st.Calls, st.RateLimited, st.OK)
 		}
-		// Both successes settled 1,500 real tokens; the 429'd attempt kept its
-		// 2,000-token reservation.
-		if s := snap(t, ps[1]); !near(s.TPD.Level, 1_000_000-1500-2000-1500, 100) {
-			t.Errorf("TPD level = %v; want %d (real usage settled, the failed attempt charged)", s.TPD.Level, 1_000_000-5000)
+		// Both successes settled 1,500 real tokens; the 429'd attempt, which
+		// the provider refused, got its 2,000 tokens back but its request
+		// stays counted.
+		s := snap(t, ps[1])
+		if !near(s.TPD.Level, 1_000_000-1500-1500, 100) {
+			t.Errorf("TPD level = %v; want %d (real usage settled, the refused attempt refunded)", s.TPD.Level, 1_000_000-3000)
+		}
+		if !near(s.RPD.Level, 1000-3, 0.01) {
+			t.Errorf("RPD level = %v; want 997 (three requests, the refused one included)", s.RPD.Level)
 		}
 	})
 }
