@@ -2,7 +2,6 @@ package pacer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -294,5 +293,3 @@ func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond})
 	return nil
 }
-
-var errReply = errors.New("unexpected script reply")

@@ -1,10 +1,15 @@
 package pacer
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 )
+
+// errReply reports a script reply of an unexpected shape: a script from
+// another version, or something between us and Redis.
+var errReply = errors.New("unexpected script reply")
 
 // Codes of acquire.lua's reply.
 const (

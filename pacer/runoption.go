@@ -1,0 +1,84 @@
+package pacer
+
+import (
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+)
+
+// Attempt describes one try of a call, for the OnAttempt option.
+type Attempt struct {
+	N       int           // 1 for the first try
+	Waited  time.Duration // in Acquire before this try
+	Took    time.Duration // the call itself
+	Verdict classify.Verdict
+	Err     error // nil on success
+}
+
+// RunOption changes how Run retries.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	retries    int
+	base, max  time.Duration
+	budget     time.Duration
+	classifier func(error) classify.Verdict
+	onAttempt  func(Attempt)
+	rateDelay  time.Duration
+}
+
+// Default retry settings.
+const (
+	DefaultRetries     = 3
+	DefaultBackoffBase = 500 * time.Millisecond
+	DefaultBackoffMax  = 30 * time.Second
+	// DefaultRateLimitDelay is the pause after a 429 that names no delay.
+	DefaultRateLimitDelay = time.Second
+)
+
+// Retries sets how many times Run retries after the first attempt
+// (default 3). Run's retries are LLM calls; the Redis client's own retries
+// (go-redis MaxRetries) are separate and never count here.
+func Retries(n int) RunOption { return func(c *runConfig) { c.retries = max(n, 0) } }
+
+// Backoff sets the capped exponential backoff for Overloaded and Transient
+// failures: attempt n sleeps a random time in [d/2, d], d = min(max,
+// base·2^(n-1)), or longer if the provider named a delay.
+func Backoff(base, max time.Duration) RunOption {
+	return func(c *runConfig) {
+		if base > 0 {
+			c.base = base
+		}
+		if max > 0 {
+			c.max = max
+		}
+	}
+}
+
+// LatencyBudget bounds the time Run may spend before starting an attempt:
+// waiting for the budget and backing off. Once an attempt could not start
+// within d of Run's start, Run returns the last error (or ErrWaitTimeout)
+// instead of waiting on. The call itself is bounded by ctx, not by d.
+func LatencyBudget(d time.Duration) RunOption { return func(c *runConfig) { c.budget = d } }
+
+// WithClassifier replaces classify.FromError for deciding what a call's
+// error means.
+func WithClassifier(f func(error) classify.Verdict) RunOption {
+	return func(c *runConfig) {
+		if f != nil {
+			c.classifier = f
+		}
+	}
+}
+
+// OnAttempt calls f after every attempt, successful or not.
+func OnAttempt(f func(Attempt)) RunOption { return func(c *runConfig) { c.onAttempt = f } }
+
+func newRunConfig(opts []RunOption) runConfig {
+	c := runConfig{retries: DefaultRetries, base: DefaultBackoffBase, max: DefaultBackoffMax,
+		classifier: classify.FromError, rateDelay: DefaultRateLimitDelay}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
