@@ -191,7 +191,13 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	default:
 		return Held, nil
 	}
-	mode := map[End]string{Settled: "settle", Rejected: "settle", Released: "release", Cancelled: "cancel"}[how]
+	mode := "settle" // Settled, Rejected
+	switch how {
+	case Released:
+		mode = "release"
+	case Cancelled:
+		mode = "cancel"
+	}
 	args := make([]any, 0, 6+len(l.b.BucketArgs))
 	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli(), l.expiry.UnixMilli())
 	args = append(args, l.b.BucketArgs...)

@@ -157,6 +157,7 @@ type settings struct {
 	maxWait      time.Duration
 	observe      func(Event)
 	bucketArgs   []any // capacity, refill per window, window ms, x4: the scripts' shared ARGV tail
+	acquireArgs  []any // lease TTL, concurrency, floor, then bucketArgs: acquire's ARGV tail
 }
 
 func (c Config) settings() (settings, error) {
@@ -258,6 +259,7 @@ func (c Config) settings() (settings, error) {
 		// Lua costs more than the division.
 		s.bucketArgs = append(s.bucketArgs, burst, int64(refill), sp.window.Milliseconds())
 	}
+	s.acquireArgs = append([]any{s.leaseTTL.Milliseconds(), s.limits.Concurrency, s.floorMilli}, s.bucketArgs...)
 	return s, nil
 }
 

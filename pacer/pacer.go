@@ -231,9 +231,9 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	if r.Priority == Batch {
 		prio = 1
 	}
-	args = append(args, id, r.Tokens, prio, maxWait.Milliseconds(), p.s.leaseTTL.Milliseconds(),
-		p.s.limits.Concurrency, p.s.floorMilli)
-	args = append(args, p.s.bucketArgs...)
+	args = append(args, id, r.Tokens, prio, maxWait.Milliseconds())
+	args = append(args, p.s.acquireArgs...) // TTL, concurrency, floor, buckets: boxed once
+
 	v, err := p.call(ctx, lua.Acquire, args, func(v any) {
 		// The reply came after the caller gave up: give the lease back.
 		if rep, err := decodeAcquire(v); err == nil && (rep.code == codeAdmitted || rep.code == codeAlready) {
