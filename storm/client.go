@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -48,36 +46,12 @@ func (e *apiError) Error() string                { return fmt.Sprintf("%d %s", e
 func (e *apiError) HTTPResponse() *http.Response { return e.resp }
 func (e *apiError) RawJSON() string              { return string(e.body) }
 
-// retryAfter is the delay the response asked for, if any: retry-after-ms
-// when present, as OpenAI's own SDKs read it, else retry-after.
-//
-// classify.ParseRetryAfter takes the longest of the headers instead, and
-// the provider sends retry-after in whole seconds rounded up, so a 429 that
-// asks for 3 ms would read as 1 s; in a storm of sub-second delays that
-// difference is the whole result.
+// retryAfter is the delay the response asked for, if any, read as OpenAI's
+// own SDKs read it: retry-after-ms, which is exact, over retry-after, its
+// rounding up to whole seconds. classify.ParseRetryAfter reads them the
+// same way, so the naive client and pacer.Run wait the same delays.
 func (e *apiError) retryAfter() (time.Duration, bool) {
-	h := e.resp.Header
-	for _, key := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
-		if ms, err := strconv.ParseFloat(h.Get(key), 64); err == nil && ms >= 0 && ms <= float64(classify.MaxRetryAfter/time.Millisecond) {
-			return time.Duration(math.Ceil(ms * float64(time.Millisecond))), true
-		}
-	}
-	return classify.ParseRetryAfter(h, time.Now())
-}
-
-// classifyCall is the shared mode's classifier: classify.FromError, with a
-// rate limit's delay read by apiError.retryAfter, so that pacer.Run pauses
-// the budget for the milliseconds the provider asked for, not the whole
-// second its retry-after header rounds up to.
-func classifyCall(err error) classify.Verdict {
-	v := classify.FromError(err)
-	var ae *apiError
-	if v.Kind == classify.RateLimited && errors.As(err, &ae) {
-		if d, ok := ae.retryAfter(); ok {
-			v.RetryAfter = d
-		}
-	}
-	return v
+	return classify.ParseRetryAfter(e.resp.Header, time.Now())
 }
 
 func newChatClient(url string, conns int) *chatClient {

@@ -62,6 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	output := fs.String("output", "1", "real output per call: a fraction of max_tokens (0..1, or 40%) or a token count (>1)")
 	fs.Int64Var(&o.params.providerTokens, "provider-tokens", d.providerTokens, "tokens the provider admits per window")
 	provWindow := fs.String("provider-window", "bucket", "provider's algorithm: bucket (token bucket) or sliding (strict sliding window)")
+	fs.BoolVar(&o.params.providerRefund, "provider-refund", d.providerRefund, "the provider gives unused max_tokens back when a call ends, as Anthropic and Azure OpenAI do; shared budgets then refund too (else NoRefund). mixed shows both kinds unless this is set")
 	fs.DurationVar(&o.params.window, "window", d.window, "the provider's window, before -speed")
 	fs.DurationVar(&o.params.latency, "latency", d.latency, "time an admitted call takes, before -speed")
 	burst := fs.String("burst", "", "shared budget's burst: a fraction of the limit (0..1) or tokens (>1); default the limit, 0.1 for -provider-window sliding")

@@ -101,3 +101,65 @@ func TestFlagsAccepted(t *testing.T) {
 		t.Errorf("bursty with -speed 10: speed %v, workers %d; want 10, 64 (its own default)", pl.p.speed, pl.p.workers)
 	}
 }
+
+// Every shared row's budget matches its provider (NoRefund unless the
+// provider refunds), except mixed's rows that show a mismatch; mixed runs
+// both kinds of provider unless -provider-refund picks one.
+func TestProviderRefundRows(t *testing.T) {
+	type row struct {
+		Label                    string
+		ProviderRefund, NoRefund bool
+	}
+	for _, tc := range []struct {
+		args []string
+		want []row
+	}{
+		{[]string{}, []row{
+			{"per-worker limiters, 6 retries", false, false},
+			{"shared budget (llmpacer)", false, true},
+		}},
+		{[]string{"-provider-refund"}, []row{
+			{"per-worker limiters, 6 retries", true, false},
+			{"shared budget (llmpacer)", true, false},
+		}},
+		{[]string{"-scenario", "sliding", "-mode", "shared", "-provider-refund"}, []row{
+			{"shared, burst = limit", true, false},
+			{"shared, sliding-safe burst 1,000", true, false},
+		}},
+		{[]string{"-scenario", "mixed"}, []row{
+			{"no-refund provider, per-worker limiters, 6 retries", false, false},
+			{"no-refund provider, shared, NoRefund", false, true},
+			{"no-refund provider, shared, refunds", false, false},
+			{"refunding provider, shared, refunds", true, false},
+			{"refunding provider, shared, NoRefund", true, true},
+		}},
+		{[]string{"-scenario", "mixed", "-mode", "shared", "-provider-refund"}, []row{
+			{"shared, refunds", true, false},
+			{"shared, NoRefund", true, true},
+		}},
+		{[]string{"-scenario", "mixed", "-provider-refund=false"}, []row{
+			{"per-worker limiters, 6 retries", false, false},
+			{"shared, NoRefund", false, true},
+			{"shared, refunds", false, false},
+		}},
+	} {
+		t.Run(strings.Join(append([]string{"args"}, tc.args...), " "), func(t *testing.T) {
+			o, err := parseFlags(tc.args, io.Discard)
+			if err != nil {
+				t.Fatalf("parseFlags = %v", err)
+			}
+			pl, err := buildPlan(o.scenarios[0], o)
+			if err != nil {
+				t.Fatalf("buildPlan = %v", err)
+			}
+			var got []row
+			for _, v := range pl.rows {
+				cfg, _ := pl.budgetConfig(v)
+				got = append(got, row{v.label, v.providerRefund, v.shared && cfg.NoRefund})
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("rows mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -12,11 +12,15 @@ import (
 // order of arrival, each the moment the limit had room for it, and calls
 // took no time. For jobs all there at the start of a token bucket it is
 // (total - capacity) / rate: 10 s for 30,000 tokens against 10,000 per 5 s.
+// Against a provider that refunds, a call still needs prompt + max_tokens
+// free to be admitted, but keeps only what it used: the unused part comes
+// back at once, as it would if calls took no time.
 
-// idealFinish is the provider's floor for the plan. An outside caller's
-// share comes off the rate. It is < 0 for the quota scenario, whose jobs
-// cannot all succeed.
-func (pl *plan) idealFinish() time.Duration {
+// idealFinish is the provider's floor for the plan, against a provider
+// that refunds or one that keeps max_tokens. An outside caller's share
+// comes off the rate. It is < 0 for the quota scenario, whose jobs cannot
+// all succeed.
+func (pl *plan) idealFinish(refunds bool) time.Duration {
 	if pl.quota > 0 {
 		return -1
 	}
@@ -27,33 +31,44 @@ func (pl *plan) idealFinish() time.Duration {
 		rate -= float64(o.call.charge()) / o.every.Seconds()
 	}
 	if pl.p.sliding {
-		return slidingFinish(pl.jobs, rate*w, w)
+		return slidingFinish(pl.jobs, rate*w, w, refunds)
 	}
-	return bucketFinish(pl.jobs, limit, rate, 0)
+	return bucketFinish(pl.jobs, limit, rate, 0, refunds)
 }
 
 // budgetFinish is the floor of a shared budget itself: its capacity and
 // refill, which may be below the provider's (a sliding-safe burst, a
 // margin, Headroom), and the share of the bucket batch calls must leave
-// (pacer.DefaultBatchFloor). The gap between it and the provider's floor is
-// what the budget's shape costs; the gap between it and the measured time
-// is what pacing costs.
+// (pacer.DefaultBatchFloor). Headroom lowers the limit and the burst, as
+// pacer applies it, and a budget without NoRefund gets each call's unused
+// tokens back at once. The gap between it and the provider's floor is what
+// the budget's shape costs; the gap between it and the measured time is
+// what pacing costs.
 func budgetFinish(jobs []job, cfg pacer.Config) time.Duration {
 	tpm := math.Floor(float64(cfg.Limits.TPM) * (1 - cfg.Headroom))
-	burst := float64(cfg.Burst.TPM)
+	burst := math.Floor(float64(cfg.Burst.TPM) * (1 - cfg.Headroom))
 	refill := tpm
 	if cfg.SlidingWindow {
 		refill -= burst
 	}
-	return bucketFinish(jobs, burst, refill/60, burst*pacer.DefaultBatchFloor)
+	return bucketFinish(jobs, burst, refill/60, burst*pacer.DefaultBatchFloor, !cfg.NoRefund)
+}
+
+// kept is what a job leaves charged once it has ended: its real usage if
+// the limit refunds, else its whole charge.
+func (j job) kept(refunds bool) float64 {
+	if refunds {
+		return float64(j.prompt + j.output)
+	}
+	return float64(j.charge())
 }
 
 // bucketFinish serves jobs (sorted by arrival) from a bucket that starts
 // full with capacity tokens and refills perSec tokens per second:
 // interactive jobs first come, first served; a batch job only when no
 // interactive job is waiting, and only if it leaves batchKeep tokens, as
-// pacer serves them.
-func bucketFinish(jobs []job, capacity, perSec, batchKeep float64) time.Duration {
+// pacer serves them. With refunds a job keeps only its real usage.
+func bucketFinish(jobs []job, capacity, perSec, batchKeep float64, refunds bool) time.Duration {
 	var inter, batch []job // arrived, not yet admitted
 	var t, last float64    // seconds
 	level, next := capacity, 0
@@ -86,15 +101,16 @@ func bucketFinish(jobs []job, capacity, perSec, batchKeep float64) time.Duration
 		}
 		t += wait
 		refill(t)
-		level -= c
+		level -= (*queue)[0].kept(refunds)
 		*queue = (*queue)[1:]
 	}
 	return time.Duration(t * float64(time.Second))
 }
 
 // slidingFinish serves jobs in order through a strict sliding window that
-// admits limit tokens in any window of w seconds.
-func slidingFinish(jobs []job, limit, w float64) time.Duration {
+// admits limit tokens in any window of w seconds. With refunds a job needs
+// its charge free but counts only its real usage.
+func slidingFinish(jobs []job, limit, w float64, refunds bool) time.Duration {
 	type admission struct{ at, n float64 }
 	var in []admission // still in the window, oldest first
 	var t, sum float64
@@ -111,8 +127,8 @@ func slidingFinish(jobs []job, limit, w float64) time.Duration {
 			}
 			t = in[0].at + w
 		}
-		in = append(in, admission{t, c})
-		sum += c
+		in = append(in, admission{t, j.kept(refunds)})
+		sum += j.kept(refunds)
 	}
 	return time.Duration(t * float64(time.Second))
 }

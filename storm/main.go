@@ -5,7 +5,7 @@
 // budget in Redis, and the storm prints what the provider saw: calls, 429s,
 // failed jobs, tokens per second, against the least time the limit allows.
 //
-//	go run ./storm                      # the published comparison, ~20 s
+//	go run ./storm                      # the published comparison, ~17 s
 //	go run ./storm -scenario all        # every scenario
 //	go run ./storm -scenario bursty -svg bursty.svg -json
 //

@@ -14,21 +14,27 @@ import (
 // scenarioReport is one scenario's results: the shape of the run and one
 // row per mode.
 type scenarioReport struct {
-	Name           string      `json:"scenario"`
-	About          string      `json:"about"`
-	Workers        int         `json:"workers"`
-	Jobs           int         `json:"jobs"`
-	JobTokens      int64       `json:"job_tokens"` // prompt + max_tokens, all jobs
-	ProviderTokens int64       `json:"provider_tokens"`
-	WindowSeconds  float64     `json:"window_seconds"` // wall time, after -speed
-	ProviderMode   string      `json:"provider_mode"`  // token bucket or sliding window
-	LatencyMs      float64     `json:"latency_ms"`     // wall time, after -speed
-	Speed          float64     `json:"speed"`
-	QuotaTokens    int64       `json:"quota_tokens,omitempty"`
-	Redis          string      `json:"redis"`
-	FloorSeconds   *float64    `json:"floor_seconds"` // null when it means nothing (quota)
-	BinSeconds     float64     `json:"bin_seconds"`   // width of the rows' timeline bins
-	Rows           []rowResult `json:"rows"`
+	Name           string  `json:"scenario"`
+	About          string  `json:"about"`
+	Workers        int     `json:"workers"`
+	Jobs           int     `json:"jobs"`
+	JobTokens      int64   `json:"job_tokens"` // prompt + max_tokens, all jobs
+	ProviderTokens int64   `json:"provider_tokens"`
+	WindowSeconds  float64 `json:"window_seconds"` // wall time, after -speed
+	ProviderMode   string  `json:"provider_mode"`  // token bucket or sliding window
+	LatencyMs      float64 `json:"latency_ms"`     // wall time, after -speed
+	Speed          float64 `json:"speed"`
+	QuotaTokens    int64   `json:"quota_tokens,omitempty"`
+	Redis          string  `json:"redis"`
+	// FloorSeconds is the floor against a provider that keeps max_tokens,
+	// for the rows that run against one; null when it means nothing
+	// (quota) or no row does.
+	FloorSeconds *float64 `json:"floor_seconds"`
+	// RefundFloorSeconds is the floor against a provider that refunds, for
+	// the rows that run against one (-provider-refund, mixed).
+	RefundFloorSeconds *float64    `json:"refund_floor_seconds,omitempty"`
+	BinSeconds         float64     `json:"bin_seconds"` // width of the rows' timeline bins
+	Rows               []rowResult `json:"rows"`
 
 	floorHow string // how the floor was computed, for the table
 }
@@ -39,6 +45,9 @@ type rowResult struct {
 	Mode   string `json:"mode"` // per-worker or shared
 	Label  string `json:"label"`
 	Budget string `json:"budget"`
+	// ProviderRefunds says the row's provider gave unused max_tokens back
+	// when a call ended.
+	ProviderRefunds bool `json:"provider_refunds"`
 	// BudgetFloorSeconds is the floor of the shared budget's own capacity
 	// and refill, for shared rows when the scenario has a floor.
 	BudgetFloorSeconds *float64      `json:"budget_floor_seconds,omitempty"`
@@ -53,6 +62,7 @@ type rowResult struct {
 	Attempts           int           `json:"attempts"`     // calls the jobs sent, all jobs
 	TokensAdmitted     int64         `json:"tokens_admitted"`
 	TokensUsed         int64         `json:"tokens_used"`
+	TokensRefunded     int64         `json:"tokens_refunded"` // unused max_tokens the provider gave back
 	TokensPerSec       float64       `json:"tokens_per_second"`
 	RedisCommands      int64         `json:"redis_commands"`
 	RedisPerJob        float64       `json:"redis_commands_per_job"`
@@ -107,20 +117,35 @@ func newScenarioReport(pl *plan, be *backend) scenarioReport {
 	if pl.p.sliding {
 		r.ProviderMode = "sliding window"
 	}
-	if pl.floor >= 0 {
-		f := pl.floor.Seconds()
-		r.FloorSeconds = &f
-		r.floorHow = "jobs served in order of arrival at the provider's limit"
-		allAtStart := !slices.ContainsFunc(pl.jobs, func(j job) bool { return j.at > 0 })
-		if allAtStart && !pl.p.sliding && pl.outside == nil {
-			r.floorHow = fmt.Sprintf("(%s - %s burst) / %s per s", thousands(total), thousands(pl.p.providerTokens),
-				thousands(int64(math.Round(float64(pl.p.providerTokens)/r.WindowSeconds))))
-		}
-		if pl.outside != nil {
-			r.floorHow = "at the rate the outside caller leaves"
+	if pl.quota > 0 {
+		return r // the floor means nothing when jobs cannot all succeed
+	}
+	for _, v := range pl.rows {
+		f := pl.idealFinish(v.providerRefund).Seconds()
+		if v.providerRefund {
+			r.RefundFloorSeconds = &f
+		} else {
+			r.FloorSeconds = &f
 		}
 	}
+	r.floorHow = "jobs served in order of arrival at the provider's limit"
+	allAtStart := !slices.ContainsFunc(pl.jobs, func(j job) bool { return j.at > 0 })
+	if allAtStart && !pl.p.sliding && pl.outside == nil {
+		r.floorHow = fmt.Sprintf("(%s - %s burst) / %s per s", thousands(total), thousands(pl.p.providerTokens),
+			thousands(int64(math.Round(float64(pl.p.providerTokens)/r.WindowSeconds))))
+	}
+	if pl.outside != nil {
+		r.floorHow = "at the rate the outside caller leaves"
+	}
 	return r
+}
+
+// floor is the floor for the row's provider, or nil.
+func (r *scenarioReport) floor(row rowResult) *float64 {
+	if row.ProviderRefunds {
+		return r.RefundFloorSeconds
+	}
+	return r.FloorSeconds
 }
 
 // binTimelines sorts every row's events into bins of one width, chosen so
@@ -147,8 +172,8 @@ func (r *scenarioReport) binTimelines() {
 // printTable writes the scenario as a table a person reads.
 func printTable(w io.Writer, r scenarioReport) {
 	fmt.Fprintf(w, "%s: %s\n", r.Name, r.About)
-	fmt.Fprintf(w, "  %d workers, %d jobs, %s tokens (prompt + max_tokens); provider %s tokens per %s, %s, %s per call",
-		r.Workers, r.Jobs, thousands(r.JobTokens), thousands(r.ProviderTokens), secs(r.WindowSeconds), r.ProviderMode, dur(r.LatencyMs))
+	fmt.Fprintf(w, "  %d workers, %d jobs, %s tokens (prompt + max_tokens); provider %s tokens per %s, %s%s, %s per call",
+		r.Workers, r.Jobs, thousands(r.JobTokens), thousands(r.ProviderTokens), secs(r.WindowSeconds), r.ProviderMode, r.refundWords(), dur(r.LatencyMs))
 	if r.Speed != 1 {
 		fmt.Fprintf(w, " (-speed %g: windows and latencies ÷%g)", r.Speed, r.Speed)
 	}
@@ -156,15 +181,21 @@ func printTable(w io.Writer, r scenarioReport) {
 	if r.QuotaTokens > 0 {
 		fmt.Fprintf(w, "  provider credit: %s tokens of real usage\n", thousands(r.QuotaTokens))
 	}
-	if r.FloorSeconds != nil {
-		fmt.Fprintf(w, "  floor %.2f s: %s\n", *r.FloorSeconds, r.floorHow)
+	switch f, rf := r.FloorSeconds, r.RefundFloorSeconds; {
+	case f != nil && rf != nil:
+		fmt.Fprintf(w, "  floor %.2f s: %s\n", *f, r.floorHow)
+		fmt.Fprintf(w, "  floor %.2f s against the refunding provider: each call keeps only its real usage\n", *rf)
+	case f != nil:
+		fmt.Fprintf(w, "  floor %.2f s: %s\n", *f, r.floorHow)
+	case rf != nil:
+		fmt.Fprintf(w, "  floor %.2f s: jobs served in order of arrival at the provider's limit, each keeping only its real usage\n", *rf)
 	}
 	fmt.Fprintln(w)
 	cells := [][]string{{"mode", "seconds", "vs floor", "calls", "429s", "failed", "tokens/s", "redis/job", "wait p50", "p95", "p99"}}
 	for _, row := range r.Rows {
 		vs, redis := "-", "-"
-		if r.FloorSeconds != nil && *r.FloorSeconds > 0 {
-			vs = fmt.Sprintf("%+.1f%%", (row.Seconds / *r.FloorSeconds - 1)*100)
+		if f := r.floor(row); f != nil && *f > 0 {
+			vs = fmt.Sprintf("%+.1f%%", (row.Seconds / *f - 1)*100)
 		}
 		if row.Mode == "shared" {
 			redis = fmt.Sprintf("%.1f", row.RedisPerJob)
@@ -187,14 +218,18 @@ func printTable(w io.Writer, r scenarioReport) {
 			fmt.Fprintf(w, "    interactive wait p50 %s, p95 %s (%d calls, %d failed); batch wait p50 %s, p95 %s (%d jobs, %d failed)\n",
 				dur(i.P50), dur(i.P95), i.N, i.Failed, dur(b.P50), dur(b.P95), b.N, b.Failed)
 		}
-		if r.FloorSeconds != nil && row.Seconds < *r.FloorSeconds && row.Failed > 0 {
+		if f := r.floor(row); f != nil && row.Seconds < *f && row.Failed > 0 {
 			fmt.Fprintf(w, "    beat the floor only by giving up: %d of %d jobs failed\n", row.Failed, row.Jobs)
 		}
 		if o := row.Outside; o != nil {
 			fmt.Fprintf(w, "    of which the outside caller: %d calls, %d 429s\n", o.Calls, o.RateLimited)
 		}
 		if row.TokensUsed != row.TokensAdmitted && row.QuotaErrors == 0 {
-			fmt.Fprintf(w, "    tokens admitted (prompt + max_tokens) %s, really used %s\n", thousands(row.TokensAdmitted), thousands(row.TokensUsed))
+			fmt.Fprintf(w, "    tokens admitted (prompt + max_tokens) %s, really used %s", thousands(row.TokensAdmitted), thousands(row.TokensUsed))
+			if row.ProviderRefunds {
+				fmt.Fprintf(w, ", given back by the provider %s", thousands(row.TokensRefunded))
+			}
+			fmt.Fprintln(w)
 		}
 		if row.QuotaErrors > 0 {
 			fmt.Fprintf(w, "    quota: %d jobs stopped on it after %d calls to an exhausted quota (%d of them retries)\n",
@@ -202,6 +237,24 @@ func printTable(w io.Writer, r scenarioReport) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// refundWords says whether the provider refunds unused max_tokens, for the
+// header: nothing when it keeps them, as OpenAI documents and every row
+// but mixed's refunding ones assume.
+func (r *scenarioReport) refundWords() string {
+	var some, all = false, len(r.Rows) > 0
+	for _, row := range r.Rows {
+		some = some || row.ProviderRefunds
+		all = all && row.ProviderRefunds
+	}
+	switch {
+	case all:
+		return ", refunding unused max_tokens"
+	case some:
+		return ", with and without refunds"
+	}
+	return ""
 }
 
 // writeCells writes a table: the first column left-aligned, the others

@@ -115,6 +115,37 @@ func TestPrintTable(t *testing.T) {
 	}
 }
 
+// Rows against a refunding provider are measured against its own floor,
+// and the header says which provider each floor is for.
+func TestPrintTableRefundRows(t *testing.T) {
+	floor, refundFloor := 8.0, 7.0
+	r := scenarioReport{
+		Name: "mixed", About: "refunds matter", Workers: 16, Jobs: 100, JobTokens: 1_000_000,
+		ProviderTokens: 300_000, WindowSeconds: 2.5, ProviderMode: "token bucket", LatencyMs: 50, Speed: 2,
+		Redis: "miniredis (in-process)", FloorSeconds: &floor, RefundFloorSeconds: &refundFloor, floorHow: "how",
+		Rows: []rowResult{
+			{Mode: "shared", Label: "no-refund provider, shared, NoRefund", Seconds: 8.08, Calls: 100,
+				TokensAdmitted: 1000, TokensUsed: 900},
+			{Mode: "shared", Label: "refunding provider, shared, refunds", Seconds: 7.07, Calls: 100, ProviderRefunds: true,
+				TokensAdmitted: 1000, TokensUsed: 900, TokensRefunded: 100},
+		},
+	}
+	var b strings.Builder
+	printTable(&b, r)
+	for _, want := range []string{
+		"provider 300,000 tokens per 2.5s, token bucket, with and without refunds, 50ms per call",
+		"  floor 8.00 s: how\n  floor 7.00 s against the refunding provider: each call keeps only its real usage\n",
+		"  no-refund provider, shared, NoRefund     8.08     +1.0%",
+		"  refunding provider, shared, refunds      7.07     +1.0%",
+		"    tokens admitted (prompt + max_tokens) 1,000, really used 900\n",
+		"    tokens admitted (prompt + max_tokens) 1,000, really used 900, given back by the provider 100\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("printTable() lacks\n%s\ngot:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestProgressLine(t *testing.T) {
 	var b syncBuffer
 	p := newProgress(&b, false)

@@ -33,7 +33,9 @@ func runPlan(ctx context.Context, pl *plan, be *backend, prog *progress) (scenar
 
 // runRow runs the plan's jobs in one mode and reads the provider's counters.
 func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName string, prog *progress) (rowResult, error) {
-	fp, rec, srv, err := startProvider(pl.provider)
+	pcfg := pl.provider
+	pcfg.Refund = v.providerRefund
+	fp, rec, srv, err := startProvider(pcfg)
 	if err != nil {
 		return rowResult{}, err
 	}
@@ -45,7 +47,7 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 		return rowResult{}, err
 	}
 
-	row := rowResult{Label: v.label, Mode: "per-worker"}
+	row := rowResult{Label: v.label, Mode: "per-worker", ProviderRefunds: v.providerRefund}
 	limit, window := pl.p.providerTokens, pl.provider.Window
 	var do doJob
 	start := time.Now()
@@ -58,11 +60,11 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 			return rowResult{}, err
 		}
 		row.Budget = describeBudget(cfg, exact)
-		if pl.floor >= 0 {
+		if pl.quota == 0 {
 			f := budgetFinish(pl.jobs, cfg).Seconds()
 			row.BudgetFloorSeconds = &f
 		}
-		do = sharedJob(p, c, pl.p.retries, v.settleCharge)
+		do = sharedJob(p, c, pl.p.retries)
 	} else {
 		// One bucket per worker, plus one for the direct (interactive)
 		// calls, which stand for one more process with its own limiter.
@@ -110,6 +112,9 @@ func describeBudget(cfg pacer.Config, exact bool) string {
 	if cfg.Headroom > 0 {
 		s += fmt.Sprintf(", Headroom %g", cfg.Headroom)
 	}
+	if cfg.NoRefund {
+		s += ", NoRefund"
+	}
 	if !exact {
 		s += " (TPM rounded down: the provider's rate is not a whole number per minute)"
 	}
@@ -121,7 +126,7 @@ func describeBudget(cfg pacer.Config, exact bool) string {
 func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed time.Duration) {
 	row.Seconds = elapsed.Seconds()
 	row.Calls, row.OK, row.RateLimited, row.QuotaErrors = st.Calls, st.OK, st.RateLimited, st.QuotaErrors
-	row.TokensAdmitted, row.TokensUsed = st.TokensAdmitted, st.TokensUsed
+	row.TokensAdmitted, row.TokensUsed, row.TokensRefunded = st.TokensAdmitted, st.TokensUsed, st.TokensRefunded
 	if row.Seconds > 0 {
 		row.TokensPerSec = float64(st.TokensAdmitted) / row.Seconds
 	}

@@ -21,6 +21,7 @@ type params struct {
 	providerTokens int64  // admitted per window
 	window         time.Duration
 	sliding        bool // the provider enforces a strict sliding window
+	providerRefund bool // the provider gives unused max_tokens back when a call ends
 	latency        time.Duration
 	burst          amount // the shared budget's burst; zero = the scenario's default
 	retries        int
@@ -71,7 +72,7 @@ func scenarios() []scenario {
 			func(*params) {}, buildUniform},
 		{"sliding", "a strict sliding-window provider: a full-limit burst gets 429s, a sliding-safe burst none",
 			func(p *params) { p.sliding = true; p.speed = 2 }, buildUniform},
-		{"mixed", "prompts of 500 to 50,000 tokens, answers shorter than max_tokens: what to settle",
+		{"mixed", "prompts of 500 to 50,000 tokens, answers shorter than max_tokens: refunds matter, if the provider makes them",
 			func(p *params) {
 				p.workers, p.jobs, p.providerTokens, p.speed = 16, 100, 300_000, 2
 			}, buildMixed},
@@ -141,7 +142,7 @@ func buildMixed(pl *plan, rng *rand.Rand) {
 	}
 	lat := pl.p.wall(pl.p.latency)
 	pl.latencyPerKTok = lat // per 1,000 output tokens
-	pl.settleRows = true
+	pl.refundRows = true
 }
 
 // buildBursty spaces arrivals by a Pareto distribution of shape 1.1: most

@@ -139,3 +139,47 @@ func TestQuotaScenarioBurnsNoRetries(t *testing.T) {
 			row.QuotaErrors, row.QuotaFailed, row.Failed, row.RateLimited, row.Calls)
 	}
 }
+
+// mixed, shortened: against each provider the budget that matches it gets
+// no 429 and fails no job, and so does a NoRefund budget against a
+// provider that refunds (it only leaves room unused). What the refunding
+// provider gave back is exactly what the calls did not use.
+func TestMixedScenarioShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the storm for a few seconds")
+	}
+	var out bytes.Buffer
+	args := []string{"-scenario", "mixed", "-mode", "shared", "-jobs", "40", "-speed", "4", "-json", "-quiet"}
+	if err := run(context.Background(), args, &out, io.Discard); err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	var doc struct {
+		Scenarios []scenarioReport `json:"scenarios"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("-json output does not parse: %v", err)
+	}
+	r := doc.Scenarios[0]
+	if len(r.Rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(r.Rows))
+	}
+	if r.FloorSeconds == nil || r.RefundFloorSeconds == nil || *r.RefundFloorSeconds >= *r.FloorSeconds {
+		t.Errorf("floors %v without refunds, %v with; want both, the second lower", r.FloorSeconds, r.RefundFloorSeconds)
+	}
+	for _, row := range r.Rows {
+		t.Logf("%s: %.3f s, %d calls, %d 429s, %d failed, %d refunded", row.Label, row.Seconds, row.Calls, row.RateLimited, row.Failed, row.TokensRefunded)
+		// A budget that refunds what the provider keeps is the one row
+		// that may meet 429s.
+		mismatch := !row.ProviderRefunds && !strings.Contains(row.Budget, "NoRefund")
+		if !mismatch && (row.RateLimited != 0 || row.Failed != 0 || row.Calls != int64(r.Jobs)) {
+			t.Errorf("%s: %d 429s, %d failed, %d calls; want 0, 0, %d", row.Label, row.RateLimited, row.Failed, row.Calls, r.Jobs)
+		}
+		wantRefunded := int64(0)
+		if row.ProviderRefunds {
+			wantRefunded = row.TokensAdmitted - row.TokensUsed
+		}
+		if row.TokensRefunded != wantRefunded || (row.ProviderRefunds && wantRefunded == 0) {
+			t.Errorf("%s: the provider gave back %d tokens; want %d, the unused max_tokens of its admitted calls", row.Label, row.TokensRefunded, wantRefunded)
+		}
+	}
+}

@@ -87,10 +87,10 @@ func renderSVG(r scenarioReport) []byte {
 		}
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#222" stroke-dasharray="6 4"/>`+"\n", svgLeft, svgW-svgRight, y(rate), y(rate))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" font-size="10" fill="#222">provider rate %s/s</text>`+"\n", svgW-svgRight-4, y(rate)-4, thousands(int64(rate)))
-		if r.FloorSeconds != nil && *r.FloorSeconds <= longest {
-			fx := x(*r.FloorSeconds)
+		if f := r.floor(row); f != nil && *f <= longest {
+			fx := x(*f)
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#2a8a2a" stroke-dasharray="3 3"/>`+"\n", fx, fx, py, py+svgPlotH)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#2a8a2a" text-anchor="end">floor %.1f s</text>`+"\n", fx-3, py+svgPlotH-4, *r.FloorSeconds)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="#2a8a2a" text-anchor="end">floor %.1f s</text>`+"\n", fx-3, py+svgPlotH-4, *f)
 		}
 		// 429s per bin.
 		sy := py + svgPlotH + 8

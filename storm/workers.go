@@ -64,10 +64,12 @@ func runJobs(ctx context.Context, jobs []job, workers int, start time.Time, do d
 	return results
 }
 
-// sharedJob runs a job through pacer.Run on the shared budget: Run waits for
-// room, sends the call, settles, pauses every worker on a 429 and retries
-// what the classifier says can be retried.
-func sharedJob(p *pacer.Pacer, c *chatClient, retries int, settleCharge bool) doJob {
+// sharedJob runs a job through pacer.Run on the shared budget, as users get
+// it: Run waits for room, sends the call, settles the usage the answer
+// reports (with Config.NoRefund the budget keeps the unused part), pauses
+// every worker on a 429 and retries what classify.FromError says can be
+// retried.
+func sharedJob(p *pacer.Pacer, c *chatClient, retries int) doJob {
 	return func(ctx context.Context, _ int, j job) jobResult {
 		r := jobResult{priority: j.priority, ran: true, start: time.Now()}
 		call := func(ctx context.Context) (usage, error) {
@@ -78,13 +80,8 @@ func sharedJob(p *pacer.Pacer, c *chatClient, retries int, settleCharge bool) do
 			return u, err
 		}
 		settle := func(u usage) int64 { return u.total() }
-		if settleCharge {
-			// No usage: Run settles the whole reservation, prompt +
-			// max_tokens, which is what the provider's limit counted.
-			settle = nil
-		}
 		_, r.err = pacer.Run(ctx, p, pacer.Request{Tokens: j.charge(), Priority: j.priority}, call, settle,
-			pacer.Retries(retries), pacer.WithClassifier(classifyCall))
+			pacer.Retries(retries))
 		r.end = time.Now()
 		return r
 	}

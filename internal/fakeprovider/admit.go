@@ -10,6 +10,7 @@ type decision struct {
 	err     *apiError // nil when admitted
 	id      string    // of an admitted call
 	created time.Time // the provider's clock at admission
+	ticket  int64     // the token limit's name for the admission, for a refund
 	limits  limitState
 }
 
@@ -25,8 +26,9 @@ func (p *Provider) decide(c call) decision {
 	if p.requests != nil {
 		p.requests.take(now, 1)
 	}
+	var ticket int64
 	if p.tokens != nil {
-		p.tokens.take(now, charge)
+		ticket = p.tokens.take(now, charge)
 	}
 	p.quotaUsed += used
 	p.stats.admitted(now, charge, used)
@@ -35,7 +37,21 @@ func (p *Provider) decide(c call) decision {
 	if p.cfg.Style == Anthropic {
 		id = fmt.Sprintf("msg_fake%06d", p.seq)
 	}
-	return decision{id: id, created: now, limits: p.limitsAt(now)}
+	return decision{id: id, created: now, ticket: ticket, limits: p.limitsAt(now)}
+}
+
+// refund corrects the token limit when c ends, with Config.Refund: the
+// unused part of max_tokens goes back. It returns the limits as they stand
+// after, for the answer's headers.
+func (p *Provider) refund(c call, d decision) limitState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.now()
+	if unused := c.maxTokens - c.output; p.tokens != nil && unused > 0 {
+		p.tokens.refund(now, d.ticket, unused)
+		p.stats.TokensRefunded += unused
+	}
+	return p.limitsAt(now)
 }
 
 // demand is what a call asks of one limit.

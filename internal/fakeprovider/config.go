@@ -90,6 +90,13 @@ type Config struct {
 	// insufficient_quota (OpenAI) or 400 "credit balance is too low"
 	// (Anthropic), and it never clears. 0 means no quota.
 	QuotaTokens int64
+	// Refund makes the token limit correct its count when a call ends:
+	// the part of max_tokens the answer did not use goes back, as
+	// Anthropic documents for its output-token limits and Azure OpenAI
+	// for its reservations. The false default keeps the whole charge, as
+	// OpenAI documents for its own limiter. A call whose client gave up
+	// before the answer keeps its whole charge either way.
+	Refund bool
 
 	// now is the clock seam; nil means time.Now. Tests set it.
 	now func() time.Time

@@ -13,9 +13,11 @@
 // Admission charges prompt tokens plus max_tokens, before any output exists.
 // OpenAI's rate-limit guide says the same thing about its own limiter:
 // max_tokens counts toward the limit when the request is made, so a large
-// max_tokens can be refused even if the answer would be short. The unused
-// part is not refunded. The response reports the real usage, which is what
-// the quota (Config.QuotaTokens) and Stats.TokensUsed count.
+// max_tokens can be refused even if the answer would be short. By default
+// the unused part is not refunded; with Config.Refund it goes back to the
+// token limit when the call ends, as Anthropic and Azure OpenAI document
+// for theirs. The response reports the real usage, which is what the quota
+// (Config.QuotaTokens) and Stats.TokensUsed count.
 //
 // Two headers, for tests only, tell the provider the real token counts of a
 // call: PromptTokensHeader overrides the estimate of one token per four

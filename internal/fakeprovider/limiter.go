@@ -12,7 +12,13 @@ type limiter interface {
 	// guarantees n <= capacity(), so the wait is finite.
 	wait(now time.Time, n int64) time.Duration
 	// take admits n units; the caller has just seen wait(now, n) == 0.
-	take(now time.Time, n int64)
+	// It returns a ticket that names the admission for refund.
+	take(now time.Time, n int64) (ticket int64)
+	// refund gives back n units of the admission named by ticket, at
+	// most what that admission still holds. Units that would have left
+	// the limit by now (a bucket already full again, an admission already
+	// out of the window) are not given back a second time.
+	refund(now time.Time, ticket, n int64)
 	// remaining is how many units would fit now.
 	remaining(now time.Time) int64
 	// untilFull is how long until the limit is back to its initial state
@@ -67,9 +73,17 @@ func (b *tokenBucket) wait(now time.Time, n int64) time.Duration {
 	return time.Duration(ceilDiv(deficit, b.limit))
 }
 
-func (b *tokenBucket) take(now time.Time, n int64) {
+func (b *tokenBucket) take(now time.Time, n int64) int64 {
 	b.refill(now)
 	b.level -= n * b.window
+	return 0 // a bucket does not tell its admissions apart
+}
+
+// refund adds n units back, up to the capacity: what the refill has
+// already restored is not restored twice.
+func (b *tokenBucket) refund(now time.Time, _, n int64) {
+	b.refill(now)
+	b.level = min(b.limit*b.window, b.level+n*b.window)
 }
 
 func (b *tokenBucket) remaining(now time.Time) int64 {
@@ -96,6 +110,9 @@ type slidingWindow struct {
 	queue  []admission // oldest first, from head on
 	head   int
 	sum    int64 // units in queue[head:]
+	// base is the ticket of queue[0]: tickets number admissions from 0,
+	// and trim's compaction moves base past the admissions it drops.
+	base int64
 }
 
 func (s *slidingWindow) capacity() int64 { return s.limit }
@@ -110,6 +127,7 @@ func (s *slidingWindow) trim(now time.Time) {
 	// does not grow memory without bound.
 	if s.head > 0 && s.head >= len(s.queue)/2 {
 		s.queue = append(s.queue[:0], s.queue[s.head:]...)
+		s.base += int64(s.head)
 		s.head = 0
 	}
 }
@@ -132,10 +150,26 @@ func (s *slidingWindow) wait(now time.Time, n int64) time.Duration {
 	return s.window
 }
 
-func (s *slidingWindow) take(now time.Time, n int64) {
+func (s *slidingWindow) take(now time.Time, n int64) int64 {
 	s.trim(now)
 	s.queue = append(s.queue, admission{at: now, n: n})
 	s.sum += n
+	return s.base + int64(len(s.queue)-1)
+}
+
+// refund lowers the admission's units; it keeps its place and leaves the
+// window when it would have. An admission that has already left is not
+// counted any more, so there is nothing to give back.
+func (s *slidingWindow) refund(now time.Time, ticket, n int64) {
+	s.trim(now)
+	i := ticket - s.base
+	if i < int64(s.head) || i >= int64(len(s.queue)) {
+		return
+	}
+	a := &s.queue[i]
+	n = min(n, a.n)
+	a.n -= n
+	s.sum -= n
 }
 
 func (s *slidingWindow) remaining(now time.Time) int64 {

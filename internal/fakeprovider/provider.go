@@ -14,7 +14,8 @@ import (
 // (Fail), the quota, a call too large for the token limit, then the request
 // and token limits together. A call is admitted only if it fits both
 // limits, so a call refused for tokens does not use up a request slot.
-// Only then does the call take its latency and answer.
+// Only then does the call take its latency and answer; with Config.Refund
+// the token limit gets the unused part of max_tokens back at that moment.
 //
 // A Provider is safe for simultaneous use by multiple goroutines.
 type Provider struct {
@@ -87,6 +88,9 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The client gave up; the call stays charged, as it would be
 		// with a real provider.
 		return
+	}
+	if p.cfg.Refund {
+		d.limits = p.refund(c, d)
 	}
 	if c.stream {
 		writeStream(w, style, c, d)

@@ -36,6 +36,10 @@ type Stats struct {
 	// TokensUsed is the sum of the real usage (prompt + output) of
 	// admitted calls: what the answers report.
 	TokensUsed int64
+	// TokensRefunded is the unused max_tokens handed back to the token
+	// limit when calls ended (Config.Refund), whether or not the limit
+	// could still use them.
+	TokensRefunded int64
 	// MaxInFlight is the largest number of calls being served at once.
 	MaxInFlight int64
 	// Timeline has one entry per second since Start, up to the last
