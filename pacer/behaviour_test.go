@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
@@ -330,6 +331,62 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 		}
 		if d := (<-got).Sub(start); d < 1900*time.Millisecond {
 			t.Errorf("the reserved call went %v after a 2s pause began; want after the pause", d)
+		}
+	})
+}
+
+// Throttled (a provider's 429) pauses everyone and lowers the bucket the
+// provider named, so the pause's refill is not banked on top of a budget
+// that was already ahead of the provider.
+func TestThrottledLowersTheTrippedBucket(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b.Mini.SetTime(t0)
+	ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 6000}}) // 10 req/s, 100 tokens/s
+	if err := ps[0].Throttled(ctx, 2*time.Second, classify.LimitTokens, pacer.Request{Tokens: 500}); err != nil {
+		t.Fatal(err)
+	}
+	s := snap(t, ps[1])
+	// tpm: at most 500 - 2 s × 100/s = 300 now, 500 when the pause ends.
+	if s.TPM.Level != 300 || s.RPM.Level != 600 || s.Paused != 2*time.Second {
+		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.TPM.Level, s.RPM.Level, s.Paused)
+	}
+	b.Mini.SetTime(t0.Add(2 * time.Second))
+	if l, _, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 500}); l == nil || err != nil {
+		t.Fatalf("the throttled call's share once the pause ends = %v, %v; want admitted", l, err)
+	}
+	if l, _, _ := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 10}); l != nil {
+		t.Error("more than the throttled call's share was admitted after the pause: the refill was banked")
+	}
+	// A bucket lower than the target is left alone, and LimitUnknown lowers
+	// both request and token buckets.
+	if err := ps[0].Throttled(ctx, time.Second, classify.LimitUnknown, pacer.Request{Tokens: 50}); err != nil {
+		t.Fatal(err)
+	}
+	s = snap(t, ps[1])
+	if s.TPM.Level != -50 || s.RPM.Level != -9 {
+		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.TPM.Level, s.RPM.Level)
+	}
+	if err := ps[0].Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: -1}); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("Throttled with negative tokens = %v; want ErrInvalid", err)
+	}
+}
+
+// The same on real Redis and the cluster, where the clock runs.
+func TestThrottledOnEveryBackend(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 6000}})
+		if err := ps[0].Throttled(ctx, 2*time.Second, classify.LimitTokens, pacer.Request{Tokens: 500}); err != nil {
+			t.Fatal(err)
+		}
+		s := snap(t, ps[1])
+		if s.TPM.Level > 320 || s.TPM.Level < 299 || s.RPM.Level < 599 || s.Paused < 1900*time.Millisecond {
+			t.Errorf("after Throttled: TPM %v, RPM %v, paused %v; want about 300, 600, 2s", s.TPM.Level, s.RPM.Level, s.Paused)
+		}
+		if l, wait, _ := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 10}); l != nil || wait < 1900*time.Millisecond {
+			t.Errorf("TryAcquire during the pause = %v, %v; want held back about 2s", l, wait)
 		}
 	})
 }

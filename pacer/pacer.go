@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/lua"
@@ -265,9 +266,39 @@ func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func
 // before its next admission. It extends a pause already set, never
 // shortening it. Calls of this process that had already reserved a later
 // turn wait the pause out too; those of other processes that had reserved
-// one go at their turn. Use it when the provider answers 429: one process's 429
-// then slows the whole fleet, not only the process that got it.
+// one go at their turn.
+//
+// After a provider's 429, prefer Throttled, which also brings the tripped
+// bucket back in line with the provider.
 func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
+	return p.pause(ctx, d, nil)
+}
+
+// Throttled tells the budget that the provider refused a call of r for its
+// rate limit and asked to wait d. It pauses every process for d, like
+// Pause, and lowers the bucket the provider named (limit; LimitUnknown
+// lowers both the request and the token bucket) so that when the pause ends
+// it holds no more than r needs: a 429 means the budget believed in room the
+// provider did not have, and a pause alone would leave it as far ahead, with
+// the pause's refill banked on top. Run calls it on every rate-limit answer.
+func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.Limit, r Request) error {
+	if r.Tokens < 0 || r.Tokens > maxTokens {
+		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
+	}
+	mask := []byte("0000") // rpm, tpm, rpd, tpd
+	switch limit {
+	case classify.LimitRequests:
+		mask[0] = '1'
+	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
+		mask[1] = '1'
+	default:
+		mask[0], mask[1] = '1', '1'
+	}
+	args := append([]any{string(mask), r.Tokens}, p.s.bucketArgs...)
+	return p.pause(ctx, d, args)
+}
+
+func (p *Pacer) pause(ctx context.Context, d time.Duration, lower []any) error {
 	if d <= 0 || d > maxDur {
 		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
 	}
@@ -275,7 +306,7 @@ func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 	if ms < 1 {
 		ms = 1
 	}
-	v, err := p.call(ctx, lua.Pause, []any{ms}, nil)
+	v, err := p.call(ctx, lua.Pause, append([]any{ms}, lower...), nil)
 	if err != nil {
 		return err
 	}

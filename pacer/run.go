@@ -77,7 +77,7 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 		if verdict.Kind == classify.RateLimited {
 			// The provider's limit is the fleet's: hold back every process,
 			// whether or not this one retries.
-			paused = p.Pause(ctx, delay) == nil
+			paused = p.Throttled(ctx, delay, verdict.Limit, r) == nil
 		}
 		if attempt > c.retries {
 			last.exhausted = true
@@ -221,7 +221,7 @@ func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.C
 	if verdict.Kind == classify.RateLimited {
 		d := c.delay(1, verdict)
 		verdict.RetryAfter = d
-		_ = p.Pause(ctx, d)
+		_ = p.Throttled(ctx, d, verdict.Limit, r)
 	}
 	return zero, &RunError{Verdict: verdict, Attempts: 1, Err: callErr}
 }
