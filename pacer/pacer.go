@@ -2,6 +2,7 @@ package pacer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -123,7 +124,12 @@ func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 		}
 		switch rep.code {
 		case codeAdmitted, codeAlready:
-			return p.admit(ctx, id, r, rep, began)
+			l, err := p.admit(ctx, id, r, rep, began)
+			if err == errRequeue {
+				id = lease.NewID()
+				continue
+			}
+			return l, err
 		case codeTooLarge:
 			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.reason)
 		}
@@ -141,6 +147,9 @@ func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 }
 
+// errRequeue tells Acquire that admit gave its turn back after a pause.
+var errRequeue = errors.New("pacer: turn given back after a pause")
+
 // admit turns an admitted reply into a lease, sleeping first if the call's
 // turn is in the future. A ctx cancelled during that sleep cancels the
 // lease, so nothing stays charged for a call that is never made.
@@ -150,13 +159,16 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep reply, bega
 	if rep.wait > 0 {
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason})
 	}
-	// Sleep until the turn, and past any pause this process set meanwhile
-	// (a 429 seen by a neighbour means the turn would meet one too).
+	// Sleep until the turn. A pause this process set meanwhile (a 429 seen
+	// by a neighbour) means the turn was reserved against a budget that was
+	// ahead of the provider: wait the pause out, then give the turn back and
+	// queue again behind the corrected budget (see Throttled).
 	turn := time.Now().Add(rep.wait)
+	requeue := false
 	for {
 		until := turn
 		if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
-			until = paused
+			until, requeue = paused, true
 		}
 		d := time.Until(until)
 		if d <= 0 {
@@ -172,6 +184,12 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep reply, bega
 			cancel()
 			return nil, ctx.Err()
 		}
+	}
+	if requeue {
+		if err := l.Cancel(ctx); err == nil {
+			return nil, errRequeue
+		}
+		// Redis could not take the turn back: use it rather than lose it.
 	}
 	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: rep.reason})
 	return l, nil

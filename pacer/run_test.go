@@ -67,12 +67,11 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		if st.Calls != 3 || st.RateLimited != 1 || st.OK != 2 {
 			t.Errorf("provider saw %d calls, %d 429s, %d OK; want 3, 1, 2", st.Calls, st.RateLimited, st.OK)
 		}
-		// Both successes settled 1,500 real tokens; the 429'd attempt, which
-		// the provider refused, got its 2,000 tokens back but its request
-		// stays counted.
+		// Both successes settled 1,500 real tokens; the 429'd attempt kept
+		// its 2,000-token reservation: the refusal showed the budget ahead.
 		s := snap(t, ps[1])
-		if !near(s.TPD.Level, 1_000_000-1500-1500, 100) {
-			t.Errorf("TPD level = %v; want %d (real usage settled, the refused attempt refunded)", s.TPD.Level, 1_000_000-3000)
+		if !near(s.TPD.Level, 1_000_000-1500-2000-1500, 100) {
+			t.Errorf("TPD level = %v; want %d (real usage settled, the rate-limited attempt charged)", s.TPD.Level, 1_000_000-5000)
 		}
 		if !near(s.RPD.Level, 1000-3, 0.01) {
 			t.Errorf("RPD level = %v; want 997 (three requests, the refused one included)", s.RPD.Level)
