@@ -146,9 +146,11 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Reject ends the lease of a call the provider refused before doing any
-// work: a 429, a 529, another 4xx. Its tokens go back, whatever NoRefund
-// says, since nothing was generated; its request stays counted, as
-// providers count refused requests toward their request limits. Idempotent
+// work: overloaded (529), out of quota, another 4xx. Its tokens go back,
+// whatever NoRefund says, since nothing was generated; its request stays
+// counted, as providers count refused requests toward their request limits.
+// (pacer.Run releases a rate-limited call instead: a 429 shows the budget
+// ran ahead of the provider, and the kept charge corrects it.) Idempotent
 // like Settle.
 func (l *Lease) Reject(ctx context.Context) error {
 	return l.finish(ctx, Rejected, 0)
