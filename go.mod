@@ -7,7 +7,6 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/tiktoken-go/tokenizer v0.10.0
-	golang.org/x/sync v0.25.0
 )
 
 require (
