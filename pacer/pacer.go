@@ -38,10 +38,11 @@ type Pacer struct {
 	keys   []string
 	budget *lease.Budget
 	slots  concurrency.Queue // local waiters for a concurrency slot
-	// pausedUntil is the latest pause this process set (UnixNano). A call
-	// that reserved its turn before the pause sleeps past it too; calls in
-	// other processes meet the pause at their next acquire.
-	pausedUntil atomic.Int64
+	// pausedUntil is the end of the latest pause this process set, and
+	// pausedAt when it was set (UnixNano). A call that reserved its turn
+	// before that pause sleeps past it and queues again; calls in other
+	// processes meet the pause at their next acquire.
+	pausedUntil, pausedAt atomic.Int64
 }
 
 // New returns a Pacer for the budget cfg describes, on rdb: a
@@ -163,12 +164,16 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep reply, bega
 	// by a neighbour) means the turn was reserved against a budget that was
 	// ahead of the provider: wait the pause out, then give the turn back and
 	// queue again behind the corrected budget (see Throttled).
-	turn := time.Now().Add(rep.wait)
+	reserved := time.Now()
+	turn := reserved.Add(rep.wait)
 	requeue := false
 	for {
 		until := turn
-		if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
-			until, requeue = paused, true
+		if rep.wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
+			requeue = true
+			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
+				until = paused
+			}
 		}
 		d := time.Until(until)
 		if d <= 0 {
@@ -332,13 +337,15 @@ func (p *Pacer) pause(ctx context.Context, d time.Duration, lower []any) error {
 	if err != nil {
 		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
 	}
-	until := time.Now().Add(time.Duration(vals[0]) * time.Millisecond).UnixNano()
+	now := time.Now()
+	until := now.Add(time.Duration(vals[0]) * time.Millisecond).UnixNano()
 	for {
 		old := p.pausedUntil.Load()
 		if until <= old || p.pausedUntil.CompareAndSwap(old, until) {
 			break
 		}
 	}
+	p.pausedAt.Store(now.UnixNano())
 	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond})
 	return nil
 }
