@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,23 +33,12 @@ type usage struct{ prompt, output int64 }
 
 func (u usage) total() int64 { return u.prompt + u.output }
 
-// apiError carries the response like openai-go's errors do: classify reads
-// it through HTTPResponse and RawJSON.
-type apiError struct {
-	resp *http.Response
-	body []byte
-}
-
-func (e *apiError) Error() string                { return fmt.Sprintf("%d %s", e.resp.StatusCode, e.body) }
-func (e *apiError) HTTPResponse() *http.Response { return e.resp }
-func (e *apiError) RawJSON() string              { return string(e.body) }
-
-// retryAfter is the delay the response asked for, if any, read as OpenAI's
-// own SDKs read it: retry-after-ms, which is exact, over retry-after, its
+// retryAfter is the delay a refusal asked for, if any, read as OpenAI's own
+// SDKs read it: retry-after-ms, which is exact, over retry-after, its
 // rounding up to whole seconds. classify.ParseRetryAfter reads them the
 // same way, so the naive client and pacer.Run wait the same delays.
-func (e *apiError) retryAfter() (time.Duration, bool) {
-	return classify.ParseRetryAfter(e.resp.Header, time.Now())
+func retryAfter(e *fakeprovider.APIError) (time.Duration, bool) {
+	return classify.ParseRetryAfter(e.Response.Header, time.Now())
 }
 
 func newChatClient(url string, conns int) *chatClient {
@@ -96,42 +83,11 @@ func (c *chatClient) warm(ctx context.Context, n int) error {
 // chat sends one call for j. outside marks the caller that bypasses the
 // budget, for the recorder.
 func (c *chatClient) chat(ctx context.Context, j job, outside bool) (usage, error) {
-	body, _ := json.Marshal(map[string]any{
-		"model":      "gpt-4o-mini",
-		"max_tokens": j.maxTokens,
-		"messages":   []map[string]string{{"role": "user", "content": "hello"}},
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return usage{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(fakeprovider.PromptTokensHeader, strconv.FormatInt(j.prompt, 10))
-	req.Header.Set(fakeprovider.OutputTokensHeader, strconv.FormatInt(j.output, 10))
-	req.Header.Set(chargeHeader, strconv.FormatInt(j.charge(), 10))
+	h := http.Header{}
+	h.Set(chargeHeader, strconv.FormatInt(j.charge(), 10))
 	if outside {
-		req.Header.Set(callerHeader, "outside")
+		h.Set(callerHeader, "outside")
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return usage{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return usage{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return usage{}, &apiError{resp: resp, body: data}
-	}
-	var out struct {
-		Usage struct {
-			PromptTokens     int64 `json:"prompt_tokens"`
-			CompletionTokens int64 `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return usage{}, err
-	}
-	return usage{prompt: out.Usage.PromptTokens, output: out.Usage.CompletionTokens}, nil
+	u, err := fakeprovider.Do(ctx, c.hc, c.url, fakeprovider.Call{Prompt: j.prompt, Output: j.output, MaxTokens: j.maxTokens, Header: h})
+	return usage{prompt: u.PromptTokens, output: u.OutputTokens}, err
 }

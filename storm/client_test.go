@@ -31,21 +31,21 @@ func TestDefaultClassifierReadsExactDelay(t *testing.T) {
 		}
 		c.close()
 		srv.Close()
-		var ae *apiError
+		var ae *fakeprovider.APIError
 		if !errors.As(refused, &ae) || fp.Stats().RateLimited != 1 {
 			t.Fatalf("jobs of %d: no 429 from a full provider: %v", size, refused)
 		}
-		ms, err := strconv.ParseInt(ae.resp.Header.Get("retry-after-ms"), 10, 64)
-		if err != nil || ae.resp.Header.Get("retry-after") == "" {
-			t.Fatalf("jobs of %d: the 429 lacks retry-after-ms or retry-after: %v", size, ae.resp.Header)
+		ms, err := strconv.ParseInt(ae.Response.Header.Get("retry-after-ms"), 10, 64)
+		if err != nil || ae.Response.Header.Get("retry-after") == "" {
+			t.Fatalf("jobs of %d: the 429 lacks retry-after-ms or retry-after: %v", size, ae.Response.Header)
 		}
 		want := time.Duration(ms) * time.Millisecond
 		v := classify.FromError(refused)
 		if v.Kind != classify.RateLimited || v.RetryAfter != want {
 			t.Errorf("jobs of %d: classify.FromError = %v, %v; want RateLimited, %v (retry-after-ms; retry-after says %ss)",
-				size, v.Kind, v.RetryAfter, want, ae.resp.Header.Get("retry-after"))
+				size, v.Kind, v.RetryAfter, want, ae.Response.Header.Get("retry-after"))
 		}
-		if got, ok := ae.retryAfter(); !ok || got != want {
+		if got, ok := retryAfter(ae); !ok || got != want {
 			t.Errorf("jobs of %d: the per-worker client reads %v, %v; want %v", size, got, ok, want)
 		}
 	}

@@ -62,8 +62,8 @@ func TestThousands(t *testing.T) {
 // waits come from the jobs.
 func TestFillTakesCountsFromTheProvider(t *testing.T) {
 	start := time.Unix(100, 0)
-	quota := &apiError{resp: &http.Response{StatusCode: 429, Header: http.Header{}},
-		body: []byte(`{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota"}}`)}
+	quota := &fakeprovider.APIError{Response: &http.Response{StatusCode: 429, Header: http.Header{}},
+		Body: []byte(`{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota"}}`)}
 	results := []jobResult{
 		{ran: true, start: start, end: start.Add(3 * time.Second), inCalls: time.Second, attempts: 1},
 		{ran: true, start: start, end: start.Add(2 * time.Second), inCalls: time.Second, attempts: 2, priority: pacer.Batch},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -104,11 +105,11 @@ func perWorkerJob(buckets []*localBucket, c *chatClient, retries int, fallback t
 			_, r.err = c.chat(ctx, j, false)
 			r.inCalls += time.Since(t)
 			r.attempts++
-			var ae *apiError
-			if r.err == nil || !errors.As(r.err, &ae) || ae.resp.StatusCode != http.StatusTooManyRequests || attempt == retries {
+			var ae *fakeprovider.APIError
+			if r.err == nil || !errors.As(r.err, &ae) || ae.Response.StatusCode != http.StatusTooManyRequests || attempt == retries {
 				break
 			}
-			d, ok := ae.retryAfter()
+			d, ok := retryAfter(ae)
 			if !ok {
 				d = fallback
 			}
