@@ -23,8 +23,10 @@
 //	return l.Settle(ctx, reply.Usage.TotalTokens) // refund the rest, or charge the overrun
 //
 // When the provider answers 429 anyway (a caller outside the pacer, an
-// estimate too low), Pause holds back every process for the provider's retry
-// delay.
+// estimate too low), Throttled holds back every process for the provider's
+// retry delay and brings the tripped bucket back in line with the provider.
+// Run does all of this around any call, with retries that tell a rate limit
+// from an exhausted quota; TryRun is its form for job queues.
 //
 // Out of scope here: token counting (package estimate), telling a rate limit
 // from an exhausted quota (package classify), and metrics libraries (use
