@@ -52,6 +52,7 @@ const (
 	Rejected             // the provider refused the call; tokens back, request counted
 )
 
+// String names how a lease ended: "held", "settled", "released", ...
 func (e End) String() string {
 	switch e {
 	case Held:

@@ -48,6 +48,7 @@ type WaitError struct {
 	ctxBound bool
 }
 
+// Error says how long the call would have waited, and for what.
 func (e *WaitError) Error() string {
 	return fmt.Sprintf("pacer: no room within the wait bound %v: %s needs %v more; raise MaxWait or the context deadline, or lower the load", e.Bound.Round(time.Millisecond), e.Limit, e.Wait.Round(time.Millisecond))
 }

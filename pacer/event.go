@@ -23,6 +23,7 @@ const (
 	Paused
 )
 
+// String names the kind: "admitted", "waiting", "denied", "ended", "paused".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:

@@ -18,6 +18,7 @@ const (
 	Batch
 )
 
+// String names the priority: "interactive" or "batch".
 func (p Priority) String() string {
 	switch p {
 	case Interactive:

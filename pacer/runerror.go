@@ -43,6 +43,7 @@ type RunError struct {
 	exhausted bool // gave up on a retryable error
 }
 
+// Error says how many attempts were made, the verdict and the last error.
 func (e *RunError) Error() string {
 	what := "failed"
 	if e.exhausted {
@@ -76,6 +77,7 @@ type NotYetError struct {
 	RetryAfter time.Duration
 }
 
+// Error says how long until the call could be admitted.
 func (e *NotYetError) Error() string {
 	return "pacer: no room yet; retry after " + e.RetryAfter.Round(time.Millisecond).String()
 }

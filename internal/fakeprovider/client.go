@@ -27,6 +27,7 @@ type APIError struct {
 	Body     []byte
 }
 
+// Error reports the status and the body.
 func (e *APIError) Error() string { return fmt.Sprintf("%d %s", e.Response.StatusCode, e.Body) }
 
 // HTTPResponse returns the answer, headers included.
