@@ -205,7 +205,10 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli(), l.expiry.UnixMilli())
 	args = append(args, l.b.BucketArgs...)
 	v, err := lua.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, args, nil)
-	res, err := int64s(v, err, 1)
+	var res []int64
+	if err == nil {
+		res, err = lua.Int64s(v, 1)
+	}
 	if err != nil {
 		l.tried = true
 		return Held, fmt.Errorf("lease: %s %s: %w", mode, l.id, err)
@@ -242,7 +245,10 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		return nil
 	}
 	v, err := lua.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, []any{l.id, l.b.TTL.Milliseconds()}, nil)
-	res, err := int64s(v, err, 3)
+	var res []int64
+	if err == nil {
+		res, err = lua.Int64s(v, 3)
+	}
 	if err != nil {
 		l.mu.Unlock()
 		return fmt.Errorf("lease: keep alive %s: %w", l.id, err)
@@ -281,22 +287,4 @@ func (l *Lease) AutoKeepAlive(ctx context.Context) (stop func()) {
 		err := l.KeepAlive(ctx)
 		return !errors.Is(err, ErrExpired) && l.State() == Held
 	})
-}
-
-// int64s checks a script's reply: at least n integers.
-func int64s(v any, err error, n int) ([]int64, error) {
-	if err != nil {
-		return nil, err
-	}
-	a, ok := v.([]any)
-	if !ok || len(a) < n {
-		return nil, fmt.Errorf("unexpected reply %v", v)
-	}
-	out := make([]int64, len(a))
-	for i, x := range a {
-		if out[i], ok = x.(int64); !ok {
-			return nil, fmt.Errorf("unexpected reply %v", v)
-		}
-	}
-	return out, nil
 }

@@ -333,7 +333,7 @@ func (p *Pacer) pause(ctx context.Context, d time.Duration, lower []any) error {
 	if err != nil {
 		return err
 	}
-	vals, err := int64s(v, 2)
+	vals, err := lua.Int64s(v, 2)
 	if err != nil {
 		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
 	}

@@ -1,15 +1,11 @@
 package pacer
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
-)
 
-// errReply reports a script reply of an unexpected shape: a script from
-// another version, or something between us and Redis.
-var errReply = errors.New("unexpected script reply")
+	"github.com/llmpacer/llmpacer/lua"
+)
 
 // Codes of acquire.lua's reply.
 const (
@@ -33,38 +29,14 @@ type reply struct {
 func decodeAcquire(v any) (reply, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != 4 {
-		return reply{}, fmt.Errorf("%w: %v", errReply, v)
+		return reply{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 	}
 	code, ok1 := a[0].(int64)
 	wait, ok2 := a[1].(int64)
 	now, ok3 := a[2].(int64)
 	reason, ok4 := a[3].(string)
 	if !ok1 || !ok2 || !ok3 || !ok4 || code < codeTooLarge || code > codeAlready || wait < 0 {
-		return reply{}, fmt.Errorf("%w: %v", errReply, v)
+		return reply{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 	}
 	return reply{code: code, wait: time.Duration(wait) * time.Millisecond, now: time.UnixMilli(now), reason: reason}, nil
-}
-
-// int64s decodes a reply of at least n integers.
-func int64s(v any, n int) ([]int64, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) < n {
-		return nil, fmt.Errorf("%w: %v", errReply, v)
-	}
-	out := make([]int64, len(a))
-	for i, x := range a {
-		switch x := x.(type) {
-		case int64:
-			out[i] = x
-		case string:
-			f, err := strconv.ParseInt(x, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", errReply, v)
-			}
-			out[i] = f
-		default:
-			return nil, fmt.Errorf("%w: %v", errReply, v)
-		}
-	}
-	return out, nil
 }

@@ -58,9 +58,9 @@ func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
 func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != 8 {
-		return Snapshot{}, fmt.Errorf("%w: %v", errReply, v)
+		return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 	}
-	ints, err := int64s(a[:3], 3)
+	ints, err := lua.Int64s(a[:3], 3)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -74,7 +74,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	if h, ok := a[3].(string); ok && h != "" {
 		f, err := strconv.ParseFloat(h, 64)
 		if err != nil {
-			return Snapshot{}, fmt.Errorf("%w: hold %q", errReply, h)
+			return Snapshot{}, fmt.Errorf("%w: hold %q", lua.ErrReply, h)
 		}
 		s.MeanHold = time.Duration(f * float64(time.Millisecond))
 	}
@@ -82,14 +82,14 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	for i, b := range p.s.buckets {
 		str, ok := a[4+i].(string)
 		if !ok {
-			return Snapshot{}, fmt.Errorf("%w: %v", errReply, v)
+			return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 		}
 		if b.limit == 0 || str == "" {
 			continue
 		}
 		level, err := strconv.ParseFloat(str, 64)
 		if err != nil {
-			return Snapshot{}, fmt.Errorf("%w: level %q", errReply, str)
+			return Snapshot{}, fmt.Errorf("%w: level %q", lua.ErrReply, str)
 		}
 		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: level, PerSecond: b.perMs * 1000}
 	}
