@@ -30,6 +30,7 @@ const maxTokens = 1 << 50
 type Budget struct {
 	Client     redis.Scripter
 	Keys       []string // state hash, lease zset: the KEYS of every script
+	Buckets    []Bucket // the configured buckets, in the order of BucketArgs
 	BucketArgs []any    // the scripts' bucket arguments (see lua/prelude.lua)
 	TTL        time.Duration
 	// NoRefund makes Settle charge overruns only: the provider keeps what
@@ -37,6 +38,14 @@ type Budget struct {
 	NoRefund bool
 	// Ended, if set, is called once when a lease ends, however it ends.
 	Ended func(l *Lease, how End, err error)
+}
+
+// Bucket describes one configured bucket of a Budget: what a lease gives
+// back or owes it when it ends.
+type Bucket struct {
+	Field    string // the state hash field: rpm, tpm, rpd or tpd
+	Tokens   bool   // charged in tokens (tpm, tpd), not in requests
+	Capacity int64  // a debt is capped at one full bucket
 }
 
 // End says how a lease ended.
@@ -84,6 +93,7 @@ type Lease struct {
 	end    End
 	tried  bool // an earlier attempt to end failed: its effect is unknown
 	expiry time.Time
+	held   time.Duration
 }
 
 // New returns the lease the acquire script admitted. Package pacer calls it;
@@ -111,6 +121,15 @@ func (l *Lease) Start() time.Time { return l.start }
 
 // Waited returns how long Acquire waited for this lease.
 func (l *Lease) Waited() time.Duration { return l.waited }
+
+// Held returns how long the call held its slot, from its turn to its end on
+// the Redis clock: 0 until the lease is settled, released or rejected, and 0
+// for a lease that was cancelled or expired.
+func (l *Lease) Held() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
 
 // State returns Held until the lease ends, then how it ended.
 func (l *Lease) State() End {
@@ -194,28 +213,22 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	default:
 		return Held, nil
 	}
-	mode := "settle" // Settled, Rejected
-	switch how {
-	case Released:
-		mode = "release"
-	case Cancelled:
-		mode = "cancel"
-	}
-	args := make([]any, 0, 6+len(l.b.BucketArgs))
-	args = append(args, l.id, mode, l.tokens, used, l.start.UnixMilli(), l.expiry.UnixMilli())
-	args = append(args, l.b.BucketArgs...)
+	args := l.endArgs(how, used)
 	v, err := lua.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, args, nil)
 	var res []int64
 	if err == nil {
-		res, err = lua.Int64s(v, 1)
+		res, err = lua.Int64s(v, 2)
 	}
 	if err != nil {
 		l.tried = true
-		return Held, fmt.Errorf("lease: %s %s: %w", mode, l.id, err)
+		return Held, fmt.Errorf("lease: %s %s: %w", how, l.id, err)
 	}
 	switch {
 	case res[0] == 1:
 		l.end = how
+		if now := time.UnixMilli(res[1]); how != Cancelled && now.After(l.start) {
+			l.held = now.Sub(l.start)
+		}
 	case res[0] == 0 && l.tried:
 		// An earlier attempt whose reply was lost did end it.
 		l.end = how
@@ -223,9 +236,49 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 		l.end = Expired
 	default:
 		l.tried = true
-		return Held, fmt.Errorf("lease: %s %s: unexpected reply %v", mode, l.id, res)
+		return Held, fmt.Errorf("lease: %s %s: unexpected reply %v", how, l.id, res)
 	}
 	return l.end, nil
+}
+
+// endArgs returns the settle script's ARGV for ending the lease as how says
+// (see lua/settle.lua): the corrections in thousandths, and the bucket
+// arguments when one is a debt.
+func (l *Lease) endArgs(how End, used int64) []any {
+	args := make([]any, 3, 3+2*len(l.b.Buckets))
+	args[0], args[1] = l.id, l.expiry.UnixMilli()
+	debt := false
+	for _, b := range l.b.Buckets {
+		var d int64
+		switch how {
+		case Settled:
+			if b.Tokens {
+				d = l.tokens - used
+			}
+		case Rejected:
+			if b.Tokens {
+				d = l.tokens
+			}
+		case Cancelled:
+			d = 1
+			if b.Tokens {
+				d = l.tokens
+			}
+		}
+		if d == 0 {
+			continue
+		}
+		if d < -b.Capacity {
+			d = -b.Capacity
+		}
+		debt = debt || d < 0
+		args = append(args, b.Field, d*1000)
+	}
+	args[2] = (len(args) - 3) / 2
+	if debt {
+		args = append(args, l.b.BucketArgs...)
+	}
+	return args
 }
 
 // KeepAlive pushes the lease's expiry to one lease TTL from now, so a long

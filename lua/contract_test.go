@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,7 +19,7 @@ func TestContractAsDocumented(t *testing.T) {
 		tag := "{llmpacer:" + redistest.Name(t) + "}"
 		keys := []string{tag + ":s", tag + ":l"}
 		// rpm 60 (1 per second), tpm 6000 (100 per second); no rpd, tpd.
-		buckets := []any{"60", "60", "60000", "6000", "6000", "60000", "0", "0", "1", "0", "0", "1"}
+		buckets := []any{"rpm", "tpm", "60", "60", "60000", "6000", "6000", "60000"}
 		eval := func(script string, args ...any) []any {
 			t.Helper()
 			v, err := rdb.Eval(ctx, lua.Source(script), keys, args...).Slice()
@@ -28,7 +29,7 @@ func TestContractAsDocumented(t *testing.T) {
 			return v
 		}
 		acquire := func(id string, cost, maxWait int) []any {
-			return eval("acquire", append([]any{id, cost, 0, maxWait, 60000, 2, 200}, buckets...)...)
+			return eval("acquire", append([]any{id, cost, 0, maxWait, 60000, 2, 200, 100}, buckets...)...)
 		}
 
 		got := acquire("a", 5000, 0)
@@ -52,7 +53,8 @@ func TestContractAsDocumented(t *testing.T) {
 			t.Errorf("acquire e (both slots held) = %v; want {0, wait, now, 'concurrency'}", got)
 		}
 
-		settle := append([]any{"a", "settle", 5000, 1000, start, start + 60000}, buckets...)
+		// 5000 reserved, 1000 used: 4000 tokens back, in thousandths.
+		settle := []any{"a", start + 60000, 1, "tpm", 4000 * 1000}
 		if got := eval("settle", settle...); got[0] != int64(1) {
 			t.Errorf("settle a = %v; want {1, now}", got)
 		}
@@ -61,14 +63,26 @@ func TestContractAsDocumented(t *testing.T) {
 		}
 		snap := eval("snapshot", buckets...)
 		// tpm: 6000 - 5000 - 2000 (d) + 4000 (a's refund) = 3000, plus refill.
-		if snap[2] != int64(1) || snap[5] == "" || snap[6] != "" {
-			t.Errorf("snapshot = %v; want 1 lease in flight, a tpm level, no rpd", snap)
+		tpm := -1.0
+		if len(snap) == 5 {
+			tpm, _ = strconv.ParseFloat(snap[4].(string), 64)
+		}
+		if snap[2] != int64(1) || tpm < 3000 || tpm > 3100 {
+			t.Errorf("snapshot = %v; want {now, 0, 1 lease in flight, rpm, tpm >= 3000}", snap)
+		}
+		// An overrun is a debt: the bucket arguments follow the corrections.
+		if got := acquire("g", 1000, 60000); got[0] != int64(1) {
+			t.Fatalf("acquire g = %v; want admitted", got)
+		}
+		debt := append([]any{"g", start + 600000, 1, "tpm", -2000 * 1000}, buckets...)
+		if got := eval("settle", debt...); got[0] != int64(1) {
+			t.Errorf("settle g with a debt = %v; want {1, now}", got)
 		}
 		if got := eval("pause", 5000); got[0].(int64) != 5000 {
 			t.Errorf("pause 5000 = %v; want 5000 remaining", got)
 		}
-		if got := eval("pause", 10); got[0].(int64) < 4900 {
-			t.Errorf("pause 10 after pause 5000 = %v; want the longer pause kept", got)
+		if got := eval("pause", 10, 1, "tpm", "6000", "6000", "60000"); got[0].(int64) < 4900 {
+			t.Errorf("pause 10 (lowering tpm) after pause 5000 = %v; want the longer pause kept", got)
 		}
 		if got := acquire("f", 1, 60000); got[0] != int64(0) || got[3] != "pause" {
 			t.Errorf("acquire during a pause = %v; want {0, ~5000, now, 'pause'}", got)

@@ -5,10 +5,8 @@
 -- KEYS[1]  state hash
 -- KEYS[2]  lease zset (unused)
 -- ARGV[1]  pause in ms (integer > 0)
--- ARGV[2]  optional: which buckets to lower, four characters for rpm, tpm, rpd,
---          tpd, '1' to lower ('0100' lowers tpm). Absent or '0000': pause only.
--- ARGV[3]  the call's cost in tokens (integer >= 0), with ARGV[2]
--- ARGV[4..15] bucket arguments (see prelude.lua), with ARGV[2]
+-- ARGV[2]  optional: the call's cost in tokens (integer >= 0); with it,
+-- ARGV[3..] the bucket arguments (see prelude.lua) of the buckets to lower
 --
 -- A 429 means the budget believed in room the provider did not have. Pausing
 -- alone leaves it as far ahead when the pause ends, with the pause's refill
@@ -18,34 +16,34 @@
 -- retry delay says. A level never goes below minus one full bucket.
 --
 -- Returns {remaining_ms, now_ms}: the pause in force after this call.
+--
+-- The pause may come before any lease exists, so it extends the hash's own
+-- TTL and leaves xp alone (see store in prelude.lua).
 
 local state = KEYS[1]
 local ms = tonumber(ARGV[1])
-local lower = ARGV[2] or '0000'
 local now = now_ms()
 
-if lower == '0000' then
-  local h = redis.call('HMGET', state, 'pause', 'xp')
-  local pause = tonumber(h[1]) or 0
+if not ARGV[2] then
+  local pause = tonumber(redis.call('HGET', state, 'pause')) or 0
   if now + ms > pause then
     pause = now + ms
-    set(state, {xp = tonumber(h[2]) or 0}, now, 'pause', pause)
+    redis.call('HSET', state, 'pause', int(pause))
+    extend(state, now, pause)
   end
   return {pause - now, now}
 end
 
-local cost = tonumber(ARGV[3])
-local b, x = load(state, 4, now, {'pause'})
-local pause = math.max(x.pause or 0, now + ms)
-for i = 1, 4 do
-  local bk = b[i]
-  if bk and string.sub(lower, i, i) == '1' then
-    local need = 1
-    if IS_TOKEN[i] then need = cost end
-    local target = math.min(need, bk.cap) - (pause - now) * bk.rate
-    if target < -bk.cap then target = -bk.cap end
-    if bk.level > target then bk.level = target end
-  end
+local cost = tonumber(ARGV[2])
+local b, h = load(state, 3, now)
+local pause = math.max(tonumber(h[3]) or 0, now + ms)
+for k = 1, b.n do
+  local f = ARGV[b.f + k - 1]
+  local need = 1
+  if f == 'tpm' or f == 'tpd' then need = cost end
+  local target = math.min(need, b.cap[k]) - (pause - now) * b.rate[k]
+  if target < -b.cap[k] then target = -b.cap[k] end
+  if b.level[k] > target then b.level[k] = target end
 end
-store(state, b, now, x, {'pause', int(pause)}, pause)
+store(state, nil, b, now, 0, pause, {'pause', int(pause)})
 return {pause - now, now}

@@ -1,33 +1,32 @@
 -- prelude.lua: shared by every llmpacer script (prepended to each at load time,
 -- so the refill and expiry rules exist once).
 --
--- Bucket arguments: every script that reads the buckets passes twelve values
--- starting at a position of its own, three for each of rpm, tpm, rpd, tpd in
--- that order: capacity (0 = this limit is not configured), refill per window,
--- window in ms. All integers: a bucket refills continuously at refill/window.
+-- Bucket arguments: the scripts that read the buckets take them at the end of
+-- ARGV, from a position of their own, for the n configured buckets (1 to 4,
+-- in the order rpm, tpm, rpd, tpd): first the n field names, then for each
+-- bucket in the same order three integers: capacity, refill per window,
+-- window in ms. A bucket refills continuously at refill/window.
 --
 -- State hash fields: ts (ms of the last refill), rpm/tpm/rpd/tpd (levels in
 -- thousandths of a request or token, negative while in debt or while reserved
--- turns are pending), pause (ms until which nobody is admitted), hold (mean ms
--- a lease is held), qc and qb (the virtual queues that space out concurrency
--- and batch waiters, in ms), le (the latest lease expiry, in ms), xp (the
--- expiry last set on the hash, in ms; every pending time above is below it).
+-- turns are pending; a level above capacity reads as full), pause (ms until
+-- which nobody is admitted), qc and qb (the virtual queues that space out
+-- concurrency and batch waiters, in ms), xp (the expiry last set on both
+-- keys, in ms: every level is full again, and every lease has expired,
+-- before it).
 --
--- Redis runs a script alone, so its cost is everyone's latency. Every
--- redis.call costs a few microseconds on a small machine, and so does every
--- hash field read or written (a small hash is a list scanned per field, and
--- each value is parsed or printed as a number). The scripts read and write
--- only the fields a path needs, store only integers, and run no loop whose
--- length grows with the data. Levels are kept in thousandths, rounded down,
--- never in the caller's favour: at most 0.001 lost per call.
+-- Redis runs a script alone, so its cost is everyone's latency. On a small
+-- machine every redis.call costs a few microseconds, every argument and hash
+-- field about one, and so does every number parsed from a string (strtod)
+-- or printed into one (sprintf). The scripts therefore read and write only
+-- what a path needs, let the caller precompute what it can, store only
+-- integers, build few tables, and run no loop whose length grows with the
+-- data. Levels are kept in thousandths, rounded down, never in the caller's
+-- favour: at most 0.001 lost per write.
 --
 -- Numbers go to redis.call as strings made by int(): Redis 7.0 turns a Lua
 -- number argument into text with a %.17g printf, which costs as much as a
 -- small command, while %d formatting is cheap.
-
-local BUCKETS = {'rpm', 'tpm', 'rpd', 'tpd'}
--- Request buckets (rpm, rpd) charge 1 per call; token buckets charge the cost.
-local IS_TOKEN = {false, true, false, true}
 
 local function int(v)
   return string.format('%d', v)
@@ -37,92 +36,85 @@ end
 -- callers' machines never changes the budget.
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
--- load reads the budget: ts, xp, the level of every configured bucket
--- (refilled up to now) and the extra fields named (numbers, nil if unset).
--- The bucket arguments start at ARGV[first].
-local function load(state, first, now, extra)
-  local fields = {'ts', 'xp'}
-  local cfg = {}
-  for i = 1, 4 do
-    local a = first + 3 * (i - 1)
+-- load reads the budget: the bucket arguments start at ARGV[first]. It
+-- returns the buckets b (b.n of them; b.f is the ARGV index of the first
+-- field name; b.cap, b.rate and b.level are arrays, levels refilled up to
+-- now) and the raw HMGET reply h: h[1] ts, h[2] xp, h[3] pause, then the
+-- stored levels.
+local function load(state, first, now)
+  local n = (#ARGV - first + 1) / 4
+  local h = redis.call('HMGET', state, 'ts', 'xp', 'pause', unpack(ARGV, first, first + n - 1))
+  local b = {n = n, f = first, ts = now, cap = {}, rate = {}, level = {}}
+  local elapsed = 0
+  if h[1] then
+    b.ts = tonumber(h[1])
+    -- A clock that steps back (a failover to a replica with a slower clock)
+    -- refills nothing until it has caught up: store never moves ts back, so
+    -- the skew can neither drain a bucket nor refill it twice.
+    if now > b.ts then elapsed = now - b.ts end
+  end
+  for k = 1, n do
+    local a = first + n + 3 * (k - 1)
     local cap = tonumber(ARGV[a])
-    if cap > 0 then
-      cfg[#cfg + 1] = {i = i, cap = cap, rate = tonumber(ARGV[a + 1]) / tonumber(ARGV[a + 2])}
-      fields[#fields + 1] = BUCKETS[i]
-    end
-  end
-  local n = #fields
-  for j = 1, #extra do fields[n + j] = extra[j] end
-  local h = redis.call('HMGET', state, unpack(fields))
-  local ts = tonumber(h[1]) or now
-  -- A clock that steps back (a failover to a replica with a slower clock)
-  -- refills nothing until it has caught up: store never moves ts back, so
-  -- the skew can neither drain a bucket nor refill it twice.
-  local elapsed = now - ts
-  if elapsed < 0 then elapsed = 0 end
-  local b = {}
-  for k = 1, #cfg do
-    local c = cfg[k]
-    local level = c.cap -- a new or expired budget reads as full
-    local v = h[2 + k]
+    local rate = ARGV[a + 1] / ARGV[a + 2]
+    local level = cap -- a new or expired budget reads as full
+    local v = h[3 + k]
     if v then
-      level = tonumber(v) / 1000
-      if level > c.cap then level = c.cap end -- capacity lowered since
+      level = v / 1000
+      if level > cap then level = cap end -- capacity lowered, or refunded past full
+      level = level + elapsed * rate
+      if level > cap then level = cap end
     end
-    level = level + elapsed * c.rate
-    if level > c.cap then level = c.cap end
-    c.level = level
-    b[c.i] = c
+    b.cap[k], b.rate[k], b.level[k] = cap, rate, level
   end
-  local x = {ts = ts, xp = tonumber(h[2]) or 0}
-  for j = 1, #extra do x[extra[j]] = tonumber(h[n + j]) end
-  return b, x
+  return b, h
 end
 
--- cover keeps the hash alive until ms (plus a second): its expiry is set with
--- a quarter of slack and recorded in xp, so most calls skip the PEXPIRE. The
--- hash is never emptied, so it cannot lose a TTL once set. It returns the
--- fields to write with the caller's HSET.
-local function cover(state, x, now, ms, args)
-  local need = math.ceil(ms) + 1000
-  if need > x.xp then
-    x.xp = need + math.ceil((need - now) / 4)
-    args[#args + 1] = 'xp'
-    args[#args + 1] = int(x.xp)
-    return true
-  end
-  return false
+-- store writes ts, every level and the fields in args (name, value, ...),
+-- and keeps the budget until every bucket is full again and ms (the latest
+-- pending time: a lease's expiry, a pause) has passed: an idle budget
+-- vanishes, and reads as full, which it would be.
+--
+-- With leases (the lease set, which must exist: a lease was just added or
+-- found) the expiry is set on both keys and recorded in xp, with a quarter
+-- of slack so that most calls skip the PEXPIRE. Without, only the hash's own
+-- TTL is extended (see extend): xp promises a TTL on the lease set too, and a
+-- script that may run before any lease exists cannot keep that promise.
+local function extend(state, now, ms)
+  local need = math.ceil(ms - now) + 1000
+  local ttl = redis.call('PTTL', state)
+  if ttl < need then redis.call('PEXPIRE', state, int(need)) end
 end
 
--- store writes ts, the levels and the fields in args (name, value, ...), and
--- keeps the hash until every bucket is full again and any pending time has
--- passed: an idle budget vanishes, and reads as full, which it would be.
-local function store(state, b, now, x, args, pending)
+local function store(state, leases, b, now, xp, ms, args)
   args[#args + 1] = 'ts'
-  args[#args + 1] = int(math.max(now, x.ts))
-  local until_ms = pending or now
-  for i = 1, 4 do
-    local bk = b[i]
-    if bk then
-      args[#args + 1] = BUCKETS[i]
-      args[#args + 1] = int(math.floor(bk.level * 1000))
-      local full = now + (bk.cap - bk.level) / bk.rate
-      if full > until_ms then until_ms = full end
+  args[#args + 1] = int(math.max(now, b.ts))
+  for k = 1, b.n do
+    local level = b.level[k]
+    args[#args + 1] = ARGV[b.f + k - 1]
+    args[#args + 1] = int(math.floor(level * 1000))
+    if level < b.cap[k] then
+      local full = now + (b.cap[k] - level) / b.rate[k]
+      if full > ms then ms = full end
     end
   end
-  local expire = cover(state, x, now, until_ms, args)
+  if not leases then
+    redis.call('HSET', state, unpack(args))
+    return extend(state, now, ms)
+  end
+  local need = math.ceil(ms) + 1000
+  if need <= xp then
+    redis.call('HSET', state, unpack(args))
+    return
+  end
+  xp = need + math.ceil((need - now) / 4)
+  args[#args + 1] = 'xp'
+  args[#args + 1] = int(xp)
   redis.call('HSET', state, unpack(args))
-  if expire then redis.call('PEXPIRE', state, int(x.xp - now)) end
-end
-
--- set writes one field that holds a pending time (a pause, a queue) and
--- keeps the hash until then.
-local function set(state, x, now, field, ms)
-  local args = {field, int(math.ceil(ms))}
-  local expire = cover(state, x, now, ms, args)
-  redis.call('HSET', state, unpack(args))
-  if expire then redis.call('PEXPIRE', state, int(x.xp - now)) end
+  local ttl = int(xp - now)
+  redis.call('PEXPIRE', state, ttl)
+  redis.call('PEXPIRE', leases, ttl)
 end

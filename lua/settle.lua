@@ -1,68 +1,60 @@
 -- settle.lua: end a lease. Gives its concurrency slot back and corrects the
--- token buckets by what the call really used. Ends a lease at most once: a
--- lease already ended, or expired, changes nothing.
+-- buckets by what the call really used. Ends a lease at most once: a lease
+-- already ended, or expired, changes nothing.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l
 -- ARGV[1]  lease id
--- ARGV[2]  mode: 'settle'  refund reserved-used tokens (or charge the overrun as debt)
---                'release' keep the whole reservation (the call failed, but the
---                          provider may have counted it)
---                'cancel'  the call never happened: give back its tokens and its request
--- ARGV[3]  tokens reserved (integer >= 0)
--- ARGV[4]  tokens used (integer >= 0; read only by 'settle')
--- ARGV[5]  ms at which the lease's turn began (from acquire: now + wait)
--- ARGV[6]  ms at which the lease expires: its score, as set by acquire or the
+-- ARGV[2]  ms at which the lease expires: its score, as set by acquire or the
 --          last keepalive (the lease's owner is the only one to change it)
--- ARGV[7..18] bucket arguments (see prelude.lua)
+-- ARGV[3]  k: how many corrections follow (integer >= 0)
+-- ARGV[4..3+2k]  k pairs: a bucket's field name and its correction in
+--          thousandths (integer): positive gives back (tokens reserved but
+--          not used; the request and tokens of a call never made), negative
+--          charges an overrun as debt. The caller computes them, and caps a
+--          debt at one bucket's capacity, so one wildly wrong estimate holds
+--          the budget back for at most a window more. All of one settle's
+--          corrections have the same sign.
+-- ARGV[4+2k..] with a debt only: the bucket arguments (see prelude.lua)
 --
 -- Returns {code, now_ms}: code 1 ended now, 0 not found (ended before) or
--- expired (then removed, its reservation kept).
+-- expired (its reservation kept).
+--
+-- A refund is one HINCRBY per bucket, without reading the budget: a level
+-- stored above capacity reads as full, so adding to the stored level gives
+-- what refilling first and adding after would, and the keys already live
+-- until the bucket is full again. A debt must first refill the bucket to
+-- now (a full bucket loses its surplus before the debt is taken), so it
+-- loads and stores the budget as acquire does.
 
 local state, leases = KEYS[1], KEYS[2]
-local id, mode = ARGV[1], ARGV[2]
-local reserved = tonumber(ARGV[3])
-local used = tonumber(ARGV[4])
-local start = tonumber(ARGV[5])
-local expiry = tonumber(ARGV[6])
+local id = ARGV[1]
 local now = now_ms()
 
--- A lease past its expiry has already given its slot back (acquire counts
--- only live leases), so it is over: it keeps its reservation, as if released.
-if redis.call('ZREM', leases, id) == 0 or expiry <= now then return {0, now} end
+-- The lease is marked ended (score 0) rather than removed, so the lease set
+-- is never emptied and recreated without its TTL; ended leases are reaped
+-- like expired ones. A lease past its expiry has already given its slot
+-- back (acquire counts only live leases), so it is over: it keeps its
+-- reservation, as if released.
+if redis.call('ZADD', leases, 'XX', 'CH', '0', id) == 0 or ARGV[2] - now <= 0 then return {0, now} end
 
--- A cancelled lease never held its slot for a call, so it says nothing
--- about how long calls take.
-local tracks = mode ~= 'cancel' and start <= now
-local extra = {}
-if tracks then extra = {'hold'} end
-local b, x = load(state, 7, now, extra)
-for i = 1, 4 do
-  local bk = b[i]
-  if bk then
-    local delta = 0
-    if mode == 'settle' and IS_TOKEN[i] then
-      delta = reserved - used
-    elseif mode == 'cancel' then
-      if IS_TOKEN[i] then delta = reserved else delta = 1 end
+local last = 3 + 2 * ARGV[3]
+if last == 3 then return {1, now} end
+if string.byte(ARGV[5], 1) ~= 45 then -- '-': a debt
+  for a = 4, last, 2 do redis.call('HINCRBY', state, ARGV[a], ARGV[a + 1]) end
+  return {1, now}
+end
+
+local b, h = load(state, last + 1, now)
+for a = 4, last, 2 do
+  for k = 1, b.n do
+    if ARGV[b.f + k - 1] == ARGV[a] then
+      local level = b.level[k] + ARGV[a + 1] / 1000
+      if level > b.cap[k] then level = b.cap[k] end
+      b.level[k] = level
     end
-    -- One overrun is charged at most one full bucket, so one wildly wrong
-    -- estimate holds the budget back for at most a window more.
-    if delta < -bk.cap then delta = -bk.cap end
-    local level = bk.level + delta
-    if level > bk.cap then level = bk.cap end
-    bk.level = level
   end
 end
-
--- Track how long calls hold their slot: concurrency waiters use it to guess
--- when the next slot frees.
-local args = {}
-if tracks then
-  local d = now - start
-  local hold = d
-  if x.hold then hold = x.hold * 0.8 + d * 0.2 end
-  args = {'hold', int(math.floor(hold + 0.5))}
-end
-store(state, b, now, x, args)
+local pending = tonumber(h[3]) or now -- a pause in force must outlive this write
+store(state, leases, b, now, tonumber(h[2]) or 0, math.max(pending, now), {})
 return {1, now}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,7 +91,16 @@ func TestBatchFloor(t *testing.T) {
 func TestFairnessLargeRequestNotStarved(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		// 600,000 TPM = 10,000 tokens/s; burst 4,000 so the test is short.
-		ps := newPacers(t, b, 4, pacer.Config{Limits: pacer.Limits{TPM: 600_000}, Burst: pacer.Burst{TPM: 4000}, MaxWait: 10 * time.Second})
+		// The large call's reply time: small calls that ask after it surely
+		// reached Redis after its reservation, however slow the machine.
+		var replied atomic.Int64
+		cfg := pacer.Config{Limits: pacer.Limits{TPM: 600_000}, Burst: pacer.Burst{TPM: 4000}, MaxWait: 10 * time.Second,
+			Observe: func(e pacer.Event) {
+				if e.Tokens == 2000 && (e.Kind == pacer.Waiting || e.Kind == pacer.Admitted) {
+					replied.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}}
+		ps := newPacers(t, b, 4, cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		type span struct{ asked, got time.Time }
@@ -127,12 +137,13 @@ func TestFairnessLargeRequestNotStarved(t *testing.T) {
 			t.Fatalf("large Acquire = %v", err)
 		}
 		_ = l.Settle(context.Background(), 2000)
-		// Overtakers asked after the large call and were admitted before it.
-		// First come, first served allows none; a few may slip in between the
-		// two clocks read here.
+		// Overtakers asked after the large call had its turn and were
+		// admitted before it. First come, first served allows none; a few may
+		// slip in between the two clocks read here.
 		overtakers, before := 0, 0
+		reserved := time.Unix(0, replied.Load())
 		for _, s := range spans {
-			if s.asked.After(start.Add(5*time.Millisecond)) && s.got.Before(end.Add(-5*time.Millisecond)) {
+			if s.asked.After(reserved.Add(5*time.Millisecond)) && s.got.Before(end.Add(-5*time.Millisecond)) {
 				overtakers++
 			}
 			if s.got.Before(start) {

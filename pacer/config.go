@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/llmpacer/llmpacer/lease"
 )
 
 // Limits are a provider's limits for one API key or deployment, as the
@@ -138,9 +140,11 @@ const (
 
 // bucket is one rate limit as the scripts see it.
 type bucket struct {
-	name     string
+	name     string        // RPM, TPM, RPD, TPD
+	field    string        // its state hash field: rpm, tpm, rpd, tpd
 	limit    int64         // per window, after headroom
 	capacity float64       // burst
+	refill   int64         // per window
 	perMs    float64       // refill per millisecond
 	window   time.Duration // the limit's window
 }
@@ -156,8 +160,23 @@ type settings struct {
 	leaseTTL     time.Duration
 	maxWait      time.Duration
 	observe      func(Event)
-	bucketArgs   []any // capacity, refill per window, window ms, x4: the scripts' shared ARGV tail
-	acquireArgs  []any // lease TTL, concurrency, floor, then bucketArgs: acquire's ARGV tail
+	bucketArgs   []any // the configured buckets' field names, then capacity, refill, window ms of each
+	acquireArgs  []any // lease TTL, concurrency, floor: acquire's ARGV after the call's own
+	leaseBuckets []lease.Bucket
+}
+
+// bucketArgsFor returns the scripts' bucket arguments (see lua/prelude.lua)
+// for the configured buckets among those keep says, nil if none is.
+func (s *settings) bucketArgsFor(keep func(i int) bool) []any {
+	var names, nums []any
+	for i, b := range s.buckets {
+		if b.limit == 0 || !keep(i) {
+			continue
+		}
+		names = append(names, b.field)
+		nums = append(nums, int64(b.capacity), b.refill, b.window.Milliseconds())
+	}
+	return append(names, nums...)
 }
 
 func (c Config) settings() (settings, error) {
@@ -214,21 +233,20 @@ func (c Config) settings() (settings, error) {
 	}
 
 	specs := [4]struct {
-		name         string
+		name, field  string
 		limit, burst int64
 		window       time.Duration
 	}{
-		{"RPM", l.RPM, c.Burst.RPM, time.Minute},
-		{"TPM", l.TPM, c.Burst.TPM, time.Minute},
-		{"RPD", l.RPD, c.Burst.RPD, 24 * time.Hour},
-		{"TPD", l.TPD, c.Burst.TPD, 24 * time.Hour},
+		{"RPM", "rpm", l.RPM, c.Burst.RPM, time.Minute},
+		{"TPM", "tpm", l.TPM, c.Burst.TPM, time.Minute},
+		{"RPD", "rpd", l.RPD, c.Burst.RPD, 24 * time.Hour},
+		{"TPD", "tpd", l.TPD, c.Burst.TPD, 24 * time.Hour},
 	}
 	for i, sp := range specs {
 		if sp.limit == 0 {
 			if sp.burst != 0 {
 				return s, invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
 			}
-			s.bucketArgs = append(s.bucketArgs, 0, 0, 1)
 			continue
 		}
 		limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
@@ -251,15 +269,16 @@ func (c Config) settings() (settings, error) {
 		} else if burst == 0 {
 			burst = limit
 		}
-		s.buckets[i] = bucket{
-			name: sp.name, limit: limit, capacity: float64(burst),
-			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
-		}
 		// Integers only: the script divides them, and parsing a long float in
 		// Lua costs more than the division.
-		s.bucketArgs = append(s.bucketArgs, burst, int64(refill), sp.window.Milliseconds())
+		s.buckets[i] = bucket{
+			name: sp.name, field: sp.field, limit: limit, capacity: float64(burst), refill: int64(refill),
+			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
+		}
+		s.leaseBuckets = append(s.leaseBuckets, lease.Bucket{Field: sp.field, Tokens: i == 1 || i == 3, Capacity: burst})
 	}
-	s.acquireArgs = append([]any{s.leaseTTL.Milliseconds(), s.limits.Concurrency, s.floorMilli}, s.bucketArgs...)
+	s.bucketArgs = s.bucketArgsFor(func(int) bool { return true })
+	s.acquireArgs = []any{s.leaseTTL.Milliseconds(), s.limits.Concurrency, s.floorMilli}
 	return s, nil
 }
 

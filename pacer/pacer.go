@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,10 @@ type Pacer struct {
 	// before that pause sleeps past it and queues again; calls in other
 	// processes meet the pause at their next acquire.
 	pausedUntil, pausedAt atomic.Int64
+	// hold is the mean time this process's calls held their slot, in ms
+	// (float64 bits; 0 until a lease ends): concurrency waiters are spaced
+	// by it.
+	hold atomic.Uint64
 }
 
 // New returns a Pacer for the budget cfg describes, on rdb: a
@@ -62,7 +67,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	tag := "{" + s.prefix + ":" + s.name + "}"
 	p := &Pacer{rdb: rdb, s: s, keys: []string{tag + ":s", tag + ":l"}}
 	p.budget = &lease.Budget{
-		Client: rdb, Keys: p.keys, BucketArgs: s.bucketArgs, TTL: s.leaseTTL,
+		Client: rdb, Keys: p.keys, Buckets: s.leaseBuckets, BucketArgs: s.bucketArgs, TTL: s.leaseTTL,
 		NoRefund: s.noRefund, Ended: p.ended,
 	}
 	return p, nil
@@ -81,6 +86,19 @@ func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 func (p *Pacer) ended(l *lease.Lease, how lease.End, err error) {
 	if p.s.limits.Concurrency > 0 {
 		p.slots.Wake()
+	}
+	if d := l.Held(); d > 0 {
+		ms := float64(d) / float64(time.Millisecond)
+		for {
+			old := p.hold.Load()
+			mean := ms
+			if old != 0 {
+				mean = math.Float64frombits(old)*0.8 + ms*0.2
+			}
+			if p.hold.CompareAndSwap(old, math.Float64bits(mean)) {
+				break
+			}
+		}
 	}
 	p.emit(Event{Kind: Ended, Tokens: l.Tokens(), End: how, Err: err})
 }
@@ -250,13 +268,15 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, time.Duratio
 }
 
 func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration) (reply, error) {
-	args := make([]any, 0, 7+len(p.s.bucketArgs))
+	args := make([]any, 0, 8+len(p.s.bucketArgs))
 	prio := 0
 	if r.Priority == Batch {
 		prio = 1
 	}
 	args = append(args, id, r.Tokens, prio, maxWait.Milliseconds())
-	args = append(args, p.s.acquireArgs...) // TTL, concurrency, floor, buckets: boxed once
+	args = append(args, p.s.acquireArgs...) // TTL, concurrency, floor: boxed once
+	args = append(args, p.meanHold())
+	args = append(args, p.s.bucketArgs...)
 
 	v, err := p.call(ctx, lua.Acquire, args, func(v any) {
 		// The reply came after the caller gave up: give the lease back.
@@ -274,6 +294,16 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		return reply{}, fmt.Errorf("pacer: acquire on %q: %w", p.s.name, err)
 	}
 	return rep, nil
+}
+
+// meanHold is the mean ms this process's calls held their slot (100 until
+// one ends), as the acquire script takes it.
+func (p *Pacer) meanHold() int64 {
+	h := p.hold.Load()
+	if h == 0 {
+		return 100
+	}
+	return max(1, int64(math.Round(math.Float64frombits(h))))
 }
 
 // call runs a script bounded by ctx (see lua.Run).
@@ -308,16 +338,17 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	if r.Tokens < 0 || r.Tokens > maxTokens {
 		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
 	}
-	mask := []byte("0000") // rpm, tpm, rpd, tpd
+	lower := func(i int) bool { return i == 0 || i == 1 } // rpm, tpm
 	switch limit {
 	case classify.LimitRequests:
-		mask[0] = '1'
+		lower = func(i int) bool { return i == 0 }
 	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
-		mask[1] = '1'
-	default:
-		mask[0], mask[1] = '1', '1'
+		lower = func(i int) bool { return i == 1 }
 	}
-	args := append([]any{string(mask), r.Tokens}, p.s.bucketArgs...)
+	var args []any
+	if b := p.s.bucketArgsFor(lower); len(b) > 0 {
+		args = append([]any{r.Tokens}, b...)
+	}
 	return p.pause(ctx, d, args)
 }
 

@@ -3,6 +3,7 @@ package pacer
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -38,7 +39,9 @@ type Snapshot struct {
 	InFlight, Concurrency int64
 	// Paused is how long every caller still has to wait; 0 if not paused.
 	Paused time.Duration
-	// MeanHold is the recent mean time a lease was held; 0 until one ends.
+	// MeanHold is the recent mean time a lease of this Pacer was held (from
+	// its turn to its end); 0 until one ends. Concurrency waiters are
+	// spaced by it.
 	MeanHold time.Duration
 }
 
@@ -57,7 +60,7 @@ func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
 
 func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 8 {
+	if !ok || len(a) != 3+len(p.s.leaseBuckets) {
 		return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 	}
 	ints, err := lua.Int64s(a[:3], 3)
@@ -71,21 +74,19 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		InFlight:    ints[2],
 		Concurrency: p.s.limits.Concurrency,
 	}
-	if h, ok := a[3].(string); ok && h != "" {
-		f, err := strconv.ParseFloat(h, 64)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("%w: hold %q", lua.ErrReply, h)
-		}
-		s.MeanHold = time.Duration(f * float64(time.Millisecond))
+	if h := p.hold.Load(); h != 0 {
+		s.MeanHold = time.Duration(math.Float64frombits(h) * float64(time.Millisecond))
 	}
 	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
+	j := 3
 	for i, b := range p.s.buckets {
-		str, ok := a[4+i].(string)
+		if b.limit == 0 {
+			continue
+		}
+		str, ok := a[j].(string)
+		j++
 		if !ok {
 			return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
-		}
-		if b.limit == 0 || str == "" {
-			continue
 		}
 		level, err := strconv.ParseFloat(str, 64)
 		if err != nil {

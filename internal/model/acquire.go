@@ -5,7 +5,7 @@ import "math"
 // Acquire mirrors acquire.lua: it admits one call against every limit, all
 // or nothing, or says how long until it could be. The parameters follow the
 // script's ARGV in order (batch is priority 1, floorMilli the batch floor in
-// thousandths), and the results are its reply without now_ms:
+// thousandths, hold the caller's mean hold time in ms), and the results are its reply without now_ms:
 //
 //   - 1, wait, reason: admitted, the lease held until now+wait+ttl and every
 //     bucket charged; reason names the bucket that set a wait > 0.
@@ -13,7 +13,7 @@ import "math"
 //   - 0, wait, reason: not admitted; the queues qc or qb may have moved.
 //   - -1, 0, reason: the call's share (plus, for batch, the floor) exceeds
 //     the capacity of bucket reason: it can never be admitted.
-func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, ttl, conc, floorMilli int64, bs Buckets) (code int, wait int64, reason string) {
+func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, ttl, conc, floorMilli, hold int64, bs Buckets) (code int, wait int64, reason string) {
 	n, c, mw := float64(now), float64(cost), float64(maxWait)
 	floor := float64(floorMilli) / 1000
 	lv, ts := b.load(now, bs)
@@ -48,7 +48,7 @@ func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, 
 		return deny(b.pause-now, "pause")
 	}
 	if conc > 0 {
-		if w, full := b.concurrencyWait(now, batch, maxWait, ttl, conc, floor); full {
+		if w, full := b.concurrencyWait(now, batch, maxWait, ttl, conc, hold, floor); full {
 			return deny(w, "concurrency")
 		}
 	}
@@ -114,11 +114,9 @@ func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, 
 		b.leases = make(map[string]int64)
 	}
 	b.leases[id] = expiry
-	le := max(b.le, expiry)
 	if now%16 == 0 {
 		b.reap(now)
 	}
-	b.le = le
 	b.store(now, ts, lv)
 	return 1, int64(math.Ceil(w)), reason
 }
@@ -126,10 +124,10 @@ func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, 
 // concurrencyWait mirrors acquire.lua's concurrency check. full reports that
 // no slot is free for this call (batch calls leave the floor's share of the
 // slots); then wait is when to come back, spaced along the virtual queue qc
-// by the mean hold time over the limit and capped by the earliest live
+// by the caller's mean hold time over the limit and capped by the earliest live
 // expiry. A waiter that will wait (maxWait > 0 and wait <= maxWait) takes its
 // place in the queue.
-func (b *Budget) concurrencyWait(now int64, batch bool, maxWait, ttl, conc int64, floor float64) (wait int64, full bool) {
+func (b *Budget) concurrencyWait(now int64, batch bool, maxWait, ttl, conc, hold int64, floor float64) (wait int64, full bool) {
 	allowed := conc
 	if batch {
 		allowed = conc - int64(math.Floor(float64(conc)*floor))
@@ -138,11 +136,7 @@ func (b *Budget) concurrencyWait(now int64, batch bool, maxWait, ttl, conc int64
 		return 0, false
 	}
 	n := float64(now)
-	hold := 100.0
-	if b.hasHold {
-		hold = float64(b.hold)
-	}
-	spacing := hold / float64(conc)
+	spacing := float64(hold) / float64(conc)
 	if spacing < 1 {
 		spacing = 1
 	}

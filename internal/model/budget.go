@@ -52,11 +52,8 @@ type Budget struct {
 	ts      int64    // ms of the last refill
 	hasTS   bool     // a missing ts reads as now: nothing to refill
 	pause   int64    // ms until which nobody is admitted (0 = never set)
-	hold    int64    // mean ms a lease is held, rounded to nearest
-	hasHold bool     // a missing hold reads as 100 ms in acquire
 	qc, qb  int64    // the concurrency and batch virtual queues, ms (0 = unset)
-	le      int64    // the latest lease expiry, ms
-	leases  map[string]int64
+	leases  map[string]int64 // id -> expiry ms; 0 once ended, until reaped
 }
 
 // bucket is one configured bucket as prelude.lua's load returns it:
@@ -127,10 +124,7 @@ func (b *Budget) String() string {
 			fmt.Fprintf(&s, " %s=%d", Name(i), b.level[i])
 		}
 	}
-	fmt.Fprintf(&s, " pause=%d qc=%d qb=%d le=%d", b.pause, b.qc, b.qb, b.le)
-	if b.hasHold {
-		fmt.Fprintf(&s, " hold=%d", b.hold)
-	}
+	fmt.Fprintf(&s, " pause=%d qc=%d qb=%d", b.pause, b.qc, b.qb)
 	ids := make([]string, 0, len(b.leases))
 	for id := range b.leases {
 		ids = append(ids, id)

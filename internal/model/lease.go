@@ -10,7 +10,8 @@ const maxReap = 100
 
 // KeepAlive mirrors keepalive.lua: a live lease's expiry moves to now+ttl if
 // that is later. It returns 1 and the expiry in force, or 0, 0 when id is
-// unknown or already expired (its slot was counted free; it stays over).
+// unknown, ended or already expired (its slot was counted free; it stays
+// over).
 func (b *Budget) KeepAlive(now int64, id string, ttl int64) (code int, expiry int64) {
 	score, ok := b.leases[id]
 	if !ok || score <= now {
@@ -18,14 +19,11 @@ func (b *Budget) KeepAlive(now int64, id string, ttl int64) (code int, expiry in
 	}
 	expiry = max(score, now+ttl)
 	b.leases[id] = expiry
-	if expiry > b.le {
-		b.le = expiry
-	}
 	return 1, expiry
 }
 
 // inFlight counts the leases that hold a slot at now: those whose expiry is
-// after now, reaped or not (ZCOUNT leases (now +inf).
+// after now (ZCOUNT leases (now +inf); ended ones score 0.
 func (b *Budget) inFlight(now int64) int64 {
 	var n int64
 	for _, e := range b.leases {
@@ -47,7 +45,8 @@ func (b *Budget) firstExpiry(now int64) (int64, bool) {
 	return first, ok
 }
 
-// reap removes up to maxReap leases whose expiry is at or before now, in the
+// reap removes up to maxReap leases whose expiry is at or before now (ended
+// ones first: they score 0), in the
 // sorted set's order (by expiry, then by id as bytes), as acquire.lua's
 // ZREMRANGEBYRANK does.
 func (b *Budget) reap(now int64) {

@@ -20,13 +20,14 @@ type reply struct {
 }
 
 func acquire(b *Budget, now int64, id string, cost, maxWait int64) reply {
-	code, wait, reason := b.Acquire(now, id, cost, false, maxWait, 60_000, 2, 200, contract)
+	code, wait, reason := b.Acquire(now, id, cost, false, maxWait, 60_000, 2, 200, 100, contract)
 	return reply{code, wait, reason}
 }
 
 // The sequence of TestContractAsDocumented, on the model.
 func TestContractSequence(t *testing.T) {
 	var b Budget
+	refund := []Delta{{TPM, 4000 * 1000}} // 5000 reserved, 1000 used
 	steps := []struct {
 		name string
 		got  func() reply
@@ -37,13 +38,13 @@ func TestContractSequence(t *testing.T) {
 		{"b over what is left", func() reply { return acquire(&b, t0, "b", 2000, 0) }, reply{0, 10_000, "tpm"}},
 		{"c over capacity", func() reply { return acquire(&b, t0, "c", 7000, 0) }, reply{-1, 0, "tpm"}},
 		{"d reserves its turn", func() reply { return acquire(&b, t0, "d", 2000, 60_000) }, reply{1, 10_000, "tpm"}},
-		// Two slots, both held; no hold time measured yet: 100 ms / 2.
+		// Two slots, both held; the caller's mean hold time 100 ms / 2.
 		{"e finds no slot", func() reply { return acquire(&b, t0, "e", 0, 0) }, reply{0, 50, "concurrency"}},
 		{"a settles", func() reply {
-			return reply{Code: b.Settle(t0+1000, "a", "settle", 5000, 1000, t0, t0+60_000, contract)}
+			return reply{Code: b.Settle(t0+1000, "a", t0+60_000, refund, contract)}
 		}, reply{Code: 1}},
 		{"a settles twice", func() reply {
-			return reply{Code: b.Settle(t0+1000, "a", "settle", 5000, 1000, t0, t0+60_000, contract)}
+			return reply{Code: b.Settle(t0+1000, "a", t0+60_000, refund, contract)}
 		}, reply{Code: 0}},
 	}
 	for _, s := range steps {
@@ -53,21 +54,38 @@ func TestContractSequence(t *testing.T) {
 	}
 	// tpm: 6000 - 5000 - 2000 + 100 (a second's refill) + 4000 (a's refund);
 	// rpm: 60 - 2 + 1.
-	want := Snapshot{InFlight: 1, Hold: 1000, HoldKnown: true, Levels: [4]float64{59, 3100}}
+	want := Snapshot{InFlight: 1, Levels: [4]float64{59, 3100}}
 	if diff := cmp.Diff(want, b.Snapshot(t0+1000, contract)); diff != "" {
 		t.Errorf("Snapshot() mismatch (-want +got):\n%s", diff)
 	}
 }
 
-// One overrun is charged at most one bucket: 6000 - 1000 reserved - 6000.
-func TestSettleCapsOverrunAtOneBucket(t *testing.T) {
+// A debt is taken from the level refilled to now: 6000 - 1000 reserved -
+// 6000 owed (the cap of one bucket, applied by the caller).
+func TestSettleDebt(t *testing.T) {
 	var b Budget
-	b.Acquire(t0, "a", 1000, false, 0, 60_000, 0, 0, contract)
-	if got := b.Settle(t0, "a", "settle", 1000, 1_000_000, t0, t0+60_000, contract); got != 1 {
+	b.Acquire(t0, "a", 1000, false, 0, 60_000, 0, 0, 100, contract)
+	if got := b.Settle(t0, "a", t0+60_000, []Delta{{TPM, -6000 * 1000}}, contract); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
 	if got := b.Levels(t0, contract)[TPM]; got != -1000 {
 		t.Errorf("tpm level after a huge overrun = %v; want -1000", got)
+	}
+}
+
+// A refund is added to the stored level without a refill: once the bucket
+// has refilled past full, the refund reads as full too, never above.
+func TestRefundPastFullReadsFull(t *testing.T) {
+	var b Budget
+	b.Acquire(t0, "a", 5000, false, 0, 120_000, 0, 0, 100, contract)
+	if got := b.Settle(t0+60_000, "a", t0+120_000, []Delta{{TPM, 4000 * 1000}}, contract); got != 1 {
+		t.Fatalf("Settle() = %d; want 1", got)
+	}
+	if got := b.Levels(t0+60_000, contract)[TPM]; got != 6000 {
+		t.Errorf("tpm level = %v; want 6000 (full)", got)
+	}
+	if got := b.level[TPM]; got != 5000*1000 {
+		t.Errorf("stored tpm = %d; want 5000000 (1000 left + 4000 refund, unrefilled)", got)
 	}
 }
 
@@ -78,8 +96,8 @@ func TestLevelsAreStoredInThousandthsRoundedDown(t *testing.T) {
 	// doubles, in Lua as here.
 	bs := Buckets{{Cap: 1, Refill: 1, Window: 7}}
 	var b Budget
-	b.Acquire(t0, "a", 0, false, 0, 1000, 0, 0, bs)
-	if r, w, _ := b.Acquire(t0+1, "b", 0, false, 1000, 1000, 0, 0, bs); r != 1 || w != 7 {
+	b.Acquire(t0, "a", 0, false, 0, 1000, 0, 0, 100, bs)
+	if r, w, _ := b.Acquire(t0+1, "b", 0, false, 1000, 1000, 0, 0, 100, bs); r != 1 || w != 7 {
 		t.Fatalf("Acquire(b) = %d, %d; want 1, 7", r, w)
 	}
 	if got, want := b.level[RPM], int64(-858); got != want {
@@ -125,7 +143,7 @@ func TestKeepAlive(t *testing.T) {
 // a millisecond divisible by 16 reaps it.
 func TestReapingEndsRetries(t *testing.T) {
 	var b Budget
-	b.Acquire(t0+1, "a", 1, false, 0, 10, 0, 0, contract)
+	b.Acquire(t0+1, "a", 1, false, 0, 10, 0, 0, 100, contract)
 	if r := acquire(&b, t0+100, "a", 1, 0); r.Code != 2 {
 		t.Fatalf("retry of an expired, unreaped lease = %+v; want code 2", r)
 	}

@@ -1,55 +1,52 @@
 package model
 
-import "math"
+// Delta is one correction a settle sends: to bucket Bucket (RPM, TPM, RPD or
+// TPD), Milli thousandths, positive to give back, negative for a debt.
+type Delta struct {
+	Bucket int
+	Milli  int64
+}
 
-// Settle mirrors settle.lua: it ends lease id once. mode is "settle" (refund
-// reserved-used tokens, or charge the overrun as debt, capped at one bucket
-// below zero), "release" (keep the whole reservation) or "cancel" (give back
-// the tokens and the request); like the script, any other mode acts as
-// release. start and expiry are the caller's copies of the lease's turn and
-// expiry. It returns 1 if the lease ended now, 0 if id was not in the lease
-// set or expiry is not after now; either way id leaves the set.
-func (b *Budget) Settle(now int64, id, mode string, reserved, used, start, expiry int64, bs Buckets) int {
-	if _, ok := b.leases[id]; !ok {
+// Settle mirrors settle.lua: it ends lease id once, marking it ended (score
+// 0) rather than removing it. expiry is the caller's copy of the lease's
+// expiry, and deltas the corrections it sends, all of one sign. It returns
+// 1 if the lease ended now, 0 if id was not in the lease set, had ended, or
+// expiry is not after now (its reservation then stays charged).
+//
+// Refunds are added to the stored levels as they are (HINCRBY): no refill,
+// no clamp, ts unchanged; a missing level is created holding just the
+// refund. A debt refills the buckets to now, adds, and stores, like acquire.
+func (b *Budget) Settle(now int64, id string, expiry int64, deltas []Delta, bs Buckets) int {
+	if e, ok := b.leases[id]; !ok || e == 0 {
 		return 0
 	}
-	delete(b.leases, id)
+	b.leases[id] = 0
 	if expiry <= now {
 		return 0
 	}
-	// A cancelled lease, or one whose turn has not come, says nothing about
-	// how long calls hold their slot.
-	tracks := mode != "cancel" && start <= now
+	if len(deltas) == 0 {
+		return 1
+	}
+	if deltas[0].Milli >= 0 {
+		for _, d := range deltas {
+			if !b.stored[d.Bucket] {
+				b.level[d.Bucket], b.stored[d.Bucket] = 0, true
+			}
+			b.level[d.Bucket] += d.Milli
+		}
+		return 1
+	}
 	lv, ts := b.load(now, bs)
-	for i, k := range lv {
+	for _, d := range deltas {
+		k := lv[d.Bucket]
 		if !k.on {
 			continue
 		}
-		var delta float64
-		switch {
-		case mode == "settle" && isToken(i):
-			delta = float64(reserved - used)
-		case mode == "cancel" && isToken(i):
-			delta = float64(reserved)
-		case mode == "cancel":
-			delta = 1
-		}
-		if delta < -k.cap {
-			delta = -k.cap
-		}
-		level := k.level + delta
+		level := float64(k.level + float64(d.Milli)/1000)
 		if level > k.cap {
 			level = k.cap
 		}
-		lv[i].level = level
-	}
-	if tracks {
-		d := float64(now - start)
-		hold := d
-		if b.hasHold {
-			hold = float64(float64(b.hold)*0.8) + float64(d*0.2)
-		}
-		b.hold, b.hasHold = int64(math.Floor(hold+0.5)), true
+		lv[d.Bucket].level = level
 	}
 	b.store(now, ts, lv)
 	return 1

@@ -13,13 +13,9 @@ func (b *Budget) Pause(now, ms int64) int64 {
 type Snapshot struct {
 	PauseRemaining int64 // ms until the pause ends; 0 if none
 	InFlight       int64 // leases whose expiry is after now
-	// Hold is the mean ms a lease is held; HoldKnown is false (the script
-	// answers "") until a settle has measured one.
-	Hold      int64
-	HoldKnown bool
 	// Levels are the buckets refilled to now, as unrounded Lua doubles
 	// (negative in debt or while turns are reserved); 0 for a bucket whose
-	// Cap is 0, for which the script answers "".
+	// Cap is 0, which the script does not report.
 	Levels [4]float64
 }
 
@@ -27,7 +23,7 @@ type Snapshot struct {
 // changing it (the refill it computes is not stored).
 func (b *Budget) Snapshot(now int64, bs Buckets) Snapshot {
 	lv, _ := b.load(now, bs)
-	s := Snapshot{InFlight: b.inFlight(now), Hold: b.hold, HoldKnown: b.hasHold}
+	s := Snapshot{InFlight: b.inFlight(now)}
 	if b.pause > now {
 		s.PauseRemaining = b.pause - now
 	}
