@@ -47,13 +47,13 @@ type Buckets [4]Bucket
 // every bucket reads full, no lease, no pause. A Budget is not safe for
 // simultaneous use; it models one Redis, which runs one script at a time.
 type Budget struct {
-	level   [4]int64 // stored levels in thousandths, rounded down
-	stored  [4]bool  // whether level[i] is in the hash; a missing level reads full
-	ts      int64    // ms of the last refill
-	hasTS   bool     // a missing ts reads as now: nothing to refill
-	pause   int64    // ms until which nobody is admitted (0 = never set)
-	qc, qb  int64    // the concurrency and batch virtual queues, ms (0 = unset)
-	leases  map[string]int64 // id -> expiry ms; 0 once ended, until reaped
+	level  [4]int64         // stored levels in thousandths, rounded down
+	stored [4]bool          // whether level[i] is in the hash; a missing level reads full
+	ts     int64            // ms of the last refill
+	hasTS  bool             // a missing ts reads as now: nothing to refill
+	pause  int64            // ms until which nobody is admitted (0 = never set)
+	qc, qb int64            // the concurrency and batch virtual queues, ms (0 = unset)
+	leases map[string]int64 // id -> expiry ms; 0 once ended, until reaped
 }
 
 // bucket is one configured bucket as prelude.lua's load returns it:
