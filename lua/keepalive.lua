@@ -14,20 +14,20 @@ local now = now_ms()
 
 local score = redis.call('ZSCORE', leases, id)
 if not score then return {0, now, 0} end
-score = tonumber(score)
+score = score + 0
 if score <= now then return {0, now, 0} end
-local expiry = math.max(score, now + ARGV[2])
-redis.call('ZADD', leases, 'XX', int(expiry), id)
+local expiry = max(score, now + ARGV[2])
+redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
 local h = redis.call('HMGET', state, 'xp', 'pause')
 local need = expiry + 1000
-if need > (tonumber(h[1]) or 0) then
+if need > (h[1] or 0) + 0 then
   -- As store does: both keys, with slack, and never below a pause in force.
-  local xp = need + math.ceil((need - now) / 4)
-  redis.call('HSET', state, 'xp', int(xp))
-  local p = tonumber(h[2]) or 0
+  local xp = need + ceil((need - now) / 4)
+  redis.call('HSET', state, 'xp', fmt('%d', xp))
+  local p = (h[2] or 0) + 0
   local ttl = xp - now
   if p + 1000 > xp then ttl = p + 1000 - now end
-  redis.call('PEXPIRE', state, int(ttl))
-  redis.call('PEXPIRE', leases, int(xp - now))
+  redis.call('PEXPIRE', state, fmt('%d', ttl))
+  redis.call('PEXPIRE', leases, fmt('%d', xp - now))
 end
 return {1, now, expiry}

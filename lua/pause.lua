@@ -21,29 +21,30 @@
 -- TTL and leaves xp alone (see store in prelude.lua).
 
 local state = KEYS[1]
-local ms = tonumber(ARGV[1])
+local ms = ARGV[1] + 0
 local now = now_ms()
 
 if not ARGV[2] then
-  local pause = tonumber(redis.call('HGET', state, 'pause')) or 0
+  local pause = (redis.call('HGET', state, 'pause') or 0) + 0
   if now + ms > pause then
     pause = now + ms
-    redis.call('HSET', state, 'pause', int(pause))
+    redis.call('HSET', state, 'pause', fmt('%d', pause))
     extend(state, now, pause)
   end
   return {pause - now, now}
 end
 
-local cost = tonumber(ARGV[2])
-local b, h = load(state, 3, now)
-local pause = math.max(tonumber(h[3]) or 0, now + ms)
-for k = 1, b.n do
-  local f = ARGV[b.f + k - 1]
+local cost = ARGV[2] + 0
+local n, v, h, ts = load(state, 3, now)
+local pause = max((h[3] or 0) + 0, now + ms)
+for k = 1, n do
+  local f = ARGV[2 + k]
   local need = 1
   if f == 'tpm' or f == 'tpd' then need = cost end
-  local target = math.min(need, b.cap[k]) - (pause - now) * b.rate[k]
-  if target < -b.cap[k] then target = -b.cap[k] end
-  if b.level[k] > target then b.level[k] = target end
+  local cap = v[3 * k - 2]
+  local target = math.min(need, cap) - (pause - now) * v[3 * k - 1]
+  if target < -cap then target = -cap end
+  if v[3 * k] > target then v[3 * k] = target end
 end
-store(state, nil, b, now, 0, pause, {'pause', int(pause)})
+store(state, nil, 3, n, v, now, ts, 0, pause, {'pause', fmt('%d', pause)}, 2)
 return {pause - now, now}

@@ -38,23 +38,25 @@ local now = now_ms()
 -- reservation, as if released.
 if redis.call('ZADD', leases, 'XX', 'CH', '0', id) == 0 or ARGV[2] - now <= 0 then return {0, now} end
 
-local last = 3 + 2 * ARGV[3]
-if last == 3 then return {1, now} end
+if #ARGV == 3 then return {1, now} end
 if string.byte(ARGV[5], 1) ~= 45 then -- '-': a debt
-  for a = 4, last, 2 do redis.call('HINCRBY', state, ARGV[a], ARGV[a + 1]) end
+  -- Refunds only: no bucket arguments follow the pairs.
+  for a = 4, #ARGV, 2 do redis.call('HINCRBY', state, ARGV[a], ARGV[a + 1]) end
   return {1, now}
 end
+local last = 3 + 2 * ARGV[3]
 
-local b, h = load(state, last + 1, now)
+local first = last + 1
+local n, v, h, ts = load(state, first, now)
 for a = 4, last, 2 do
-  for k = 1, b.n do
-    if ARGV[b.f + k - 1] == ARGV[a] then
-      local level = b.level[k] + ARGV[a + 1] / 1000
-      if level > b.cap[k] then level = b.cap[k] end
-      b.level[k] = level
+  for k = 1, n do
+    if ARGV[first + k - 1] == ARGV[a] then
+      local level = v[3 * k] + ARGV[a + 1] / 1000
+      if level > v[3 * k - 2] then level = v[3 * k - 2] end
+      v[3 * k] = level
     end
   end
 end
-local pending = tonumber(h[3]) or now -- a pause in force must outlive this write
-store(state, leases, b, now, tonumber(h[2]) or 0, math.max(pending, now), {})
+local pending = (h[3] or 0) + 0 -- a pause in force must outlive this write
+store(state, leases, first, n, v, now, ts, (h[2] or 0) + 0, max(pending, now), {}, 0)
 return {1, now}

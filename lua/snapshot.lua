@@ -10,9 +10,9 @@
 
 local state, leases = KEYS[1], KEYS[2]
 local now = now_ms()
-local b, h = load(state, 1, now)
+local n, v, h = load(state, 1, now)
 local pause = 0
-if h[3] and tonumber(h[3]) > now then pause = tonumber(h[3]) - now end
-local out = {now, pause, redis.call('ZCOUNT', leases, '(' .. int(now), '+inf')}
-for k = 1, b.n do out[3 + k] = tostring(b.level[k]) end
+if h[3] and h[3] - now > 0 then pause = h[3] - now end
+local out = {now, pause, redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), '+inf')}
+for k = 1, n do out[3 + k] = tostring(v[3 * k]) end
 return out
