@@ -204,9 +204,10 @@ func (b *bench) reset(ctx context.Context) error { return b.rdb.ConfigResetStat(
 
 // cost: server-side µs per call of a trivial script, redis_rate's GCRA, and
 // acquire and settle, for a budget with every limit set and for a typical
-// one (RPM and TPM).
+// one (RPM and TPM). The machine is shared and noisy: each figure is the
+// median of five rounds, the scripts measured in turn within each round.
 func (b *bench) cost(ctx context.Context) error {
-	const n = 20000
+	const n, rounds = 10000, 5
 	trivial := redis.NewScript("return 1")
 	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err() // loaded: no EVAL fallback counted
 	measure := func(f func() error) (float64, error) {
@@ -221,19 +222,61 @@ func (b *bench) cost(ctx context.Context) error {
 		u, _, err := b.usec(ctx)
 		return u, err
 	}
-	base, err := measure(func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
-	if err != nil {
-		return err
-	}
 	gcra := redis.NewScript(gcraSrc)
 	gcraKey := fmt.Sprintf("llmpacer-bench:gcra:%d", time.Now().UnixNano())
-	g, err := measure(func() error { return gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err() })
-	if err != nil {
-		return err
+	defer b.rdb.Del(ctx, gcraKey)
+	cases := []struct {
+		name   string
+		limits pacer.Limits
+		p      *pacer.Pacer
+	}{
+		{name: "RPM + TPM", limits: pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
+		{name: "all limits + concurrency", limits: ample},
 	}
-	_ = b.rdb.Del(ctx, gcraKey).Err()
-
-	fmt.Fprintln(b.out, "## Server-side cost (INFO commandstats usec_per_call)")
+	for i := range cases {
+		p, err := b.pacer(pacer.Config{Limits: cases[i].limits})
+		if err != nil {
+			return err
+		}
+		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
+			_ = l.Settle(ctx, 1) // loads the scripts
+		}
+		defer b.rdb.Del(ctx, p.Keys()...)
+		cases[i].p = p
+	}
+	// per[0] trivial, per[1] GCRA, then acquire and settle of each case.
+	per := make([][]float64, 2+2*len(cases))
+	for round := 0; round < rounds; round++ {
+		v, err := measure(func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
+		if err != nil {
+			return err
+		}
+		per[0] = append(per[0], v)
+		if v, err = measure(func() error { return gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err() }); err != nil {
+			return err
+		}
+		per[1] = append(per[1], v)
+		for i, c := range cases {
+			leases := make([]*pacer.Lease, 0, n)
+			acq, err := measure(func() error {
+				l, _, err := c.p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+				leases = append(leases, l)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			j := 0
+			set, err := measure(func() error { j++; return leases[j-1].Settle(ctx, 60) })
+			if err != nil {
+				return err
+			}
+			per[2+2*i] = append(per[2+2*i], acq)
+			per[3+2*i] = append(per[3+2*i], set)
+		}
+	}
+	base, g := median(per[0]), median(per[1])
+	fmt.Fprintf(b.out, "## Server-side cost (INFO commandstats usec_per_call; median of %d rounds of %d calls)\n", rounds, n)
 	fmt.Fprintln(b.out, "| script | µs per call | ratio to trivial | ratio to GCRA |")
 	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
 	row := func(name string, v float64) {
@@ -241,38 +284,11 @@ func (b *bench) cost(ctx context.Context) error {
 	}
 	row("trivial `return 1`", base)
 	row("redis_rate GCRA, one limit", g)
-	for _, c := range []struct {
-		name   string
-		limits pacer.Limits
-	}{
-		{"RPM + TPM", pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
-		{"all limits + concurrency", ample},
-	} {
-		p, err := b.pacer(pacer.Config{Limits: c.limits})
-		if err != nil {
-			return err
-		}
-		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
-			_ = l.Settle(ctx, 1) // loads the scripts
-		}
-		leases := make([]*pacer.Lease, 0, n)
-		acq, err := measure(func() error {
-			l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
-			leases = append(leases, l)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		i := 0
-		set, err := measure(func() error { i++; return leases[i-1].Settle(ctx, 60) })
-		if err != nil {
-			return err
-		}
+	for i, c := range cases {
+		acq, set := median(per[2+2*i]), median(per[3+2*i])
 		row(c.name+": acquire", acq)
 		row(c.name+": settle", set)
 		row(c.name+": acquire + settle", acq+set)
-		_ = b.rdb.Del(ctx, p.Keys()...).Err()
 	}
 	return nil
 }
