@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/lease"
@@ -85,6 +86,61 @@ func TestNoRefundAndReject(t *testing.T) {
 		}
 		if got := l.State(); got != lease.Rejected {
 			t.Errorf("State() = %v; want rejected", got)
+		}
+	})
+}
+
+// One overrun is charged at most one full bucket, so a wildly wrong estimate
+// holds the budget back for at most a window more; and a debt is taken from
+// the level as refilled to now.
+func TestOverrunChargedAtMostOneBucket(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 100_000}})
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Settle(ctx, 10_000_000); err != nil {
+			t.Fatal(err)
+		}
+		// 100,000 - 1,000 reserved - 100,000 owed (the cap), plus a few
+		// tokens of refill (TPD refills 1.2 a second).
+		if s := snap(t, p); !near(s.TPD.Level, -1000, 5) {
+			t.Errorf("TPD level %v after an overrun of 9,999,000; want -1000 (capped at one bucket)", s.TPD.Level)
+		}
+	})
+}
+
+// Each Pacer measures how long its calls hold their slot, from their turn to
+// their end on the Redis clock; concurrency waiters are spaced by it.
+func TestMeanHoldFromEndedLeases(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 1000, Concurrency: 2}})
+		if s := snap(t, p); s.MeanHold != 0 {
+			t.Errorf("MeanHold before any lease ended = %v; want 0", s.MeanHold)
+		}
+		l, err := p.Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(60 * time.Millisecond)
+		if err := l.Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		if h := l.Held(); h < 50*time.Millisecond || h > 5*time.Second {
+			t.Errorf("Held() = %v after holding 60ms; want about 60ms", h)
+		}
+		if s := snap(t, p); s.MeanHold != l.Held() {
+			t.Errorf("MeanHold = %v after one lease held %v; want the same", s.MeanHold, l.Held())
+		}
+		c, _ := p.Acquire(ctx, pacer.Request{})
+		if err := c.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c.Held() != 0 {
+			t.Errorf("a cancelled lease Held() = %v; want 0, it made no call", c.Held())
 		}
 	})
 }
