@@ -48,13 +48,15 @@ type bench struct {
 	out   io.Writer
 	dur   time.Duration
 	names int
+	cgPID int // a redis-server under callgrind, for the instr part
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (loopback only)")
 	dur := fs.Duration("d", 2*time.Second, "duration of each throughput run")
-	only := fs.String("only", "", "comma-separated parts to run: throughput,cost,growth,saturated,expiry (default all)")
+	only := fs.String("only", "", "comma-separated parts to run: throughput,cost,growth,saturated,expiry (default all), or instr")
+	cgPID := fs.Int("callgrind-pid", 0, "with -only instr: the pid of a redis-server run under valgrind --tool=callgrind")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,17 +70,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	info, _ := rdb.Info(ctx, "server").Result()
 	fmt.Fprintf(out, "redis %s, GOMAXPROCS %s\n\n", field(info, "redis_version"), os.Getenv("GOMAXPROCS"))
-	b := &bench{rdb: rdb, out: out, dur: *dur}
+	b := &bench{rdb: rdb, out: out, dur: *dur, cgPID: *cgPID}
 	parts := []struct {
 		name string
 		f    func(context.Context) error
 	}{
 		{"throughput", b.throughput}, {"cost", b.cost}, {"growth", b.growth},
-		{"saturated", b.saturated}, {"expiry", b.expiry},
+		{"saturated", b.saturated}, {"expiry", b.expiry}, {"instr", b.instr},
 	}
 	for _, p := range parts {
-		if *only != "" && !strings.Contains(","+*only+",", ","+p.name+",") {
-			continue
+		if *only == "" && p.name == "instr" || *only != "" && !strings.Contains(","+*only+",", ","+p.name+",") {
+			continue // instr needs a Redis under callgrind: only when asked
 		}
 		if err := p.f(ctx); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// instr: instructions per script call, counted by callgrind in a Redis
+// started under valgrind. Unlike microseconds they repeat from run to run
+// on a busy machine, so they show what a change to a script buys:
+//
+//	valgrind --tool=callgrind --callgrind-out-file=/tmp/cg/out.%p \
+//	    redis-server --port 26500 --bind 127.0.0.1 --save "" --appendonly no &
+//	go run ./storm/redisbench -redis 127.0.0.1:26500 -only instr -callgrind-pid $!
+//
+// Each figure covers the whole command: reading it off the socket, running
+// the script, writing the reply.
+func (b *bench) instr(ctx context.Context) error {
+	if b.cgPID == 0 {
+		return fmt.Errorf("-callgrind-pid is required: the pid of a redis-server run under valgrind --tool=callgrind")
+	}
+	const n = 2000
+	measure := func(f func() error) (float64, error) {
+		if err := exec.Command("callgrind_control", "-z", strconv.Itoa(b.cgPID)).Run(); err != nil {
+			return 0, fmt.Errorf("callgrind_control -z: %w", err)
+		}
+		for i := 0; i < n; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		return b.dumpInstr(n)
+	}
+	trivial := redis.NewScript("return 1")
+	gcra := redis.NewScript(gcraSrc)
+	gcraKey := fmt.Sprintf("llmpacer-bench:gcra:%d", os.Getpid())
+	defer b.rdb.Del(ctx, gcraKey)
+	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err()
+	_ = gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err()
+	base, err := measure(func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
+	if err != nil {
+		return err
+	}
+	g, err := measure(func() error { return gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err() })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "## Instructions per call (callgrind; %d calls each, leases settled after all acquires)\n", n)
+	fmt.Fprintln(b.out, "| script | k instructions | ratio to trivial | ratio to GCRA |")
+	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
+	row := func(name string, v float64) {
+		fmt.Fprintf(b.out, "| %s | %.1f | %.1f | %.2f |\n", name, v/1000, v/base, v/g)
+	}
+	row("trivial `return 1`", base)
+	row("redis_rate GCRA, one limit", g)
+	for _, c := range []struct {
+		name   string
+		limits pacer.Limits
+	}{
+		{"RPM + TPM", pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
+		{"all limits + concurrency", ample},
+	} {
+		p, err := b.pacer(pacer.Config{Limits: c.limits})
+		if err != nil {
+			return err
+		}
+		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
+			_ = l.Settle(ctx, 1) // loads the scripts
+		}
+		leases := make([]*pacer.Lease, 0, n)
+		acq, err := measure(func() error {
+			l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+			leases = append(leases, l)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		i := 0
+		set, err := measure(func() error { i++; return leases[i-1].Settle(ctx, 60) })
+		if err != nil {
+			return err
+		}
+		row(c.name+": acquire", acq)
+		row(c.name+": settle", set)
+		row(c.name+": acquire + settle", acq+set)
+		_ = b.rdb.Del(ctx, p.Keys()...).Err()
+	}
+	return nil
+}
+
+// dumpInstr returns the instructions callgrind counted since the last
+// zeroing (callgrind_control -e Ir: its totals, summed over threads), per
+// call.
+func (b *bench) dumpInstr(calls int) (float64, error) {
+	out, err := exec.Command("callgrind_control", "-e", "Ir", strconv.Itoa(b.cgPID)).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("callgrind_control -e Ir: %w: %s", err, out)
+	}
+	var total float64
+	found := false
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "Th" {
+			v, err := strconv.ParseFloat(strings.ReplaceAll(f[2], ",", ""), 64)
+			if err != nil {
+				return 0, fmt.Errorf("callgrind_control -e Ir: %q: %w", line, err)
+			}
+			total += v
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("callgrind_control -e Ir: no totals in %q", out)
+	}
+	return total / float64(calls), nil
+}
