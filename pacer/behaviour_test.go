@@ -401,3 +401,66 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 		}
 	})
 }
+
+// Every key of a budget carries a TTL after every script, whatever the order
+// of calls (a pause before any lease, a lease set emptied by settles, a debt
+// during a pause), and the state hash outlives a pause in force: an idle
+// budget must vanish by itself, and a key without a TTL never would.
+func TestKeysAlwaysCarryATTL(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		rdb := b.Client(t)
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 60_000, Concurrency: 4}, LeaseTTL: 2 * time.Second})
+		check := func(step string, pause time.Duration) {
+			t.Helper()
+			for i, k := range p.Keys() {
+				ttl, err := rdb.PTTL(ctx, k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case ttl == -1:
+					t.Errorf("after %s: key %s has no TTL", step, k)
+				case ttl >= 0 && i == 0 && ttl < pause:
+					t.Errorf("after %s: state TTL %v is shorter than the pause in force, %v", step, ttl, pause)
+				}
+			}
+		}
+		if err := p.Pause(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		check("a pause on a new budget", 4*time.Second)
+		// Past the pause in Redis's eyes would take 5 s; start over on a
+		// fresh budget instead, so the run stays short.
+		p = newPacer(t, b, pacer.Config{Name: redistest.Name(t) + "-2", Limits: pacer.Limits{RPM: 600, TPM: 60_000, Concurrency: 4}, LeaseTTL: 2 * time.Second})
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("an acquire", 0)
+		if err := l.Settle(ctx, 50); err != nil {
+			t.Fatal(err)
+		}
+		check("a settle that empties the lease set", 0)
+		l, err = p.Acquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("an acquire after the set was emptied", 0)
+		if err := p.Pause(ctx, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.KeepAlive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("a keepalive during a long pause", 29*time.Second)
+		if err := l.Settle(ctx, 5000); err != nil {
+			t.Fatal(err)
+		}
+		check("a debt during a long pause", 29*time.Second)
+		if err := p.Throttled(ctx, 31*time.Second, classify.LimitTokens, pacer.Request{Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		check("a throttle", 30*time.Second)
+	})
+}
