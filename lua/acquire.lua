@@ -58,7 +58,7 @@ for k = 1, n do
 end
 
 -- The paths that deny break out of this block with the wait and reason.
-local maxwait = ARGV[4] + 0
+-- The max wait is parsed only where it is read: most admissions do not.
 repeat
   -- A pause admits nobody and reserves nothing: a pause may be extended
   -- while callers wait, and a reservation made now could not see that.
@@ -91,6 +91,7 @@ repeat
       wait, reason = qc - now, 'concurrency'
       if wait > latest then wait = ceil(latest) end
       if wait < 1 then wait = 1 end
+      local maxwait = ARGV[4] + 0
       if maxwait > 0 and wait <= maxwait then
         redis.call('HSET', state, 'qc', fmt('%d', qc))
         extend(state, now, qc)
@@ -99,6 +100,8 @@ repeat
     end
   end
 
+  local maxwait = 0
+  if wait > 0 then maxwait = ARGV[4] + 0 end
   if wait > 0 and (batch or wait > maxwait) then
     -- Batch calls never reserve ahead (an interactive call arriving later
     -- must not queue behind them), and no call reserves beyond its max
