@@ -28,11 +28,10 @@ const maxTokens = 1 << 50
 // Budget is what a lease needs to end itself. Package pacer fills it in
 // once per Pacer; users never build one.
 type Budget struct {
-	Client     redis.Scripter
-	Keys       []string // state hash, lease zset: the KEYS of every script
-	Buckets    []Bucket // the configured buckets, in the order of BucketArgs
-	BucketArgs []any    // the scripts' bucket arguments (see lua/prelude.lua)
-	TTL        time.Duration
+	Client  redis.Scripter
+	Keys    []string // state hash, lease zset: the KEYS of every script
+	Buckets []Bucket // the configured buckets
+	TTL     time.Duration
 	// NoRefund makes Settle charge overruns only: the provider keeps what
 	// it counted at admission.
 	NoRefund bool
@@ -43,9 +42,8 @@ type Budget struct {
 // Bucket describes one configured bucket of a Budget: what a lease gives
 // back or owes it when it ends.
 type Bucket struct {
-	Field    string // the state hash field: rpm, tpm, rpd or tpd
-	Tokens   bool   // charged in tokens (tpm, tpd), not in requests
-	Capacity int64  // a debt is capped at one full bucket
+	lua.Bucket
+	Tokens bool // charged in tokens (tpm, tpd), not in requests
 }
 
 // End says how a lease ended.
@@ -226,7 +224,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	switch {
 	case res[0] == 1:
 		l.end = how
-		if now := time.UnixMilli(res[1]); how != Cancelled && now.After(l.start) {
+		if now := time.UnixMicro(res[1]); how != Cancelled && now.After(l.start) {
 			l.held = now.Sub(l.start)
 		}
 	case res[0] == 0 && l.tried:
@@ -242,41 +240,40 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 }
 
 // endArgs returns the settle script's ARGV for ending the lease as how says
-// (see lua/settle.lua): the corrections in thousandths, and the bucket
-// arguments when one is a debt.
+// (see lua/settle.lua): a correction in µs for each bucket it changes,
+// negative to give back, positive for a debt.
 func (l *Lease) endArgs(how End, used int64) []any {
-	args := make([]any, 3, 3+2*len(l.b.Buckets))
+	args := make([]any, 2, 2+2*len(l.b.Buckets))
 	args[0], args[1] = l.id, l.expiry.UnixMilli()
-	debt := false
 	for _, b := range l.b.Buckets {
-		var d int64
+		var back int64 // units given back; negative: owed
 		switch how {
 		case Settled:
 			if b.Tokens {
-				d = l.tokens - used
+				back = l.tokens - used
 			}
 		case Rejected:
 			if b.Tokens {
-				d = l.tokens
+				back = l.tokens
 			}
 		case Cancelled:
-			d = 1
+			back = 1
 			if b.Tokens {
-				d = l.tokens
+				back = l.tokens
 			}
 		}
-		if d == 0 {
-			continue
+		var d int64
+		switch {
+		case back > 0:
+			d = -b.Refund(back)
+		case back < 0:
+			// One overrun is charged at most one full bucket, so a wildly
+			// wrong estimate holds the budget back for at most a window more.
+			d = b.Charge(min(-back, b.Capacity))
 		}
-		if d < -b.Capacity {
-			d = -b.Capacity
+		if d != 0 {
+			args = append(args, b.Field, d)
 		}
-		debt = debt || d < 0
-		args = append(args, b.Field, d*1000)
-	}
-	args[2] = (len(args) - 3) / 2
-	if debt {
-		args = append(args, l.b.BucketArgs...)
 	}
 	return args
 }

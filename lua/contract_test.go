@@ -18,8 +18,10 @@ func TestContractAsDocumented(t *testing.T) {
 		rdb := b.Client(t)
 		tag := "{llmpacer:" + redistest.Name(t) + "}"
 		keys := []string{tag + ":s", tag + ":l"}
-		// rpm 60 (1 per second), tpm 6000 (100 per second); no rpd, tpd.
-		buckets := []any{"rpm", "tpm", "60", "60", "60000", "6000", "6000", "60000"}
+		// rpm 60 (1 per second: 1,000,000 µs a request, a span of 60 s),
+		// tpm 6000 (100 per second: 10,000 µs a token); no rpd, tpd. An
+		// interactive call's allowance is the span.
+		fields := []any{"rpm", "tpm"}
 		eval := func(script string, args ...any) []any {
 			t.Helper()
 			v, err := rdb.Eval(ctx, lua.Source(script), keys, args...).Slice()
@@ -28,15 +30,16 @@ func TestContractAsDocumented(t *testing.T) {
 			}
 			return v
 		}
-		acquire := func(id string, cost, maxWait int) []any {
-			return eval("acquire", append([]any{id, cost, 0, maxWait, 60000, 2, 200, 100}, buckets...)...)
+		acquire := func(id string, cost, maxWait int64) []any {
+			args := append([]any{id, 0, maxWait, 60000, 2, 50}, fields...)
+			return eval("acquire", append(args, 1_000_000, 60_000_000, cost*10_000, 60_000_000)...)
 		}
 
 		got := acquire("a", 5000, 0)
 		if got[0] != int64(1) || got[1] != int64(0) || got[3] != "" {
 			t.Fatalf("acquire a = %v; want {1, 0, now, ''}", got)
 		}
-		start := got[2].(int64)
+		start := got[2].(int64) / 1000
 		if again := acquire("a", 5000, 0); again[0] != int64(2) {
 			t.Errorf("acquire a again = %v; want code 2, nothing charged", again)
 		}
@@ -53,35 +56,35 @@ func TestContractAsDocumented(t *testing.T) {
 			t.Errorf("acquire e (both slots held) = %v; want {0, wait, now, 'concurrency'}", got)
 		}
 
-		// 5000 reserved, 1000 used: 4000 tokens back, in thousandths.
-		settle := []any{"a", start + 60000, 1, "tpm", 4000 * 1000}
+		// 5000 reserved, 1000 used: 4000 tokens back, 40 s of the bucket.
+		settle := []any{"a", start + 60000, "tpm", -4000 * 10_000}
 		if got := eval("settle", settle...); got[0] != int64(1) {
 			t.Errorf("settle a = %v; want {1, now}", got)
 		}
 		if got := eval("settle", settle...); got[0] != int64(0) {
 			t.Errorf("settle a twice = %v; want {0, now}", got)
 		}
-		snap := eval("snapshot", buckets...)
-		// tpm: 6000 - 5000 - 2000 (d) + 4000 (a's refund) = 3000, plus refill.
-		tpm := -1.0
-		if len(snap) == 5 {
-			tpm, _ = strconv.ParseFloat(snap[4].(string), 64)
+		snap := eval("snapshot", fields...)
+		// tpm: 6000 - 5000 - 2000 (d) + 4000 (a's refund) = 3000, plus refill:
+		// its TAT lies 3000 tokens (30 s) short of full, less the refill.
+		var tat int64 = -1
+		if len(snap) == 6 {
+			tat, _ = strconv.ParseInt(snap[5].(string), 10, 64)
 		}
-		if snap[2] != int64(1) || tpm < 3000 || tpm > 3100 {
-			t.Errorf("snapshot = %v; want {now, 0, 1 lease in flight, rpm, tpm >= 3000}", snap)
+		if short := tat - snap[3].(int64); snap[2] != int64(1) || short > 30_000_000 || short < 29_000_000 {
+			t.Errorf("snapshot = %v; want {now, 0, 1 lease in flight, now_us, rpm, tpm TAT 30 s ahead}", snap)
 		}
-		// An overrun is a debt: the bucket arguments follow the corrections.
+		// An overrun is a debt, taken from the TAT as it stands.
 		if got := acquire("g", 1000, 60000); got[0] != int64(1) {
 			t.Fatalf("acquire g = %v; want admitted", got)
 		}
-		debt := append([]any{"g", start + 600000, 1, "tpm", -2000 * 1000}, buckets...)
-		if got := eval("settle", debt...); got[0] != int64(1) {
+		if got := eval("settle", "g", start+600000, "tpm", 2000*10_000); got[0] != int64(1) {
 			t.Errorf("settle g with a debt = %v; want {1, now}", got)
 		}
 		if got := eval("pause", 5000); got[0].(int64) != 5000 {
 			t.Errorf("pause 5000 = %v; want 5000 remaining", got)
 		}
-		if got := eval("pause", 10, 1, "tpm", "6000", "6000", "60000"); got[0].(int64) < 4900 {
+		if got := eval("pause", 10, "tpm", 60_000_000-10_000, 120_000_000); got[0].(int64) < 4900 {
 			t.Errorf("pause 10 (lowering tpm) after pause 5000 = %v; want the longer pause kept", got)
 		}
 		if got := acquire("f", 1, 60000); got[0] != int64(0) || got[3] != "pause" {

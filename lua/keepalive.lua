@@ -10,7 +10,7 @@
 
 local state, leases = KEYS[1], KEYS[2]
 local id = ARGV[1]
-local now = now_ms()
+local _, now = clock()
 
 local score = redis.call('ZSCORE', leases, id)
 if not score then return {0, now, 0} end
@@ -19,15 +19,6 @@ if score <= now then return {0, now, 0} end
 local expiry = max(score, now + ARGV[2])
 redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
 local h = redis.call('HMGET', state, 'xp', 'pause')
-local need = expiry + 1000
-if need > (h[1] or 0) + 0 then
-  -- As store does: both keys, with slack, and never below a pause in force.
-  local xp = need + ceil((need - now) / 4)
-  redis.call('HSET', state, 'xp', fmt('%d', xp))
-  local p = (h[2] or 0) + 0
-  local ttl = xp - now
-  if p + 1000 > xp then ttl = p + 1000 - now end
-  redis.call('PEXPIRE', state, fmt('%d', ttl))
-  redis.call('PEXPIRE', leases, fmt('%d', xp - now))
-end
+-- As for an admission: both keys, and never below a pause in force.
+cover(state, leases, now, (h[1] or 0) + 0, max(expiry, (h[2] or 0) + 0), {}, 0)
 return {1, now, expiry}

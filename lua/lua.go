@@ -4,10 +4,15 @@
 // reply, and docs/lua-contract.md restates that contract for workers written
 // in other languages, which may share a budget by running the same scripts.
 //
-// prelude.lua is prepended to every script, so the refill rule and the key
-// expiry rule are written once. A worker in another language must send the
-// same concatenation (prelude, a newline, the script), which the Source
-// function returns.
+// prelude.lua is prepended to every script, so the clock and key expiry
+// rules are written once. A worker in another language must send the same
+// concatenation (prelude, a newline, the script), which the Source function
+// returns.
+//
+// A bucket is stored as one time (its GCRA theoretical arrival time, in
+// microseconds), and callers send each call's share of every bucket in
+// microseconds too; Bucket does that arithmetic, so that the scripts only
+// add and compare integers.
 //
 // Most users never import this package: package pacer runs the scripts.
 package lua

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -22,22 +21,18 @@ import (
 
 // The scripts against internal/model, the differential way: one sequence of
 // acquires, settles, keepalives, pauses and clock steps goes to both, and
-// every reply and, after every step, every level the snapshot script reports
-// must agree.
+// every reply and, after every step, every bucket's TAT the snapshot script
+// reports must agree, exactly: they are integers.
 //
-// On miniredis the test sets the clock (Mini.SetTime) and the comparison is
-// exact, levels included: gopher-lua computes with float64 as the model does,
-// and prints a level in the shortest form that reads back the same.
-//
-// A real Redis has a real clock, but every reply carries the now_ms the
-// script read, and the model is a pure function of it; so the real lane is
-// exact too, driven by the replies' clocks. It runs the same steps on a time
-// axis compressed 10,000 times (a 70 s step is a 7 ms sleep, a 60 s window
-// 6 ms; a step back is skipped), so leases expire and buckets refill within
-// the test. Its levels are compared to within 1e-12 relative, since Redis's
-// Lua prints numbers with %.14g. What this lane adds is Redis's own Lua 5.1
-// against gopher-lua. It relies on no key of the budget expiring mid-run,
-// which takes a second of idleness (see package model).
+// On miniredis the test sets the clock (Mini.SetTime). A real Redis has a
+// real clock, but every reply carries the clock the script read, and the
+// model is a pure function of it; so the real lane is exact too, driven by
+// the replies' clocks. It runs the same steps on a time axis compressed
+// 10,000 times (a 70 s step is a 7 ms sleep, a 60 s window 6 ms; a step back
+// is skipped), so leases expire and buckets refill within the test. What
+// this lane adds is Redis's own Lua 5.1 against gopher-lua. It relies on no
+// key of the budget expiring mid-run, which takes a second of idleness (see
+// package model).
 func TestScriptsMatchModel(t *testing.T) {
 	// Three budgets, 100 random steps each (the same steps on both lanes).
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -77,7 +72,7 @@ func TestScriptsMatchModel(t *testing.T) {
 		b := redistest.Real(t)
 		rdb := b.Client(t)
 		for _, in := range inputs {
-			l := lane{rdb: rdb, scale: 10_000, tol: 1e-12, name: redistest.Name(t)}
+			l := lane{rdb: rdb, scale: 10_000, name: redistest.Name(t)}
 			t.Cleanup(func() { rdb.Del(context.Background(), l.keys()...) })
 			runScenario(t, l, in, 100)
 		}
@@ -209,10 +204,8 @@ func (r *reader) u16() uint16 { return uint16(r.byte())<<8 | uint16(r.byte()) }
 type lane struct {
 	rdb  redis.Scripter
 	mini *miniredis.Miniredis // set: the test sets the clock; nil: it runs by itself
-	// scale divides every duration of the scenario; tol is the relative
-	// tolerance on levels (0: exact).
+	// scale divides every duration of the scenario.
 	scale int64
-	tol   float64
 	name  string // the budget's name; "" for "model"
 }
 
@@ -238,7 +231,7 @@ type acquireArgs struct {
 	cost         int64
 	batch        bool
 	maxWait, ttl int64
-	hold         int64 // the caller's mean hold time, ms
+	spacing      int64 // ms between slot waiters, as the caller computes it
 }
 
 // runner drives one scenario through a lane and the model.
@@ -247,8 +240,8 @@ type runner struct {
 	lane   lane
 	sc     scenario
 	keys   []string
-	bk     model.Buckets // the bucket arguments sent now
-	bargs  []any         // the same, as ARGV
+	bk     model.Buckets // the buckets configured now
+	fields []any         // their fields, as ARGV
 	m      model.Budget
 	now    int64 // the clock set on miniredis
 	last   int64 // the now_ms of the latest reply
@@ -277,15 +270,12 @@ func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int
 }
 
 func (r *runner) setBuckets(bk model.Buckets) {
-	r.bk, r.bargs = bk, nil
-	var nums []any
+	r.bk, r.fields = bk, nil
 	for i, b := range bk {
 		if b.Cap > 0 {
-			r.bargs = append(r.bargs, model.Name(i))
-			nums = append(nums, b.Cap, b.Refill, b.Window)
+			r.fields = append(r.fields, model.Name(i))
 		}
 	}
-	r.bargs = append(r.bargs, nums...)
 }
 
 // reconfigure reads a's bit 0 (halve every capacity) and bit 1 (leave bucket
@@ -357,7 +347,7 @@ func (r *runner) newCall(s step) acquireArgs {
 		batch:   s.a&3 == 0,
 		maxWait: maxWait / r.lane.scale,
 		ttl:     max(1, ttl/r.lane.scale),
-		hold:    max(1, (1+int64(s.c%500))/r.lane.scale),
+		spacing: max(1, (1+int64(s.c%500))/r.lane.scale),
 	}
 }
 
@@ -367,12 +357,22 @@ func (r *runner) acquire(c acquireArgs) {
 	if c.batch {
 		prio = 1
 	}
-	got := r.eval(lua.Acquire, append([]any{c.id, c.cost, prio, c.maxWait, c.ttl, r.sc.conc, r.sc.floor, c.hold}, r.bargs...)...)
-	now := r.replyNow(got, 2)
-	code, wait, reason := r.m.Acquire(now, c.id, c.cost, c.batch, c.maxWait, c.ttl, r.sc.conc, r.sc.floor, c.hold, r.bk)
-	r.logf("  acquire %+v at %d = %v; model {%d %d %q}", c, now, got, code, wait, reason)
+	slots := int64(0)
+	if r.sc.conc > 0 {
+		slots = model.Slots(r.sc.conc, c.batch, r.sc.floor)
+	}
+	cs := model.Charges(r.bk, c.cost, c.batch, r.sc.floor)
+	args := append([]any{c.id, prio, c.maxWait, c.ttl, slots, c.spacing}, r.fields...)
+	for _, ch := range cs {
+		args = append(args, ch.Charge, ch.Allow)
+	}
+	got := r.eval(lua.Acquire, args...)
+	us := r.replyNow(got, 2, true)
+	code, wait, reason := r.m.Acquire(us, c.id, c.batch, c.maxWait, c.ttl, slots, c.spacing, cs)
+	r.logf("  acquire %+v at %d = %v; model {%d %d %q}", c, us, got, code, wait, reason)
 	r.check(len(got) == 4 && got[0] == int64(code) && got[1] == wait && got[3] == reason,
 		"acquire %+v = %v; model says {%d %d now %q}", c, got, code, wait, reason)
+	now := us / 1000
 	kind := fmt.Sprintf("acquire %d %s", code, reason)
 	if code == 1 && wait > 0 {
 		kind = "acquire 1 later"
@@ -400,38 +400,15 @@ func (r *runner) settle(s step) {
 	v := int64(s.c >> 3)
 	used := [...]int64{l.cost, l.cost, v % (l.cost + 1), v % (l.cost + 1),
 		l.cost + v%(l.cost+1), l.cost + v%(l.cost+1), l.cost + v%(l.cost+1), l.cost + v%256*50}[s.c&7]
-	args := []any{l.id, expiry, 0}
-	var deltas []model.Delta
-	debt := false
-	for i, b := range r.bk {
-		if b.Cap == 0 {
-			continue
-		}
-		tok := i == model.TPM || i == model.TPD
-		var d int64
-		switch {
-		case mode == "settle" && tok:
-			d = l.cost - used
-		case (mode == "reject" || mode == "cancel") && tok:
-			d = l.cost
-		case mode == "cancel":
-			d = 1
-		}
-		if d == 0 {
-			continue
-		}
-		d = max(d, -b.Cap) * 1000
-		debt = debt || d < 0
-		deltas = append(deltas, model.Delta{Bucket: i, Milli: d})
-		args = append(args, model.Name(i), d)
-	}
-	args[2] = len(deltas)
-	if debt {
-		args = append(args, r.bargs...)
+	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Cancelled, "reject": model.Rejected}[mode]
+	deltas := model.Deltas(r.bk, how, l.cost, used)
+	args := []any{l.id, expiry}
+	for _, d := range deltas {
+		args = append(args, model.Name(d.Bucket), d.Us)
 	}
 	got := r.eval(lua.Settle, args...)
-	now := r.replyNow(got, 1)
-	want := r.m.Settle(now, l.id, expiry, deltas, r.bk)
+	us := r.replyNow(got, 1, true)
+	want := r.m.Settle(us, l.id, expiry, deltas)
 	r.logf("  settle %s %s reserved=%d used=%d expiry=%d %v = %v; model %d", l.id, mode, l.cost, used, expiry, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, mode, got, want)
 	l.open = false
@@ -444,7 +421,7 @@ func (r *runner) keepAlive(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	ttl := max(1, (1+2*int64(s.c))/r.lane.scale)
 	got := r.eval(lua.KeepAlive, l.id, ttl)
-	now := r.replyNow(got, 1)
+	now := r.replyNow(got, 1, false)
 	code, expiry := r.m.KeepAlive(now, l.id, ttl)
 	r.logf("  keepalive %s %d = %v; model {%d %d}", l.id, ttl, got, code, expiry)
 	r.check(len(got) == 3 && got[0] == int64(code) && got[2] == expiry,
@@ -457,7 +434,7 @@ func (r *runner) keepAlive(s step) {
 
 func (r *runner) pause(ms int64) {
 	got := r.eval(lua.Pause, ms)
-	now := r.replyNow(got, 1)
+	now := r.replyNow(got, 1, false)
 	want := r.m.Pause(now, ms)
 	r.logf("  pause %d = %v; model %d", ms, got, want)
 	r.check(len(got) == 2 && got[0] == want, "pause %d = %v; model says {%d now}", ms, got, want)
@@ -486,37 +463,31 @@ func (r *runner) pick(all bool, x uint16) *lease {
 	return open[int(x&0x7fff)%len(open)]
 }
 
+// compareSnapshot compares what snapshot.lua reports with the model: the
+// pause, the leases in flight and every bucket's TAT, exactly (they are
+// integers, and the model is a pure function of the clock the replies
+// carry).
 func (r *runner) compareSnapshot() {
-	got := r.eval(lua.Snapshot, r.bargs...)
-	now := r.replyNow(got, 0)
-	want := r.m.Snapshot(now, r.bk)
-	n := 0
-	for _, b := range r.bk {
-		if b.Cap > 0 {
-			n++
-		}
-	}
-	ok := len(got) == 3+n && got[1] == want.PauseRemaining && got[2] == want.InFlight
-	j := 3
+	got := r.eval(lua.Snapshot, r.fields...)
+	r.replyNow(got, 0, false)
+	us := r.replyNow(got, 3, true)
+	want := r.m.Snapshot(us)
+	ok := len(got) == 4+len(r.fields) && got[1] == want.PauseRemaining && got[2] == want.InFlight
+	j := 4
+	var tats []string
 	for i := 0; ok && i < 4; i++ {
-		if r.bk[i].Cap > 0 {
-			ok = r.levelMatches(got[j], want.Levels[i])
-			j++
+		if r.bk[i].Cap == 0 {
+			continue
 		}
+		w := ""
+		if want.Stored[i] {
+			w = strconv.FormatInt(want.TATs[i], 10)
+		}
+		tats = append(tats, w)
+		ok = got[j] == w
+		j++
 	}
-	r.check(ok, "snapshot = %v; model says {now %d %d %v}", got, want.PauseRemaining, want.InFlight, want.Levels)
-}
-
-func (r *runner) levelMatches(got any, want float64) bool {
-	s, ok := got.(string)
-	if !ok {
-		return false
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return false
-	}
-	return v == want || math.Abs(v-want) <= r.lane.tol*max(1, math.Abs(want))
+	r.check(ok, "snapshot = %v; model says {now %d %d us %v}", got, want.PauseRemaining, want.InFlight, tats)
 }
 
 // eval runs s with the budget's keys, as a worker in any language would.
@@ -529,18 +500,26 @@ func (r *runner) eval(s *redis.Script, args ...any) []any {
 	return v
 }
 
-// replyNow returns the now_ms at got[i] and checks it against the clock set
-// on miniredis.
-func (r *runner) replyNow(got []any, i int) int64 {
+// replyNow returns the clock at got[i] (µs if micro, else ms) and checks it
+// against the clock set on miniredis.
+func (r *runner) replyNow(got []any, i int, micro bool) int64 {
 	r.t.Helper()
 	now, ok := any(nil), false
 	if i < len(got) {
 		now = got[i]
 		_, ok = now.(int64)
 	}
-	r.check(ok && (r.lane.mini == nil || now == r.now), "reply %v: now_ms at [%d]; want %d", got, i, r.now)
-	r.last = now.(int64)
-	return r.last
+	want := r.now
+	if micro {
+		want *= 1000
+	}
+	r.check(ok && (r.lane.mini == nil || now == want), "reply %v: clock at [%d]; want %d", got, i, want)
+	v := now.(int64)
+	r.last = v
+	if micro {
+		r.last = v / 1000
+	}
+	return v
 }
 
 func (r *runner) logf(format string, args ...any) {

@@ -3,48 +3,41 @@
 -- A pause only ever grows: a shorter pause than the one set changes nothing.
 --
 -- KEYS[1]  state hash
--- KEYS[2]  lease zset (unused)
+-- KEYS[2]  lease zset (its TTL is kept with the hash's: see cover)
 -- ARGV[1]  pause in ms (integer > 0)
--- ARGV[2]  optional: the call's cost in tokens (integer >= 0); with it,
--- ARGV[3..] the bucket arguments (see prelude.lua) of the buckets to lower
+-- ARGV[2..] optional triples, one per bucket to lower: its field, an offset
+--          and a limit in µs (integers): the bucket's span less the refused
+--          call's charge (its share, at most the capacity), and twice the span
 --
 -- A 429 means the budget believed in room the provider did not have. Pausing
 -- alone leaves it as far ahead when the pause ends, with the pause's refill
--- banked on top. So each bucket named is lowered to at most what the call
--- needs (its cost, or 1 request) minus the refill over the pause: when the
--- pause ends the bucket holds just that call's share, as the provider's
--- retry delay says. A level never goes below minus one full bucket.
+-- banked on top. So each bucket sent is lowered to hold, when the pause
+-- ends, just the refused call's share, as the provider's retry delay says:
+-- its TAT moves to at least the pause's end plus the offset. A bucket never
+-- goes below minus one full bucket: the TAT stays within the limit of now.
 --
 -- Returns {remaining_ms, now_ms}: the pause in force after this call.
---
--- The pause may come before any lease exists, so it extends the hash's own
--- TTL and leaves xp alone (see store in prelude.lua).
 
 local state = KEYS[1]
-local ms = ARGV[1] + 0
-local now = now_ms()
-
-if not ARGV[2] then
-  local pause = (redis.call('HGET', state, 'pause') or 0) + 0
-  if now + ms > pause then
-    pause = now + ms
-    redis.call('HSET', state, 'pause', fmt('%d', pause))
-    extend(state, now, pause)
+local us, now = clock()
+local fields = {'pause', 'xp'}
+for a = 2, #ARGV, 3 do fields[#fields + 1] = ARGV[a] end
+local h = redis.call('HMGET', state, unpack(fields))
+local pause = max((h[1] or 0) + 0, now + ARGV[1])
+local args = {'pause', fmt('%d', pause)}
+local ms = pause
+for a = 2, #ARGV, 3 do
+  local target = us + (pause - now) * 1000 + ARGV[a + 1]
+  local limit = us + ARGV[a + 2]
+  if target > limit then target = limit end
+  local s = h[3 + (a - 2) / 3]
+  if not s or s + 0 < target then
+    args[#args + 1] = ARGV[a]
+    args[#args + 1] = fmt('%d', target)
+    if target / 1000 > ms then ms = target / 1000 end
   end
-  return {pause - now, now}
 end
-
-local cost = ARGV[2] + 0
-local n, v, h, ts = load(state, 3, now)
-local pause = max((h[3] or 0) + 0, now + ms)
-for k = 1, n do
-  local f = ARGV[2 + k]
-  local need = 1
-  if f == 'tpm' or f == 'tpd' then need = cost end
-  local cap = v[3 * k - 2]
-  local target = math.min(need, cap) - (pause - now) * v[3 * k - 1]
-  if target < -cap then target = -cap end
-  if v[3 * k] > target then v[3 * k] = target end
+if #args > 2 or pause > (h[1] or 0) + 0 then
+  cover(state, KEYS[2], now, (h[2] or 0) + 0, ms, args, #args)
 end
-store(state, nil, 3, n, v, now, ts, 0, pause, {'pause', fmt('%d', pause)}, 2)
 return {pause - now, now}

@@ -2,17 +2,17 @@
 --
 -- KEYS[1]  state hash
 -- KEYS[2]  lease zset
--- ARGV[1..] bucket arguments (see prelude.lua)
+-- ARGV[1..] the configured buckets' fields
 --
--- Returns {now_ms, pause_remaining_ms, leases_in_flight, levels...}: one level
--- per bucket, in the order of the arguments, as a string (a float; it may be
--- negative).
+-- Returns {now_ms, pause_remaining_ms, leases_in_flight, now_us, tats...}: one
+-- TAT (µs) per field, in the order sent, as a string, '' when none is
+-- stored (the bucket is full).
 
 local state, leases = KEYS[1], KEYS[2]
-local now = now_ms()
-local n, v, h = load(state, 1, now)
+local us, now = clock()
+local h = redis.call('HMGET', state, 'pause', unpack(ARGV))
 local pause = 0
-if h[3] and h[3] - now > 0 then pause = h[3] - now end
-local out = {now, pause, redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), '+inf')}
-for k = 1, n do out[3 + k] = tostring(v[3 * k]) end
+if h[1] and h[1] - now > 0 then pause = h[1] - now end
+local out = {now, pause, redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE), us}
+for k = 1, #ARGV do out[4 + k] = h[1 + k] or '' end
 return out

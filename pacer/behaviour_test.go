@@ -405,7 +405,9 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 // Every key of a budget carries a TTL after every script, whatever the order
 // of calls (a pause before any lease, a lease set emptied by settles, a debt
 // during a pause), and the state hash outlives a pause in force: an idle
-// budget must vanish by itself, and a key without a TTL never would.
+// budget must vanish by itself, and a key without a TTL never would. Without
+// the lease set's sentinel member this fails: the set emptied by a settle is
+// deleted, and the next acquire recreates it without a TTL.
 func TestKeysAlwaysCarryATTL(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()

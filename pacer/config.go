@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/lua"
 )
 
 // Limits are a provider's limits for one API key or deployment, as the
@@ -144,7 +145,7 @@ type bucket struct {
 	field    string        // its state hash field: rpm, tpm, rpd, tpd
 	limit    int64         // per window, after headroom
 	capacity float64       // burst
-	refill   int64         // per window
+	lb       lua.Bucket    // as the scripts see it
 	perMs    float64       // refill per millisecond
 	window   time.Duration // the limit's window
 }
@@ -160,23 +161,9 @@ type settings struct {
 	leaseTTL     time.Duration
 	maxWait      time.Duration
 	observe      func(Event)
-	bucketArgs   []any // the configured buckets' field names, then capacity, refill, window ms of each
-	acquireArgs  []any // lease TTL, concurrency, floor: acquire's ARGV after the call's own
+	keep         float64 // batchFloor, or 0 with no floor
+	fields       []any   // the configured buckets' fields, boxed once
 	leaseBuckets []lease.Bucket
-}
-
-// bucketArgsFor returns the scripts' bucket arguments (see lua/prelude.lua)
-// for the configured buckets among those keep says, nil if none is.
-func (s *settings) bucketArgsFor(keep func(i int) bool) []any {
-	var names, nums []any
-	for i, b := range s.buckets {
-		if b.limit == 0 || !keep(i) {
-			continue
-		}
-		names = append(names, b.field)
-		nums = append(nums, int64(b.capacity), b.refill, b.window.Milliseconds())
-	}
-	return append(names, nums...)
 }
 
 func (c Config) settings() (settings, error) {
@@ -269,16 +256,15 @@ func (c Config) settings() (settings, error) {
 		} else if burst == 0 {
 			burst = limit
 		}
-		// Integers only: the script divides them, and parsing a long float in
-		// Lua costs more than the division.
 		s.buckets[i] = bucket{
-			name: sp.name, field: sp.field, limit: limit, capacity: float64(burst), refill: int64(refill),
+			name: sp.name, field: sp.field, limit: limit, capacity: float64(burst),
+			lb:    lua.NewBucket(sp.field, burst, int64(refill), sp.window),
 			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
 		}
-		s.leaseBuckets = append(s.leaseBuckets, lease.Bucket{Field: sp.field, Tokens: i == 1 || i == 3, Capacity: burst})
+		s.fields = append(s.fields, sp.field)
+		s.leaseBuckets = append(s.leaseBuckets, lease.Bucket{Bucket: s.buckets[i].lb, Tokens: i == 1 || i == 3})
 	}
-	s.bucketArgs = s.bucketArgsFor(func(int) bool { return true })
-	s.acquireArgs = []any{s.leaseTTL.Milliseconds(), s.limits.Concurrency, s.floorMilli}
+	s.keep = float64(s.floorMilli) / 1000
 	return s, nil
 }
 

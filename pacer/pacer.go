@@ -67,7 +67,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	tag := "{" + s.prefix + ":" + s.name + "}"
 	p := &Pacer{rdb: rdb, s: s, keys: []string{tag + ":s", tag + ":l"}}
 	p.budget = &lease.Budget{
-		Client: rdb, Keys: p.keys, Buckets: s.leaseBuckets, BucketArgs: s.bucketArgs, TTL: s.leaseTTL,
+		Client: rdb, Keys: p.keys, Buckets: s.leaseBuckets, TTL: s.leaseTTL,
 		NoRefund: s.noRefund, Ended: p.ended,
 	}
 	return p, nil
@@ -268,16 +268,7 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, time.Duratio
 }
 
 func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration) (reply, error) {
-	args := make([]any, 0, 8+len(p.s.bucketArgs))
-	prio := 0
-	if r.Priority == Batch {
-		prio = 1
-	}
-	args = append(args, id, r.Tokens, prio, maxWait.Milliseconds())
-	args = append(args, p.s.acquireArgs...) // TTL, concurrency, floor: boxed once
-	args = append(args, p.meanHold())
-	args = append(args, p.s.bucketArgs...)
-
+	args := p.acquireArgs(id, r, maxWait)
 	v, err := p.call(ctx, lua.Acquire, args, func(v any) {
 		// The reply came after the caller gave up: give the lease back.
 		if rep, err := decodeAcquire(v); err == nil && (rep.code == codeAdmitted || rep.code == codeAlready) {
@@ -296,14 +287,42 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	return rep, nil
 }
 
-// meanHold is the mean ms this process's calls held their slot (100 until
-// one ends), as the acquire script takes it.
-func (p *Pacer) meanHold() int64 {
-	h := p.hold.Load()
-	if h == 0 {
-		return 100
+// acquireArgs returns acquire.lua's ARGV for r: everything the script
+// would otherwise parse and divide is computed here, once per call.
+func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration) []any {
+	s := &p.s
+	batch, slots, spacing := 0, int64(0), int64(1)
+	if r.Priority == Batch {
+		batch = 1
 	}
-	return max(1, int64(math.Round(math.Float64frombits(h))))
+	if c := s.limits.Concurrency; c > 0 {
+		slots = c
+		if batch == 1 {
+			slots = c - int64(math.Floor(float64(c)*s.keep))
+		}
+		// Slots free up one every mean hold time / limit: the spacing
+		// between two waiters (100 ms held until a lease of this Pacer ends).
+		hold := 100.0
+		if h := p.hold.Load(); h != 0 {
+			hold = math.Float64frombits(h)
+		}
+		spacing = max(1, int64(math.Ceil(hold/float64(c))))
+	}
+	args := make([]any, 0, 6+3*len(s.fields))
+	args = append(args, id, batch, maxWait.Milliseconds(), s.leaseTTL.Milliseconds(), slots, spacing)
+	args = append(args, s.fields...)
+	for _, b := range s.leaseBuckets {
+		units := int64(1)
+		if b.Tokens {
+			units = r.Tokens
+		}
+		allow := b.Span
+		if batch == 1 {
+			allow = b.Allowance(s.keep)
+		}
+		args = append(args, b.Charge(units), allow)
+	}
+	return args
 }
 
 // call runs a script bounded by ctx (see lua.Run).
@@ -338,16 +357,26 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	if r.Tokens < 0 || r.Tokens > maxTokens {
 		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
 	}
-	lower := func(i int) bool { return i == 0 || i == 1 } // rpm, tpm
+	lower := map[string]bool{"rpm": true, "tpm": true}
 	switch limit {
 	case classify.LimitRequests:
-		lower = func(i int) bool { return i == 0 }
+		lower = map[string]bool{"rpm": true}
 	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
-		lower = func(i int) bool { return i == 1 }
+		lower = map[string]bool{"tpm": true}
 	}
+	// Each bucket lowered holds, when the pause ends, just the refused
+	// call's share (at most a full bucket); never less than minus one full
+	// bucket (see lua/pause.lua).
 	var args []any
-	if b := p.s.bucketArgsFor(lower); len(b) > 0 {
-		args = append([]any{r.Tokens}, b...)
+	for _, b := range p.s.leaseBuckets {
+		if !lower[b.Field] {
+			continue
+		}
+		units := int64(1)
+		if b.Tokens {
+			units = min(r.Tokens, b.Capacity)
+		}
+		args = append(args, b.Field, b.Span-b.Charge(units), 2*b.Span)
 	}
 	return p.pause(ctx, d, args)
 }

@@ -38,5 +38,5 @@ func decodeAcquire(v any) (reply, error) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || code < codeTooLarge || code > codeAlready || wait < 0 {
 		return reply{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 	}
-	return reply{code: code, wait: time.Duration(wait) * time.Millisecond, now: time.UnixMilli(now), reason: reason}, nil
+	return reply{code: code, wait: time.Duration(wait) * time.Millisecond, now: time.UnixMicro(now), reason: reason}, nil
 }

@@ -2,6 +2,7 @@ package pacer
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -52,20 +53,18 @@ func (p *Pacer) checkRequest(r Request) error {
 	if r.MaxWait < 0 || r.MaxWait > maxDur {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
-	for _, b := range p.s.buckets {
-		if b.limit == 0 {
-			continue
+	// The same comparison as acquire.lua's, on the same integers.
+	for _, b := range p.s.leaseBuckets {
+		need := int64(1)
+		if b.Tokens {
+			need = r.Tokens
 		}
-		need := 1.0
-		if b.name[0] == 'T' {
-			need = float64(r.Tokens)
+		name := strings.ToUpper(b.Field)
+		if b.Charge(need) > b.Span {
+			return fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise Limits.%s/Burst.%s", ErrTooLarge, r.Tokens, name, b.Capacity, name, name)
 		}
-		if need > b.capacity {
-			return fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise Limits.%s/Burst.%s", ErrTooLarge, r.Tokens, b.name, int64(b.capacity), b.name, b.name)
-		}
-		// The same rule as acquire.lua, whose arithmetic this mirrors.
-		if r.Priority == Batch && need+b.capacity*float64(p.s.floorMilli)/1000 > b.capacity {
-			return fmt.Errorf("%w: a batch call may not take the last %.0f%% of the %s bucket (capacity %d), so %d tokens can never fit; send it as Interactive, split it, or lower Config.BatchFloor", ErrTooLarge, 100*float64(p.s.floorMilli)/1000, b.name, int64(b.capacity), r.Tokens)
+		if r.Priority == Batch && b.Charge(need) > b.Allowance(p.s.keep) {
+			return fmt.Errorf("%w: a batch call may not take the last %.0f%% of the %s bucket (capacity %d), so %d tokens can never fit; send it as Interactive, split it, or lower Config.BatchFloor", ErrTooLarge, 100*p.s.keep, name, b.Capacity, r.Tokens)
 		}
 	}
 	return nil

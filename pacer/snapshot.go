@@ -47,7 +47,7 @@ type Snapshot struct {
 
 // Snapshot reads the budget without changing it.
 func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
-	v, err := p.call(ctx, lua.Snapshot, p.s.bucketArgs, nil)
+	v, err := p.call(ctx, lua.Snapshot, p.s.fields, nil)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -60,10 +60,10 @@ func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
 
 func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 3+len(p.s.leaseBuckets) {
+	if !ok || len(a) != 4+len(p.s.fields) {
 		return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 	}
-	ints, err := lua.Int64s(a[:3], 3)
+	ints, err := lua.Int64s(a[:4], 4)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -78,7 +78,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		s.MeanHold = time.Duration(math.Float64frombits(h) * float64(time.Millisecond))
 	}
 	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
-	j := 3
+	j := 4
 	for i, b := range p.s.buckets {
 		if b.limit == 0 {
 			continue
@@ -88,11 +88,13 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		if !ok {
 			return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
 		}
-		level, err := strconv.ParseFloat(str, 64)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("%w: level %q", lua.ErrReply, str)
+		var tat int64
+		if str != "" {
+			if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
+				return Snapshot{}, fmt.Errorf("%w: %s TAT %q", lua.ErrReply, b.field, str)
+			}
 		}
-		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: level, PerSecond: b.perMs * 1000}
+		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.lb.Level(ints[3], tat, str != ""), PerSecond: b.perMs * 1000}
 	}
 	return s, nil
 }

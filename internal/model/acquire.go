@@ -2,23 +2,29 @@ package model
 
 import "math"
 
+// Charge is one bucket's part of an acquire, as the caller sends it: the
+// call's charge and its allowance, in µs (see acquire.lua).
+type Charge struct {
+	Bucket        int
+	Charge, Allow int64
+}
+
 // Acquire mirrors acquire.lua: it admits one call against every limit, all
-// or nothing, or says how long until it could be. The parameters follow the
-// script's ARGV in order (batch is priority 1, floorMilli the batch floor in
-// thousandths, hold the caller's mean hold time in ms), and the results are its reply without now_ms:
+// or nothing, or says how long until it could be. us is the script's clock;
+// the other parameters follow its ARGV (slots 0: no concurrency limit), and
+// the results are its reply without now_us:
 //
 //   - 1, wait, reason: admitted, the lease held until now+wait+ttl and every
 //     bucket charged; reason names the bucket that set a wait > 0.
 //   - 2, wait, "": id is already in the lease set (a retry), nothing charged.
 //   - 0, wait, reason: not admitted; the queues qc or qb may have moved.
-//   - -1, 0, reason: the call's share (plus, for batch, the floor) exceeds
-//     the capacity of bucket reason: it can never be admitted.
-func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, ttl, conc, floorMilli, hold int64, bs Buckets) (code int, wait int64, reason string) {
-	n, c, mw := float64(now), float64(cost), float64(maxWait)
-	floor := float64(floorMilli) / 1000
-	lv, ts := b.load(now, bs)
+//   - -1, 0, reason: the charge exceeds the allowance in bucket reason: the
+//     call can never be admitted.
+func (b *Budget) Acquire(us int64, id string, batch bool, maxWait, ttl, slots, spacing int64, cs []Charge) (code int, wait int64, reason string) {
+	now := us / 1000
+	n := float64(now)
 
-	// deny answers 0, or 2 when id is still in the lease set, expired or not.
+	// deny answers 0, or 2 when id is still in the lease set, ended or not.
 	// Whatever the path changed before (a queue) stays changed.
 	deny := func(wait int64, reason string) (int, int64, string) {
 		if held, ok := b.leases[id]; ok {
@@ -27,55 +33,46 @@ func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, 
 		return 0, wait, reason
 	}
 
-	// A call whose share (plus, for batch, the floor) exceeds a capacity
-	// can never be admitted.
-	for i, k := range lv {
-		if !k.on {
-			continue
+	var tats [4]int64
+	var wus, sus int64 // the longest wait and its bucket's charge, µs
+	for _, c := range cs {
+		if c.Charge > c.Allow {
+			return -1, 0, Name(c.Bucket)
 		}
-		need := 1.0
-		if isToken(i) {
-			need = c
-		}
-		if batch {
-			need += float64(k.cap * floor)
-		}
-		if need > k.cap {
-			return -1, 0, Name(i)
+		tat := b.from(c.Bucket, us) + c.Charge
+		tats[c.Bucket] = tat
+		if w := tat - us - c.Allow; w > wus {
+			wus, reason, sus = w, Name(c.Bucket), c.Charge
 		}
 	}
+	w, sp := float64(wus)/1000, float64(sus)/1000
+
 	if b.pause > now {
 		return deny(b.pause-now, "pause")
 	}
-	if conc > 0 {
-		if w, full := b.concurrencyWait(now, batch, maxWait, ttl, conc, hold, floor); full {
-			return deny(w, "concurrency")
+	if slots > 0 && b.inFlight(now) >= slots {
+		latest := float64(ttl)
+		if first, ok := b.firstExpiry(now); ok {
+			latest = float64(first - now)
 		}
+		qc := float64(b.qc)
+		if qc < n {
+			qc = n
+		}
+		qc = math.Ceil(qc + float64(spacing))
+		wc := qc - n
+		if wc > latest {
+			wc = math.Ceil(latest)
+		}
+		if wc < 1 {
+			wc = 1
+		}
+		if maxWait > 0 && wc <= float64(maxWait) {
+			b.qc = int64(qc)
+		}
+		return deny(int64(wc), "concurrency")
 	}
-
-	// How long until every bucket has this call's share (for batch, plus
-	// the floor kept for interactive calls). The first bucket with the
-	// longest wait names it; spacing is the time its refill takes for c.
-	var w, spacing float64
-	for i, k := range lv {
-		if !k.on {
-			continue
-		}
-		ci := 1.0
-		if isToken(i) {
-			ci = c
-		}
-		need := ci
-		if batch {
-			need = ci + float64(k.cap*floor)
-		}
-		if need > k.level {
-			if wi := (need - k.level) / k.rate; wi > w {
-				w, reason, spacing = wi, Name(i), ci/k.rate
-			}
-		}
-	}
-	if w > 0 && (batch || w > mw) {
+	if w > 0 && (batch || w > float64(maxWait)) {
 		// Batch calls never reserve ahead; a batch waiter willing to wait is
 		// spaced along qb instead.
 		if batch && maxWait > 0 {
@@ -83,29 +80,19 @@ func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, 
 			if qb < n+w {
 				qb = n + w
 			} else {
-				qb += spacing
+				qb += sp
 			}
-			if qb-n <= mw {
-				b.qb = int64(math.Ceil(qb))
+			if qb-n <= float64(maxWait) {
+				qb = math.Ceil(qb)
+				b.qb = int64(qb)
 				w = qb - n
 			}
 		}
 		return deny(int64(math.Ceil(w)), reason)
 	}
 
-	// Admit: the buckets go below zero when the turn lies ahead.
-	for i := range lv {
-		if !lv[i].on {
-			continue
-		}
-		if isToken(i) {
-			lv[i].level -= c
-		} else {
-			lv[i].level--
-		}
-	}
-	start := now + int64(math.Ceil(w))
-	expiry := start + ttl
+	// Admit: the TATs move past their allowance when the turn lies ahead.
+	wait = int64(math.Ceil(w))
 	if held, ok := b.leases[id]; ok {
 		// ZADD NX found the id: a retry; nothing is stored.
 		return 2, max(held-ttl-now, 0), ""
@@ -113,51 +100,12 @@ func (b *Budget) Acquire(now int64, id string, cost int64, batch bool, maxWait, 
 	if b.leases == nil {
 		b.leases = make(map[string]int64)
 	}
-	b.leases[id] = expiry
+	b.leases[id] = now + wait + ttl
 	if now%16 == 0 {
 		b.reap(now)
 	}
-	b.store(now, ts, lv)
-	return 1, int64(math.Ceil(w)), reason
-}
-
-// concurrencyWait mirrors acquire.lua's concurrency check. full reports that
-// no slot is free for this call (batch calls leave the floor's share of the
-// slots); then wait is when to come back, spaced along the virtual queue qc
-// by the caller's mean hold time over the limit and capped by the earliest live
-// expiry. A waiter that will wait (maxWait > 0 and wait <= maxWait) takes its
-// place in the queue.
-func (b *Budget) concurrencyWait(now int64, batch bool, maxWait, ttl, conc, hold int64, floor float64) (wait int64, full bool) {
-	allowed := conc
-	if batch {
-		allowed = conc - int64(math.Floor(float64(conc)*floor))
+	for _, c := range cs {
+		b.tat[c.Bucket], b.stored[c.Bucket] = tats[c.Bucket], true
 	}
-	if b.inFlight(now) < allowed {
-		return 0, false
-	}
-	n := float64(now)
-	spacing := float64(hold) / float64(conc)
-	if spacing < 1 {
-		spacing = 1
-	}
-	latest := float64(ttl)
-	if first, ok := b.firstExpiry(now); ok {
-		latest = float64(first - now)
-	}
-	qc := float64(b.qc)
-	if qc < n {
-		qc = n
-	}
-	qc += spacing
-	w := math.Ceil(qc - n)
-	if w > latest {
-		w = math.Ceil(latest)
-	}
-	if w < 1 {
-		w = 1
-	}
-	if maxWait > 0 && w <= float64(maxWait) {
-		b.qc = int64(math.Ceil(qc))
-	}
-	return int64(w), true
+	return 1, wait, reason
 }

@@ -10,8 +10,7 @@ const maxReap = 100
 
 // KeepAlive mirrors keepalive.lua: a live lease's expiry moves to now+ttl if
 // that is later. It returns 1 and the expiry in force, or 0, 0 when id is
-// unknown, ended or already expired (its slot was counted free; it stays
-// over).
+// unknown or already expired (its slot was counted free; it stays over).
 func (b *Budget) KeepAlive(now int64, id string, ttl int64) (code int, expiry int64) {
 	score, ok := b.leases[id]
 	if !ok || score <= now {
@@ -23,7 +22,7 @@ func (b *Budget) KeepAlive(now int64, id string, ttl int64) (code int, expiry in
 }
 
 // inFlight counts the leases that hold a slot at now: those whose expiry is
-// after now (ZCOUNT leases (now +inf); ended ones score 0.
+// after now (ZCOUNT leases (now (SENTINEL).
 func (b *Budget) inFlight(now int64) int64 {
 	var n int64
 	for _, e := range b.leases {
@@ -45,8 +44,7 @@ func (b *Budget) firstExpiry(now int64) (int64, bool) {
 	return first, ok
 }
 
-// reap removes up to maxReap leases whose expiry is at or before now (ended
-// ones first: they score 0), in the
+// reap removes up to maxReap leases whose expiry is at or before now, in the
 // sorted set's order (by expiry, then by id as bytes), as acquire.lua's
 // ZREMRANGEBYRANK does.
 func (b *Budget) reap(now int64) {

@@ -10,7 +10,7 @@ import (
 // of lua/contract_test.go.
 var contract = Buckets{{60, 60, 60_000}, {6000, 6000, 60_000}, {}, {}}
 
-// t0 is divisible by 16: admissions at t0 reap expired leases.
+// t0 (ms) is divisible by 16: admissions at t0 reap expired leases.
 const t0 = 1_700_000_000_000
 
 type reply struct {
@@ -19,15 +19,15 @@ type reply struct {
 	Reason string
 }
 
-func acquire(b *Budget, now int64, id string, cost, maxWait int64) reply {
-	code, wait, reason := b.Acquire(now, id, cost, false, maxWait, 60_000, 2, 200, 100, contract)
+func acquire(b *Budget, ms int64, id string, cost, maxWait int64) reply {
+	code, wait, reason := b.Acquire(ms*1000, id, false, maxWait, 60_000, 2, 50, Charges(contract, cost, false, 200))
 	return reply{code, wait, reason}
 }
 
 // The sequence of TestContractAsDocumented, on the model.
 func TestContractSequence(t *testing.T) {
 	var b Budget
-	refund := []Delta{{TPM, 4000 * 1000}} // 5000 reserved, 1000 used
+	refund := Deltas(contract, Settled, 5000, 1000)
 	steps := []struct {
 		name string
 		got  func() reply
@@ -38,13 +38,13 @@ func TestContractSequence(t *testing.T) {
 		{"b over what is left", func() reply { return acquire(&b, t0, "b", 2000, 0) }, reply{0, 10_000, "tpm"}},
 		{"c over capacity", func() reply { return acquire(&b, t0, "c", 7000, 0) }, reply{-1, 0, "tpm"}},
 		{"d reserves its turn", func() reply { return acquire(&b, t0, "d", 2000, 60_000) }, reply{1, 10_000, "tpm"}},
-		// Two slots, both held; the caller's mean hold time 100 ms / 2.
+		// Two slots, both held: the caller's spacing, 50 ms.
 		{"e finds no slot", func() reply { return acquire(&b, t0, "e", 0, 0) }, reply{0, 50, "concurrency"}},
 		{"a settles", func() reply {
-			return reply{Code: b.Settle(t0+1000, "a", t0+60_000, refund, contract)}
+			return reply{Code: b.Settle((t0+1000)*1000, "a", t0+60_000, refund)}
 		}, reply{Code: 1}},
 		{"a settles twice", func() reply {
-			return reply{Code: b.Settle(t0+1000, "a", t0+60_000, refund, contract)}
+			return reply{Code: b.Settle((t0+1000)*1000, "a", t0+60_000, refund)}
 		}, reply{Code: 0}},
 	}
 	for _, s := range steps {
@@ -54,54 +54,59 @@ func TestContractSequence(t *testing.T) {
 	}
 	// tpm: 6000 - 5000 - 2000 + 100 (a second's refill) + 4000 (a's refund);
 	// rpm: 60 - 2 + 1.
-	want := Snapshot{InFlight: 1, Levels: [4]float64{59, 3100}}
-	if diff := cmp.Diff(want, b.Snapshot(t0+1000, contract)); diff != "" {
-		t.Errorf("Snapshot() mismatch (-want +got):\n%s", diff)
+	us := int64(t0+1000) * 1000
+	if got := b.Level(TPM, us, contract[TPM]); got != 3100 {
+		t.Errorf("tpm level = %v; want 3100", got)
+	}
+	if got := b.Level(RPM, us, contract[RPM]); got != 59 {
+		t.Errorf("rpm level = %v; want 59", got)
+	}
+	if s := b.Snapshot(us); s.InFlight != 1 || s.PauseRemaining != 0 {
+		t.Errorf("Snapshot() = %+v; want 1 in flight, no pause", s)
 	}
 }
 
-// A debt is taken from the level refilled to now: 6000 - 1000 reserved -
+// A debt is taken from now when the bucket is full: 6000 - 1000 reserved -
 // 6000 owed (the cap of one bucket, applied by the caller).
 func TestSettleDebt(t *testing.T) {
 	var b Budget
-	b.Acquire(t0, "a", 1000, false, 0, 60_000, 0, 0, 100, contract)
-	if got := b.Settle(t0, "a", t0+60_000, []Delta{{TPM, -6000 * 1000}}, contract); got != 1 {
+	b.Acquire(t0*1000, "a", false, 0, 60_000, 0, 1, Charges(contract, 1000, false, 0))
+	if got := b.Settle(t0*1000, "a", t0+60_000, Deltas(contract, Settled, 1000, 1_000_000)); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
-	if got := b.Levels(t0, contract)[TPM]; got != -1000 {
+	if got := b.Level(TPM, t0*1000, contract[TPM]); got != -1000 {
 		t.Errorf("tpm level after a huge overrun = %v; want -1000", got)
 	}
 }
 
-// A refund is added to the stored level without a refill: once the bucket
-// has refilled past full, the refund reads as full too, never above.
+// Giving back moves the TAT without reading the clock: once the bucket has
+// refilled past full, the refund reads as full too, never above.
 func TestRefundPastFullReadsFull(t *testing.T) {
 	var b Budget
-	b.Acquire(t0, "a", 5000, false, 0, 120_000, 0, 0, 100, contract)
-	if got := b.Settle(t0+60_000, "a", t0+120_000, []Delta{{TPM, 4000 * 1000}}, contract); got != 1 {
+	b.Acquire(t0*1000, "a", false, 0, 120_000, 0, 1, Charges(contract, 5000, false, 0))
+	us := int64(t0+60_000) * 1000
+	if got := b.Settle(us, "a", t0+120_000, Deltas(contract, Settled, 5000, 1000)); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
-	if got := b.Levels(t0+60_000, contract)[TPM]; got != 6000 {
+	if got := b.Level(TPM, us, contract[TPM]); got != 6000 {
 		t.Errorf("tpm level = %v; want 6000 (full)", got)
 	}
-	if got := b.level[TPM]; got != 5000*1000 {
-		t.Errorf("stored tpm = %d; want 5000000 (1000 left + 4000 refund, unrefilled)", got)
+	if got, want := b.tat[TPM], int64(t0)*1000+(5000-4000)*10_000; got != want {
+		t.Errorf("stored tpm TAT = %d; want %d (moved back by the refund, in the past)", got, want)
 	}
 }
 
-func TestLevelsAreStoredInThousandthsRoundedDown(t *testing.T) {
-	// rpm refills 1 request per 7 ms: 1 ms after it was emptied it holds
-	// 1/7, and taking a request leaves -6/7 = -0.857142..., stored as -858.
-	// The turn is 7 ms ahead, not 6: (6/7)/(1/7) is 6.000000000000001 in
-	// doubles, in Lua as here.
-	bs := Buckets{{Cap: 1, Refill: 1, Window: 7}}
-	var b Budget
-	b.Acquire(t0, "a", 0, false, 0, 1000, 0, 0, 100, bs)
-	if r, w, _ := b.Acquire(t0+1, "b", 0, false, 1000, 1000, 0, 0, 100, bs); r != 1 || w != 7 {
-		t.Fatalf("Acquire(b) = %d, %d; want 1, 7", r, w)
+// Charges round against the caller: a request of 1 in a bucket of 7 per 7
+// ms takes 1000 µs, a share of 1/7 of a 1,000-unit window rounds up.
+func TestChargesRoundUp(t *testing.T) {
+	bs := Buckets{{Cap: 1, Refill: 1, Window: 7}, {Cap: 10, Refill: 3, Window: 1}}
+	cs := Charges(bs, 1, false, 0)
+	want := []Charge{{RPM, 7000, 7000}, {TPM, 334, 3334}}
+	if diff := cmp.Diff(want, cs); diff != "" {
+		t.Errorf("Charges mismatch (-want +got):\n%s", diff)
 	}
-	if got, want := b.level[RPM], int64(-858); got != want {
-		t.Errorf("stored rpm = %d; want %d", got, want)
+	if ds := Deltas(bs, Cancelled, 1, 0); ds[1].Us != -333 {
+		t.Errorf("Deltas(cancel)[tpm] = %d; want -333 (a refund rounds down)", ds[1].Us)
 	}
 }
 
@@ -143,7 +148,7 @@ func TestKeepAlive(t *testing.T) {
 // a millisecond divisible by 16 reaps it.
 func TestReapingEndsRetries(t *testing.T) {
 	var b Budget
-	b.Acquire(t0+1, "a", 1, false, 0, 10, 0, 0, 100, contract)
+	b.Acquire((t0+1)*1000, "a", false, 0, 10, 0, 1, Charges(contract, 1, false, 0))
 	if r := acquire(&b, t0+100, "a", 1, 0); r.Code != 2 {
 		t.Fatalf("retry of an expired, unreaped lease = %+v; want code 2", r)
 	}

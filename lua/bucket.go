@@ -1,0 +1,56 @@
+package lua
+
+import (
+	"math"
+	"time"
+)
+
+// Bucket is one configured limit as the scripts see it: a GCRA bucket whose
+// state is a single time, its theoretical arrival time (TAT) in
+// microseconds on the Redis clock. The bucket is full at and after its TAT;
+// at an earlier time t it holds (t + Span - TAT) / Interval units, which is
+// negative while reserved turns or debt are pending.
+//
+// The scripts take times, not units: the caller converts a call's units
+// into microseconds with Charge and Refund, so no script parses a rate or
+// divides by one. Both round against the caller (a charge up, a refund
+// down), by at most a microsecond per call.
+type Bucket struct {
+	Field    string  // the state hash field: rpm, tpm, rpd or tpd
+	Capacity int64   // units a full bucket holds (the burst)
+	Interval float64 // µs of refill per unit: window / refill
+	Span     int64   // µs a full bucket holds: Capacity units, rounded up
+}
+
+// NewBucket returns the bucket for a limit that holds capacity units and
+// refills refill units per window, continuously.
+func NewBucket(field string, capacity, refill int64, window time.Duration) Bucket {
+	iv := float64(window.Microseconds()) / float64(refill)
+	return Bucket{Field: field, Capacity: capacity, Interval: iv, Span: int64(math.Ceil(float64(capacity) * iv))}
+}
+
+// Charge returns the µs a call of units takes from the bucket, rounded up.
+func (b Bucket) Charge(units int64) int64 { return int64(math.Ceil(float64(units) * b.Interval)) }
+
+// Refund returns the µs that giving back units returns, rounded down.
+func (b Bucket) Refund(units int64) int64 { return int64(math.Floor(float64(units) * b.Interval)) }
+
+// Allowance returns how far past now the bucket's TAT may move for a call
+// to be admitted without waiting: Span for interactive calls, and for batch
+// calls Span less the share keep (a fraction) that batch calls leave.
+func (b Bucket) Allowance(keep float64) int64 {
+	if keep == 0 {
+		return b.Span
+	}
+	return int64(math.Ceil((float64(b.Capacity) - float64(b.Capacity)*keep) * b.Interval))
+}
+
+// Level returns the units the bucket holds at nowUs given its stored TAT
+// (ok false: none stored, the bucket is full). It is at most Capacity and
+// negative while turns or debt are pending.
+func (b Bucket) Level(nowUs, tat int64, ok bool) float64 {
+	if !ok || tat <= nowUs {
+		return float64(b.Capacity)
+	}
+	return math.Min(float64(b.Capacity), float64(nowUs+b.Span-tat)/b.Interval)
+}
