@@ -111,7 +111,7 @@ const (
 	opSettle      = 7 // 7 to 10: settle, release or cancel a lease
 	opKeepAlive   = 11
 	opPause       = 12
-	opReconfigure = 15 // send other bucket arguments from now on
+	opReconfigure = 15 // configure other buckets from now on
 	// 0 to 5 and 13 acquire; 14 only moves the clock.
 )
 

@@ -156,12 +156,11 @@ type settings struct {
 	limits       Limits
 	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
 	batchFloor   float64
-	floorMilli   int64 // batchFloor in thousandths, as the script takes it
 	noRefund     bool
 	leaseTTL     time.Duration
 	maxWait      time.Duration
 	observe      func(Event)
-	keep         float64 // batchFloor, or 0 with no floor
+	keep         float64 // the batch floor, or 0 with no floor
 	fields       []any   // the configured buckets' fields, boxed once
 	leaseBuckets []lease.Bucket
 }
@@ -205,7 +204,6 @@ func (c Config) settings() (settings, error) {
 	case s.batchFloor < 0:
 		s.batchFloor = 0
 	}
-	s.floorMilli = int64(math.Round(s.batchFloor * 1000))
 	if s.leaseTTL == 0 {
 		s.leaseTTL = DefaultLeaseTTL
 	}
@@ -264,7 +262,7 @@ func (c Config) settings() (settings, error) {
 		s.fields = append(s.fields, sp.field)
 		s.leaseBuckets = append(s.leaseBuckets, lease.Bucket{Bucket: s.buckets[i].lb, Tokens: i == 1 || i == 3})
 	}
-	s.keep = float64(s.floorMilli) / 1000
+	s.keep = s.batchFloor
 	return s, nil
 }
 
