@@ -60,13 +60,7 @@ func (b *bench) instr(ctx context.Context) error {
 	}
 	row("trivial `return 1`", base)
 	row("redis_rate GCRA, one limit", g)
-	for _, c := range []struct {
-		name   string
-		limits pacer.Limits
-	}{
-		{"RPM + TPM", pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
-		{"all limits + concurrency", ample},
-	} {
+	for _, c := range budgets {
 		p, err := b.pacer(pacer.Config{Limits: c.limits})
 		if err != nil {
 			return err

@@ -103,6 +103,16 @@ func (b *bench) pacer(cfg pacer.Config) (*pacer.Pacer, error) {
 // that the script does all of its work.
 var ample = pacer.Limits{RPM: 1 << 40, TPM: 1 << 45, RPD: 1 << 40, TPD: 1 << 46, Concurrency: 1 << 30}
 
+// budgets are the two budgets the per-call figures are given for: a typical
+// one, and one with every limit.
+var budgets = []struct {
+	name   string
+	limits pacer.Limits
+}{
+	{"RPM + TPM", pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
+	{"all limits + concurrency", ample},
+}
+
 // parallel runs f from g goroutines for d and returns the calls per second.
 func parallel(g int, d time.Duration, f func() error) (float64, error) {
 	var n atomic.Int64
@@ -137,13 +147,7 @@ func (b *bench) throughput(ctx context.Context) error {
 	fmt.Fprintln(b.out, "## Script calls per second (same client, same goroutines; median of 3 alternating rounds)")
 	fmt.Fprintln(b.out, "| budget | goroutines | trivial EVALSHA/s | acquire+settle pairs/s | script calls/s | ratio to trivial |")
 	fmt.Fprintln(b.out, "|---|---:|---:|---:|---:|---:|")
-	for _, c := range []struct {
-		name   string
-		limits pacer.Limits
-	}{
-		{"RPM + TPM", pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
-		{"all limits + concurrency", ample},
-	} {
+	for _, c := range budgets {
 		p, err := b.pacer(pacer.Config{Limits: c.limits})
 		if err != nil {
 			return err
@@ -236,16 +240,13 @@ func (b *bench) cost(ctx context.Context) error {
 	gcra := redis.NewScript(gcraSrc)
 	gcraKey := fmt.Sprintf("llmpacer-bench:gcra:%d", time.Now().UnixNano())
 	defer b.rdb.Del(ctx, gcraKey)
-	cases := []struct {
-		name   string
-		limits pacer.Limits
-		p      *pacer.Pacer
-	}{
-		{name: "RPM + TPM", limits: pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}},
-		{name: "all limits + concurrency", limits: ample},
-	}
+	cases := make([]struct {
+		name string
+		p    *pacer.Pacer
+	}, len(budgets))
 	for i := range cases {
-		p, err := b.pacer(pacer.Config{Limits: cases[i].limits})
+		cases[i].name = budgets[i].name
+		p, err := b.pacer(pacer.Config{Limits: budgets[i].limits})
 		if err != nil {
 			return err
 		}
