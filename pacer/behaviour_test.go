@@ -187,6 +187,7 @@ func TestBadInput(t *testing.T) {
 		{"burst above limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{TPM: 2000}}, "exceeds the limit"},
 		{"burst without limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{RPM: 5}}, "needs its limit"},
 		{"sliding burst = limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{TPM: 1000}, SlidingWindow: true}, "below the limit"},
+		{"sliding bucket that never refills", rdb, pacer.Config{Name: "a", Limits: pacer.Limits{TPD: 1 << 49}, Burst: pacer.Burst{TPD: 1<<49 - 1}, SlidingWindow: true}, "years to refill"},
 		{"headroom 1", rdb, pacer.Config{Name: "a", Limits: ok, Headroom: 1}, "Headroom"},
 		{"batch floor 1", rdb, pacer.Config{Name: "a", Limits: ok, BatchFloor: 1}, "BatchFloor"},
 		{"negative ttl", rdb, pacer.Config{Name: "a", Limits: ok, LeaseTTL: -time.Second}, "LeaseTTL"},
@@ -215,6 +216,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown priority", pacer.Request{Priority: 7}, pacer.ErrInvalid},
 		{"negative max wait", pacer.Request{MaxWait: -1}, pacer.ErrInvalid},
 		{"above capacity", pacer.Request{Tokens: 1001}, pacer.ErrTooLarge},
+		{"far above capacity", pacer.Request{Tokens: 1 << 50}, pacer.ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if l, err := p.Acquire(ctx, tc.r); l != nil || !errors.Is(err, tc.want) {

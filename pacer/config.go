@@ -137,6 +137,7 @@ const (
 	maxTokens  = 1 << 50 // one call's tokens, reserved or used
 	maxNameLen = 200
 	maxDur     = 7 * 24 * time.Hour // TTLs, waits, pauses
+	maxSpan    = 1 << 50            // µs a full bucket may take to refill (35 years)
 )
 
 // bucket is one rate limit as the scripts see it.
@@ -258,6 +259,12 @@ func (c Config) settings() (settings, error) {
 			name: sp.name, field: sp.field, limit: limit, capacity: float64(burst),
 			lb:    lua.NewBucket(sp.field, burst, int64(refill), sp.window),
 			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
+		}
+		// Times stay exact integers in a Lua double: a TAT is now plus a few
+		// spans, so a span must stay far below 2^53 µs.
+		if span := float64(burst) * s.buckets[i].lb.Interval; span > maxSpan {
+			return s, invalidf("Config.Burst.%s = %d refills at %d per %v with SlidingWindow: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
+				sp.name, burst, int64(refill), sp.window, span/(365*24*3600e6))
 		}
 		s.fields = append(s.fields, sp.field)
 		s.leaseBuckets = append(s.leaseBuckets, lease.Bucket{Bucket: s.buckets[i].lb, Tokens: i == 1 || i == 3})

@@ -60,7 +60,8 @@ func (p *Pacer) checkRequest(r Request) error {
 			need = r.Tokens
 		}
 		name := strings.ToUpper(b.Field)
-		if b.Charge(need) > b.Span {
+		// Units first: a charge for an absurd count would not fit an int64.
+		if need > b.Capacity || b.Charge(need) > b.Span {
 			return fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise Limits.%s/Burst.%s", ErrTooLarge, r.Tokens, name, b.Capacity, name, name)
 		}
 		if r.Priority == Batch && b.Charge(need) > b.Allowance(p.s.keep) {
