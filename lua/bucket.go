@@ -20,13 +20,24 @@ type Bucket struct {
 	Capacity int64   // units a full bucket holds (the burst)
 	Interval float64 // µs of refill per unit: window / refill
 	Span     int64   // µs a full bucket holds: Capacity units, rounded up
+	// Slack is added to every allowance: charges are rounded up, so calls
+	// that together take exactly the capacity may sum to a few µs more
+	// than Span, and must still fit a full bucket. It is under a
+	// millisecond, so a wait (reported in whole ms, rounded up) is never
+	// more than 1 ms short, and under half an Interval, so it never admits
+	// a unit more than the bucket holds.
+	Slack int64
 }
 
 // NewBucket returns the bucket for a limit that holds capacity units and
 // refills refill units per window, continuously.
 func NewBucket(field string, capacity, refill int64, window time.Duration) Bucket {
 	iv := float64(window.Microseconds()) / float64(refill)
-	return Bucket{Field: field, Capacity: capacity, Interval: iv, Span: int64(math.Ceil(float64(capacity) * iv))}
+	return Bucket{
+		Field: field, Capacity: capacity, Interval: iv,
+		Span:  int64(math.Ceil(float64(capacity) * iv)),
+		Slack: max(0, min(999, int64(math.Ceil(iv/2))-1)),
+	}
 }
 
 // Charge returns the µs a call of units takes from the bucket, rounded up.
@@ -37,12 +48,13 @@ func (b Bucket) Refund(units int64) int64 { return int64(math.Floor(float64(unit
 
 // Allowance returns how far past now the bucket's TAT may move for a call
 // to be admitted without waiting: Span for interactive calls, and for batch
-// calls Span less the share keep (a fraction) that batch calls leave.
+// calls Span less the share keep (a fraction) that batch calls leave; plus
+// Slack.
 func (b Bucket) Allowance(keep float64) int64 {
 	if keep == 0 {
-		return b.Span
+		return b.Span + b.Slack
 	}
-	return int64(math.Ceil((float64(b.Capacity) - float64(b.Capacity)*keep) * b.Interval))
+	return int64(math.Ceil((float64(b.Capacity)-float64(b.Capacity)*keep)*b.Interval)) + b.Slack
 }
 
 // Level returns the units the bucket holds at nowUs given its stored TAT

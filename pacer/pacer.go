@@ -316,10 +316,11 @@ func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration) []any {
 		if b.Tokens {
 			units = r.Tokens
 		}
-		allow := b.Span
+		keep := 0.0
 		if batch == 1 {
-			allow = b.Allowance(s.keep)
+			keep = s.keep
 		}
+		allow := b.Allowance(keep)
 		args = append(args, b.Charge(units), allow)
 	}
 	return args

@@ -3,6 +3,7 @@ package pacer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -275,4 +276,37 @@ func TestRedisClock(t *testing.T) {
 	if _, wait, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 2000}); wait != 10*time.Second {
 		t.Errorf("10s after the old clock: wait for 2000 = %v; want 10s (1000 refilled, not 2000)", wait)
 	}
+}
+
+// A full bucket admits exactly its capacity, also when the limit does not
+// divide its window into whole microseconds (RPM 7: 8,571,428.57 µs a
+// request), where each charge is rounded up. On miniredis the clock stands
+// still, so no refill between the calls can hide a shortfall.
+func TestFullBucketAdmitsExactlyItsCapacity(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		if b.Mini != nil {
+			b.Mini.SetTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+		}
+		for i, tc := range []struct {
+			limits pacer.Limits
+			tokens int64
+			calls  int
+		}{
+			{pacer.Limits{RPM: 7}, 0, 7},
+			{pacer.Limits{RPM: 13, TPM: 91}, 7, 13},
+			{pacer.Limits{TPM: 90_000}, 1000, 90},
+			{pacer.Limits{RPD: 11}, 0, 11},
+		} {
+			p := newPacer(t, b, pacer.Config{Name: fmt.Sprintf("%s-%d", redistest.Name(t), i), Limits: tc.limits})
+			for j := 0; j < tc.calls; j++ {
+				if l, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: tc.tokens}); l == nil || err != nil {
+					t.Fatalf("%v: call %d of %d = %v, %v, %v; want admitted", tc.limits, j+1, tc.calls, l, wait, err)
+				}
+			}
+			if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: max(tc.tokens, 1)}); l != nil || err != nil {
+				t.Errorf("%v: a call beyond the capacity = %v, %v; want denied", tc.limits, l, err)
+			}
+		}
+	})
 }

@@ -61,7 +61,7 @@ func (p *Pacer) checkRequest(r Request) error {
 		}
 		name := strings.ToUpper(b.Field)
 		// Units first: a charge for an absurd count would not fit an int64.
-		if need > b.Capacity || b.Charge(need) > b.Span {
+		if need > b.Capacity || b.Charge(need) > b.Allowance(0) {
 			return fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise Limits.%s/Burst.%s", ErrTooLarge, r.Tokens, name, b.Capacity, name, name)
 		}
 		if r.Priority == Batch && b.Charge(need) > b.Allowance(p.s.keep) {

@@ -17,10 +17,11 @@ func Charges(bs Buckets, cost int64, batch bool, floorMilli int64) []Charge {
 		if IsToken(i) {
 			units = cost
 		}
-		allow := lb.Span
+		keep := 0.0
 		if batch {
-			allow = lb.Allowance(float64(floorMilli) / 1000)
+			keep = float64(floorMilli) / 1000
 		}
+		allow := lb.Allowance(keep)
 		cs = append(cs, Charge{Bucket: i, Charge: lb.Charge(units), Allow: allow})
 	}
 	return cs

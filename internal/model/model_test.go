@@ -96,12 +96,14 @@ func TestRefundPastFullReadsFull(t *testing.T) {
 	}
 }
 
-// Charges round against the caller: a request of 1 in a bucket of 7 per 7
-// ms takes 1000 µs, a share of 1/7 of a 1,000-unit window rounds up.
+// Charges round against the caller: a token in a bucket refilling 3 per ms
+// takes 334 µs, not 333.3. The allowance adds a slack under 1 ms and under
+// half an interval (999 µs for the request bucket, 166 µs for the token
+// bucket), so that calls adding up to the capacity fit a full bucket.
 func TestChargesRoundUp(t *testing.T) {
 	bs := Buckets{{Cap: 1, Refill: 1, Window: 7}, {Cap: 10, Refill: 3, Window: 1}}
 	cs := Charges(bs, 1, false, 0)
-	want := []Charge{{RPM, 7000, 7000}, {TPM, 334, 3334}}
+	want := []Charge{{RPM, 7000, 7999}, {TPM, 334, 3334 + 166}}
 	if diff := cmp.Diff(want, cs); diff != "" {
 		t.Errorf("Charges mismatch (-want +got):\n%s", diff)
 	}
