@@ -65,20 +65,8 @@ func (b *bench) instr(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
-			_ = l.Settle(ctx, 1) // loads the scripts
-		}
-		leases := make([]*pacer.Lease, 0, n)
-		acq, err := measure(func() error {
-			l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
-			leases = append(leases, l)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		i := 0
-		set, err := measure(func() error { i++; return leases[i-1].Settle(ctx, 60) })
+		warm(ctx, p)
+		acq, set, err := acquireThenSettle(ctx, p, n, measure)
 		if err != nil {
 			return err
 		}
