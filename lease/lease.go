@@ -2,16 +2,15 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/llmpacer/llmpacer/concurrency"
+	"github.com/llmpacer/llmpacer/internal/leasing"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
-	"github.com/redis/go-redis/v9"
 )
 
 // ErrExpired is returned when a lease is ended or kept alive after its TTL
@@ -19,44 +18,32 @@ import (
 // charged: a late Settle refunds nothing, so it can never refund twice.
 var ErrExpired = errors.New("lease: expired before it ended; its reserved tokens stay charged")
 
-// ErrInvalid is returned for a negative or absurd token count.
-var ErrInvalid = errors.New("lease: invalid argument")
+// ErrInvalid reports bad input: an argument that can never be right. The
+// wrapping message names it and the fix. Package pacer's ErrInvalid is
+// this same error.
+var ErrInvalid = errors.New("llmpacer: invalid argument")
 
 // maxTokens matches the bound package pacer puts on reservations.
 const maxTokens = 1 << 50
 
-// Budget is what a lease needs to end itself. Package pacer fills it in
-// once per Pacer; users never build one.
-type Budget struct {
-	Client  redis.Scripter
-	Keys    []string // state hash, lease zset: the KEYS of every script
-	Buckets []Bucket // the configured buckets
-	TTL     time.Duration
-	// NoRefund makes Settle charge overruns only: the provider keeps what
-	// it counted at admission.
-	NoRefund bool
-	// Ended, if set, is called once when a lease ends, however it ends.
-	Ended func(l *Lease, how End, err error)
-}
-
-// Bucket describes one configured bucket of a Budget: what a lease gives
-// back or owes it when it ends.
-type Bucket struct {
-	lua.Bucket
-	Tokens bool // charged in tokens (tpm, tpd), not in requests
-}
+// reapAfter is how long an expired lease stays in the lease set before
+// acquire.lua removes it (REAP_AFTER in prelude.lua). While it is there, a
+// settle finds it and answers "expired"; so a lease that is not found, when
+// less than this has passed since its expiry, was ended by an earlier
+// attempt whose reply was lost.
+const reapAfter = time.Minute
 
 // End says how a lease ended.
 type End int
 
 // How a lease ends.
 const (
-	Held      End = iota // not ended yet
-	Settled              // the call's usage was settled
-	Released             // the call failed; the reservation stays charged
-	Cancelled            // the call never happened; everything went back
-	Expired              // the TTL ran out first; the reservation stays charged
-	Rejected             // the provider refused the call; tokens back, request counted
+	Held     End = iota // not ended yet
+	Settled             // the call's usage was settled
+	Released            // the call failed; the reservation stays charged
+	Canceled            // the call never happened; everything went back
+	Expired             // the TTL ran out first; the reservation stays charged
+	Rejected            // the provider refused the call; tokens back, request counted
 )
 
 // String names how a lease ended: "held", "settled", "released", ...
@@ -68,8 +55,8 @@ func (e End) String() string {
 		return "settled"
 	case Released:
 		return "released"
-	case Cancelled:
-		return "cancelled"
+	case Canceled:
+		return "canceled"
 	case Expired:
 		return "expired"
 	case Rejected:
@@ -81,48 +68,38 @@ func (e End) String() string {
 // Lease is one admitted call's claim on the budget. It is safe for
 // simultaneous use by multiple goroutines.
 type Lease struct {
-	b      *Budget
-	id     string
-	tokens int64
-	start  time.Time // on the Redis clock: when the call's turn began
-	waited time.Duration
+	b *leasing.Budget
+	a leasing.Admission
 
 	mu     sync.Mutex
 	end    End
-	tried  bool // an earlier attempt to end failed: its effect is unknown
+	tried  End // how the first attempt to end it whose reply was lost tried; Held if none
 	expiry time.Time
 	held   time.Duration
 }
 
-// New returns the lease the acquire script admitted. Package pacer calls it;
-// most users get leases from Pacer.Acquire.
-func New(b *Budget, id string, tokens int64, start time.Time, waited time.Duration) *Lease {
-	return &Lease{b: b, id: id, tokens: tokens, start: start, waited: waited, expiry: start.Add(b.TTL)}
-}
-
-// NewID returns a random lease id: 96 bits, so ids from every process of a
-// fleet never collide.
-func NewID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return base64.RawURLEncoding.EncodeToString(b[:])
+func init() {
+	// See leasing.Open: pacer opens leases through it.
+	leasing.Open = func(b *leasing.Budget, a leasing.Admission) any {
+		return &Lease{b: b, a: a, expiry: a.Expiry}
+	}
 }
 
 // ID returns the lease's id, the member of the budget's lease set in Redis.
-func (l *Lease) ID() string { return l.id }
+func (l *Lease) ID() string { return l.a.ID }
 
 // Tokens returns the tokens reserved.
-func (l *Lease) Tokens() int64 { return l.tokens }
+func (l *Lease) Tokens() int64 { return l.a.Tokens }
 
 // Start returns when the call's turn began, on the Redis clock.
-func (l *Lease) Start() time.Time { return l.start }
+func (l *Lease) Start() time.Time { return l.a.Start }
 
 // Waited returns how long Acquire waited for this lease.
-func (l *Lease) Waited() time.Duration { return l.waited }
+func (l *Lease) Waited() time.Duration { return l.a.Waited }
 
 // Held returns how long the call held its slot, from its turn to its end on
 // the Redis clock: 0 until the lease is settled, released or rejected, and 0
-// for a lease that was cancelled or expired.
+// for a lease that was canceled or expired.
 func (l *Lease) Held() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -139,19 +116,21 @@ func (l *Lease) State() End {
 // Settle ends the lease with the tokens the call really used (for OpenAI,
 // usage.total_tokens; for Anthropic, input_tokens + output_tokens). The
 // unused part of the reservation goes back to the budget at once (unless
-// the budget is NoRefund); usage above it is charged as debt that later
-// callers wait out, at most one full bucket per call.
+// the budget is NoRefund, or the bucket has since refilled past it); usage
+// above it is charged as debt that later callers wait out, at most one full
+// bucket per call.
 //
-// Settle is idempotent: once a lease has ended, by Settle, Release or Cancel,
-// further calls return nil and change nothing. A lease that expired returns
-// ErrExpired and refunds nothing. If Redis fails, Settle returns the error
-// and the lease stays held, so it may be retried; unsettled, it expires.
+// Settle is idempotent: once a lease has ended, by Settle, Release, Reject
+// or Cancel, further calls return nil and change nothing. A lease that
+// expired returns ErrExpired and refunds nothing. If Redis fails, Settle
+// returns the error and the lease stays held, so it may be retried;
+// unsettled, it expires.
 func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
-	if l.b.NoRefund && usedTokens < l.tokens {
-		usedTokens = l.tokens
+	if l.b.NoRefund && usedTokens < l.a.Tokens {
+		usedTokens = l.a.Tokens
 	}
 	return l.finish(ctx, Settled, usedTokens)
 }
@@ -160,7 +139,7 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 // reservation charged: the provider may have counted the call (a timeout on
 // our side is often a success on theirs). Idempotent like Settle.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.finish(ctx, Released, l.tokens)
+	return l.finish(ctx, Released, l.a.Tokens)
 }
 
 // Reject ends the lease of a call the provider refused before doing any
@@ -177,32 +156,34 @@ func (l *Lease) Reject(ctx context.Context) error {
 // Cancel ends the lease of a call that was never sent, giving back its tokens
 // and its request. Idempotent like Settle.
 func (l *Lease) Cancel(ctx context.Context) error {
-	return l.finish(ctx, Cancelled, 0)
+	return l.finish(ctx, Canceled, 0)
 }
 
 func (l *Lease) finish(ctx context.Context, how End, used int64) error {
 	l.mu.Lock()
 	end, err := l.finishLocked(ctx, how, used)
+	held := l.held
 	l.mu.Unlock()
-	if err != nil || end == Held {
+	if end == Held {
 		return err
 	}
 	// Tell the budget outside the lock: an observer may look at the lease.
 	if l.b.Ended != nil {
-		var endErr error
-		if end == Expired {
-			endErr = ErrExpired
+		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err}
+		switch end {
+		case Settled:
+			e.Used = used
+		case Canceled, Rejected:
+			e.Used = 0
 		}
-		l.b.Ended(l, end, endErr)
+		l.b.Ended(e)
 	}
-	if end == Expired {
-		return ErrExpired
-	}
-	return nil
+	return err
 }
 
 // finishLocked runs the settle script unless the lease has already ended. It
-// returns how the lease ended by this call, or Held if it had ended before.
+// returns how the lease ended by this call, or Held if it had ended before
+// or this attempt failed; and ErrExpired for a lease found expired.
 func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, error) {
 	switch l.end {
 	case Held:
@@ -211,79 +192,56 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	default:
 		return Held, nil
 	}
-	args := l.endArgs(how, used)
-	v, err := lua.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, args, nil)
+	cs := wire.Corrections(l.b.Buckets, l.a.Tokens, used, how == Canceled)
+	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, cs), nil)
 	var res []int64
 	if err == nil {
-		res, err = lua.Int64s(v, 2)
+		res, err = wire.Int64s(v, 2)
 	}
 	if err != nil {
-		l.tried = true
-		return Held, fmt.Errorf("lease: %s %s: %w", how, l.id, err)
+		if l.tried == Held {
+			l.tried = how
+		}
+		return Held, fmt.Errorf("lease: %s %s: %w", verb(how), l.a.ID, err)
 	}
+	now := time.UnixMicro(res[1])
 	switch {
 	case res[0] == 1:
 		l.end = how
-		if now := time.UnixMicro(res[1]); how != Cancelled && now.After(l.start) {
-			l.held = now.Sub(l.start)
+		if how != Canceled && now.After(l.a.Start) {
+			l.held = now.Sub(l.a.Start)
 		}
-	case res[0] == 0 && l.tried:
-		// An earlier attempt whose reply was lost did end it.
-		l.end = how
-	case res[0] == 0:
+		return how, nil
+	case res[0] == 2:
 		l.end = Expired
-	default:
-		l.tried = true
-		return Held, fmt.Errorf("lease: %s %s: unexpected reply %v", how, l.id, res)
+		return Expired, ErrExpired
+	case res[0] == 0 && l.tried != Held && now.Before(l.expiry.Add(reapAfter)):
+		// Not found, yet an expired lease would still be in the set: the
+		// earlier attempt whose reply was lost did end it.
+		l.end = l.tried
+		return l.end, nil
+	case res[0] == 0:
+		// Never ended by us, and gone: it expired and was removed.
+		l.end = Expired
+		return Expired, ErrExpired
 	}
-	return l.end, nil
+	if l.tried == Held {
+		l.tried = how
+	}
+	return Held, fmt.Errorf("lease: %s %s: %w: %v", verb(how), l.a.ID, wire.ErrReply, res)
 }
 
-// endArgs returns the settle script's ARGV for ending the lease as how says
-// (see lua/settle.lua): a correction in µs for each bucket it changes,
-// negative to give back, positive for a debt.
-func (l *Lease) endArgs(how End, used int64) []any {
-	args := make([]any, 2, 2+2*len(l.b.Buckets))
-	args[0], args[1] = l.id, l.expiry.UnixMilli()
-	for _, b := range l.b.Buckets {
-		var back int64 // units given back; negative: owed
-		switch how {
-		case Settled:
-			if b.Tokens {
-				back = l.tokens - used
-			}
-		case Rejected:
-			if b.Tokens {
-				back = l.tokens
-			}
-		case Cancelled:
-			back = 1
-			if b.Tokens {
-				back = l.tokens
-			}
-		}
-		var d int64
-		switch {
-		case back > 0:
-			d = -b.Refund(back)
-		case back < 0:
-			// One overrun is charged at most one full bucket, so a wildly
-			// wrong estimate holds the budget back for at most a window more.
-			d = b.Charge(min(-back, b.Capacity))
-		}
-		if d != 0 {
-			args = append(args, b.Field, d)
-		}
-	}
-	return args
+// verb names an end as an action, for errors.
+func verb(how End) string {
+	return map[End]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject"}[how]
 }
 
 // KeepAlive pushes the lease's expiry to one lease TTL from now, so a long
 // call keeps its concurrency slot. It returns ErrExpired if the lease already
 // expired, and nil without a Redis call if it has ended.
 func (l *Lease) KeepAlive(ctx context.Context) error {
-	// The lock is held across the call: the settle script trusts the expiry
-	// this lease knows, so a renewal and an end must not interleave.
+	// The lock is held across the call, so that a renewal and an end do
+	// not interleave: the expiry a failed end is judged by must be current.
 	l.mu.Lock()
 	switch l.end {
 	case Held:
@@ -294,24 +252,30 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	v, err := lua.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, []any{l.id, l.b.TTL.Milliseconds()}, nil)
+	v, err := wire.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, []any{l.a.ID, l.b.TTL.Milliseconds()}, nil)
 	var res []int64
 	if err == nil {
-		res, err = lua.Int64s(v, 3)
+		res, err = wire.Int64s(v, 3)
 	}
 	if err != nil {
 		l.mu.Unlock()
-		return fmt.Errorf("lease: keep alive %s: %w", l.id, err)
+		return fmt.Errorf("lease: keep alive %s: %w", l.a.ID, err)
 	}
 	if res[0] != 0 {
 		l.expiry = time.UnixMilli(res[2])
 		l.mu.Unlock()
 		return nil
 	}
+	if l.tried != Held {
+		// An end whose reply was lost may have removed it: the next end
+		// attempt finds out which.
+		l.mu.Unlock()
+		return ErrExpired
+	}
 	l.end = Expired
 	l.mu.Unlock()
 	if l.b.Ended != nil {
-		l.b.Ended(l, Expired, ErrExpired)
+		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired})
 	}
 	return ErrExpired
 }

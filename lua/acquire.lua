@@ -19,48 +19,57 @@
 --          now the TAT may lie after the charge: the bucket's span, less for
 --          batch the share it leaves)
 --
--- Returns {code, wait_ms, now_us, reason}:
+-- Returns {code, wait_ms, now_us, reason, expiry_ms}:
 --   code  1: admitted; the call's turn comes in wait_ms (0 = now). The lease is
 --            held and every bucket charged, so the caller sleeps wait_ms and goes.
 --   code  2: this lease id was already admitted (a retried call whose reply was
---            lost); nothing charged again; wait_ms as for 1.
+--            lost); nothing charged again; wait_ms until its turn (0 if past).
 --   code  0: not admitted, nothing charged; retry in wait_ms.
 --   code -1: can never be admitted: its charge exceeds its allowance in
 --            bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
+--   expiry_ms: for codes 1 and 2, the lease's expiry as stored (its score);
+--            otherwise 0.
+--
+-- A bucket found full (no TAT, or one in the past) restarts from now: what
+-- was reserved before has been refilled. The admission records that
+-- restart in <bucket>.f, so that a give-back from a lease charged before it
+-- gives nothing (see settle.lua).
 
 local state, leases = KEYS[1], KEYS[2]
 local id = ARGV[1]
 local batch = ARGV[2] == '1'
+local maxwait = ARGV[3] -- parsed only where read: most admissions do not
 local ttl = ARGV[4] + 0
-local us, now = clock()
+local slots = ARGV[5]
+local spacing = ARGV[6] -- parsed only where read
 local n = (#ARGV - 6) / 3
+-- bucket k: its field ARGV[6 + k]; its charge and allowance ARGV[5 + n + 2k]
+-- and ARGV[6 + n + 2k].
+local us, now = clock()
 local h = redis.call('HMGET', state, 'xp', 'pause', unpack(ARGV, 7, 6 + n))
 
 -- Each bucket's TAT after the charge, and how long until every bucket has
--- room for it: the first bucket with the longest wait names it, and spacing
--- is its charge (the time its refill takes for this call).
-local tats = {0, 0, 0, 0}
-local wait, reason, spacing = 0, '', 0
+-- room for it: the first bucket with the longest wait names it, and its
+-- charge (the time its refill takes for this call) spaces batch waiters.
+local tats, restarted = {0, 0, 0, 0}, {false, false, false, false}
+local wait, reason, step = 0, '', 0
 for k = 1, n do
-  local a = 5 + n + 2 * k
-  local charge, allow = ARGV[a] + 0, ARGV[a + 1] + 0
-  if charge > allow then return {-1, 0, us, ARGV[6 + k]} end
-  local tat = us -- a new or expired budget reads as full
-  local s = h[2 + k]
-  if s then
-    tat = s + 0
-    if tat < us then tat = us end
+  local field, charge, allow = ARGV[6 + k], ARGV[5 + n + 2 * k] + 0, ARGV[6 + n + 2 * k] + 0
+  if charge > allow then return {-1, 0, us, field, 0} end
+  local tat = h[2 + k]
+  if tat and tat - us >= 0 then
+    tat = tat + charge
+  else
+    tat, restarted[k] = us + charge, true
   end
-  tat = tat + charge
   tats[k] = tat
   local w = tat - us - allow
-  if w > wait then wait, reason, spacing = w, ARGV[6 + k], charge end
+  if w > wait then wait, reason, step = w, field, charge end
 end
-wait, spacing = wait / 1000, spacing / 1000
+wait, step = wait / 1000, step / 1000
 
 -- The paths that deny break out of this block with the wait and reason.
--- The max wait is parsed only where it is read: most admissions do not.
 repeat
   -- A pause admits nobody and reserves nothing: a pause may be extended
   -- while callers wait, and a reservation made now could not see that.
@@ -70,13 +79,13 @@ repeat
     if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
   end
 
-  if ARGV[5] ~= '0' then
+  if slots ~= '0' then
     -- Leases past their expiry hold no slot, removed or not (they are
     -- removed a bounded number at a time, below).
     local live = '(' .. fmt('%d', now)
-    if redis.call('ZCOUNT', leases, live, LIVE) >= ARGV[5] + 0 then
+    if redis.call('ZCOUNT', leases, live, LIVE) >= slots + 0 then
       -- No slot. The next one frees when some call ends: on average every
-      -- ARGV[6] ms, or at the latest when the oldest lease expires.
+      -- `spacing` ms, or at the latest when the oldest lease expires.
       -- Waiters are spaced along a virtual queue (qc) so that they come
       -- back one at a time instead of all at once.
       local first = redis.call('ZRANGEBYSCORE', leases, live, LIVE, 'WITHSCORES', 'LIMIT', 0, 1)
@@ -84,11 +93,11 @@ repeat
       if first[2] then latest = first[2] - now end
       local qc = (redis.call('HGET', state, 'qc') or 0) + 0
       if qc < now then qc = now end
-      qc = ceil(qc + ARGV[6])
+      qc = ceil(qc + spacing)
       wait, reason = qc - now, 'concurrency'
       if wait > latest then wait = ceil(latest) end
       if wait < 1 then wait = 1 end
-      local maxwait = ARGV[3] + 0
+      maxwait = maxwait + 0
       if maxwait > 0 and wait <= maxwait then
         cover(state, leases, now, (h[1] or 0) + 0, qc, {'qc', fmt('%d', qc)}, 2)
       end
@@ -96,15 +105,14 @@ repeat
     end
   end
 
-  local maxwait = 0
-  if wait > 0 then maxwait = ARGV[3] + 0 end
+  if wait > 0 then maxwait = maxwait + 0 else maxwait = 0 end
   if wait > 0 and (batch or wait > maxwait) then
     -- Batch calls never reserve ahead (an interactive call arriving later
     -- must not queue behind them), and no call reserves beyond its max
     -- wait. A batch waiter willing to wait is spaced along qb instead.
     if batch and maxwait > 0 then
       local qb = (redis.call('HGET', state, 'qb') or 0) + 0
-      if qb < now + wait then qb = now + wait else qb = qb + spacing end
+      if qb < now + wait then qb = now + wait else qb = qb + step end
       if qb - now <= maxwait then
         qb = ceil(qb)
         cover(state, leases, now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
@@ -126,22 +134,28 @@ repeat
     -- admission in 16 (those landing on a millisecond divisible by 16)
     -- removes at most 100 of them, lowest expiry first (the sentinel
     -- scores highest): a mass expiry then costs many calls a little each,
-    -- never one call a lot, and most calls nothing.
+    -- never one call a lot, and most calls nothing. A lease stays
+    -- REAP_AFTER ms past its expiry first, so that a settle retried in
+    -- that time finds it and learns it expired (see settle.lua).
     if now % 16 == 0 then
-      local expired = redis.call('ZCOUNT', leases, '-inf', fmt('%d', now))
+      local expired = redis.call('ZCOUNT', leases, '-inf', fmt('%d', now - REAP_AFTER))
       if expired > 0 then
         redis.call('ZREMRANGEBYRANK', leases, 0, fmt('%d', math.min(expired, 100) - 1))
       end
     end
-    local args = {false, false, false, false, false, false, false, false, false, false}
+    local args, j = {false, false, false, false, false, false, false, false, false, false}, 0
     local ms = expiry
     for k = 1, n do
-      args[2 * k - 1] = ARGV[6 + k]
-      args[2 * k] = fmt('%d', tats[k])
+      args[j + 1], args[j + 2] = ARGV[6 + k], fmt('%d', tats[k])
+      j = j + 2
+      if restarted[k] then
+        args[j + 1], args[j + 2] = ARGV[6 + k] .. '.f', fmt('%d', us)
+        j = j + 2
+      end
       if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
     end
-    cover(state, leases, now, (h[1] or 0) + 0, ms, args, 2 * n)
-    return {1, wait, us, reason}
+    cover(state, leases, now, (h[1] or 0) + 0, ms, args, j)
+    return {1, wait, us, reason, expiry}
   end
   -- ZADD NX found the id: a retried call whose first reply was lost.
 until true
@@ -151,8 +165,9 @@ until true
 -- call, so only these paths make it.
 local held = redis.call('ZSCORE', leases, id)
 if held then
+  held = held + 0
   local w = 0
   if held - ttl > now then w = ceil(held - ttl - now) end
-  return {2, w, us, ''}
+  return {2, w, us, '', held}
 end
-return {0, wait, us, reason}
+return {0, wait, us, reason, 0}

@@ -5,20 +5,20 @@
 -- ARGV[1]  lease id
 -- ARGV[2]  TTL in ms from now (integer > 0); a lease's expiry only moves later
 --
--- Returns {code, now_ms, expiry_ms}: code 1 extended, 0 unknown, ended or
+-- Returns {code, now_us, expiry_ms}: code 1 extended, 0 unknown, ended or
 -- already expired (its slot was counted as free, so it cannot be taken back).
 
 local state, leases = KEYS[1], KEYS[2]
 local id = ARGV[1]
-local _, now = clock()
+local us, now = clock()
 
 local score = redis.call('ZSCORE', leases, id)
-if not score then return {0, now, 0} end
+if not score then return {0, us, 0} end
 score = score + 0
-if score <= now then return {0, now, 0} end
+if score <= now then return {0, us, 0} end
 local expiry = max(score, now + ARGV[2])
 redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
 local h = redis.call('HMGET', state, 'xp', 'pause')
 -- As for an admission: both keys, and never below a pause in force.
 cover(state, leases, now, (h[1] or 0) + 0, max(expiry, (h[2] or 0) + 0), {}, 0)
-return {1, now, expiry}
+return {1, us, expiry}

@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -221,8 +222,13 @@ func (l lane) keys() []string {
 type lease struct {
 	id                  string
 	cost, start, expiry int64
-	firstExpiry         int64 // before any keepalive: a stale copy to settle with
+	charged             int64 // µs, the clock of its acquire's reply
 	open                bool  // not yet ended by the test
+	// turn is when the call may start (µs), and used what it takes of each
+	// bucket (µs) as its caller sees it: the charge, less what the caller
+	// gave back when it ended, never more than the charge.
+	turn int64
+	used [4]int64
 }
 
 // acquireArgs is an acquire as sent, kept for retries.
@@ -260,11 +266,16 @@ func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int
 	if l.mini != nil {
 		l.mini.SetTime(time.UnixMilli(r.now))
 	}
+	back := false
 	for i, s := range sc.steps {
 		r.clock(s.ms)
+		back = back || s.ms < 0
 		r.logf("#%d %+dms", i, s.ms)
 		r.do(s)
 		r.compareSnapshot()
+	}
+	if !back {
+		r.checkBound()
 	}
 	return r.seen
 }
@@ -368,10 +379,10 @@ func (r *runner) acquire(c acquireArgs) {
 	}
 	got := r.eval(lua.Acquire, args...)
 	us := r.replyNow(got, 2, true)
-	code, wait, reason := r.m.Acquire(us, c.id, c.batch, c.maxWait, c.ttl, slots, c.spacing, cs)
-	r.logf("  acquire %+v at %d = %v; model {%d %d %q}", c, us, got, code, wait, reason)
-	r.check(len(got) == 4 && got[0] == int64(code) && got[1] == wait && got[3] == reason,
-		"acquire %+v = %v; model says {%d %d now %q}", c, got, code, wait, reason)
+	code, wait, reason, expiry := r.m.Acquire(us, c.id, c.batch, c.maxWait, c.ttl, slots, c.spacing, cs)
+	r.logf("  acquire %+v at %d = %v; model {%d %d %q %d}", c, us, got, code, wait, reason, expiry)
+	r.check(len(got) == 5 && got[0] == int64(code) && got[1] == wait && got[3] == reason && got[4] == expiry,
+		"acquire %+v = %v; model says {%d %d now %q %d}", c, got, code, wait, reason, expiry)
 	now := us / 1000
 	kind := fmt.Sprintf("acquire %d %s", code, reason)
 	if code == 1 && wait > 0 {
@@ -380,39 +391,79 @@ func (r *runner) acquire(c acquireArgs) {
 	r.seen[kind]++
 	if code == 1 {
 		start := now + wait
-		r.leases = append(r.leases, &lease{id: c.id, cost: c.cost, start: start,
-			expiry: start + c.ttl, firstExpiry: start + c.ttl, open: true})
+		l := &lease{id: c.id, cost: c.cost, start: start, charged: us, expiry: expiry, open: true,
+			turn: us + wait*1000}
+		for _, ch := range cs {
+			l.used[ch.Bucket] = ch.Charge
+		}
+		r.leases = append(r.leases, l)
 	}
 }
 
 // settle reads a's bits 0-1 (mode: settle, release, cancel, reject), 2-4
-// (0: send the expiry acquire gave, ignoring keepalives) and 6-7 (both set:
-// any lease, ended or not); b picks the lease; c the tokens used (bits 0-2:
-// as reserved, fewer, more, or far more, which runs into the debt cap). The
-// corrections are those package lease sends for each way a lease ends.
+// (0: send a charge time 1 s early, as a caller that only knows a lower
+// bound does) and 6-7 (both set: any lease, ended or not); b picks the
+// lease; c the tokens used (bits 0-2: as reserved, fewer, more, or far
+// more, which runs into the debt cap). The corrections are those package
+// lease sends for each way a lease ends.
 func (r *runner) settle(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	mode := [...]string{"settle", "release", "cancel", "reject"}[s.a&3]
-	expiry := l.expiry
+	charged := l.charged
 	if s.a>>2&7 == 0 {
-		expiry = l.firstExpiry
+		charged -= 1_000_000 / r.lane.scale
 	}
 	v := int64(s.c >> 3)
 	used := [...]int64{l.cost, l.cost, v % (l.cost + 1), v % (l.cost + 1),
 		l.cost + v%(l.cost+1), l.cost + v%(l.cost+1), l.cost + v%(l.cost+1), l.cost + v%256*50}[s.c&7]
-	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Cancelled, "reject": model.Rejected}[mode]
+	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Canceled, "reject": model.Rejected}[mode]
 	deltas := model.Deltas(r.bk, how, l.cost, used)
-	args := []any{l.id, expiry}
+	args := []any{l.id, charged}
 	for _, d := range deltas {
 		args = append(args, model.Name(d.Bucket), d.Us)
 	}
 	got := r.eval(lua.Settle, args...)
 	us := r.replyNow(got, 1, true)
-	want := r.m.Settle(us, l.id, expiry, deltas)
-	r.logf("  settle %s %s reserved=%d used=%d expiry=%d %v = %v; model %d", l.id, mode, l.cost, used, expiry, deltas, got, want)
+	want := r.m.Settle(us, l.id, charged, deltas)
+	r.logf("  settle %s %s reserved=%d used=%d charged=%d %v = %v; model %d", l.id, mode, l.cost, used, charged, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, mode, got, want)
 	l.open = false
+	if want == 1 {
+		for _, d := range deltas {
+			if d.Us < 0 {
+				l.used[d.Bucket] = max(0, l.used[d.Bucket]+d.Us)
+			}
+		}
+	}
 	r.seen[fmt.Sprintf("%s %d", mode, want)]++
+}
+
+// checkBound checks the promise the budget makes, whatever order its
+// give-backs arrive in: what the calls whose turn falls in any interval
+// [t, t+d] use of a bucket never exceeds a full bucket plus d's refill. In
+// µs of the bucket's time: the span (and its slack) plus d. Calls that
+// overrun their reservation count their reservation: a debt is charged
+// after the fact. A clock that steps back voids the promise, so such runs
+// are not checked.
+func (r *runner) checkBound() {
+	for i, bk := range r.sc.buckets {
+		if bk.Cap == 0 {
+			continue
+		}
+		wb := bk.Wire(i)
+		calls := slices.Clone(r.leases)
+		slices.SortFunc(calls, func(x, y *lease) int { return cmp.Compare(x.turn, y.turn) })
+		for j := range calls {
+			var sum int64
+			for k := j; k < len(calls); k++ {
+				sum += calls[k].used[i]
+				if bound := wb.Span + wb.Slack + calls[k].turn - calls[j].turn; sum > bound {
+					r.fail("%s: the calls whose turns lie in [%d, %d] use %d µs of the bucket; bound %d (span %d + slack %d + %d)",
+						wb.Field, calls[j].turn, calls[k].turn, sum, bound, wb.Span, wb.Slack, calls[k].turn-calls[j].turn)
+				}
+			}
+		}
+	}
 }
 
 // keepAlive reads a's bits 6-7 (both set: any lease, ended or not), b (the
@@ -421,7 +472,7 @@ func (r *runner) keepAlive(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	ttl := max(1, (1+2*int64(s.c))/r.lane.scale)
 	got := r.eval(lua.KeepAlive, l.id, ttl)
-	now := r.replyNow(got, 1, false)
+	now := r.replyNow(got, 1, true) / 1000
 	code, expiry := r.m.KeepAlive(now, l.id, ttl)
 	r.logf("  keepalive %s %d = %v; model {%d %d}", l.id, ttl, got, code, expiry)
 	r.check(len(got) == 3 && got[0] == int64(code) && got[2] == expiry,
@@ -434,7 +485,7 @@ func (r *runner) keepAlive(s step) {
 
 func (r *runner) pause(ms int64) {
 	got := r.eval(lua.Pause, ms)
-	now := r.replyNow(got, 1, false)
+	now := r.replyNow(got, 1, true) / 1000
 	want := r.m.Pause(now, ms)
 	r.logf("  pause %d = %v; model %d", ms, got, want)
 	r.check(len(got) == 2 && got[0] == want, "pause %d = %v; model says {%d now}", ms, got, want)
@@ -453,7 +504,7 @@ func (r *runner) pick(all bool, x uint16) *lease {
 		open = r.leases
 	}
 	if len(open) == 0 {
-		return &lease{id: "nobody", start: r.now, expiry: r.now + 1, firstExpiry: r.now + 1}
+		return &lease{id: "nobody", start: r.now, expiry: r.now + 1, charged: r.now * 1000}
 	}
 	// Mostly one of the latest: a caller ends its calls soon after it makes
 	// them, so most of these find the lease still live.
@@ -469,11 +520,10 @@ func (r *runner) pick(all bool, x uint16) *lease {
 // carry).
 func (r *runner) compareSnapshot() {
 	got := r.eval(lua.Snapshot, r.fields...)
-	r.replyNow(got, 0, false)
-	us := r.replyNow(got, 3, true)
+	us := r.replyNow(got, 0, true)
 	want := r.m.Snapshot(us)
-	ok := len(got) == 4+len(r.fields) && got[1] == want.PauseRemaining && got[2] == want.InFlight
-	j := 4
+	ok := len(got) == 3+len(r.fields) && got[1] == want.PauseRemaining && got[2] == want.InFlight
+	j := 3
 	var tats []string
 	for i := 0; ok && i < 4; i++ {
 		if r.bk[i].Cap == 0 {
@@ -661,13 +711,14 @@ func fuzzSeeds() [][]byte {
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000)),
-		// 104 leases expire together; one admission reaps 100 of them, in
-		// the sorted set's order (expiry, then id as bytes: a0, a1, a10,
-		// a100, ...), so a ms later a retry of a0 is admitted anew and one
-		// of a99 is still answered 2.
+		// 104 leases expire together; a minute later one admission reaps
+		// 100 of them, in the sorted set's order (expiry, then id as bytes:
+		// a0, a1, a10, a100, ...), so a ms later a retry of a0 is admitted
+		// anew and one of a99 is still answered 2.
 		seq(header(0, off, tpm1000, off, off, 0, 0),
 			seedStep(0, 1, interactive|ttl1ms|waitNone, 0, 0),
 			bytes.Repeat(seedStep(0, 0, interactive|ttl1ms|waitNone, 0, 0), 103),
+			seedStep(14, 60_000, 0, 0, 0),
 			seedStep(0, 15, interactive|ttl1ms|waitNone, 0, 0),
 			seedStep(opRetry, 1, 0, 0, 0),
 			seedStep(opRetry, 0, 0, 99, 0),
@@ -681,6 +732,17 @@ func fuzzSeeds() [][]byte {
 			seedStep(0, 0, interactive|ttl1s|waitNone, 10, 0),
 			seedStep(opSettle, 1_000, modeSettle|0xc0, 1, 0),
 			seedStep(0, 0, interactive|ttl1s|waitNone, 10, 0)),
+		// A give-back that reaches Redis late: RPM 60 with a burst of 5 (1
+		// a second); a call at 0 whose cancel lands at 1.3 s, after another
+		// caller took the burst refilled by 1.15 s. It must give nothing
+		// back, or a sixth call fits in 150 ms (see checkBound).
+		seq(header(0, [3]byte{4, 3, 2}, off, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 1150, interactive|ttl60s|waitNone, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0), 4),
+			seedStep(opSettle, 150, modeCancel, 0x8000, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0)),
 		// Pauses, reaping on ms divisible by 16, a clock stepping back.
 		seq(header(0, rpm2, tpm1000, [3]byte{7, 1, 2}, [3]byte{4, 3, 1}, 2, 3),
 			seedStep(0, 0, interactive|ttl1ms|waitNone, 1, 0),

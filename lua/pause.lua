@@ -16,28 +16,38 @@
 -- its TAT moves to at least the pause's end plus the offset. A bucket never
 -- goes below minus one full bucket: the TAT stays within the limit of now.
 --
--- Returns {remaining_ms, now_ms}: the pause in force after this call.
+-- A bucket lowered from a TAT in the past restarts (see prelude.lua): the
+-- restart is recorded, as acquire records it.
+--
+-- Returns {remaining_ms, now_us}: the pause in force after this call.
 
 local state = KEYS[1]
+local ms_arg = ARGV[1]
+local n = (#ARGV - 1) / 3
+-- bucket k: its field ARGV[3k - 1], offset ARGV[3k], limit ARGV[3k + 1].
 local us, now = clock()
 local fields = {'pause', 'xp'}
-for a = 2, #ARGV, 3 do fields[#fields + 1] = ARGV[a] end
+for k = 1, n do fields[2 + k] = ARGV[3 * k - 1] end
 local h = redis.call('HMGET', state, unpack(fields))
-local pause = max((h[1] or 0) + 0, now + ARGV[1])
+local pause = max((h[1] or 0) + 0, now + ms_arg)
 local args = {'pause', fmt('%d', pause)}
 local ms = pause
-for a = 2, #ARGV, 3 do
-  local target = us + (pause - now) * 1000 + ARGV[a + 1]
-  local limit = us + ARGV[a + 2]
+for k = 1, n do
+  local field, offset, limit = ARGV[3 * k - 1], ARGV[3 * k] + 0, us + ARGV[3 * k + 1]
+  local target = us + (pause - now) * 1000 + offset
   if target > limit then target = limit end
-  local s = h[3 + (a - 2) / 3]
-  if not s or s + 0 < target then
-    args[#args + 1] = ARGV[a]
+  local tat = h[2 + k]
+  if not tat or tat - target < 0 then
+    args[#args + 1] = field
     args[#args + 1] = fmt('%d', target)
+    if not tat or tat - us < 0 then
+      args[#args + 1] = field .. '.f'
+      args[#args + 1] = fmt('%d', us)
+    end
     if target / 1000 > ms then ms = target / 1000 end
   end
 end
 if #args > 2 or pause > (h[1] or 0) + 0 then
   cover(state, KEYS[2], now, (h[2] or 0) + 0, ms, args, #args)
 end
-return {pause - now, now}
+return {pause - now, us}

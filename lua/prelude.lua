@@ -3,18 +3,23 @@
 --
 -- A bucket is one hash field holding its theoretical arrival time (TAT): the
 -- microsecond, on the Redis clock, at and after which the bucket is full.
--- Taking a call's charge moves it later (from now, if it lay in the past);
--- giving back moves it earlier. A call fits now when the TAT after its
--- charge lies at most its allowance past now. The caller turns units into
--- microseconds (see package lua's Bucket), so the scripts only add and
--- compare integers; a TAT in the past reads as full, so nothing needs
--- clamping.
+-- Taking a call's charge moves it later; giving back moves it earlier. A
+-- call fits now when the TAT after its charge lies at most its allowance
+-- past now. The caller turns units into microseconds (see package lua's
+-- Bucket), so the scripts only add and compare integers.
 --
--- State hash fields: rpm/tpm/rpd/tpd (TATs, µs), pause (ms until which
--- nobody is admitted), qc and qb (the virtual queues that space out
--- concurrency and batch waiters, in ms), xp (the expiry last set on both
--- keys, in ms: every bucket is full again, and every lease has expired,
--- before it).
+-- A TAT in the past reads as full, and the next charge starts from now: the
+-- bucket restarts, and what was reserved before has been refilled. The
+-- script that restarts a bucket records when in the field <bucket>.f, and a
+-- give-back from a lease charged before that time gives nothing back (see
+-- settle.lua): otherwise a give-back that reaches Redis late, after the
+-- refill and a new burst, would add capacity the refill already added.
+--
+-- State hash fields: rpm/tpm/rpd/tpd (TATs, µs), rpm.f/tpm.f/rpd.f/tpd.f
+-- (their last restarts, µs), pause (ms until which nobody is admitted), qc
+-- and qb (the virtual queues that space out concurrency and batch waiters,
+-- in ms), xp (the expiry last set on both keys, in ms: every bucket is full
+-- again, and every lease has expired, before it).
 --
 -- Redis runs a script alone, so its cost is everyone's latency. On a small
 -- machine every redis.call costs a few microseconds, and every argument,
@@ -36,6 +41,10 @@ local floor, ceil, max = math.floor, math.ceil, math.max
 -- The lease set's sentinel score (see cover), and the bound that leaves it
 -- out of a count: ZCOUNT leases (now LIVE counts the leases in flight.
 local SENTINEL, LIVE = '9000000000000000', '(9000000000000000'
+-- How long an expired lease stays in the lease set before acquire removes
+-- it, in ms: a settle retried within it is told the lease expired, and one
+-- that finds no lease within it knows an earlier attempt ended it.
+local REAP_AFTER = 60000
 
 -- clock reads the server clock, in µs and in ms: every process shares it,
 -- so skew between callers' machines never changes the budget.

@@ -4,7 +4,7 @@
 -- KEYS[2]  lease zset
 -- ARGV[1..] the configured buckets' fields
 --
--- Returns {now_ms, pause_remaining_ms, leases_in_flight, now_us, tats...}: one
+-- Returns {now_us, pause_remaining_ms, leases_in_flight, tats...}: one
 -- TAT (µs) per field, in the order sent, as a string, '' when none is
 -- stored (the bucket is full).
 
@@ -13,6 +13,6 @@ local us, now = clock()
 local h = redis.call('HMGET', state, 'pause', unpack(ARGV))
 local pause = 0
 if h[1] and h[1] - now > 0 then pause = h[1] - now end
-local out = {now, pause, redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE), us}
-for k = 1, #ARGV do out[4 + k] = h[1 + k] or '' end
+local out = {us, pause, redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE)}
+for k = 1, #ARGV do out[3 + k] = h[1 + k] or '' end
 return out

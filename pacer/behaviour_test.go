@@ -30,7 +30,7 @@ func TestPauseIsShared(t *testing.T) {
 		if s := snap(t, ps[1]); s.Paused < 300*time.Millisecond {
 			t.Errorf("Snapshot().Paused = %v; want about 400ms", s.Paused)
 		}
-		l, wait, err := ps[1].TryAcquire(ctx, pacer.Request{})
+		l, wait, err := tryAcquire(ps[1], ctx, pacer.Request{})
 		if l != nil || err != nil || wait < 300*time.Millisecond {
 			t.Errorf("TryAcquire during the pause = %v, %v, %v; want nil, ~400ms, nil", l, wait, err)
 		}
@@ -56,13 +56,13 @@ func TestBatchFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 400 left; batch may not go below the floor of 200.
-		if l, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: 300, Priority: pacer.Batch}); l != nil || err != nil || wait <= 0 {
+		if l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 300, Priority: pacer.Batch}); l != nil || err != nil || wait <= 0 {
 			t.Errorf("batch TryAcquire(300) = %v, %v, %v; want held back", l, wait, err)
 		}
 		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 300, Priority: pacer.Batch, MaxWait: 100 * time.Millisecond}); !errors.Is(err, pacer.ErrWaitTimeout) {
 			t.Errorf("batch Acquire(300) = %v; want ErrWaitTimeout", err)
 		}
-		if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 300}); l == nil || err != nil {
+		if l, _, err := tryAcquire(p, ctx, pacer.Request{Tokens: 300}); l == nil || err != nil {
 			t.Errorf("interactive TryAcquire(300) = %v, %v; want a lease", l, err)
 		}
 		// 900 tokens plus the 200 floor never fit a 1000 bucket for batch.
@@ -72,14 +72,14 @@ func TestBatchFloor(t *testing.T) {
 		// Concurrency: 5 slots, batch may hold 4.
 		p = newPacer(t, b, pacer.Config{Limits: pacer.Limits{Concurrency: 5}})
 		for i := 0; i < 4; i++ {
-			if l, _, err := p.TryAcquire(ctx, pacer.Request{Priority: pacer.Batch}); l == nil || err != nil {
+			if l, _, err := tryAcquire(p, ctx, pacer.Request{Priority: pacer.Batch}); l == nil || err != nil {
 				t.Fatalf("batch slot %d = %v, %v", i+1, l, err)
 			}
 		}
-		if l, _, _ := p.TryAcquire(ctx, pacer.Request{Priority: pacer.Batch}); l != nil {
+		if l, _, _ := tryAcquire(p, ctx, pacer.Request{Priority: pacer.Batch}); l != nil {
 			t.Errorf("batch took the last slot")
 		}
-		if l, _, err := p.TryAcquire(ctx, pacer.Request{}); l == nil || err != nil {
+		if l, _, err := tryAcquire(p, ctx, pacer.Request{}); l == nil || err != nil {
 			t.Errorf("interactive could not take the last slot: %v, %v", l, err)
 		}
 	})
@@ -222,7 +222,7 @@ func TestBadInput(t *testing.T) {
 			if l, err := p.Acquire(ctx, tc.r); l != nil || !errors.Is(err, tc.want) {
 				t.Errorf("Acquire(%+v) = %v, %v; want %v", tc.r, l, err, tc.want)
 			}
-			if l, _, err := p.TryAcquire(ctx, tc.r); l != nil || !errors.Is(err, tc.want) {
+			if l, _, err := tryAcquire(p, ctx, tc.r); l != nil || !errors.Is(err, tc.want) {
 				t.Errorf("TryAcquire(%+v) = %v, %v; want %v", tc.r, l, err, tc.want)
 			}
 		})
@@ -265,7 +265,7 @@ func TestNamesAreIndependentAndShareASlot(t *testing.T) {
 			if _, err := p.Acquire(ctx, pacer.Request{}); err != nil {
 				t.Fatalf("budget %d: first Acquire = %v; want admitted (budgets are independent)", i, err)
 			}
-			if l, _, _ := p.TryAcquire(ctx, pacer.Request{}); l != nil {
+			if l, _, _ := tryAcquire(p, ctx, pacer.Request{}); l != nil {
 				t.Fatalf("budget %d: second call admitted past RPD 1", i)
 			}
 			if b.Kind == "cluster" {
@@ -366,10 +366,10 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.TPM.Level, s.RPM.Level, s.Paused)
 	}
 	b.Mini.SetTime(t0.Add(2 * time.Second))
-	if l, _, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 500}); l == nil || err != nil {
+	if l, _, err := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 500}); l == nil || err != nil {
 		t.Fatalf("the throttled call's share once the pause ends = %v, %v; want admitted", l, err)
 	}
-	if l, _, _ := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 10}); l != nil {
+	if l, _, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil {
 		t.Error("more than the throttled call's share was admitted after the pause: the refill was banked")
 	}
 	// A bucket lower than the target is left alone, and LimitUnknown lowers
@@ -398,7 +398,7 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 		if s.TPM.Level > 320 || s.TPM.Level < 299 || s.RPM.Level < 599 || s.Paused < 1900*time.Millisecond {
 			t.Errorf("after Throttled: TPM %v, RPM %v, paused %v; want about 300, 600, 2s", s.TPM.Level, s.RPM.Level, s.Paused)
 		}
-		if l, wait, _ := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 10}); l != nil || wait < 1900*time.Millisecond {
+		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < 1900*time.Millisecond {
 			t.Errorf("TryAcquire during the pause = %v, %v; want held back about 2s", l, wait)
 		}
 	})

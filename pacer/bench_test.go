@@ -38,7 +38,7 @@ func BenchmarkAcquireSettle(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+				l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 				if err != nil || l == nil {
 					b.Fatal(l, err)
 				}

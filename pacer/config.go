@@ -1,13 +1,14 @@
 package pacer
 
 import (
-	"fmt"
+	"cmp"
 	"math"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/llmpacer/llmpacer/lease"
-	"github.com/llmpacer/llmpacer/lua"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // Limits are a provider's limits for one API key or deployment, as the
@@ -146,7 +147,7 @@ type bucket struct {
 	field    string        // its state hash field: rpm, tpm, rpd, tpd
 	limit    int64         // per window, after headroom
 	capacity float64       // burst
-	lb       lua.Bucket    // as the scripts see it
+	wb       wire.Bucket   // as the scripts see it
 	perMs    float64       // refill per millisecond
 	window   time.Duration // the limit's window
 }
@@ -163,27 +164,54 @@ type settings struct {
 	observe      func(Event)
 	keep         float64 // the batch floor, or 0 with no floor
 	fields       []any   // the configured buckets' fields, boxed once
-	leaseBuckets []lease.Bucket
+	wireBuckets  []wire.Bucket
 }
 
+// settings validates c and returns it with defaults applied.
 func (c Config) settings() (settings, error) {
+	if err := c.validate(); err != nil {
+		return settings{}, err
+	}
 	s := settings{
-		name: c.Name, prefix: c.KeyPrefix, limits: c.Limits,
-		batchFloor: c.BatchFloor, leaseTTL: c.LeaseTTL, maxWait: c.MaxWait, observe: c.Observe,
-		noRefund: c.NoRefund,
+		name: c.Name, prefix: cmp.Or(c.KeyPrefix, DefaultKeyPrefix), limits: c.Limits,
+		batchFloor: c.BatchFloor, noRefund: c.NoRefund, observe: c.Observe,
+		leaseTTL: cmp.Or(c.LeaseTTL, DefaultLeaseTTL), maxWait: cmp.Or(c.MaxWait, DefaultMaxWait),
 	}
-	if s.prefix == "" {
-		s.prefix = DefaultKeyPrefix
+	switch {
+	case s.batchFloor == 0:
+		s.batchFloor = DefaultBatchFloor
+	case s.batchFloor < 0:
+		s.batchFloor = 0
 	}
-	if err := checkName("Name", s.name); err != nil {
-		return s, err
+	s.keep = s.batchFloor
+	for i, sp := range c.bucketSpecs() {
+		if sp.limit == 0 {
+			continue
+		}
+		b, err := c.newBucket(sp)
+		if err != nil {
+			return settings{}, err
+		}
+		s.buckets[i] = b
+		s.fields = append(s.fields, sp.field)
+		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}
-	if err := checkName("KeyPrefix", s.prefix); err != nil {
-		return s, err
+	return s, nil
+}
+
+// validate checks every field of c on its own: names, ranges, fractions.
+// What depends on several fields at once (a burst against its limit after
+// Headroom) is checked by newBucket.
+func (c Config) validate() error {
+	if err := checkName("Name", c.Name); err != nil {
+		return err
+	}
+	if err := checkName("KeyPrefix", cmp.Or(c.KeyPrefix, DefaultKeyPrefix)); err != nil {
+		return err
 	}
 	l := c.Limits
 	if l.IsZero() {
-		return s, invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency")
+		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency")
 	}
 	for _, f := range []struct {
 		n string
@@ -191,92 +219,89 @@ func (c Config) settings() (settings, error) {
 	}{{"RPM", l.RPM}, {"TPM", l.TPM}, {"RPD", l.RPD}, {"TPD", l.TPD}, {"Concurrency", l.Concurrency},
 		{"Burst.RPM", c.Burst.RPM}, {"Burst.TPM", c.Burst.TPM}, {"Burst.RPD", c.Burst.RPD}, {"Burst.TPD", c.Burst.TPD}} {
 		if f.v < 0 || f.v > maxLimit {
-			return s, invalidf("Config.%s = %d: must be between 0 (no limit) and %d", f.n, f.v, int64(maxLimit))
+			return invalidf("Config.%s = %d: must be between 0 (no limit) and %d", f.n, f.v, int64(maxLimit))
 		}
 	}
 	if math.IsNaN(c.Headroom) || c.Headroom < 0 || c.Headroom >= 1 {
-		return s, invalidf("Config.Headroom = %v: must be a fraction in [0, 1), e.g. 0.1 to keep 10%% unused", c.Headroom)
+		return invalidf("Config.Headroom = %v: must be a fraction in [0, 1), e.g. 0.1 to keep 10%% unused", c.Headroom)
 	}
-	switch {
-	case math.IsNaN(s.batchFloor) || s.batchFloor >= 1:
-		return s, invalidf("Config.BatchFloor = %v: must be below 1 (e.g. 0.2); a negative value disables the floor", c.BatchFloor)
-	case s.batchFloor == 0:
-		s.batchFloor = DefaultBatchFloor
-	case s.batchFloor < 0:
-		s.batchFloor = 0
+	if math.IsNaN(c.BatchFloor) || c.BatchFloor >= 1 {
+		return invalidf("Config.BatchFloor = %v: must be below 1 (e.g. 0.2); a negative value disables the floor", c.BatchFloor)
 	}
-	if s.leaseTTL == 0 {
-		s.leaseTTL = DefaultLeaseTTL
+	if c.LeaseTTL != 0 && (c.LeaseTTL < time.Millisecond || c.LeaseTTL > maxDur) {
+		return invalidf("Config.LeaseTTL = %v: must be between 1ms and %v", c.LeaseTTL, maxDur)
 	}
-	if s.leaseTTL < time.Millisecond || s.leaseTTL > maxDur {
-		return s, invalidf("Config.LeaseTTL = %v: must be between 1ms and %v", c.LeaseTTL, maxDur)
+	if c.MaxWait < 0 || c.MaxWait > maxDur {
+		return invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, DefaultMaxWait, maxDur)
 	}
-	if s.maxWait == 0 {
-		s.maxWait = DefaultMaxWait
+	for _, sp := range c.bucketSpecs() {
+		if sp.limit == 0 && sp.burst != 0 {
+			return invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
+		}
 	}
-	if s.maxWait < 0 || s.maxWait > maxDur {
-		return s, invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, DefaultMaxWait, maxDur)
-	}
+	return nil
+}
 
-	specs := [4]struct {
-		name, field  string
-		limit, burst int64
-		window       time.Duration
-	}{
-		{"RPM", "rpm", l.RPM, c.Burst.RPM, time.Minute},
-		{"TPM", "tpm", l.TPM, c.Burst.TPM, time.Minute},
-		{"RPD", "rpd", l.RPD, c.Burst.RPD, 24 * time.Hour},
-		{"TPD", "tpd", l.TPD, c.Burst.TPD, 24 * time.Hour},
+// bucketSpec is one rate limit as Config states it.
+type bucketSpec struct {
+	name, field  string
+	limit, burst int64
+	window       time.Duration
+	tokens       bool
+}
+
+func (c Config) bucketSpecs() [4]bucketSpec {
+	l := c.Limits
+	return [4]bucketSpec{
+		{"RPM", "rpm", l.RPM, c.Burst.RPM, time.Minute, false},
+		{"TPM", "tpm", l.TPM, c.Burst.TPM, time.Minute, true},
+		{"RPD", "rpd", l.RPD, c.Burst.RPD, 24 * time.Hour, false},
+		{"TPD", "tpd", l.TPD, c.Burst.TPD, 24 * time.Hour, true},
 	}
-	for i, sp := range specs {
-		if sp.limit == 0 {
-			if sp.burst != 0 {
-				return s, invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
-			}
-			continue
-		}
-		limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
-		if limit < 1 {
-			return s, invalidf("Limits.%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.name, sp.limit, c.Headroom)
-		}
-		burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
-		if burst > limit {
-			return s, invalidf("Config.Burst.%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.name, burst, limit)
-		}
-		refill := float64(limit)
-		if c.SlidingWindow {
-			if burst == 0 {
-				burst = (limit + 1) / 2
-			}
-			if burst == limit {
-				return s, invalidf("Config.Burst.%s = %d equals the limit: with SlidingWindow the bucket refills at (limit - burst)/window, so set a burst below the limit", sp.name, burst)
-			}
-			refill = float64(limit - burst)
-		} else if burst == 0 {
-			burst = limit
-		}
-		s.buckets[i] = bucket{
-			name: sp.name, field: sp.field, limit: limit, capacity: float64(burst),
-			lb:    lua.NewBucket(sp.field, burst, int64(refill), sp.window),
-			perMs: refill / float64(sp.window.Milliseconds()), window: sp.window,
-		}
-		// Times stay exact integers in a Lua double: a TAT is now plus a few
-		// spans, so a span must stay far below 2^53 µs.
-		if span := float64(burst) * s.buckets[i].lb.Interval; span > maxSpan {
-			return s, invalidf("Config.Burst.%s = %d refills at %d per %v with SlidingWindow: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
-				sp.name, burst, int64(refill), sp.window, span/(365*24*3600e6))
-		}
-		s.fields = append(s.fields, sp.field)
-		s.leaseBuckets = append(s.leaseBuckets, lease.Bucket{Bucket: s.buckets[i].lb, Tokens: i == 1 || i == 3})
+}
+
+// newBucket builds the bucket sp describes, after Headroom and
+// SlidingWindow.
+func (c Config) newBucket(sp bucketSpec) (bucket, error) {
+	limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
+	if limit < 1 {
+		return bucket{}, invalidf("Limits.%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.name, sp.limit, c.Headroom)
 	}
-	s.keep = s.batchFloor
-	return s, nil
+	burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
+	if burst > limit {
+		return bucket{}, invalidf("Config.Burst.%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.name, burst, limit)
+	}
+	refill := limit
+	if c.SlidingWindow {
+		if burst == 0 {
+			burst = (limit + 1) / 2
+		}
+		if burst == limit {
+			return bucket{}, invalidf("Config.Burst.%s = %d equals the limit: with SlidingWindow the bucket refills at (limit - burst)/window, so set a burst below the limit", sp.name, burst)
+		}
+		refill = limit - burst
+	} else if burst == 0 {
+		burst = limit
+	}
+	b := bucket{
+		name: sp.name, field: sp.field, limit: limit, capacity: float64(burst),
+		wb:    wire.NewBucket(sp.field, burst, refill, sp.window, sp.tokens),
+		perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
+	}
+	// Times stay exact integers in a Lua double: a TAT is now plus a few
+	// spans, so a span must stay far below 2^53 µs.
+	if span := float64(burst) * b.wb.Interval; span > maxSpan {
+		return bucket{}, invalidf("Config.Burst.%s = %d refills at %d per %v with SlidingWindow: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
+			sp.name, burst, refill, sp.window, span/(365*24*3600e6))
+	}
+	return b, nil
 }
 
 // checkName rejects names that would break the key layout. Braces would
 // change the Redis Cluster hash tag (and so could make two budgets share
-// keys, or split one budget over slots); control characters and spaces make
-// keys that cannot be typed into redis-cli.
+// keys, or split one budget over slots); invisible characters, spaces and
+// invalid UTF-8 make keys that cannot be typed into redis-cli, or that look
+// like another budget's.
 func checkName(field, v string) error {
 	if v == "" {
 		return invalidf("Config.%s is empty: name the budget, e.g. \"openai:gpt-4o-mini\"", field)
@@ -284,15 +309,16 @@ func checkName(field, v string) error {
 	if len(v) > maxNameLen {
 		return invalidf("Config.%s is %d bytes long: use at most %d", field, len(v), maxNameLen)
 	}
-	for i := 0; i < len(v); i++ {
-		ch := v[i]
-		if ch <= ' ' || ch == 0x7f || ch == '{' || ch == '}' {
-			return invalidf("Config.%s %q: byte %d (%q) is not allowed; use printable characters without spaces, '{' or '}'", field, v, i, ch)
+	if !utf8.ValidString(v) {
+		return invalidf("Config.%s %q is not valid UTF-8", field, v)
+	}
+	for i, r := range v {
+		// unicode.IsPrint leaves out control characters (U+0085), line and
+		// paragraph separators (U+2028) and format characters such as the
+		// bidi overrides (U+202E), which make a key read as another.
+		if r == ' ' || r == '{' || r == '}' || !unicode.IsPrint(r) {
+			return invalidf("Config.%s %q: %U at byte %d is not allowed; use printable characters without spaces, '{' or '}'", field, v, r, i)
 		}
 	}
 	return nil
-}
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }

@@ -13,8 +13,9 @@ import (
 // with a message that says what was wrong and what to do.
 var (
 	// ErrInvalid reports bad input: a Config, Request or argument that can
-	// never be right. The wrapping message names the field and the fix.
-	ErrInvalid = errors.New("pacer: invalid argument")
+	// never be right. The wrapping message names the field and the fix. It
+	// is lease.ErrInvalid, so a lease's bad argument matches it too.
+	ErrInvalid = lease.ErrInvalid
 
 	// ErrTooLarge reports a request that can never fit: its tokens exceed a
 	// token bucket's capacity. It is returned at once, never waited on.
@@ -41,9 +42,8 @@ type WaitError struct {
 	Wait time.Duration
 	// Bound is the wait bound that Wait exceeded.
 	Bound time.Duration
-	// Limit names the limit that held the call back: "rpm", "tpm", "rpd",
-	// "tpd", "concurrency" or "pause".
-	Limit string
+	// Limit names the limit that held the call back.
+	Limit Limit
 
 	ctxBound bool
 }

@@ -3,6 +3,7 @@ package pacer
 import (
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/lease"
 )
 
@@ -19,11 +20,17 @@ const (
 	Denied
 	// Ended: a lease ended; End says how.
 	Ended
-	// Paused: the budget was paused; Wait is the pause now in force.
+	// Paused: the budget was paused; Wait is the pause now in force, Limit
+	// the limit the provider named (LimitPause for Pause, or a 429 that
+	// named none).
 	Paused
+	// Refused: the provider refused a call that Run or TryRun made; Verdict
+	// says why. The lease's end follows as an Ended event.
+	Refused
 )
 
-// String names the kind: "admitted", "waiting", "denied", "ended", "paused".
+// String names the kind: "admitted", "waiting", "denied", "ended", "paused",
+// "refused".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -36,21 +43,35 @@ func (k EventKind) String() string {
 		return "ended"
 	case Paused:
 		return "paused"
+	case Refused:
+		return "refused"
 	}
 	return "unknown"
 }
 
 // Event is what Config.Observe receives: enough to count admissions, export
 // wait-time histograms and log denials without wrapping every call.
+//
+// Every event has Kind and Name. Admitted, Waiting, Denied and Refused carry
+// the request's Tokens and Priority; Ended carries the lease's Tokens.
 type Event struct {
 	Kind     EventKind
 	Name     string // the budget
 	Tokens   int64  // tokens of the request or lease
 	Priority Priority
-	Wait     time.Duration
-	Limit    string    // the limit that made a call wait or be denied
-	End      lease.End // for Ended
-	Err      error     // for Denied, and for Ended when the lease expired
+	// Wait: for Admitted, how long Acquire waited in all; for Waiting, the
+	// sleep ahead; for Denied, how long until room; for Paused, the pause.
+	Wait  time.Duration
+	Limit Limit // the limit that made a call wait or be denied, or paused it
+	// For Ended: how the lease ended, the tokens it used (the settled usage;
+	// the reservation for a released or expired lease; 0 for a canceled or
+	// rejected one), and how long it was held (0 if canceled or expired).
+	End  lease.End
+	Used int64
+	Held time.Duration
+	// Verdict is, for Refused, what the provider's refusal means.
+	Verdict classify.Verdict
+	Err     error // for Denied, Refused, and Ended when the lease expired
 }
 
 func (p *Pacer) emit(e Event) {

@@ -125,7 +125,10 @@ func ExamplePacer_Pause() {
 
 	ctx := context.Background()
 	_ = worker1.Pause(ctx, 20*time.Second)
-	_, wait, _ := worker2.TryAcquire(ctx, pacer.Request{})
-	fmt.Println("worker 2 waits", wait.Round(time.Second))
-	// Output: worker 2 waits 20s
+	_, err := worker2.TryAcquire(ctx, pacer.Request{})
+	var notYet *pacer.NotYetError
+	if errors.As(err, &notYet) {
+		fmt.Println("worker 2 waits", notYet.RetryAfter.Round(time.Second), "for", notYet.Limit)
+	}
+	// Output: worker 2 waits 20s for pause
 }

@@ -100,7 +100,7 @@ func TestRedisGone(t *testing.T) {
 	if _, err := p.Acquire(ctx, pacer.Request{}); err == nil {
 		t.Error("Acquire with Redis gone = nil error")
 	}
-	if _, _, err := p.TryAcquire(ctx, pacer.Request{}); err == nil {
+	if _, _, err := tryAcquire(p, ctx, pacer.Request{}); err == nil {
 		t.Error("TryAcquire with Redis gone = nil error")
 	}
 	if err := l.Settle(ctx, 0); err == nil {
@@ -129,7 +129,7 @@ func TestMassExpiryIsReapedBounded(t *testing.T) {
 		prev := int64(3000)
 		const calls = 16 * 80
 		for i := 0; i < calls; i++ {
-			l, _, err := p.TryAcquire(ctx, pacer.Request{})
+			l, _, err := tryAcquire(p, ctx, pacer.Request{})
 			if err != nil || l == nil {
 				t.Fatalf("TryAcquire %d = %v, %v; expired leases must not hold slots", i, l, err)
 			}

@@ -1,18 +1,15 @@
 package pacer
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"reflect"
 	"sync/atomic"
 	"time"
 
-	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/concurrency"
+	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/lease"
-	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,7 +34,7 @@ type Pacer struct {
 	rdb    redis.Scripter
 	s      settings
 	keys   []string
-	budget *lease.Budget
+	budget *leasing.Budget
 	slots  concurrency.Queue // local waiters for a concurrency slot
 	// pausedUntil is the end of the latest pause this process set, and
 	// pausedAt when it was set (UnixNano). A call that reserved its turn
@@ -55,7 +52,9 @@ type Pacer struct {
 // redis.UniversalClient. It validates cfg and does not contact Redis; a new
 // budget starts full.
 func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
-	if rdb == nil {
+	// A nil pointer in the interface passes a nil check and would panic
+	// later, inside a goroutine of ours, killing the process.
+	if rdb == nil || reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil() {
 		return nil, invalidf("New: the Redis client is nil; pass a *redis.Client, *redis.ClusterClient or other redis.UniversalClient")
 	}
 	s, err := cfg.settings()
@@ -66,8 +65,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// keys, and on a Redis Cluster they must live in one slot.
 	tag := "{" + s.prefix + ":" + s.name + "}"
 	p := &Pacer{rdb: rdb, s: s, keys: []string{tag + ":s", tag + ":l"}}
-	p.budget = &lease.Budget{
-		Client: rdb, Keys: p.keys, Buckets: s.leaseBuckets, TTL: s.leaseTTL,
+	p.budget = &leasing.Budget{
+		Client: rdb, Keys: p.keys, Buckets: s.wireBuckets, TTL: s.leaseTTL,
 		NoRefund: s.noRefund, Ended: p.ended,
 	}
 	return p, nil
@@ -83,12 +82,19 @@ func (p *Pacer) Limits() Limits { return p.s.limits }
 // sorted set. They share one hash tag.
 func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
-func (p *Pacer) ended(l *lease.Lease, how lease.End, err error) {
+// newLease returns the lease for an admission (see leasing.Open).
+func (p *Pacer) newLease(a leasing.Admission) *Lease {
+	return leasing.Open(p.budget, a).(*Lease)
+}
+
+// ended is told of every lease's end: it wakes a local slot waiter, keeps
+// the mean hold time, and emits the Ended event.
+func (p *Pacer) ended(e leasing.Ending) {
 	if p.s.limits.Concurrency > 0 {
 		p.slots.Wake()
 	}
-	if d := l.Held(); d > 0 {
-		ms := float64(d) / float64(time.Millisecond)
+	if e.Held > 0 {
+		ms := float64(e.Held) / float64(time.Millisecond)
 		for {
 			old := p.hold.Load()
 			mean := ms
@@ -100,313 +106,9 @@ func (p *Pacer) ended(l *lease.Lease, how lease.End, err error) {
 			}
 		}
 	}
-	p.emit(Event{Kind: Ended, Tokens: l.Tokens(), End: how, Err: err})
+	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err})
 }
 
-// Acquire waits until every limit of the budget has room for r, charges
-// them all, and returns the lease. End the lease with Settle (or Release if
-// the call failed) as soon as the call returns.
-//
-// The wait is bounded by Config.MaxWait (or r.MaxWait) and by ctx. When the
-// script's answer shows that the bound is too short, Acquire returns a
-// *WaitError (errors.Is ErrWaitTimeout) at once instead of sleeping it out.
-// A request larger than a token bucket fails at once with ErrTooLarge, and
-// a cancelled ctx returns ctx's error. An interactive call that must wait
-// for tokens reserves its turn with one script call and sleeps until then,
-// first come, first served; a call that waits for a concurrency slot or a
-// pause asks again when a slot is likely to free.
-func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
-	if err := p.checkRequest(r); err != nil {
-		return nil, err
-	}
-	began := time.Now()
-	bound := p.s.maxWait
-	if r.MaxWait > 0 {
-		bound = r.MaxWait
-	}
-	deadline, ctxBound := began.Add(bound), false
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline, ctxBound = d, true
-	}
-	id := lease.NewID()
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		remain := time.Until(deadline)
-		if remain < 0 {
-			remain = 0
-		}
-		rep, err := p.acquireOnce(ctx, id, r, remain)
-		if err != nil {
-			return nil, err
-		}
-		switch rep.code {
-		case codeAdmitted, codeAlready:
-			l, err := p.admit(ctx, id, r, rep, began)
-			if err == errRequeue {
-				id = lease.NewID()
-				continue
-			}
-			return l, err
-		case codeTooLarge:
-			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.reason)
-		}
-		if rep.wait > remain {
-			err := &WaitError{Wait: rep.wait, Bound: bound, Limit: rep.reason, ctxBound: ctxBound}
-			if ctxBound {
-				err.Bound = time.Until(deadline)
-			}
-			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason, Err: err})
-			return nil, err
-		}
-		if err := p.sleep(ctx, rep); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// errRequeue tells Acquire that admit gave its turn back after a pause.
-var errRequeue = errors.New("pacer: turn given back after a pause")
-
-// admit turns an admitted reply into a lease, sleeping first if the call's
-// turn is in the future. A ctx cancelled during that sleep cancels the
-// lease, so nothing stays charged for a call that is never made.
-func (p *Pacer) admit(ctx context.Context, id string, r Request, rep reply, began time.Time) (*Lease, error) {
-	start := rep.now.Add(rep.wait)
-	l := lease.New(p.budget, id, r.Tokens, start, time.Since(began)+rep.wait)
-	if rep.wait > 0 {
-		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason})
-	}
-	// Sleep until the turn. A pause this process set meanwhile (a 429 seen
-	// by a neighbour) means the turn was reserved against a budget that was
-	// ahead of the provider: wait the pause out, then give the turn back and
-	// queue again behind the corrected budget (see Throttled).
-	reserved := time.Now()
-	turn := reserved.Add(rep.wait)
-	requeue := false
-	for {
-		until := turn
-		if rep.wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
-			requeue = true
-			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
-				until = paused
-			}
-		}
-		d := time.Until(until)
-		if d <= 0 {
-			break
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = l.Cancel(cctx) // if this fails too, the lease expires by itself
-			cancel()
-			return nil, ctx.Err()
-		}
-	}
-	if requeue {
-		if err := l.Cancel(ctx); err == nil {
-			return nil, errRequeue
-		}
-		// Redis could not take the turn back: use it rather than lose it.
-	}
-	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: rep.reason})
-	return l, nil
-}
-
-// sleep waits out a denial: the script's hint, with up to 10% jitter so
-// that callers told the same time do not return in one burst. A caller
-// waiting for a concurrency slot also wakes when a lease of this process
-// ends.
-func (p *Pacer) sleep(ctx context.Context, rep reply) error {
-	p.emit(Event{Kind: Waiting, Wait: rep.wait, Limit: rep.reason})
-	d := rep.wait + time.Duration(rand.Int64N(int64(rep.wait/10)+1))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	var wake <-chan struct{}
-	if rep.reason == "concurrency" {
-		var leave func()
-		wake, leave = p.slots.Wait()
-		defer leave()
-	}
-	select {
-	case <-t.C:
-	case <-wake:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
-// TryAcquire admits r only if every limit has room now. It never waits: it
-// returns a lease, or nil and how long until r could be admitted (assuming
-// no other caller takes the room first). It returns ErrTooLarge for a
-// request that can never fit.
-func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, time.Duration, error) {
-	if err := p.checkRequest(r); err != nil {
-		return nil, 0, err
-	}
-	id := lease.NewID()
-	rep, err := p.acquireOnce(ctx, id, r, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	switch rep.code {
-	case codeAdmitted, codeAlready:
-		l := lease.New(p.budget, id, r.Tokens, rep.now, 0)
-		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
-		return l, 0, nil
-	case codeTooLarge:
-		return nil, 0, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.reason)
-	}
-	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.wait, Limit: rep.reason})
-	return nil, rep.wait, nil
-}
-
-func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration) (reply, error) {
-	args := p.acquireArgs(id, r, maxWait)
-	v, err := p.call(ctx, lua.Acquire, args, func(v any) {
-		// The reply came after the caller gave up: give the lease back.
-		if rep, err := decodeAcquire(v); err == nil && (rep.code == codeAdmitted || rep.code == codeAlready) {
-			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = lease.New(p.budget, id, r.Tokens, rep.now.Add(rep.wait), 0).Cancel(cctx)
-		}
-	})
-	if err != nil {
-		return reply{}, err
-	}
-	rep, err := decodeAcquire(v)
-	if err != nil {
-		return reply{}, fmt.Errorf("pacer: acquire on %q: %w", p.s.name, err)
-	}
-	return rep, nil
-}
-
-// acquireArgs returns acquire.lua's ARGV for r: everything the script
-// would otherwise parse and divide is computed here, once per call.
-func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration) []any {
-	s := &p.s
-	batch, slots, spacing := 0, int64(0), int64(1)
-	if r.Priority == Batch {
-		batch = 1
-	}
-	if c := s.limits.Concurrency; c > 0 {
-		slots = c
-		if batch == 1 {
-			slots = c - int64(math.Floor(float64(c)*s.keep))
-		}
-		// Slots free up one every mean hold time / limit: the spacing
-		// between two waiters (100 ms held until a lease of this Pacer ends).
-		hold := 100.0
-		if h := p.hold.Load(); h != 0 {
-			hold = math.Float64frombits(h)
-		}
-		spacing = max(1, int64(math.Ceil(hold/float64(c))))
-	}
-	args := make([]any, 0, 6+3*len(s.fields))
-	args = append(args, id, batch, maxWait.Milliseconds(), s.leaseTTL.Milliseconds(), slots, spacing)
-	args = append(args, s.fields...)
-	for _, b := range s.leaseBuckets {
-		units := int64(1)
-		if b.Tokens {
-			units = r.Tokens
-		}
-		keep := 0.0
-		if batch == 1 {
-			keep = s.keep
-		}
-		allow := b.Allowance(keep)
-		args = append(args, b.Charge(units), allow)
-	}
-	return args
-}
-
-// call runs a script bounded by ctx (see lua.Run).
-func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func(any)) (any, error) {
-	v, err := lua.Run(ctx, s, p.rdb, p.keys, args, late)
-	if err != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, err)
-	}
-	return v, err
-}
-
-// Pause makes every process sharing the budget wait at least d from now
-// before its next admission. It extends a pause already set, never
-// shortening it. Calls of this process that had already reserved a later
-// turn wait the pause out too; those of other processes that had reserved
-// one go at their turn.
-//
-// After a provider's 429, prefer Throttled, which also brings the tripped
-// bucket back in line with the provider.
-func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
-	return p.pause(ctx, d, nil)
-}
-
-// Throttled tells the budget that the provider refused a call of r for its
-// rate limit and asked to wait d. It pauses every process for d, like
-// Pause, and lowers the bucket the provider named (limit; LimitUnknown
-// lowers both the request and the token bucket) so that when the pause ends
-// it holds no more than r needs: a 429 means the budget believed in room the
-// provider did not have, and a pause alone would leave it as far ahead, with
-// the pause's refill banked on top. Run calls it on every rate-limit answer.
-func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.Limit, r Request) error {
-	if r.Tokens < 0 || r.Tokens > maxTokens {
-		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
-	}
-	lower := map[string]bool{"rpm": true, "tpm": true}
-	switch limit {
-	case classify.LimitRequests:
-		lower = map[string]bool{"rpm": true}
-	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
-		lower = map[string]bool{"tpm": true}
-	}
-	// Each bucket lowered holds, when the pause ends, just the refused
-	// call's share (at most a full bucket); never less than minus one full
-	// bucket (see lua/pause.lua).
-	var args []any
-	for _, b := range p.s.leaseBuckets {
-		if !lower[b.Field] {
-			continue
-		}
-		units := int64(1)
-		if b.Tokens {
-			units = min(r.Tokens, b.Capacity)
-		}
-		args = append(args, b.Field, b.Span-b.Charge(units), 2*b.Span)
-	}
-	return p.pause(ctx, d, args)
-}
-
-func (p *Pacer) pause(ctx context.Context, d time.Duration, lower []any) error {
-	if d <= 0 || d > maxDur {
-		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
-	}
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	v, err := p.call(ctx, lua.Pause, append([]any{ms}, lower...), nil)
-	if err != nil {
-		return err
-	}
-	vals, err := lua.Int64s(v, 2)
-	if err != nil {
-		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
-	}
-	now := time.Now()
-	until := now.Add(time.Duration(vals[0]) * time.Millisecond).UnixNano()
-	for {
-		old := p.pausedUntil.Load()
-		if until <= old || p.pausedUntil.CompareAndSwap(old, until) {
-			break
-		}
-	}
-	p.pausedAt.Store(now.UnixNano())
-	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond})
-	return nil
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }

@@ -136,7 +136,7 @@ func TestAllOrNothing(t *testing.T) {
 			if _, err := p.Acquire(ctx, pacer.Request{Tokens: 900}); err != nil {
 				t.Fatalf("Acquire(900) = %v", err)
 			}
-			l, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500})
+			l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 500})
 			if l != nil || err != nil || wait <= 0 {
 				t.Fatalf("TryAcquire(500) = %v, %v, %v; want nil, >0, nil", l, wait, err)
 			}
@@ -154,7 +154,7 @@ func TestAllOrNothing(t *testing.T) {
 					t.Fatalf("Acquire() = %v", err)
 				}
 			}
-			if l, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1000}); l != nil || err != nil || wait < 20*time.Second {
+			if l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 1000}); l != nil || err != nil || wait < 20*time.Second {
 				t.Fatalf("TryAcquire() = %v, %v, %v; want nil, ~30s, nil", l, wait, err)
 			}
 			if s := snap(t, p); !near(s.TPM.Level, 98_000, 20) {
@@ -201,7 +201,7 @@ func TestRefundAndDebt(t *testing.T) {
 			t.Fatalf("after an overrun of 3000: level %v, want -3000", s.TPM.Level)
 		}
 		// 100 tokens/s: a 100-token call now waits for the debt plus itself.
-		_, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+		_, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 100})
 		if err != nil || wait < 30*time.Second || wait > 32*time.Second {
 			t.Errorf("TryAcquire(100) in debt: wait %v, err %v; want about 31s", wait, err)
 		}
@@ -217,7 +217,7 @@ func TestTooLargeAndWaitTimeout(t *testing.T) {
 		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 1001}); !errors.Is(err, pacer.ErrTooLarge) {
 			t.Errorf("Acquire(1001) = %v; want ErrTooLarge", err)
 		}
-		if _, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 5000}); !errors.Is(err, pacer.ErrTooLarge) {
+		if _, _, err := tryAcquire(p, ctx, pacer.Request{Tokens: 5000}); !errors.Is(err, pacer.ErrTooLarge) {
 			t.Errorf("TryAcquire(5000) = %v; want ErrTooLarge", err)
 		}
 		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 1000}); err != nil {
@@ -251,15 +251,15 @@ func TestRedisClock(t *testing.T) {
 	if _, err := p.Acquire(ctx, pacer.Request{Tokens: 6000}); err != nil {
 		t.Fatal(err)
 	}
-	if l, wait, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 3000}); l != nil || wait != 30*time.Second {
+	if l, wait, _ := tryAcquire(p, ctx, pacer.Request{Tokens: 3000}); l != nil || wait != 30*time.Second {
 		t.Fatalf("TryAcquire(3000) on an empty bucket = %v, %v; want nil, 30s", l, wait)
 	}
 	b.Mini.SetTime(t0.Add(29 * time.Second))
-	if l, wait, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 3000}); l != nil || wait != time.Second {
+	if l, wait, _ := tryAcquire(p, ctx, pacer.Request{Tokens: 3000}); l != nil || wait != time.Second {
 		t.Fatalf("29s later = %v, %v; want nil, 1s", l, wait)
 	}
 	b.Mini.SetTime(t0.Add(30 * time.Second))
-	if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 3000}); l == nil || err != nil {
+	if l, _, err := tryAcquire(p, ctx, pacer.Request{Tokens: 3000}); l == nil || err != nil {
 		t.Fatalf("30s later = %v, %v; want a lease", l, err)
 	}
 	if s := snap(t, p); !s.Time.Equal(t0.Add(30*time.Second)) || s.TPM.Level != 0 {
@@ -269,11 +269,11 @@ func TestRedisClock(t *testing.T) {
 	// A clock that steps back (a failover) refills nothing until it has
 	// caught up, and never refills the skew twice.
 	b.Mini.SetTime(t0.Add(20 * time.Second))
-	if l, _, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); l != nil {
+	if l, _, _ := tryAcquire(p, ctx, pacer.Request{Tokens: 100}); l != nil {
 		t.Fatal("admitted after the clock stepped back: the bucket refilled")
 	}
 	b.Mini.SetTime(t0.Add(40 * time.Second))
-	if _, wait, _ := p.TryAcquire(ctx, pacer.Request{Tokens: 2000}); wait != 10*time.Second {
+	if _, wait, _ := tryAcquire(p, ctx, pacer.Request{Tokens: 2000}); wait != 10*time.Second {
 		t.Errorf("10s after the old clock: wait for 2000 = %v; want 10s (1000 refilled, not 2000)", wait)
 	}
 }
@@ -300,11 +300,11 @@ func TestFullBucketAdmitsExactlyItsCapacity(t *testing.T) {
 		} {
 			p := newPacer(t, b, pacer.Config{Name: fmt.Sprintf("%s-%d", redistest.Name(t), i), Limits: tc.limits})
 			for j := 0; j < tc.calls; j++ {
-				if l, wait, err := p.TryAcquire(ctx, pacer.Request{Tokens: tc.tokens}); l == nil || err != nil {
+				if l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: tc.tokens}); l == nil || err != nil {
 					t.Fatalf("%v: call %d of %d = %v, %v, %v; want admitted", tc.limits, j+1, tc.calls, l, wait, err)
 				}
 			}
-			if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: max(tc.tokens, 1)}); l != nil || err != nil {
+			if l, _, err := tryAcquire(p, ctx, pacer.Request{Tokens: max(tc.tokens, 1)}); l != nil || err != nil {
 				t.Errorf("%v: a call beyond the capacity = %v, %v; want denied", tc.limits, l, err)
 			}
 		}

@@ -54,11 +54,8 @@ func (p *Pacer) checkRequest(r Request) error {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
 	// The same comparison as acquire.lua's, on the same integers.
-	for _, b := range p.s.leaseBuckets {
-		need := int64(1)
-		if b.Tokens {
-			need = r.Tokens
-		}
+	for _, b := range p.s.wireBuckets {
+		need := b.Units(r.Tokens)
 		name := strings.ToUpper(b.Field)
 		// Units first: a charge for an absurd count would not fit an int64.
 		if need > b.Capacity || b.Charge(need) > b.Allowance(0) {

@@ -210,12 +210,9 @@ func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.C
 		return zero, invalidf("TryRun: call is nil")
 	}
 	c := newRunConfig(opts)
-	l, wait, err := p.TryAcquire(ctx, r)
+	l, err := p.TryAcquire(ctx, r)
 	if err != nil {
 		return zero, err
-	}
-	if l == nil {
-		return zero, &NotYetError{RetryAfter: wait}
 	}
 	v, callErr, took := runOnce(ctx, l, call, usage)
 	if callErr == nil {

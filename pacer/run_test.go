@@ -99,7 +99,7 @@ func TestRunPauseSeenByAnotherPacer(t *testing.T) {
 		if s.Paused < time.Second {
 			t.Errorf("second Pacer sees pause %v; want the provider's delay (about 3s)", s.Paused)
 		}
-		if l, wait, _ := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 10}); l != nil || wait < time.Second {
+		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < time.Second {
 			t.Errorf("second Pacer's TryAcquire = %v, %v; want held back by the pause", l, wait)
 		}
 	})

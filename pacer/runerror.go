@@ -23,8 +23,8 @@ var (
 	// ErrPermanent: the provider refused the call for a reason retrying
 	// cannot fix (bad request, auth, not found, context too long).
 	ErrPermanent = errors.New("pacer: permanent provider error")
-	// ErrNotYet: TryRun found no room now; hand the job back to its queue
-	// and try again after the *NotYetError's RetryAfter.
+	// ErrNotYet: TryAcquire or TryRun found no room now; hand the job back
+	// to its queue and try again after the *NotYetError's RetryAfter.
 	ErrNotYet = errors.New("pacer: no room yet")
 )
 
@@ -70,16 +70,18 @@ func (e *RunError) Is(target error) bool {
 	return false
 }
 
-// NotYetError is TryRun's answer when the budget has no room now: the call
-// was not sent and nothing was charged.
+// NotYetError is TryAcquire's and TryRun's answer when the budget has no
+// room now: the call was not sent and nothing was charged.
 type NotYetError struct {
 	// RetryAfter is how long until the call could be admitted.
 	RetryAfter time.Duration
+	// Limit names the limit that has no room.
+	Limit Limit
 }
 
 // Error says how long until the call could be admitted.
 func (e *NotYetError) Error() string {
-	return "pacer: no room yet; retry after " + e.RetryAfter.Round(time.Millisecond).String()
+	return "pacer: no room yet in " + string(e.Limit) + "; retry after " + e.RetryAfter.Round(time.Millisecond).String()
 }
 
 // Is makes errors.Is(err, ErrNotYet) hold.

@@ -26,7 +26,7 @@ func TestConcurrencyWaitsForSettle(t *testing.T) {
 			}
 			held = append(held, l)
 		}
-		if l, wait, err := ps[1].TryAcquire(ctx, pacer.Request{}); l != nil || err != nil || wait <= 0 {
+		if l, wait, err := tryAcquire(ps[1], ctx, pacer.Request{}); l != nil || err != nil || wait <= 0 {
 			t.Fatalf("third TryAcquire = %v, %v, %v; want nil, >0, nil", l, wait, err)
 		}
 		got := make(chan time.Time, 1)
@@ -108,7 +108,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		}
 		stop := kept.AutoKeepAlive(ctx)
 		time.Sleep(time.Second) // more than three TTLs
-		if l, _, err := p.TryAcquire(ctx, pacer.Request{}); l != nil || err != nil {
+		if l, _, err := tryAcquire(p, ctx, pacer.Request{}); l != nil || err != nil {
 			t.Errorf("TryAcquire while a kept-alive lease holds the only slot = %v, %v; want nil", l, err)
 		}
 		stop()

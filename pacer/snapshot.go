@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
 
@@ -60,16 +61,16 @@ func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
 
 func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 4+len(p.s.fields) {
-		return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
+	if !ok || len(a) != 3+len(p.s.fields) {
+		return Snapshot{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 	}
-	ints, err := lua.Int64s(a[:4], 4)
+	ints, err := wire.Int64s(a[:3], 3)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	s := Snapshot{
 		Name:        p.s.name,
-		Time:        time.UnixMilli(ints[0]),
+		Time:        time.UnixMicro(ints[0]),
 		Paused:      time.Duration(ints[1]) * time.Millisecond,
 		InFlight:    ints[2],
 		Concurrency: p.s.limits.Concurrency,
@@ -78,7 +79,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		s.MeanHold = time.Duration(math.Float64frombits(h) * float64(time.Millisecond))
 	}
 	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
-	j := 4
+	j := 3
 	for i, b := range p.s.buckets {
 		if b.limit == 0 {
 			continue
@@ -86,15 +87,15 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		str, ok := a[j].(string)
 		j++
 		if !ok {
-			return Snapshot{}, fmt.Errorf("%w: %v", lua.ErrReply, v)
+			return Snapshot{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 		}
 		var tat int64
 		if str != "" {
 			if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
-				return Snapshot{}, fmt.Errorf("%w: %s TAT %q", lua.ErrReply, b.field, str)
+				return Snapshot{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
 			}
 		}
-		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.lb.Level(ints[3], tat, str != ""), PerSecond: b.perMs * 1000}
+		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(ints[0], tat, str != ""), PerSecond: b.perMs * 1000}
 	}
 	return s, nil
 }

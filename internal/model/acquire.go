@@ -14,33 +14,37 @@ type Charge struct {
 // the other parameters follow its ARGV (slots 0: no concurrency limit), and
 // the results are its reply without now_us:
 //
-//   - 1, wait, reason: admitted, the lease held until now+wait+ttl and every
-//     bucket charged; reason names the bucket that set a wait > 0.
-//   - 2, wait, "": id is already in the lease set (a retry), nothing charged.
+//   - 1, wait, reason: admitted, the lease held until now+wait+ttl (its
+//     expiry, also returned) and every bucket charged; reason names the
+//     bucket that set a wait > 0. A bucket found full restarts at us.
+//   - 2, wait, "": id is already in the lease set (a retry), nothing
+//     charged; expiry is its score.
 //   - 0, wait, reason: not admitted; the queues qc or qb may have moved.
 //   - -1, 0, reason: the charge exceeds the allowance in bucket reason: the
 //     call can never be admitted.
-func (b *Budget) Acquire(us int64, id string, batch bool, maxWait, ttl, slots, spacing int64, cs []Charge) (code int, wait int64, reason string) {
+func (b *Budget) Acquire(us int64, id string, batch bool, maxWait, ttl, slots, spacing int64, cs []Charge) (code int, wait int64, reason string, expiry int64) {
 	now := us / 1000
 	n := float64(now)
 
 	// deny answers 0, or 2 when id is still in the lease set, ended or not.
 	// Whatever the path changed before (a queue) stays changed.
-	deny := func(wait int64, reason string) (int, int64, string) {
+	deny := func(wait int64, reason string) (int, int64, string, int64) {
 		if held, ok := b.leases[id]; ok {
-			return 2, max(held-ttl-now, 0), ""
+			return 2, max(held-ttl-now, 0), "", held
 		}
-		return 0, wait, reason
+		return 0, wait, reason, 0
 	}
 
 	var tats [4]int64
+	var restarted [4]bool
 	var wus, sus int64 // the longest wait and its bucket's charge, µs
 	for _, c := range cs {
 		if c.Charge > c.Allow {
-			return -1, 0, Name(c.Bucket)
+			return -1, 0, Name(c.Bucket), 0
 		}
-		tat := b.from(c.Bucket, us) + c.Charge
-		tats[c.Bucket] = tat
+		tat, r := b.from(c.Bucket, us)
+		tat += c.Charge
+		tats[c.Bucket], restarted[c.Bucket] = tat, r
 		if w := tat - us - c.Allow; w > wus {
 			wus, reason, sus = w, Name(c.Bucket), c.Charge
 		}
@@ -95,17 +99,21 @@ func (b *Budget) Acquire(us int64, id string, batch bool, maxWait, ttl, slots, s
 	wait = int64(math.Ceil(w))
 	if held, ok := b.leases[id]; ok {
 		// ZADD NX found the id: a retry; nothing is stored.
-		return 2, max(held-ttl-now, 0), ""
+		return 2, max(held-ttl-now, 0), "", held
 	}
 	if b.leases == nil {
 		b.leases = make(map[string]int64)
 	}
-	b.leases[id] = now + wait + ttl
+	expiry = now + wait + ttl
+	b.leases[id] = expiry
 	if now%16 == 0 {
 		b.reap(now)
 	}
 	for _, c := range cs {
 		b.tat[c.Bucket], b.stored[c.Bucket] = tats[c.Bucket], true
+		if restarted[c.Bucket] {
+			b.restart[c.Bucket] = us
+		}
 	}
-	return 1, wait, reason
+	return 1, wait, reason, expiry
 }

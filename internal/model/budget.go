@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpacer/llmpacer/lua"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // The bucket indexes, in the scripts' order.
@@ -38,10 +38,10 @@ type Bucket struct {
 	Window int64
 }
 
-// Lua returns the bucket as the scripts' caller sees it (package lua's
+// Wire returns the bucket as the scripts' caller sees it (package wire's
 // Bucket), for bucket index i.
-func (b Bucket) Lua(i int) lua.Bucket {
-	return lua.NewBucket(Name(i), b.Cap, b.Refill, time.Duration(b.Window)*time.Millisecond)
+func (b Bucket) Wire(i int) wire.Bucket {
+	return wire.NewBucket(Name(i), b.Cap, b.Refill, time.Duration(b.Window)*time.Millisecond, IsToken(i))
 }
 
 // Buckets are the four limits in the scripts' order: rpm, tpm, rpd, tpd.
@@ -55,20 +55,24 @@ type Buckets [4]Bucket
 // every bucket reads full, no lease, no pause. A Budget is not safe for
 // simultaneous use; it models one Redis, which runs one script at a time.
 type Budget struct {
-	tat    [4]int64         // each bucket's TAT, µs
-	stored [4]bool          // whether tat[i] is in the hash; a missing TAT reads full
-	pause  int64            // ms until which nobody is admitted (0 = never set)
-	qc, qb int64            // the concurrency and batch virtual queues, ms (0 = unset)
-	leases map[string]int64 // id -> expiry ms
+	tat    [4]int64 // each bucket's TAT, µs
+	stored [4]bool  // whether tat[i] is in the hash; a missing TAT reads full
+	// restart is each bucket's last restart (µs): when a charge found it
+	// full and started from the clock. 0: never recorded.
+	restart [4]int64
+	pause   int64            // ms until which nobody is admitted (0 = never set)
+	qc, qb  int64            // the concurrency and batch virtual queues, ms (0 = unset)
+	leases  map[string]int64 // id -> expiry ms
 }
 
-// from returns bucket i's TAT as the scripts start from it at us: the
-// stored TAT, or us if it is missing or in the past.
-func (b *Budget) from(i int, us int64) int64 {
-	if b.stored[i] && b.tat[i] > us {
-		return b.tat[i]
+// from returns bucket i's TAT as the scripts start a charge from it at us:
+// the stored TAT, or us if it is missing or in the past, which restarts the
+// bucket (restarted true).
+func (b *Budget) from(i int, us int64) (tat int64, restarted bool) {
+	if b.stored[i] && b.tat[i] >= us {
+		return b.tat[i], false
 	}
-	return us
+	return us, true
 }
 
 // String describes the stored state, for test failures.
@@ -77,6 +81,9 @@ func (b *Budget) String() string {
 	for i := range b.tat {
 		if b.stored[i] {
 			fmt.Fprintf(&s, "%s=%d ", Name(i), b.tat[i])
+		}
+		if b.restart[i] != 0 {
+			fmt.Fprintf(&s, "%s.f=%d ", Name(i), b.restart[i])
 		}
 	}
 	fmt.Fprintf(&s, "pause=%d qc=%d qb=%d", b.pause, b.qc, b.qb)

@@ -1,78 +1,74 @@
 package model
 
-import "math"
+import "github.com/llmpacer/llmpacer/internal/wire"
+
+// Wire returns the configured buckets of bs (those with a capacity) as the
+// scripts' caller sees them, in the scripts' order.
+func (bs Buckets) Wire() []wire.Bucket {
+	var out []wire.Bucket
+	for i, bk := range bs {
+		if bk.Cap > 0 {
+			out = append(out, bk.Wire(i))
+		}
+	}
+	return out
+}
+
+// index returns the bucket index of a field.
+func index(field string) int {
+	for i := range 4 {
+		if Name(i) == field {
+			return i
+		}
+	}
+	panic("model: unknown bucket field " + field)
+}
 
 // Charges returns what a caller sends acquire for a call of cost tokens
-// against bs, as package pacer computes it: each configured bucket's charge
-// (1 request, or the tokens) and allowance (for batch, less the floor, in
-// thousandths).
+// against bs: package wire's Charges, the function package pacer calls, with
+// the floor in thousandths for a batch call.
 func Charges(bs Buckets, cost int64, batch bool, floorMilli int64) []Charge {
 	var cs []Charge
-	for i, bk := range bs {
-		if bk.Cap == 0 {
-			continue
-		}
-		lb := bk.Lua(i)
-		units := int64(1)
-		if IsToken(i) {
-			units = cost
-		}
-		keep := 0.0
-		if batch {
-			keep = float64(floorMilli) / 1000
-		}
-		allow := lb.Allowance(keep)
-		cs = append(cs, Charge{Bucket: i, Charge: lb.Charge(units), Allow: allow})
+	for _, c := range wire.Charges(bs.Wire(), cost, keep(batch, floorMilli)) {
+		cs = append(cs, Charge{Bucket: index(c.Field), Charge: c.Charge, Allow: c.Allow})
 	}
 	return cs
 }
 
-// Slots returns the slots a call may use under a concurrency limit conc:
-// batch calls leave the floor's share. 0: no limit.
-func Slots(conc int64, batch bool, floorMilli int64) int64 {
+func keep(batch bool, floorMilli int64) float64 {
 	if batch {
-		return conc - int64(math.Floor(float64(conc)*float64(floorMilli)/1000))
+		return float64(floorMilli) / 1000
 	}
-	return conc
+	return 0
+}
+
+// Slots returns the slots a call may use under a concurrency limit conc:
+// package wire's Slots, as package pacer calls it. 0: no limit.
+func Slots(conc int64, batch bool, floorMilli int64) int64 {
+	return wire.Slots(conc, keep(batch, floorMilli))
 }
 
 // How a lease ends, for Deltas.
 const (
 	Settled = iota
 	Released
-	Cancelled
+	Canceled
 	Rejected
 )
 
 // Deltas returns the corrections a caller sends settle when a lease of
-// reserved tokens ends as how says (used: the tokens a settled call used),
-// as package lease computes them.
+// reserved tokens ends as how says (used: the tokens a settled call used):
+// package wire's Corrections, as package lease calls them.
 func Deltas(bs Buckets, how int, reserved, used int64) []Delta {
+	switch how {
+	case Released:
+		used = reserved
+	case Canceled, Rejected:
+		used = 0
+	}
 	var ds []Delta
-	for i, bk := range bs {
-		if bk.Cap == 0 {
-			continue
-		}
-		lb := bk.Lua(i)
-		var back int64
-		switch {
-		case how == Settled && IsToken(i):
-			back = reserved - used
-		case (how == Rejected || how == Cancelled) && IsToken(i):
-			back = reserved
-		case how == Cancelled:
-			back = 1
-		}
-		var d int64
-		switch {
-		case back > 0:
-			d = -lb.Refund(back)
-		case back < 0:
-			d = lb.Charge(min(-back, bk.Cap))
-		}
-		if d != 0 {
-			ds = append(ds, Delta{Bucket: i, Us: d})
-		}
+	for _, c := range wire.Corrections(bs.Wire(), reserved, used, how == Canceled) {
+		ds = append(ds, Delta{Bucket: index(c.Field), Us: c.Us})
 	}
 	return ds
 }

@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// maxReap is how many expired leases one admission removes at most.
-const maxReap = 100
+// maxReap is how many expired leases one admission removes at most, and
+// reapAfter how long (ms) a lease stays past its expiry before it may be.
+const maxReap, reapAfter = 100, 60_000
 
 // KeepAlive mirrors keepalive.lua: a live lease's expiry moves to now+ttl if
 // that is later. It returns 1 and the expiry in force, or 0, 0 when id is
@@ -44,7 +45,8 @@ func (b *Budget) firstExpiry(now int64) (int64, bool) {
 	return first, ok
 }
 
-// reap removes up to maxReap leases whose expiry is at or before now, in the
+// reap removes up to maxReap leases whose expiry is at or before
+// now-reapAfter, in the
 // sorted set's order (by expiry, then by id as bytes), as acquire.lua's
 // ZREMRANGEBYRANK does.
 func (b *Budget) reap(now int64) {
@@ -54,7 +56,7 @@ func (b *Budget) reap(now int64) {
 	}
 	var expired []lease
 	for id, e := range b.leases {
-		if e <= now {
+		if e <= now-reapAfter {
 			expired = append(expired, lease{id, e})
 		}
 	}

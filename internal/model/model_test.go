@@ -20,7 +20,7 @@ type reply struct {
 }
 
 func acquire(b *Budget, ms int64, id string, cost, maxWait int64) reply {
-	code, wait, reason := b.Acquire(ms*1000, id, false, maxWait, 60_000, 2, 50, Charges(contract, cost, false, 200))
+	code, wait, reason, _ := b.Acquire(ms*1000, id, false, maxWait, 60_000, 2, 50, Charges(contract, cost, false, 200))
 	return reply{code, wait, reason}
 }
 
@@ -41,10 +41,10 @@ func TestContractSequence(t *testing.T) {
 		// Two slots, both held: the caller's spacing, 50 ms.
 		{"e finds no slot", func() reply { return acquire(&b, t0, "e", 0, 0) }, reply{0, 50, "concurrency"}},
 		{"a settles", func() reply {
-			return reply{Code: b.Settle((t0+1000)*1000, "a", t0+60_000, refund)}
+			return reply{Code: b.Settle((t0+1000)*1000, "a", t0*1000, refund)}
 		}, reply{Code: 1}},
 		{"a settles twice", func() reply {
-			return reply{Code: b.Settle((t0+1000)*1000, "a", t0+60_000, refund)}
+			return reply{Code: b.Settle((t0+1000)*1000, "a", t0*1000, refund)}
 		}, reply{Code: 0}},
 	}
 	for _, s := range steps {
@@ -71,7 +71,7 @@ func TestContractSequence(t *testing.T) {
 func TestSettleDebt(t *testing.T) {
 	var b Budget
 	b.Acquire(t0*1000, "a", false, 0, 60_000, 0, 1, Charges(contract, 1000, false, 0))
-	if got := b.Settle(t0*1000, "a", t0+60_000, Deltas(contract, Settled, 1000, 1_000_000)); got != 1 {
+	if got := b.Settle(t0*1000, "a", t0*1000, Deltas(contract, Settled, 1000, 1_000_000)); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
 	if got := b.Level(TPM, t0*1000, contract[TPM]); got != -1000 {
@@ -79,20 +79,20 @@ func TestSettleDebt(t *testing.T) {
 	}
 }
 
-// Giving back moves the TAT without reading the clock: once the bucket has
-// refilled past full, the refund reads as full too, never above.
+// Once the bucket has refilled past full, a refund gives nothing: the TAT
+// stays where it is, in the past, and the bucket reads full, never above.
 func TestRefundPastFullReadsFull(t *testing.T) {
 	var b Budget
 	b.Acquire(t0*1000, "a", false, 0, 120_000, 0, 1, Charges(contract, 5000, false, 0))
 	us := int64(t0+60_000) * 1000
-	if got := b.Settle(us, "a", t0+120_000, Deltas(contract, Settled, 5000, 1000)); got != 1 {
+	if got := b.Settle(us, "a", t0*1000, Deltas(contract, Settled, 5000, 1000)); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
 	if got := b.Level(TPM, us, contract[TPM]); got != 6000 {
 		t.Errorf("tpm level = %v; want 6000 (full)", got)
 	}
-	if got, want := b.tat[TPM], int64(t0)*1000+(5000-4000)*10_000; got != want {
-		t.Errorf("stored tpm TAT = %d; want %d (moved back by the refund, in the past)", got, want)
+	if got, want := b.tat[TPM], int64(t0)*1000+5000*10_000; got != want {
+		t.Errorf("stored tpm TAT = %d; want %d (as charged, now in the past)", got, want)
 	}
 }
 
@@ -107,7 +107,7 @@ func TestChargesRoundUp(t *testing.T) {
 	if diff := cmp.Diff(want, cs); diff != "" {
 		t.Errorf("Charges mismatch (-want +got):\n%s", diff)
 	}
-	if ds := Deltas(bs, Cancelled, 1, 0); ds[1].Us != -333 {
+	if ds := Deltas(bs, Canceled, 1, 0); ds[1].Us != -333 {
 		t.Errorf("Deltas(cancel)[tpm] = %d; want -333 (a refund rounds down)", ds[1].Us)
 	}
 }
@@ -147,7 +147,8 @@ func TestKeepAlive(t *testing.T) {
 }
 
 // An expired lease still answers a retry with code 2 until an admission on
-// a millisecond divisible by 16 reaps it.
+// a millisecond divisible by 16, a minute or more after its expiry, reaps
+// it.
 func TestReapingEndsRetries(t *testing.T) {
 	var b Budget
 	b.Acquire((t0+1)*1000, "a", false, 0, 10, 0, 1, Charges(contract, 1, false, 0))
@@ -155,7 +156,59 @@ func TestReapingEndsRetries(t *testing.T) {
 		t.Fatalf("retry of an expired, unreaped lease = %+v; want code 2", r)
 	}
 	acquire(&b, t0+16*10, "b", 1, 0)
-	if r := acquire(&b, t0+16*10+1, "a", 1, 0); r.Code != 1 {
+	if r := acquire(&b, t0+16*10+1, "a", 1, 0); r.Code != 2 {
+		t.Fatalf("retry of a lease expired under a minute ago = %+v; want code 2, not reaped yet", r)
+	}
+	acquire(&b, t0+16*3760, "c", 1, 0)
+	if r := acquire(&b, t0+16*3760+1, "a", 1, 0); r.Code != 1 {
 		t.Errorf("retry of a reaped lease = %+v; want code 1, admitted anew", r)
+	}
+}
+
+// A give-back that arrives after the bucket refilled past its charge and
+// was spent again gives nothing: the refill already restored it. RPM 60
+// with a burst of 5: a call at t0 and its cancel delayed 1.3 s, while
+// another caller takes the refilled burst at t0+1.15 s.
+func TestLateGiveBack(t *testing.T) {
+	bs := Buckets{{5, 60, 60_000}, {}, {}, {}}
+	var b Budget
+	acq := func(ms int64, id string) int {
+		code, _, _, _ := b.Acquire(ms*1000, id, false, 0, 60_000, 0, 1, Charges(bs, 0, false, 0))
+		return code
+	}
+	if got := acq(t0, "a"); got != 1 {
+		t.Fatalf("acquire a = %d; want 1", got)
+	}
+	admitted := 0
+	for i := range 6 {
+		admitted += acq(t0+1150, "b"+string(rune('0'+i)))
+	}
+	if admitted != 5 {
+		t.Fatalf("the refilled burst admitted %d; want 5", admitted)
+	}
+	if got := b.Settle((t0+1300)*1000, "a", t0*1000, Deltas(bs, Canceled, 0, 0)); got != 1 {
+		t.Fatalf("late cancel of a = %d; want 1", got)
+	}
+	if got := acq(t0+1300, "c"); got != 0 {
+		t.Errorf("acquire after the late cancel = %d; want 0: six calls in 150 ms against a bound of 5.15", got)
+	}
+	// A give-back from a lease charged since the restart still counts.
+	if got := b.Settle((t0+1300)*1000, "b0", (t0+1150)*1000, Deltas(bs, Canceled, 0, 0)); got != 1 {
+		t.Fatalf("cancel of b0 = %d; want 1", got)
+	}
+	if got := acq(t0+1300, "d"); got != 1 {
+		t.Errorf("acquire after b0's cancel = %d; want 1", got)
+	}
+}
+
+// An expired lease answers 2 and stays in the set, so a retried settle is
+// answered 2 again.
+func TestSettleExpired(t *testing.T) {
+	var b Budget
+	b.Acquire(t0*1000, "a", false, 0, 1000, 0, 1, Charges(contract, 100, false, 0))
+	for range 2 {
+		if got := b.Settle((t0+1000)*1000, "a", t0*1000, Deltas(contract, Settled, 100, 10)); got != 2 {
+			t.Fatalf("Settle() after expiry = %d; want 2", got)
+		}
 	}
 }

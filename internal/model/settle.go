@@ -8,37 +8,43 @@ type Delta struct {
 }
 
 // Settle mirrors settle.lua: it ends lease id once, removing it from the
-// lease set. us is the script's clock, expiry the caller's
-// copy of the lease's expiry (ms), and deltas the corrections it sends, all
+// lease set. us is the script's clock, charged the µs at which the lease was
+// charged (as its caller knows it), and deltas the corrections it sends, all
 // of one sign. It returns 1 if the lease ended now, 0 if id was not in the
-// lease set or expiry is not after now (its reservation then stays
-// charged).
+// lease set, and 2 if its expiry is not after now: then the lease stays in
+// the set and its reservation stays charged.
 //
-// Giving back adds to the stored TATs as they are (HINCRBY; a missing TAT
-// counts from 0, which reads as full). A debt starts from now if the TAT
-// lies in the past.
-func (b *Budget) Settle(us int64, id string, expiry int64, deltas []Delta) int {
-	if _, ok := b.leases[id]; !ok {
+// Giving back moves each stored TAT back, unless the bucket is full (its
+// TAT at or before us) or restarted after charged: then what the lease
+// reserved has been refilled already. A debt starts from now if the bucket
+// is full, which restarts it.
+func (b *Budget) Settle(us int64, id string, charged int64, deltas []Delta) int {
+	expiry, ok := b.leases[id]
+	if !ok {
 		return 0
+	}
+	if expiry <= us/1000 {
+		return 2
 	}
 	delete(b.leases, id)
-	if expiry <= us/1000 {
-		return 0
-	}
 	if len(deltas) == 0 {
 		return 1
 	}
 	if deltas[0].Us < 0 {
 		for _, d := range deltas {
-			if !b.stored[d.Bucket] {
-				b.tat[d.Bucket], b.stored[d.Bucket] = 0, true
+			i := d.Bucket
+			if b.stored[i] && b.tat[i] > us && b.restart[i] <= charged {
+				b.tat[i] += d.Us
 			}
-			b.tat[d.Bucket] += d.Us
 		}
 		return 1
 	}
 	for _, d := range deltas {
-		b.tat[d.Bucket], b.stored[d.Bucket] = b.from(d.Bucket, us)+d.Us, true
+		tat, restarted := b.from(d.Bucket, us)
+		b.tat[d.Bucket], b.stored[d.Bucket] = tat+d.Us, true
+		if restarted {
+			b.restart[d.Bucket] = us
+		}
 	}
 	return 1
 }

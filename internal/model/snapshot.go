@@ -34,5 +34,5 @@ func (b *Budget) Snapshot(us int64) Snapshot {
 // Level returns bucket i's level at us, in units, as the Go package reads
 // it from a snapshot.
 func (b *Budget) Level(i int, us int64, bk Bucket) float64 {
-	return bk.Lua(i).Level(us, b.tat[i], b.stored[i])
+	return bk.Wire(i).Level(us, b.tat[i], b.stored[i])
 }

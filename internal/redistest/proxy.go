@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ type Proxy struct {
 	target string
 	delay  atomic.Int64 // ns added before each answer chunk is passed on
 	hang   atomic.Bool  // swallow answers
+	drop   atomic.Bool  // discard requests: Redis never sees them
 	mu     sync.Mutex
 	conns  []net.Conn
 }
@@ -43,6 +43,11 @@ func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
 // Hang makes answers never arrive (until Hang(false)).
 func (p *Proxy) Hang(on bool) { p.hang.Store(on) }
 
+// Drop makes requests vanish before they reach Redis (until Drop(false)):
+// a Redis so stuck that it runs nothing, not even the call whose answer
+// the client waits for.
+func (p *Proxy) Drop(on bool) { p.drop.Store(on) }
+
 // Close stops the proxy and cuts every connection.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
@@ -67,8 +72,24 @@ func (p *Proxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, c, r)
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(r, c) }()
+		go p.requests(c, r)
 		go p.answers(c, r)
+	}
+}
+
+func (p *Proxy) requests(c, r net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 && !p.drop.Load() {
+			if _, werr := r.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = r.Close()
+			return
+		}
 	}
 }
 

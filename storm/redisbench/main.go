@@ -160,7 +160,7 @@ func (b *bench) throughput(ctx context.Context) error {
 					return err
 				}
 				pairs, err := parallel(g, b.dur, func() error {
-					l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+					l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 					if err != nil {
 						return err
 					}
@@ -273,7 +273,7 @@ func (b *bench) cost(ctx context.Context) error {
 				return err
 			}
 			pair, err := measure(func() error {
-				l, _, err := c.p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+				l, err := c.p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 				if err != nil {
 					return err
 				}
@@ -309,7 +309,7 @@ func (b *bench) cost(ctx context.Context) error {
 // warm runs one admission so that the scripts are loaded before anything is
 // measured: an EVAL fallback is not what a figure should count.
 func warm(ctx context.Context, p *pacer.Pacer) {
-	if l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
+	if l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err == nil && l != nil {
 		_ = l.Settle(ctx, 1)
 	}
 }
@@ -320,7 +320,7 @@ func warm(ctx context.Context, p *pacer.Pacer) {
 func acquireThenSettle(ctx context.Context, p *pacer.Pacer, n int, measure func(func() error) (float64, error)) (acq, set float64, err error) {
 	leases := make([]*pacer.Lease, 0, n)
 	acq, err = measure(func() error {
-		l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+		l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 		leases = append(leases, l)
 		return err
 	})
@@ -336,7 +336,7 @@ func acquireThenSettle(ctx context.Context, p *pacer.Pacer, n int, measure func(
 func (b *bench) growth(ctx context.Context) error {
 	const n = 5000
 	pair := func(p *pacer.Pacer) error {
-		l, _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+		l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 		if err != nil {
 			return err
 		}
@@ -525,7 +525,7 @@ func (b *bench) expiry(ctx context.Context) error {
 	// millisecond, as under steady traffic.
 	const calls = 320
 	for i := 0; i < calls; i++ {
-		l, _, err := p.TryAcquire(ctx, pacer.Request{})
+		l, err := p.TryAcquire(ctx, pacer.Request{})
 		if err != nil || l == nil {
 			return fmt.Errorf("acquire after mass expiry: %v %v", l, err)
 		}

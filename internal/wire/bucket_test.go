@@ -1,18 +1,18 @@
-package lua_test
+package wire_test
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/llmpacer/llmpacer/lua"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // What a caller sends acquire for a call of 1,300 tokens against a budget of
 // 500 requests and 200,000 tokens a minute: each bucket's charge and
 // allowance in microseconds (see docs/lua-contract.md).
 func ExampleNewBucket() {
-	rpm := lua.NewBucket("rpm", 500, 500, time.Minute)
-	tpm := lua.NewBucket("tpm", 200_000, 200_000, time.Minute)
+	rpm := wire.NewBucket("rpm", 500, 500, time.Minute, false)
+	tpm := wire.NewBucket("tpm", 200_000, 200_000, time.Minute, true)
 	fmt.Println(rpm.Field, rpm.Charge(1), rpm.Allowance(0))
 	fmt.Println(tpm.Field, tpm.Charge(1300), tpm.Allowance(0))
 	// A batch call leaves the last 20% of each bucket to interactive calls.

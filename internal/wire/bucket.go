@@ -1,4 +1,4 @@
-package lua
+package wire
 
 import (
 	"math"
@@ -27,14 +27,18 @@ type Bucket struct {
 	// more than 1 ms short, and under half an Interval, so it never admits
 	// a unit more than the bucket holds.
 	Slack int64
+	// Tokens says the bucket counts tokens (a call is charged its tokens),
+	// not requests (a call is charged 1).
+	Tokens bool
 }
 
 // NewBucket returns the bucket for a limit that holds capacity units and
-// refills refill units per window, continuously.
-func NewBucket(field string, capacity, refill int64, window time.Duration) Bucket {
+// refills refill units per window, continuously; tokens says whether it
+// counts tokens or requests.
+func NewBucket(field string, capacity, refill int64, window time.Duration, tokens bool) Bucket {
 	iv := float64(window.Microseconds()) / float64(refill)
 	return Bucket{
-		Field: field, Capacity: capacity, Interval: iv,
+		Field: field, Capacity: capacity, Interval: iv, Tokens: tokens,
 		Span:  int64(math.Ceil(float64(capacity) * iv)),
 		Slack: max(0, min(999, int64(math.Ceil(iv/2))-1)),
 	}
@@ -55,6 +59,15 @@ func (b Bucket) Allowance(keep float64) int64 {
 		return b.Span + b.Slack
 	}
 	return int64(math.Ceil((float64(b.Capacity)-float64(b.Capacity)*keep)*b.Interval)) + b.Slack
+}
+
+// Units returns what a call of tokens takes from the bucket: its tokens, or
+// one request.
+func (b Bucket) Units(tokens int64) int64 {
+	if b.Tokens {
+		return tokens
+	}
+	return 1
 }
 
 // Level returns the units the bucket holds at nowUs given its stored TAT

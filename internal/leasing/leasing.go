@@ -1,0 +1,65 @@
+// Package leasing is what package pacer and package lease share about a
+// lease without showing it to users: the budget a lease ends itself
+// against, how pacer opens a lease, and what a lease tells pacer when it
+// ends.
+package leasing
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// Budget is what a lease needs to end itself. Package pacer fills it in
+// once per Pacer.
+type Budget struct {
+	Client  redis.Scripter
+	Keys    []string      // state hash, lease zset: the KEYS of every script
+	Buckets []wire.Bucket // the configured buckets
+	TTL     time.Duration
+	// NoRefund makes Settle charge overruns only: the provider keeps what
+	// it counted at admission.
+	NoRefund bool
+	// Ended, if set, is called once when a lease ends, however it ends.
+	Ended func(Ending)
+}
+
+// Ending is what a lease reports when it ends.
+type Ending struct {
+	How    int   // the lease.End value
+	Tokens int64 // reserved
+	Used   int64 // tokens the call used, as settled; the reservation otherwise
+	Held   time.Duration
+	Err    error // lease.ErrExpired for an expired lease
+}
+
+// Admission is what acquire.lua said about an admitted lease.
+type Admission struct {
+	ID     string
+	Tokens int64
+	// Start is when the call's turn begins, Expiry when the lease expires,
+	// both on the Redis clock.
+	Start, Expiry time.Time
+	// ChargedUs is the µs, on the Redis clock, at which acquire charged
+	// the buckets, or a lower bound of it (see settle.lua).
+	ChargedUs int64
+	Waited    time.Duration
+}
+
+// Open returns a new *lease.Lease (as any) for an admission. Package lease
+// sets it when it is initialised: lease.Lease's fields are its own, and
+// this hook lets pacer create leases without lease exporting a
+// constructor users would never call. Package pacer imports lease, so Open
+// is set before pacer can run.
+var Open func(b *Budget, a Admission) any
+
+// NewID returns a random lease id: 96 bits, so ids from every process of a
+// fleet never collide.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,111 @@
+package wire
+
+import (
+	"math"
+	"time"
+)
+
+// Charge is one bucket's part of an acquire: the call's charge and its
+// allowance, in µs of the bucket's time (see acquire.lua).
+type Charge struct {
+	Field         string
+	Charge, Allow int64
+}
+
+// Charges returns what a call of tokens sends acquire for each bucket.
+// keep is the share of every bucket the call must leave: the batch floor
+// for a batch call, 0 for an interactive one.
+func Charges(buckets []Bucket, tokens int64, keep float64) []Charge {
+	cs := make([]Charge, len(buckets))
+	for i, b := range buckets {
+		cs[i] = Charge{Field: b.Field, Charge: b.Charge(b.Units(tokens)), Allow: b.Allowance(keep)}
+	}
+	return cs
+}
+
+// Slots returns the concurrency slots a call may use under a limit of conc
+// (0: no limit): all of them, or for a call that must leave keep of them,
+// the rest.
+func Slots(conc int64, keep float64) int64 {
+	if conc == 0 {
+		return 0
+	}
+	return conc - int64(math.Floor(float64(conc)*keep))
+}
+
+// Acquire is one acquire call, as its caller computed it.
+type Acquire struct {
+	ID      string
+	Batch   bool
+	MaxWait time.Duration // how far ahead the call may reserve its turn
+	TTL     time.Duration // the lease's TTL
+	Slots   int64         // see Slots
+	Spacing int64         // ms between two slot waiters, at least 1
+	Charges []Charge
+}
+
+// Args returns acquire.lua's ARGV.
+func (a Acquire) Args() []any {
+	batch := 0
+	if a.Batch {
+		batch = 1
+	}
+	args := make([]any, 0, 6+3*len(a.Charges))
+	args = append(args, a.ID, batch, a.MaxWait.Milliseconds(), a.TTL.Milliseconds(), a.Slots, max(1, a.Spacing))
+	for _, c := range a.Charges {
+		args = append(args, c.Field)
+	}
+	for _, c := range a.Charges {
+		args = append(args, c.Charge, c.Allow)
+	}
+	return args
+}
+
+// Correction is one bucket's part of a settle, in µs of the bucket's time:
+// negative gives back, positive charges a debt.
+type Correction struct {
+	Field string
+	Us    int64
+}
+
+// Corrections returns what ending a lease sends settle for each bucket it
+// changes, when the call reserved tokens and really used used tokens
+// (used = reserved for a failed call that keeps its reservation, 0 for one
+// refused or never sent); request says whether the request itself is given
+// back too (a call never sent). A debt (used > reserved) is charged at most
+// one full bucket, so one wildly wrong estimate holds the budget back for
+// at most a window more.
+func Corrections(buckets []Bucket, reserved, used int64, request bool) []Correction {
+	var cs []Correction
+	for _, b := range buckets {
+		var back int64 // units given back; negative: owed
+		switch {
+		case b.Tokens:
+			back = reserved - used
+		case request:
+			back = 1
+		}
+		var d int64
+		switch {
+		case back > 0:
+			d = -b.Refund(back)
+		case back < 0:
+			d = b.Charge(min(-back, b.Capacity))
+		}
+		if d != 0 {
+			cs = append(cs, Correction{Field: b.Field, Us: d})
+		}
+	}
+	return cs
+}
+
+// SettleArgs returns settle.lua's ARGV for lease id, charged at chargedUs
+// (µs, Redis clock), with corrections cs.
+func SettleArgs(id string, chargedUs int64, cs []Correction) []any {
+	args := make([]any, 0, 2+2*len(cs))
+	args = append(args, id, chargedUs)
+	for _, c := range cs {
+		args = append(args, c.Field, c.Us)
+	}
+	return args
+}

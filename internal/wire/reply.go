@@ -1,0 +1,69 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrReply reports a script reply of an unexpected shape: a script from
+// another version of the library, or something between the client and Redis.
+// Replies are checked, never trusted, so a changed reply is an error and not
+// a panic.
+var ErrReply = errors.New("llmpacer: unexpected script reply")
+
+// Int64s checks that v, a script's reply, is an array of at least n
+// integers, and returns them.
+func Int64s(v any, n int) ([]int64, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < n {
+		return nil, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	out := make([]int64, len(a))
+	for i, x := range a {
+		if out[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("%w: %v", ErrReply, v)
+		}
+	}
+	return out, nil
+}
+
+// Codes of acquire.lua's reply.
+const (
+	TooLarge = -1 // can never fit: a charge exceeds its allowance
+	Denied   = 0  // not admitted; retry after Wait
+	Admitted = 1  // admitted; the turn comes after Wait
+	Already  = 2  // this id was admitted before; nothing charged again
+)
+
+// AcquireReply is acquire.lua's answer.
+type AcquireReply struct {
+	Code   int64
+	Wait   time.Duration
+	Now    time.Time // the Redis clock when the script ran
+	NowUs  int64     // the same, in µs
+	Reason string    // the limit that set Wait
+	Expiry time.Time // the lease's expiry, for Admitted and Already
+}
+
+// DecodeAcquire checks the reply's shape instead of trusting it: a script
+// from another version of the library, or a proxy in between, must give an
+// error, never a panic.
+func DecodeAcquire(v any) (AcquireReply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 5 {
+		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	code, ok1 := a[0].(int64)
+	wait, ok2 := a[1].(int64)
+	now, ok3 := a[2].(int64)
+	reason, ok4 := a[3].(string)
+	expiry, ok5 := a[4].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || code < TooLarge || code > Already || wait < 0 {
+		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	return AcquireReply{
+		Code: code, Wait: time.Duration(wait) * time.Millisecond,
+		Now: time.UnixMicro(now), NowUs: now, Reason: reason, Expiry: time.UnixMilli(expiry),
+	}, nil
+}

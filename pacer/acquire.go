@@ -1,0 +1,272 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/leasing"
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/lua"
+)
+
+// Acquire waits until every limit of the budget has room for r, charges
+// them all, and returns the lease. End the lease with Settle (or Release if
+// the call failed) as soon as the call returns.
+//
+// The wait is bounded by Config.MaxWait (or r.MaxWait) and by ctx. When the
+// script's answer shows that the bound is too short, Acquire returns a
+// *WaitError (errors.Is ErrWaitTimeout) at once instead of sleeping it out.
+// A request larger than a token bucket fails at once with ErrTooLarge, and
+// a canceled ctx returns ctx's error as soon as ctx is done, even while
+// Redis hangs. An interactive call that must wait for tokens reserves its
+// turn with one script call and sleeps until then, first come, first
+// served; a call that waits for a concurrency slot or a pause asks again
+// when a slot is likely to free.
+func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
+	if err := p.checkRequest(r); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	bound := p.s.maxWait
+	if r.MaxWait > 0 {
+		bound = r.MaxWait
+	}
+	deadline, ctxBound := began.Add(bound), false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ctxBound = d, true
+	}
+	id := leasing.NewID()
+	var denied *wire.AcquireReply // the last denial slept on
+	for {
+		if err := ctx.Err(); err != nil {
+			if denied != nil && ctxBound && errors.Is(err, context.DeadlineExceeded) {
+				// The deadline came while waiting out a denial: no room was
+				// found within the bound.
+				return nil, &WaitError{Wait: denied.Wait, Bound: bound, Limit: Limit(denied.Reason), ctxBound: true}
+			}
+			return nil, err
+		}
+		remain := max(time.Until(deadline), 0)
+		rep, charged, err := p.acquireOnce(ctx, id, r, remain)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue // the loop's top says which error
+			}
+			return nil, err
+		}
+		switch rep.Code {
+		case wire.Admitted, wire.Already:
+			l, err := p.admit(ctx, id, r, rep, charged, began)
+			if err == errRequeue {
+				id = leasing.NewID()
+				continue
+			}
+			return l, err
+		case wire.TooLarge:
+			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.Reason)
+		}
+		if rep.Wait > remain {
+			err := &WaitError{Wait: rep.Wait, Bound: bound, Limit: Limit(rep.Reason), ctxBound: ctxBound}
+			if ctxBound {
+				err.Bound = time.Until(deadline)
+			}
+			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
+			return nil, err
+		}
+		denied = &rep
+		if err := p.sleep(ctx, r, rep, deadline); err != nil {
+			continue // the loop's top says which error
+		}
+	}
+}
+
+// errRequeue tells Acquire that admit gave its turn back after a pause.
+var errRequeue = errors.New("pacer: turn given back after a pause")
+
+// admit turns an admitted reply into a lease, sleeping first if the call's
+// turn is in the future. A ctx canceled during that sleep returns at once;
+// the turn is given back in the background (see giveBack), so nothing stays
+// charged for a call that is never made.
+func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
+	l := p.newLease(leasing.Admission{
+		ID: id, Tokens: r.Tokens, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+		ChargedUs: charged, Waited: time.Since(began) + rep.Wait,
+	})
+	if rep.Wait > 0 {
+		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
+	}
+	// Sleep until the turn. A pause this process set meanwhile (a 429 seen
+	// by a neighbour) means the turn was reserved against a budget that was
+	// ahead of the provider: wait the pause out, then give the turn back and
+	// queue again behind the corrected budget (see Throttled).
+	reserved := time.Now()
+	turn := reserved.Add(rep.Wait)
+	requeue := false
+	for {
+		until := turn
+		if rep.Wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
+			requeue = true
+			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
+				until = paused
+			}
+		}
+		d := time.Until(until)
+		if d <= 0 {
+			break
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			p.giveBack(l)
+			return nil, ctx.Err()
+		}
+	}
+	if requeue {
+		if err := l.Cancel(ctx); err == nil {
+			return nil, errRequeue
+		}
+		// Redis could not take the turn back: use it rather than lose it.
+	}
+	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: Limit(rep.Reason)})
+	return l, nil
+}
+
+// giveBack cancels a lease nobody will use, without holding the caller: in
+// a goroutine that retries while Redis fails, until the cancel lands or the
+// lease expires (then its slot is free anyway, and its reservation stays
+// charged, the safe side).
+func (p *Pacer) giveBack(l *Lease) {
+	go func() {
+		pause := 50 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := l.Cancel(ctx)
+			cancel()
+			if err == nil || errors.Is(err, lease.ErrExpired) || !time.Now().Before(l.Expiry()) {
+				return
+			}
+			time.Sleep(pause)
+			pause = min(2*pause, 5*time.Second)
+		}
+	}()
+}
+
+// sleep waits out a denial: the script's hint, plus up to 10% jitter so
+// that callers told the same time do not return in one burst. The jitter
+// never carries the sleep past the wait bound (less a round trip), so a
+// call that still finds no room then gets its WaitError before the bound,
+// not ctx's error after it. A caller waiting for a concurrency slot also
+// wakes when a lease of this process ends.
+func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, deadline time.Time) error {
+	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
+	d := rep.Wait + time.Duration(rand.Int64N(int64(rep.Wait/10)+1))
+	if limit := time.Until(deadline) - roundTrip; d > limit {
+		d = max(rep.Wait, limit)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var wake <-chan struct{}
+	if rep.Reason == string(LimitConcurrency) {
+		var leave func()
+		wake, leave = p.slots.Wait()
+		defer leave()
+	}
+	select {
+	case <-t.C:
+	case <-wake:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// roundTrip is the time kept before a wait bound for the script call that
+// follows a sleep.
+const roundTrip = 5 * time.Millisecond
+
+// TryAcquire admits r only if every limit has room now. It never waits: it
+// returns a lease, or a *NotYetError (errors.Is ErrNotYet) that says how
+// long until r could be admitted (assuming no other caller takes the room
+// first), having charged nothing. It returns ErrTooLarge for a request that
+// can never fit.
+func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
+	if err := p.checkRequest(r); err != nil {
+		return nil, err
+	}
+	id := leasing.NewID()
+	rep, charged, err := p.acquireOnce(ctx, id, r, 0)
+	if err != nil {
+		return nil, err
+	}
+	switch rep.Code {
+	case wire.Admitted, wire.Already:
+		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged})
+		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
+		return l, nil
+	case wire.TooLarge:
+		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.Reason)
+	}
+	err = &NotYetError{RetryAfter: rep.Wait, Limit: Limit(rep.Reason)}
+	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
+	return nil, err
+}
+
+// acquireOnce runs acquire.lua once. It also returns the µs at which the
+// buckets were charged, as settle.lua wants it: the reply's clock, or for
+// a retried id (admitted by an attempt whose reply go-redis lost and
+// resent) a lower bound, the clock less the time since this call began.
+func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration) (wire.AcquireReply, int64, error) {
+	sent := time.Now()
+	v, err := p.call(ctx, lua.Acquire, p.acquireArgs(id, r, maxWait), func(v any) {
+		// The reply came after the caller gave up: give the lease back.
+		if rep, err := wire.DecodeAcquire(v); err == nil && (rep.Code == wire.Admitted || rep.Code == wire.Already) {
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent)}))
+		}
+	})
+	if err != nil {
+		return wire.AcquireReply{}, 0, err
+	}
+	rep, err := wire.DecodeAcquire(v)
+	if err != nil {
+		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s.name, err)
+	}
+	return rep, chargedAt(rep, sent), nil
+}
+
+// chargedAt returns when an admission sent at sent charged the buckets.
+func chargedAt(rep wire.AcquireReply, sent time.Time) int64 {
+	if rep.Code == wire.Already {
+		return rep.NowUs - time.Since(sent).Microseconds() - 1000
+	}
+	return rep.NowUs
+}
+
+// acquireArgs returns acquire.lua's ARGV for r.
+func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration) []any {
+	keep := 0.0
+	if r.Priority == Batch {
+		keep = p.s.keep
+	}
+	a := wire.Acquire{
+		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s.leaseTTL,
+		Slots: wire.Slots(p.s.limits.Concurrency, keep), Spacing: 1,
+		Charges: wire.Charges(p.s.wireBuckets, r.Tokens, keep),
+	}
+	if c := p.s.limits.Concurrency; c > 0 {
+		// Slots free up one every mean hold time / limit: the spacing
+		// between two waiters (100 ms until a lease of this Pacer ends).
+		hold := 100.0
+		if h := p.hold.Load(); h != 0 {
+			hold = math.Float64frombits(h)
+		}
+		a.Spacing = int64(math.Ceil(hold / float64(c)))
+	}
+	return a.Args()
+}

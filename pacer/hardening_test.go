@@ -1,0 +1,261 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// clock moves a test's Redis clock: miniredis's by SetTime, a real Redis's
+// by sleeping.
+type clock struct {
+	b   redistest.Backend
+	now time.Time
+}
+
+func newClock(b redistest.Backend) *clock {
+	c := &clock{b: b, now: time.Now()}
+	if b.Mini != nil {
+		b.Mini.SetTime(c.now)
+	}
+	return c
+}
+
+func (c *clock) advance(d time.Duration) {
+	if c.b.Mini == nil {
+		time.Sleep(d)
+		return
+	}
+	c.now = c.now.Add(d)
+	c.b.Mini.SetTime(c.now)
+}
+
+// A give-back that reaches Redis after the bucket refilled past its charge
+// and was spent again must not add a second burst. RPM 60 with a burst of
+// 5: a call at 0, its Cancel held back 1.3 s, while a second process takes
+// the burst the refill restored by 1.15 s. Whatever order the give-backs
+// arrive in, the calls admitted in any interval [t, t+d] never exceed
+// burst + rate·d.
+func TestLateGiveBackAddsNoBurst(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 5}}
+		ps := newPacers(t, b, 2, cfg)
+		c := newClock(b)
+		a, err := ps[0].TryAcquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatalf("TryAcquire = %v; want a lease from a full budget", err)
+		}
+		c.advance(1150 * time.Millisecond) // full again
+		var starts []time.Time
+		for range 5 {
+			l, err := ps[1].TryAcquire(ctx, pacer.Request{})
+			if err != nil {
+				t.Fatalf("TryAcquire from a refilled bucket = %v; want a lease", err)
+			}
+			starts = append(starts, l.Start())
+		}
+		c.advance(150 * time.Millisecond)
+		if err := a.Cancel(ctx); err != nil { // the give-back, late
+			t.Fatalf("Cancel = %v", err)
+		}
+		if l, err := ps[1].TryAcquire(ctx, pacer.Request{}); err == nil {
+			starts = append(starts, l.Start())
+		} else if !errors.Is(err, pacer.ErrNotYet) {
+			t.Fatalf("TryAcquire after the late Cancel = %v; want a lease or ErrNotYet", err)
+		}
+		d := starts[len(starts)-1].Sub(starts[0])
+		if bound := 5 + d.Seconds(); float64(len(starts)) > bound {
+			t.Errorf("%d calls admitted in %v; the bound is burst + rate·d = %.2f", len(starts), d, bound)
+		}
+	})
+}
+
+// Settle whose first attempt never reached Redis, retried after the lease
+// expired, reports the expiry: ErrLeaseExpired, state Expired, an Ended
+// event that says so, and nothing refunded.
+func TestSettleRetriedAfterExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		redistest.QuietRedisLog(t)
+		ctx := context.Background()
+		px := redistest.NewProxy(t, b.Addrs[0])
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+		defer rdb.Close()
+		var mu sync.Mutex
+		var ends []pacer.Event
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000}, LeaseTTL: 300 * time.Millisecond,
+			Observe: func(e pacer.Event) {
+				if e.Kind == pacer.Ended {
+					mu.Lock()
+					ends = append(ends, e)
+					mu.Unlock()
+				}
+			}}
+		p, err := pacer.New(rdb, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct := newPacer(t, b, cfg)
+		c := newClock(b)
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		px.Drop(true)
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err = l.Settle(cctx, 100)
+		cancel()
+		if err == nil || l.State() != lease.Held {
+			t.Fatalf("Settle through a Redis that runs nothing = %v, state %v; want an error, still held", err, l.State())
+		}
+		c.advance(400 * time.Millisecond) // past the lease's expiry
+		px.Drop(false)
+		if err := l.Settle(ctx, 100); !errors.Is(err, pacer.ErrLeaseExpired) {
+			t.Errorf("Settle retried after expiry = %v; want ErrLeaseExpired", err)
+		}
+		if got := l.State(); got != lease.Expired {
+			t.Errorf("State() = %v; want expired", got)
+		}
+		mu.Lock()
+		if len(ends) != 1 || ends[0].End != lease.Expired || !errors.Is(ends[0].Err, pacer.ErrLeaseExpired) {
+			t.Errorf("Ended events = %+v; want one, expired, with ErrLeaseExpired", ends)
+		}
+		mu.Unlock()
+		// The reservation stays: 600 of 1000 taken, less the refill of
+		// 1000 a minute over the test's half second or so.
+		if lvl := snap(t, direct).TPM.Level; lvl > 420 {
+			t.Errorf("TPM level = %v; want about 400: an expired lease refunds nothing", lvl)
+		}
+	})
+}
+
+// Acquire canceled while it sleeps towards a reserved turn and Redis hangs
+// returns when its context ends, not after a give-back's own timeout; the
+// turn comes back once Redis answers again.
+func TestAcquireCanceledWhileRedisHangs(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		redistest.QuietRedisLog(t)
+		ctx := context.Background()
+		px := redistest.NewProxy(t, b.Addrs[0])
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+		defer rdb.Close()
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000}}
+		p, err := pacer.New(rdb, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct := newPacer(t, b, cfg)
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Acquire(cctx, pacer.Request{Tokens: 500}) // a turn about 30 s ahead
+			done <- err
+		}()
+		// Wait for the reservation, then hang Redis and cancel.
+		for deadline := time.Now().Add(5 * time.Second); snap(t, direct).InFlight < 2; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the second Acquire did not reserve its turn")
+			}
+		}
+		px.Drop(true)
+		cancel()
+		canceled := time.Now()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Acquire = %v; want context.Canceled", err)
+		}
+		if d := time.Since(canceled); d > time.Second {
+			t.Errorf("Acquire returned %v after its context ended; want at once", d)
+		}
+		px.Drop(false)
+		for deadline := time.Now().Add(15 * time.Second); snap(t, direct).InFlight != 1; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the canceled turn was never given back")
+			}
+		}
+	})
+}
+
+// An Acquire whose wait fits its deadline with little to spare either gets
+// its lease or a *WaitError: the jitter on its sleep never carries it past
+// the deadline into a bare context error.
+func TestJitterNeverPassesTheDeadline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100_000}})
+		if err := p.Pause(ctx, 200*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(ctx, 215*time.Millisecond)
+				defer cancel()
+				_, err := p.Acquire(cctx, pacer.Request{})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			var we *pacer.WaitError
+			if err != nil && !errors.As(err, &we) {
+				t.Errorf("Acquire = %v; want a lease or a *WaitError", err)
+			}
+		}
+	})
+}
+
+// Names that look like other names, or cannot be typed, are refused.
+func TestNamesMustBePrintable(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for _, name := range []string{"a\u0085b", "a\u2028b", "gpt\u202e4o", "a\xffb", "a b", "a{b}"} {
+		if _, err := pacer.New(rdb, pacer.Config{Name: name, Limits: pacer.Limits{RPM: 1}}); !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("New(Name: %q) = %v; want ErrInvalid", name, err)
+		}
+	}
+	if _, err := pacer.New(rdb, pacer.Config{Name: "azure:eastus:gpt-4o·mini", Limits: pacer.Limits{RPM: 1}}); err != nil {
+		t.Errorf("New with a printable non-ASCII name = %v; want nil", err)
+	}
+}
+
+// A typed nil client is refused in the caller's goroutine.
+func TestTypedNilClient(t *testing.T) {
+	for _, c := range []redis.UniversalClient{(*redis.Client)(nil), (*redis.ClusterClient)(nil)} {
+		if _, err := pacer.New(c, pacer.Config{Name: "x", Limits: pacer.Limits{RPM: 1}}); !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("New(%T(nil)) = %v; want ErrInvalid", c, err)
+		}
+	}
+}
+
+// A lease's bad argument is pacer.ErrInvalid too: there is one.
+func TestOneErrInvalid(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000}})
+	l, err := p.Acquire(context.Background(), pacer.Request{Tokens: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(context.Background(), -1); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("Settle(-1) = %v; want pacer.ErrInvalid", err)
+	}
+}

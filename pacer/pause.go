@@ -1,0 +1,93 @@
+package pacer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lua"
+	"github.com/redis/go-redis/v9"
+)
+
+// Pause makes every process sharing the budget wait at least d from now
+// before its next admission. It extends a pause already set, never
+// shortening it. Calls of this process that had already reserved a later
+// turn wait the pause out too; those of other processes that had reserved
+// one go at their turn.
+//
+// After a provider's 429, prefer Throttled, which also brings the tripped
+// bucket back in line with the provider.
+func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
+	return p.pause(ctx, d, LimitPause, nil)
+}
+
+// Throttled tells the budget that the provider refused a call of r for its
+// rate limit and asked to wait d. It pauses every process for d, like
+// Pause, and lowers the bucket the provider named (limit; LimitUnknown
+// lowers both the request and the token bucket) so that when the pause ends
+// it holds no more than r needs: a 429 means the budget believed in room the
+// provider did not have, and a pause alone would leave it as far ahead, with
+// the pause's refill banked on top. Run calls it on every rate-limit answer.
+func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.Limit, r Request) error {
+	if r.Tokens < 0 || r.Tokens > maxTokens {
+		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
+	}
+	lower := map[string]bool{"rpm": true, "tpm": true}
+	named := LimitPause
+	switch limit {
+	case classify.LimitRequests:
+		lower, named = map[string]bool{"rpm": true}, LimitRPM
+	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
+		lower, named = map[string]bool{"tpm": true}, LimitTPM
+	}
+	// Each bucket lowered holds, when the pause ends, just the refused
+	// call's share (at most a full bucket); never less than minus one full
+	// bucket (see lua/pause.lua).
+	var args []any
+	for _, b := range p.s.wireBuckets {
+		if !lower[b.Field] {
+			continue
+		}
+		units := min(b.Units(r.Tokens), b.Capacity)
+		args = append(args, b.Field, b.Span-b.Charge(units), 2*b.Span)
+	}
+	return p.pause(ctx, d, named, args)
+}
+
+func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower []any) error {
+	if d <= 0 || d > maxDur {
+		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
+	}
+	ms := max(d.Milliseconds(), 1)
+	v, err := p.call(ctx, lua.Pause, append([]any{ms}, lower...), nil)
+	if err != nil {
+		return err
+	}
+	vals, err := wire.Int64s(v, 2)
+	if err != nil {
+		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
+	}
+	remaining := time.Duration(vals[0]) * time.Millisecond
+	now := time.Now()
+	until := now.Add(remaining).UnixNano()
+	for {
+		old := p.pausedUntil.Load()
+		if until <= old || p.pausedUntil.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	p.pausedAt.Store(now.UnixNano())
+	p.emit(Event{Kind: Paused, Wait: remaining, Limit: limit})
+	return nil
+}
+
+// call runs a script bounded by ctx (see wire.Run).
+func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func(any)) (any, error) {
+	v, err := wire.Run(ctx, s, p.rdb, p.keys, args, late)
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, err)
+	}
+	return v, err
+}
