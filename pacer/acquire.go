@@ -12,6 +12,7 @@ import (
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/lua"
+	"github.com/redis/go-redis/v9"
 )
 
 // Acquire waits until every limit of the budget has room for r, charges
@@ -149,7 +150,7 @@ func (p *Pacer) giveBack(l *Lease) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			err := l.Cancel(ctx)
 			cancel()
-			if err == nil || errors.Is(err, lease.ErrExpired) || !time.Now().Before(l.Expiry()) {
+			if err == nil || errors.Is(err, lease.ErrExpired) || errors.Is(err, redis.ErrClosed) || !time.Now().Before(l.Expiry()) {
 				return
 			}
 			time.Sleep(pause)

@@ -24,13 +24,14 @@ const (
 	// the limit the provider named (LimitPause for Pause, or a 429 that
 	// named none).
 	Paused
-	// Refused: the provider refused a call that Run or TryRun made; Verdict
-	// says why. The lease's end follows as an Ended event.
-	Refused
+	// Failed: a call that Run or TryRun made failed (refused by the
+	// provider, timed out, ...); Verdict says what the failure means. The
+	// lease's end follows as an Ended event.
+	Failed
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "refused".
+// "failed".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -43,8 +44,8 @@ func (k EventKind) String() string {
 		return "ended"
 	case Paused:
 		return "paused"
-	case Refused:
-		return "refused"
+	case Failed:
+		return "failed"
 	}
 	return "unknown"
 }
@@ -52,7 +53,7 @@ func (k EventKind) String() string {
 // Event is what Config.Observe receives: enough to count admissions, export
 // wait-time histograms and log denials without wrapping every call.
 //
-// Every event has Kind and Name. Admitted, Waiting, Denied and Refused carry
+// Every event has Kind and Name. Admitted, Waiting, Denied and Failed carry
 // the request's Tokens and Priority; Ended carries the lease's Tokens.
 type Event struct {
 	Kind     EventKind
@@ -69,9 +70,9 @@ type Event struct {
 	End  lease.End
 	Used int64
 	Held time.Duration
-	// Verdict is, for Refused, what the provider's refusal means.
+	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Refused, and Ended when the lease expired
+	Err     error // for Denied, Failed (the call's error), and Ended when the lease expired
 }
 
 func (p *Pacer) emit(e Event) {

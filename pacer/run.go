@@ -64,6 +64,7 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 			return v, nil
 		}
 		verdict := c.classifier(callErr)
+		p.emit(Event{Kind: Failed, Tokens: r.Tokens, Priority: r.Priority, Verdict: verdict, Err: callErr})
 		endFailed(ctx, l, verdict)
 		report(c, Attempt{N: attempt, Waited: l.Waited(), Took: took, Verdict: verdict, Err: callErr})
 		last = &RunError{Verdict: verdict, Attempts: attempt, Err: callErr}
@@ -220,6 +221,7 @@ func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.C
 		return v, nil
 	}
 	verdict := c.classifier(callErr)
+	p.emit(Event{Kind: Failed, Tokens: r.Tokens, Priority: r.Priority, Verdict: verdict, Err: callErr})
 	endFailed(ctx, l, verdict)
 	report(c, Attempt{N: 1, Took: took, Verdict: verdict, Err: callErr})
 	if verdict.Kind == classify.RateLimited {
