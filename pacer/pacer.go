@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/concurrency"
+	"github.com/llmpacer/llmpacer/internal/cluster"
 	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/redis/go-redis/v9"
@@ -64,9 +65,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// One hash tag for every key of the budget: the scripts touch several
 	// keys, and on a Redis Cluster they must live in one slot.
 	tag := "{" + s.prefix + ":" + s.name + "}"
-	p := &Pacer{rdb: rdb, s: s, keys: []string{tag + ":s", tag + ":l"}}
+	// On a Cluster, sc reloads the slot map when a node fails (a failover).
+	sc := cluster.Scripter(rdb)
+	p := &Pacer{rdb: sc, s: s, keys: []string{tag + ":s", tag + ":l"}}
 	p.budget = &leasing.Budget{
-		Client: rdb, Keys: p.keys, Buckets: s.wireBuckets, TTL: s.leaseTTL,
+		Client: sc, Keys: p.keys, Buckets: s.wireBuckets, TTL: s.leaseTTL,
 		NoRefund: s.noRefund, Ended: p.ended,
 	}
 	return p, nil
