@@ -195,3 +195,23 @@ func TestFromErrorSDK(t *testing.T) {
 		t.Errorf("responses sent through each SDK: %v, want some through both", ran)
 	}
 }
+
+// FuzzFromErrorSDK feeds hostile bodies to the SDKs' own error types, as
+// their UnmarshalJSON fills them, with no response behind them.
+func FuzzFromErrorSDK(f *testing.F) {
+	for _, b := range seedBodies {
+		f.Add(429, b)
+	}
+	f.Add(400, `{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}`)
+	f.Add(429, `{"type":"tokens","code":"rate_limit_exceeded","message":"cut`)
+	f.Fuzz(func(t *testing.T, status int, raw string) {
+		oe := &openai.Error{StatusCode: status}
+		if oe.UnmarshalJSON([]byte(raw)) == nil {
+			checkVerdict(t, fromErrorAt(oe, testNow))
+		}
+		ae := &anthropic.Error{StatusCode: status}
+		if ae.UnmarshalJSON([]byte(raw)) == nil {
+			checkVerdict(t, fromErrorAt(ae, testNow))
+		}
+	})
+}
