@@ -89,6 +89,27 @@ func parseBody(body []byte) envelope {
 	return envelope{message: textMessage(trimmed)}
 }
 
+// parseRawJSON extracts an envelope from an SDK error's RawJSON.
+// anthropic-sdk-go returns the whole body there, but openai-go returns only
+// the object inside {"error": ...}. Read as a body, that object's code and
+// type sit at the root, where they mean nothing, and insufficient_quota or
+// billing_hard_limit_reached would go unseen. So an object that holds no
+// error is read again as the inside of the wrapper it came from.
+func parseRawJSON(raw string) envelope {
+	if len(raw) > MaxBodyBytes {
+		raw = raw[:MaxBodyBytes]
+	}
+	env := parseBody([]byte(raw))
+	trimmed := strings.TrimSpace(raw)
+	if env.isError() || !strings.HasPrefix(trimmed, "{") {
+		return env
+	}
+	if inner := parseJSON([]byte(`{"error":` + trimmed + `}`)); inner.isError() {
+		return inner
+	}
+	return env
+}
+
 // parseJSON extracts an envelope from JSON that may be cut short.
 func parseJSON(b []byte) envelope {
 	var env envelope

@@ -43,9 +43,11 @@
 // returning the body.
 //
 // Out of scope: retrying, sleeping and pausing the budget (package pacer
-// does that with a Verdict), reading response bodies from the network
-// (FromError never reads a Body stream; it may block or already be
-// consumed), and provider SDKs (this package imports only the standard
-// library). Classification is a best guess from what providers document and
-// send today; it is not a contract they have made.
+// does that with a Verdict), and provider SDKs. This package imports only
+// the standard library; its tests check FromError against the SDKs' real
+// errors. FromError never reads a body from the network, which may block or
+// be consumed already. It reads a body only where openai-go and
+// anthropic-sdk-go have put it in memory. Classification is a best guess
+// from what providers document and send today; it is not a contract they
+// have made.
 package classify

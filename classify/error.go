@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 )
@@ -19,12 +20,13 @@ type (
 	// responseDumper is implemented by openai-go's and anthropic-sdk-go's
 	// *Error, whose status and response live in struct fields
 	// (StatusCode, Response) that an interface cannot reach. Their
-	// DumpResponse(false) writes the status line and headers, which is all
-	// that is needed from the response.
+	// DumpResponse(false) writes the status line and headers;
+	// DumpResponse(true) adds the body, read only when RawJSON lacks it.
 	responseDumper interface{ DumpResponse(body bool) []byte }
 
-	// rawJSONer is implemented by openai-go's and anthropic-sdk-go's Error:
-	// the unmodified error body.
+	// rawJSONer is implemented by openai-go's and anthropic-sdk-go's Error.
+	// anthropic-sdk-go returns the whole body; openai-go returns only the
+	// object inside {"error": ...}, or "" when the body has none.
 	rawJSONer interface{ RawJSON() string }
 
 	// awsAPIError is the part of smithy-go's APIError interface needed here,
@@ -124,15 +126,28 @@ func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
 	if !found && errors.As(err, &rd) {
 		var dump []byte
 		guard(func() { dump = rd.DumpResponse(false) })
-		if s, hh, ok := parseDump(dump); ok {
+		if s, hh, _, ok := parseDump(dump); ok {
 			status, h, found = s, hh, true
 		}
 	}
+	var raw string
 	if errors.As(err, &rj) {
-		var raw string
 		guard(func() { raw = rj.RawJSON() })
 		if raw != "" {
-			env, found = parseBody([]byte(raw)), true
+			env, found = parseRawJSON(raw), true
+		}
+	}
+	// openai-go leaves RawJSON empty when the body has no "error" member:
+	// Mistral's flat error, a proxy's HTML page, plain text. The body is then
+	// only in the response. Both SDKs read an error status's body whole and
+	// put it back in memory before they return, so reading it cannot block.
+	// A stream error arrives after a 2xx, and its body is the live stream:
+	// that one is never read.
+	if raw == "" && status >= 400 && rd != nil {
+		var dump []byte
+		guard(func() { dump = rd.DumpResponse(true) })
+		if _, _, body, ok := parseDump(dump); ok && len(body) > 0 {
+			env = parseBody(body)
 		}
 	}
 	if errors.As(err, &ae) {
@@ -158,8 +173,8 @@ func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	if !env.isError() {
-		// No RawJSON: openai-go and anthropic-sdk-go also print the body at
-		// the end of their error text.
+		// No error in RawJSON or the body: anthropic-sdk-go also prints the
+		// body at the end of its error text, and so may other wrappers.
 		ts, te := fromText(text)
 		te.awsType = firstNonEmpty(env.awsType, te.awsType)
 		te.message = firstNonEmpty(env.message, te.message)
@@ -183,27 +198,32 @@ func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
 	return decide(status, h, env, now), true
 }
 
-// parseDump reads the status line and headers of an httputil.DumpResponse
-// output. A dump that does not parse whole (cut short, odd framing) still
-// yields its status line.
-func parseDump(b []byte) (int, http.Header, bool) {
+// parseDump reads an httputil.DumpResponse output: its status, headers and
+// at most MaxBodyBytes of its body. A dump that does not parse whole (cut
+// short, odd framing) still yields its status line.
+func parseDump(b []byte) (status int, h http.Header, body []byte, ok bool) {
 	if len(b) == 0 {
-		return 0, nil, false
+		return 0, nil, nil, false
 	}
-	if len(b) > MaxBodyBytes {
-		b = b[:MaxBodyBytes]
+	// Status line and headers are a few hundred bytes, so twice
+	// MaxBodyBytes leaves the body all it may use.
+	if len(b) > 2*MaxBodyBytes {
+		b = b[:2*MaxBodyBytes]
 	}
 	if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b)), nil); err == nil {
+		// A body cut short by the caller's limit ends in an error; what was
+		// read before it is kept.
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
 		resp.Body.Close()
-		return resp.StatusCode, resp.Header, true
+		return resp.StatusCode, resp.Header, body, true
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	if _, rest, ok := bytes.Cut(line, []byte(" ")); ok {
 		if n := leadingStatus(string(rest)); n != 0 {
-			return n, nil, true
+			return n, nil, nil, true
 		}
 	}
-	return 0, nil, false
+	return 0, nil, nil, false
 }
 
 // errorText is err.Error(), or "" if that panics.
@@ -214,8 +234,8 @@ func errorText(err error) string {
 }
 
 // guard runs f and swallows a panic. SDK error methods dereference their
-// Request and Response fields without nil checks (openai-go's Error() and
-// DumpResponse do), and a classifier running on the error path must not turn
+// Request and Response fields without nil checks (openai-go's DumpResponse
+// does), and a classifier running on the error path must not turn
 // a hand-built or half-filled error into a crash.
 func guard(f func()) {
 	defer func() { _ = recover() }()

@@ -7,12 +7,14 @@ import (
 // statusMarkers precede an HTTP status in the error texts of the SDKs this
 // package knows:
 //
-//	openai-go, anthropic-sdk-go  POST "https://api.openai.com/v1/...": 429 Too Many Requests {...}
+//	anthropic-sdk-go             POST "https://api.anthropic.com/v1/...": 429 Too Many Requests {...}
+//	openai-go v3                 OpenAI API error: 429 Too Many Requests
 //	google genai                 Error 429, Message: ..., Status: RESOURCE_EXHAUSTED, Details: [...]
 //	aws smithy                   https response error StatusCode: 429, RequestID: ...
 //	sashabaranov/go-openai       error, status code: 429, status: 429 Too Many Requests, message: ...
 var statusMarkers = []string{
 	"\": ",
+	"API error: ",
 	"Error ",
 	"StatusCode: ",
 	"status code: ",
@@ -32,8 +34,8 @@ func fromText(s string) (status int, env envelope) {
 		s = s[:MaxBodyBytes]
 	}
 	status = textStatus(s)
-	// openai-go and anthropic-sdk-go end their error text with the raw JSON
-	// body.
+	// anthropic-sdk-go ends its error text with the raw JSON body;
+	// openai-go v3's text is only the status.
 	if i := strings.IndexByte(s, '{'); i >= 0 {
 		env = parseJSON([]byte(s[i:]))
 	}
