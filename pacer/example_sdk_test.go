@@ -50,7 +50,7 @@ func ExampleRun_openai() {
 			})
 		},
 		func(r *openai.ChatCompletion) int64 { return r.Usage.TotalTokens },
-		pacer.Retries(3))
+		pacer.WithRetries(3))
 	if err != nil {
 		fmt.Println("failed:", err)
 		return
@@ -96,7 +96,7 @@ func ExampleRun_anthropic() {
 			})
 		},
 		func(m *anthropic.Message) int64 { return m.Usage.InputTokens + m.Usage.OutputTokens },
-		pacer.Retries(3))
+		pacer.WithRetries(3))
 	if err != nil {
 		fmt.Println("failed:", err)
 		return

@@ -70,7 +70,7 @@ func ExampleRun() {
 	r, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 1300},
 		callModel,
 		func(r reply) int64 { return r.Usage.TotalTokens }, // usage, to settle
-		pacer.Retries(3), pacer.LatencyBudget(30*time.Second))
+		pacer.WithRetries(3), pacer.WithLatencyBudget(30*time.Second))
 	switch {
 	case errors.Is(err, pacer.ErrQuotaExhausted):
 		fmt.Println("out of credits: tell a human, do not retry")

@@ -45,7 +45,7 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		var attempts []pacer.Attempt
 		start := time.Now()
 		u, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total,
-			pacer.OnAttempt(func(a pacer.Attempt) { attempts = append(attempts, a) }))
+			pacer.WithOnAttempt(func(a pacer.Attempt) { attempts = append(attempts, a) }))
 		took := time.Since(start)
 		if err != nil {
 			t.Fatalf("second Run = %v", err)
@@ -87,8 +87,8 @@ func TestRunPauseSeenByAnotherPacer(t *testing.T) {
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPM: 1_000_000}})
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 500, 100, 500) }
 		// Two calls of 1,000 tokens: the second is over the provider's limit.
-		_, _ = pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.Retries(0))
-		_, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.Retries(0))
+		_, _ = pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0))
+		_, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0))
 		if !errors.Is(err, pacer.ErrRateLimited) || !errors.Is(err, pacer.ErrRetriesExhausted) {
 			t.Fatalf("Run with no retries left = %v; want ErrRateLimited and ErrRetriesExhausted", err)
 		}
@@ -115,7 +115,7 @@ func TestRunQuotaExhaustedNeverRetried(t *testing.T) {
 		_, _ = pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil) // uses up the credit
 		fp.ResetStats()
 		start := time.Now()
-		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, pacer.Retries(5))
+		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, pacer.WithRetries(5))
 		if !errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("Run = %v; want ErrQuotaExhausted", err)
 		}
@@ -168,7 +168,7 @@ func TestRunRetriesByKind(t *testing.T) {
 					u, err := client.chat(ctx, 50, 20, 50)
 					last = time.Now()
 					return u, err
-				}, usage.Total, pacer.Retries(tc.retries), pacer.Backoff(20*time.Millisecond, 200*time.Millisecond))
+				}, usage.Total, pacer.WithRetries(tc.retries), pacer.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("Run = %v; want %v", err, tc.wantErr)
 			}
@@ -238,7 +238,7 @@ func TestRunLatencyBudget(t *testing.T) {
 	start := time.Now()
 	_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 10},
 		func(ctx context.Context) (usage, error) { return client.chat(ctx, 5, 5, 5) }, usage.Total,
-		pacer.Retries(10), pacer.Backoff(300*time.Millisecond, time.Second), pacer.LatencyBudget(500*time.Millisecond))
+		pacer.WithRetries(10), pacer.WithBackoff(300*time.Millisecond, time.Second), pacer.WithLatencyBudget(500*time.Millisecond))
 	if !errors.Is(err, pacer.ErrRetriesExhausted) {
 		t.Errorf("Run = %v; want ErrRetriesExhausted", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// Attempt describes one try of a call, for the OnAttempt option.
+// Attempt describes one try of a call, for the WithOnAttempt option.
 type Attempt struct {
 	N       int           // 1 for the first try
 	Waited  time.Duration // in Acquire before this try
@@ -15,7 +15,8 @@ type Attempt struct {
 	Err     error // nil on success
 }
 
-// RunOption changes how Run retries.
+// RunOption changes how Run and TryRun call and retry. Every option is a
+// With function.
 type RunOption func(*runConfig)
 
 type runConfig struct {
@@ -36,15 +37,15 @@ const (
 	DefaultRateLimitDelay = time.Second
 )
 
-// Retries sets how many times Run retries after the first attempt
+// WithRetries sets how many times Run retries after the first attempt
 // (default 3). Run's retries are LLM calls; the Redis client's own retries
 // (go-redis MaxRetries) are separate and never count here.
-func Retries(n int) RunOption { return func(c *runConfig) { c.retries = max(n, 0) } }
+func WithRetries(n int) RunOption { return func(c *runConfig) { c.retries = max(n, 0) } }
 
-// Backoff sets the capped exponential backoff for Overloaded and Transient
+// WithBackoff sets the capped exponential backoff for Overloaded and Transient
 // failures: attempt n sleeps a random time in [d/2, d], d = min(max,
 // base·2^(n-1)), or longer if the provider named a delay.
-func Backoff(base, max time.Duration) RunOption {
+func WithBackoff(base, max time.Duration) RunOption {
 	return func(c *runConfig) {
 		if base > 0 {
 			c.base = base
@@ -55,11 +56,11 @@ func Backoff(base, max time.Duration) RunOption {
 	}
 }
 
-// LatencyBudget bounds the time Run may spend before starting an attempt:
+// WithLatencyBudget bounds the time Run may spend before starting an attempt:
 // waiting for the budget and backing off. Once an attempt could not start
 // within d of Run's start, Run returns the last error (or ErrWaitTimeout)
 // instead of waiting on. The call itself is bounded by ctx, not by d.
-func LatencyBudget(d time.Duration) RunOption { return func(c *runConfig) { c.budget = d } }
+func WithLatencyBudget(d time.Duration) RunOption { return func(c *runConfig) { c.budget = d } }
 
 // WithClassifier replaces classify.FromError for deciding what a call's
 // error means.
@@ -71,8 +72,8 @@ func WithClassifier(f func(error) classify.Verdict) RunOption {
 	}
 }
 
-// OnAttempt calls f after every attempt, successful or not.
-func OnAttempt(f func(Attempt)) RunOption { return func(c *runConfig) { c.onAttempt = f } }
+// WithOnAttempt calls f after every attempt, successful or not.
+func WithOnAttempt(f func(Attempt)) RunOption { return func(c *runConfig) { c.onAttempt = f } }
 
 func newRunConfig(opts []RunOption) runConfig {
 	c := runConfig{retries: DefaultRetries, base: DefaultBackoffBase, max: DefaultBackoffMax,

@@ -82,7 +82,7 @@ func sharedJob(p *pacer.Pacer, c *chatClient, retries int) doJob {
 		}
 		settle := func(u usage) int64 { return u.total() }
 		_, r.err = pacer.Run(ctx, p, pacer.Request{Tokens: j.charge(), Priority: j.priority}, call, settle,
-			pacer.Retries(retries))
+			pacer.WithRetries(retries))
 		r.end = time.Now()
 		return r
 	}
