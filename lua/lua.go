@@ -11,8 +11,9 @@
 //
 // A bucket is stored as one time (its GCRA theoretical arrival time, in
 // microseconds), and callers send each call's share of every bucket in
-// microseconds too; Bucket does that arithmetic, so that the scripts only
-// add and compare integers.
+// microseconds too, so that the scripts only add and compare integers. The
+// Go side of that arithmetic is internal; docs/lua-contract.md gives it
+// for other languages.
 //
 // Most users never import this package: package pacer runs the scripts.
 package lua
