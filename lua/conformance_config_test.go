@@ -85,7 +85,7 @@ type configVector struct {
 	LeaseTTLMs int64     `json:"lease_ttl_ms,omitempty"` // acquire's ARGV[4]
 	MaxWaitMs  int64     `json:"max_wait_ms,omitempty"`  // acquire's ARGV[3] for a call that may wait its whole bound
 	Slots      []int64   `json:"slots,omitempty"`        // ARGV[5]: interactive, batch
-	Buckets    []vbucket `json:"buckets,omitempty"`
+	Buckets    []vbucket `json:"buckets"`
 	Fields     []string  `json:"fields"`                // the configured buckets, in order
 	BatchError string    `json:"batch_error,omitempty"` // why a batch call of one unit can never fit
 }
@@ -111,7 +111,7 @@ func configVectors(t *testing.T) any {
 		if err == nil {
 			t.Fatalf("pacer.New(%+v) accepted an invalid config", nc.Config)
 		}
-		out = append(out, configVector{namedConfig: nc, Error: errName(err), Message: err.Error(), Fields: []string{}})
+		out = append(out, configVector{namedConfig: nc, Error: errName(err), Message: err.Error(), Fields: []string{}, Buckets: []vbucket{}})
 	}
 	for _, nc := range vectorConfigs {
 		v := configVector{namedConfig: nc, Fields: []string{}, Buckets: []vbucket{}}
@@ -193,4 +193,7 @@ func holdFor(t *testing.T, p *pacer.Pacer, f *fakeWire, ttl, hold time.Duration)
 		t.Fatal(err)
 	}
 	f.take()
+	f.mu.Lock()
+	f.ids = nil // the call these holds precede gets "<id>"
+	f.mu.Unlock()
 }
