@@ -1,0 +1,375 @@
+package lua_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// A Python worker (clients/python) and Go pacers share budgets on the real
+// Redis, as docs/lua-contract.md promises workers in other languages can:
+//
+//   - refunds: each side's give-back (settle, cancel, reject) is room the
+//     other side is admitted into, and its charge is room it is refused;
+//   - slots: each side's leases hold the other side's calls back, and a
+//     waiting call on either side is admitted after the other side's lease
+//     ends, by the Redis clock;
+//   - a load phase: four Go callers in two "processes" and three Python
+//     threads run against one budget at once, settling with refunds,
+//     releasing and rejecting, and no window of any bucket holds more than
+//     the promise allows (a full bucket plus the window's refill, counting
+//     what the calls used after their refunds, by the Redis-clock turns
+//     both sides report), nor more calls in flight than the concurrency
+//     limit.
+//
+// The assertions hold on a loaded machine: the refund steps run on a
+// bucket refilling one token a second, with margins of 25 tokens, so they
+// hold unless a step takes 25 s; the slot steps compare Redis-clock times;
+// the load phase checks invariants of the scripts, not throughput, under
+// one condition (see interopLoad) that holds unless every caller stalls
+// for over a second.
+func TestPythonSharesBudgetWithGo(t *testing.T) {
+	py := findPython(t, true)
+	b := redistest.Real(t)
+	name := redistest.Name(t)
+	budgets := map[string]vconfig{
+		// 60 tokens a minute: one a second.
+		"refund": {Budget: name + ":refund", Limits: vlimits{TPM: 60}},
+		"slots":  {Budget: name + ":slots", Limits: vlimits{Concurrency: 2}, LeaseTTLMs: 30_000},
+		"load": {Budget: name + ":load", Limits: vlimits{RPM: 1800, TPM: 120_000, Concurrency: 4},
+			Burst: vlimits{RPM: 10, TPM: 3000}, LeaseTTLMs: 30_000},
+	}
+	// Two clients: two Go "processes".
+	rdb, rdb2 := b.Client(t), b.Client(t)
+	pacers := map[string][2]*pacer.Pacer{}
+	for k, c := range budgets {
+		p1, err := pacer.New(rdb, c.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := pacer.New(rdb2, c.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pacers[k] = [2]*pacer.Pacer{p1, p2}
+		t.Cleanup(func() { rdb.Del(context.Background(), p1.Keys()...) })
+	}
+	began := time.Now()
+	w := startWorker(t, py, b.Addrs[0], budgets)
+
+	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
+	t.Run("slots", func(t *testing.T) { interopSlots(t, w, pacers["slots"][0]) })
+	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
+	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// tryGo is TryAcquire, failing the test on anything but a lease or ErrNotYet.
+func tryGo(t *testing.T, p *pacer.Pacer, tokens int64) (*pacer.Lease, *pacer.NotYetError) {
+	t.Helper()
+	l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: tokens})
+	var ny *pacer.NotYetError
+	if err != nil && !errors.As(err, &ny) {
+		t.Fatalf("Go TryAcquire(%d): %v", tokens, err)
+	}
+	return l, ny
+}
+
+func pyTry(w *worker, budget string, tokens int64) pyAnswer {
+	return w.do(map[string]any{"op": "try", "budget": budget, "tokens": tokens})
+}
+
+func pyEnd(t *testing.T, w *worker, lease, how string, used int64) pyAnswer {
+	t.Helper()
+	a := w.do(map[string]any{"op": "end", "lease": lease, "how": how, "used": used})
+	if a.Error != "" {
+		t.Fatalf("Python %s %s: %s %s", how, lease, a.Error, a.Message)
+	}
+	return a
+}
+
+// interopRefunds: on 60 tokens with a refill of one a second, each side
+// takes what leaves the other too little, then gives some back, which the
+// other side is then admitted into.
+func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	admit := func(a pyAnswer, what string) string {
+		t.Helper()
+		if a.Error != "" {
+			t.Fatalf("Python %s: %s %s", what, a.Error, a.Message)
+		}
+		return a.Lease
+	}
+	refuse := func(a pyAnswer, what string) {
+		t.Helper()
+		if a.Error != "not_yet" || a.Limit != "tpm" {
+			t.Fatalf("Python %s = %+v; want not_yet for tpm", what, a)
+		}
+	}
+	goRefused := func(what string) {
+		t.Helper()
+		if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != pacer.LimitTPM {
+			t.Fatalf("Go TryAcquire(40) %s = %v, %v; want ErrNotYet for tpm", what, l, ny)
+		}
+	}
+	goAdmitted := func(what string) *pacer.Lease {
+		t.Helper()
+		l, ny := tryGo(t, p, 40)
+		if l == nil {
+			t.Fatalf("Go TryAcquire(40) %s = %v; want admitted", what, ny)
+		}
+		return l
+	}
+
+	l1 := admit(pyTry(w, "refund", 55), "try 55 of a full 60")
+	goRefused("with 5 tokens left")
+	pyEnd(t, w, l1, "settle", 5) // 50 back
+	if s, err := p.Snapshot(ctx); err != nil || s.TPM.Level < 55 || s.TPM.Level > 60 {
+		t.Fatalf("Go Snapshot after Python gave 50 back = %+v, %v; want a TPM level of 55 to 60", s.TPM, err)
+	}
+	g1 := goAdmitted("after Python's settle gave 50 back")
+	refuse(pyTry(w, "refund", 40), "try 40 with about 15 left")
+	if err := g1.Settle(ctx, 0); err != nil { // 40 back
+		t.Fatal(err)
+	}
+	l2 := admit(pyTry(w, "refund", 40), "try 40 after Go's settle gave 40 back")
+	goRefused("after Python took 40")
+	pyEnd(t, w, l2, "cancel", 0)
+	g2 := goAdmitted("after Python's cancel")
+	refuse(pyTry(w, "refund", 40), "try 40 after Go took 40")
+	if err := g2.Reject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l3 := admit(pyTry(w, "refund", 40), "try 40 after Go's reject")
+	pyEnd(t, w, l3, "release", 0)
+}
+
+// interopSlots: two slots. Each side's leases refuse the other side's calls;
+// a call waiting on either side is admitted once the other side's lease
+// ends, and not before, by the Redis clock.
+func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	var py []string
+	for range 2 {
+		a := pyTry(w, "slots", 0)
+		if a.Error != "" {
+			t.Fatalf("Python try with free slots: %s %s", a.Error, a.Message)
+		}
+		py = append(py, a.Lease)
+	}
+	if l, ny := tryGo(t, p, 0); l != nil || ny.Limit != pacer.LimitConcurrency {
+		t.Fatalf("Go TryAcquire with both slots held by Python = %v, %v; want ErrNotYet for concurrency", l, ny)
+	}
+	if s, err := p.Snapshot(ctx); err != nil || s.InFlight != 2 {
+		t.Fatalf("Go Snapshot = %+v, %v; want Python's 2 leases in flight", s, err)
+	}
+
+	// Go waits for a slot; Python ends a lease 200 ms later.
+	type result struct {
+		l   *pacer.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
+		got <- result{l, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	ended := pyEnd(t, w, py[0], "settle", 0)
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Go Acquire waiting for Python's slot: %v", r.err)
+	}
+	if start := r.l.Start().UnixMicro(); start < ended.EndUs {
+		t.Errorf("Go admitted at %d µs, before Python's lease ended at %d µs", start, ended.EndUs)
+	}
+	if a := pyTry(w, "slots", 0); a.Error != "not_yet" || a.Limit != "concurrency" {
+		t.Fatalf("Python try with one slot each = %+v; want not_yet for concurrency", a)
+	}
+
+	// Python waits for a slot; Go ends its lease 200 ms later.
+	w.send(map[string]any{"op": "acquire", "budget": "slots", "tokens": 0, "max_wait_ms": 10_000})
+	time.Sleep(200 * time.Millisecond)
+	if err := r.l.Settle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	goEnd := r.l.Start().Add(r.l.Held()).UnixMicro()
+	a := w.answer()
+	if a.Error != "" {
+		t.Fatalf("Python acquire waiting for Go's slot: %s %s", a.Error, a.Message)
+	}
+	if a.StartUs < goEnd {
+		t.Errorf("Python admitted at %d µs, before Go's lease ended at %d µs", a.StartUs, goEnd)
+	}
+	pyEnd(t, w, a.Lease, "release", 0)
+	pyEnd(t, w, py[1], "release", 0)
+}
+
+// interopLoad runs both sides against one budget at once, then checks the
+// promise on what the calls used.
+//
+// A give-back is exact only while its bucket stays below full: a give-back
+// from a lease charged into a full bucket, or charged before the bucket
+// came within the give-back of full, or before turns reserved behind it,
+// returns refill that a provider's bucket, capped at its capacity, never
+// had. (RPM 60 with a burst of 10: a lease charged into the full bucket,
+// another call 0.5 s later, the first canceled, then ten calls: the
+// bucket admits 11 within 0.5 s where 10.5 fit.) So the phase starts by
+// taking the whole token bucket (kept, released), no call is canceled (the
+// only give-back of a request), and the callers keep the token bucket near
+// empty: it comes within a give-back (300 tokens) of full only if no call
+// is admitted for 1.2 s.
+func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
+	const phase = 3 * time.Second
+	ends := []string{"settle", "settle", "settle", "settle", "settle", "settle", "settle", "settle", "release", "reject"}
+	var mu sync.Mutex
+	var calls []call
+	drain, ny := tryGo(t, ps[0], cfg.Burst.TPM)
+	if drain == nil {
+		t.Fatalf("Go TryAcquire(%d) on the fresh budget: %v", cfg.Burst.TPM, ny)
+	}
+	if err := drain.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	calls = append(calls, call{Side: "go", StartUs: drain.Start().UnixMicro(), EndUs: drain.Start().Add(drain.Held()).UnixMicro(),
+		How: "release", Reserved: cfg.Burst.TPM, Priority: "interactive"})
+	w.send(map[string]any{"op": "load", "budget": "load", "seconds": phase.Seconds(), "threads": 3, "seed": 1, "ends": ends})
+	ctx, cancel := context.WithTimeout(context.Background(), phase)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			p := ps[i/2]
+			rng := rand.New(rand.NewPCG(uint64(i), 2))
+			prio, prioName := pacer.Interactive, "interactive"
+			if i == 3 {
+				prio, prioName = pacer.Batch, "batch"
+			}
+			for ctx.Err() == nil {
+				tokens := 100 + rng.Int64N(201)
+				l, err := p.Acquire(ctx, pacer.Request{Tokens: tokens, Priority: prio})
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, pacer.ErrWaitTimeout) {
+						t.Errorf("Go Acquire(%d): %v", tokens, err)
+					}
+					continue
+				}
+				time.Sleep(time.Duration(20+rng.IntN(61)) * time.Millisecond)
+				c := call{Side: "go", StartUs: l.Start().UnixMicro(), Reserved: tokens, WaitedMs: float64(l.Waited()) / 1e6, Priority: prioName}
+				var err2 error
+				switch c.How = ends[rng.IntN(len(ends))]; c.How {
+				case "settle":
+					c.Used = tokens*3/10 + rng.Int64N(tokens-tokens*3/10+1)
+					err2 = l.Settle(context.Background(), c.Used)
+				case "release":
+					err2 = l.Release(context.Background())
+				case "reject":
+					err2 = l.Reject(context.Background())
+				}
+				if err2 != nil {
+					t.Errorf("Go %s: %v", c.How, err2)
+				}
+				if l.Held() > 0 {
+					c.EndUs = l.Start().Add(l.Held()).UnixMicro()
+				}
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	a := w.answer()
+	if a.Error != "" {
+		t.Fatalf("Python load: %s %s", a.Error, a.Message)
+	}
+	goCalls := len(calls) - 1
+	for _, c := range a.Calls {
+		c.Side = "python"
+		calls = append(calls, c)
+	}
+	t.Logf("admitted: %d Go calls, %d Python calls", goCalls, len(a.Calls))
+	if goCalls == 0 || len(a.Calls) == 0 {
+		t.Fatalf("a side admitted nothing (Go %d, Python %d): the budget was not shared", goCalls, len(a.Calls))
+	}
+	if !slices.ContainsFunc(calls, func(c call) bool { return c.WaitedMs >= 1 }) {
+		t.Errorf("no call waited: the limits never held anyone back, so the load checked nothing")
+	}
+	checkWindows(t, calls, cfg)
+	checkInFlight(t, calls, cfg.Limits.Concurrency)
+}
+
+// checkWindows checks, for each bucket, that the calls whose turns lie in
+// any interval [t, t+d] use at most a full bucket plus d's refill: in µs of
+// the bucket's time, span + slack + d, plus a millisecond because both
+// sides report a turn rounded up to the millisecond. A call uses its
+// charge less what its end gave back (design.md: the promise).
+func checkWindows(t *testing.T, calls []call, cfg vconfig) {
+	t.Helper()
+	slices.SortFunc(calls, func(x, y call) int { return cmp.Compare(x.StartUs, y.StartUs) })
+	for _, wb := range []wire.Bucket{
+		wire.NewBucket("rpm", cfg.Burst.RPM, cfg.Limits.RPM, time.Minute, false),
+		wire.NewBucket("tpm", cfg.Burst.TPM, cfg.Limits.TPM, time.Minute, true),
+	} {
+		used := make([]int64, len(calls))
+		for i, c := range calls {
+			used[i] = wb.Charge(wb.Units(c.Reserved))
+			switch {
+			case wb.Tokens && c.How == "settle":
+				used[i] -= wb.Refund(c.Reserved - c.Used)
+			case wb.Tokens && (c.How == "reject" || c.How == "cancel"):
+				used[i] -= wb.Refund(c.Reserved)
+			case !wb.Tokens && c.How == "cancel":
+				used[i] -= wb.Refund(1)
+			}
+		}
+		for j := range calls {
+			var sum int64
+			for k := j; k < len(calls); k++ {
+				sum += used[k]
+				d := calls[k].StartUs - calls[j].StartUs
+				if bound := wb.Span + wb.Slack + d + 1000; sum > bound {
+					t.Errorf("%s: the calls whose turns lie in [%d, %d] (%d of them, Go and Python) use %.1f units; the bucket allows %.1f in %v",
+						wb.Field, calls[j].StartUs, calls[k].StartUs, k-j+1, float64(sum)/wb.Interval, float64(bound)/wb.Interval, time.Duration(d)*time.Microsecond)
+					return
+				}
+			}
+		}
+	}
+}
+
+// checkInFlight checks that no more than limit calls ran at once, from
+// their turns to their ends (a lease holds its slot from its admission,
+// earlier still). Canceled calls never ran.
+func checkInFlight(t *testing.T, calls []call, limit int64) {
+	t.Helper()
+	type edge struct {
+		at    int64
+		delta int64
+	}
+	var edges []edge
+	for _, c := range calls {
+		if c.How != "cancel" {
+			edges = append(edges, edge{c.StartUs, 1}, edge{max(c.EndUs, c.StartUs), -1})
+		}
+	}
+	// At equal times, an end before a start: the end freed the slot first.
+	slices.SortFunc(edges, func(x, y edge) int { return cmp.Or(cmp.Compare(x.at, y.at), cmp.Compare(x.delta, y.delta)) })
+	var n, most int64
+	for _, e := range edges {
+		if n += e.delta; n > limit {
+			t.Errorf("%d calls in flight at %d µs; the limit is %d", n, e.at, limit)
+			return
+		}
+		most = max(most, n)
+	}
+	t.Logf("at most %d calls in flight (limit %d)", most, limit)
+}
