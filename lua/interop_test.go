@@ -22,7 +22,9 @@ import (
 //     other side is admitted into, and its charge is room it is refused;
 //   - slots: each side's leases hold the other side's calls back, and a
 //     waiting call on either side is admitted after the other side's lease
-//     ends, by the Redis clock;
+//     ends, by the Redis clock; a Python keep-alive moves its lease's expiry;
+//   - pauses: each side's pause (and Python's report of a 429, which also
+//     lowers the token bucket) holds the other side's calls back;
 //   - a load phase: four Go callers in two "processes" and three Python
 //     threads run against one budget at once, settling with refunds,
 //     releasing and rejecting, and no window of any bucket holds more than
@@ -45,6 +47,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 		// 60 tokens a minute: one a second.
 		"refund": {Budget: name + ":refund", Limits: vlimits{TPM: 60}},
 		"slots":  {Budget: name + ":slots", Limits: vlimits{Concurrency: 2}, LeaseTTLMs: 30_000},
+		"pause":  {Budget: name + ":pause", Limits: vlimits{TPM: 60_000}},
 		"load": {Budget: name + ":load", Limits: vlimits{RPM: 1800, TPM: 120_000, Concurrency: 4},
 			Burst: vlimits{RPM: 10, TPM: 3000}, LeaseTTLMs: 30_000},
 	}
@@ -68,6 +71,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 
 	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
 	t.Run("slots", func(t *testing.T) { interopSlots(t, w, pacers["slots"][0]) })
+	t.Run("pauses", func(t *testing.T) { interopPauses(t, w, pacers["pause"][0]) })
 	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
 	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
 }
@@ -158,12 +162,13 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
 	ctx := context.Background()
 	var py []string
+	var a0 pyAnswer
 	for range 2 {
 		a := pyTry(w, "slots", 0)
 		if a.Error != "" {
 			t.Fatalf("Python try with free slots: %s %s", a.Error, a.Message)
 		}
-		py = append(py, a.Lease)
+		py, a0 = append(py, a.Lease), a
 	}
 	if l, ny := tryGo(t, p, 0); l != nil || ny.Limit != pacer.LimitConcurrency {
 		t.Fatalf("Go TryAcquire with both slots held by Python = %v, %v; want ErrNotYet for concurrency", l, ny)
@@ -210,7 +215,44 @@ func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
 		t.Errorf("Python admitted at %d µs, before Go's lease ended at %d µs", a.StartUs, goEnd)
 	}
 	pyEnd(t, w, a.Lease, "release", 0)
+
+	// A keep-alive moves the expiry later (from acquire's now + TTL to the
+	// keep-alive's).
+	time.Sleep(5 * time.Millisecond)
+	ka := w.do(map[string]any{"op": "keepalive", "lease": py[1]})
+	if ka.Error != "" || ka.ExpiryMs <= a0.ExpiryMs {
+		t.Errorf("Python keepalive = %+v; want an expiry after %d", ka, a0.ExpiryMs)
+	}
 	pyEnd(t, w, py[1], "release", 0)
+}
+
+// interopPauses: a pause set by either side holds the other back, and
+// Python's report of a provider's 429 lowers the token bucket Go sees. The
+// pauses are long (10 and 20 s) so that the checks hold however slow the
+// machine; nothing waits them out.
+func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	if a := w.do(map[string]any{"op": "throttled", "budget": "pause", "seconds": 10, "limit": "tokens", "tokens": 1000}); a.Error != "" || a.Remaining != 10_000 {
+		t.Fatalf("Python throttled(10 s, tokens, 1000) = %+v; want 10000 ms remaining", a)
+	}
+	// The token bucket (60,000 and full before) is lowered to hold the
+	// refused call's 1000 tokens when the pause ends, and less until then.
+	s, err := p.Snapshot(ctx)
+	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.TPM.Level > 1000 {
+		t.Fatalf("Go Snapshot after Python's throttled = %+v, %v; want a pause of up to 10 s and at most 1000 tokens", s, err)
+	}
+	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != pacer.LimitPause {
+		t.Fatalf("Go TryAcquire during Python's pause = %v, %v; want ErrNotYet for pause", l, ny)
+	}
+	if err := p.Pause(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if a := pyTry(w, "pause", 1); a.Error != "not_yet" || a.Limit != "pause" || a.WaitMs <= 10_000 {
+		t.Fatalf("Python try during Go's 20 s pause = %+v; want not_yet for pause, over 10 s", a)
+	}
+	if a := w.do(map[string]any{"op": "snapshot", "budget": "pause"}); a.Error != "" || a.PausedMs <= 10_000 {
+		t.Fatalf("Python snapshot during Go's 20 s pause = %+v; want over 10 s paused", a)
+	}
 }
 
 // interopLoad runs both sides against one budget at once, then checks the

@@ -101,6 +101,8 @@ type pyAnswer struct {
 	State     string             `json:"state"`
 	TimeUs    int64              `json:"time_us"`
 	InFlight  int64              `json:"in_flight"`
+	PausedMs  int64              `json:"paused_ms"`
+	Remaining int64              `json:"remaining_ms"`
 	Levels    map[string]float64 `json:"levels"`
 	Calls     []call             `json:"calls"`
 }

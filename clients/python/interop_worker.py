@@ -9,7 +9,10 @@ stdout. Commands run one at a time, in order:
       -> {"lease": handle, "start_us", "charged_us", "expiry_ms", "waited_ms"}
   {"op": "end", "lease", "how": settle|release|reject|cancel, "used"}
       -> {"state", "end_us"}  (end_us: the end on the Redis clock; 0 for cancel)
-  {"op": "snapshot", "budget"} -> {"time_us", "in_flight", "levels": {field: level}}
+  {"op": "keepalive", "lease"} -> {"expiry_ms"}
+  {"op": "pause", "budget", "seconds"} -> {"remaining_ms"}
+  {"op": "throttled", "budget", "seconds", "limit", "tokens"} -> {"remaining_ms"}
+  {"op": "snapshot", "budget"} -> {"time_us", "in_flight", "paused_ms", "levels": {field: level}}
   {"op": "load", "budget", "seconds", "threads", "seed", "ends"} -> {"calls": [...]}
   {"op": "quit"}
 
@@ -109,9 +112,18 @@ def main():
             elif op == "end":
                 lease = leases[cmd["lease"]]
                 out = {"end_us": end(lease, cmd["how"], cmd.get("used", 0)), "state": lease.state}
+            elif op == "keepalive":
+                lease = leases[cmd["lease"]]
+                lease.keepalive()
+                out = {"expiry_ms": lease.expiry_ms}
+            elif op == "pause":
+                out = {"remaining_ms": pacers[cmd["budget"]].pause(cmd["seconds"])}
+            elif op == "throttled":
+                p = pacers[cmd["budget"]]
+                out = {"remaining_ms": p.throttled(cmd["seconds"], cmd["limit"], cmd["tokens"])}
             elif op == "snapshot":
                 s = pacers[cmd["budget"]].snapshot()
-                out = {"time_us": s.time_us, "in_flight": s.in_flight,
+                out = {"time_us": s.time_us, "in_flight": s.in_flight, "paused_ms": s.paused_ms,
                        "levels": {f: b.level for f, b in s.buckets.items()}}
             elif op == "load":
                 out = load(pacers[cmd["budget"]], cmd["seconds"], cmd["threads"], cmd["seed"], cmd["ends"])
