@@ -1,0 +1,142 @@
+"""The Python side of lua/interop_test.go, which shares budgets with Go pacers.
+
+The Go test starts this worker with a JSON argument, {"addr": "host:port",
+"budgets": {key: config as in lua/testdata/conformance/config.json}}, then
+sends one JSON command a line on stdin and reads one JSON answer a line on
+stdout. Commands run one at a time, in order:
+
+  {"op": "try" | "acquire", "budget", "tokens", "priority", "max_wait_ms"}
+      -> {"lease": handle, "start_us", "charged_us", "expiry_ms", "waited_ms"}
+  {"op": "end", "lease", "how": settle|release|reject|cancel, "used"}
+      -> {"state", "end_us"}  (end_us: the end on the Redis clock; 0 for cancel)
+  {"op": "keepalive", "lease"} -> {"expiry_ms"}
+  {"op": "pause", "budget", "seconds"} -> {"remaining_ms"}
+  {"op": "throttled", "budget", "seconds", "limit", "tokens"} -> {"remaining_ms"}
+  {"op": "snapshot", "budget"} -> {"time_us", "in_flight", "paused_ms", "levels": {field: level}}
+  {"op": "load", "budget", "seconds", "threads", "seed", "ends"} -> {"calls": [...]}
+  {"op": "quit"}
+
+A refusal answers {"error": "not_yet" | "wait_timeout" | ..., "wait_ms", "limit"}.
+"""
+
+import json
+import random
+import sys
+import threading
+import time
+
+import redis
+
+import llmpacer
+
+
+def config(d):
+    return llmpacer.Config(
+        name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
+        headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
+        no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
+        lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""))
+
+
+def end(lease, how, used):
+    if how == "settle":
+        lease.settle(used)
+    else:
+        getattr(lease, how)()
+    return lease.start_us + lease.held_us if lease.held_us else 0
+
+
+def load(p, seconds, threads, seed, ends):
+    """Callers on threads (thread 0 sends batch calls) until seconds pass.
+
+    Each acquires 100 to 300 tokens, holds 20 to 80 ms, and ends its lease
+    as one of ends picked at random (a settle uses 30 to 100% of the
+    reservation). Returns one record a call.
+    """
+    stop = time.monotonic() + seconds
+    calls, mu = [], threading.Lock()
+
+    def run(i):
+        rng = random.Random(seed * 100 + i)
+        prio = llmpacer.BATCH if i == 0 else llmpacer.INTERACTIVE
+        while True:
+            left_ms = int((stop - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                return
+            tokens = rng.randint(100, 300)
+            t0 = time.monotonic()
+            try:
+                lease = p.acquire(tokens, prio, max_wait_ms=left_ms)
+            except llmpacer.WaitTimeoutError:
+                continue
+            waited_ms = (time.monotonic() - t0) * 1000
+            time.sleep(rng.uniform(0.02, 0.08))
+            how = rng.choice(ends)
+            used = rng.randint(tokens * 3 // 10, tokens)
+            end_us = end(lease, how, used)
+            with mu:
+                calls.append({"start_us": lease.start_us, "end_us": end_us, "how": how, "reserved": tokens,
+                              "used": used if how == "settle" else 0, "waited_ms": waited_ms, "priority": prio})
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return {"calls": calls}
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    host, port = spec["addr"].rsplit(":", 1)
+    r = redis.Redis(host=host, port=int(port))
+    pacers = {k: llmpacer.Pacer(r, config(v)) for k, v in spec["budgets"].items()}
+    leases = {}
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd["op"]
+        if op == "quit":
+            break
+        try:
+            if op in ("try", "acquire"):
+                p, t0 = pacers[cmd["budget"]], time.monotonic()
+                prio = cmd.get("priority", llmpacer.INTERACTIVE)
+                if op == "try":
+                    lease = p.try_acquire(cmd["tokens"], prio)
+                else:
+                    lease = p.acquire(cmd["tokens"], prio, cmd.get("max_wait_ms", 0))
+                h = f"py{len(leases) + 1}"
+                leases[h] = lease
+                out = {"lease": h, "start_us": lease.start_us, "charged_us": lease.charged_us,
+                       "expiry_ms": lease.expiry_ms, "waited_ms": (time.monotonic() - t0) * 1000}
+            elif op == "end":
+                lease = leases[cmd["lease"]]
+                out = {"end_us": end(lease, cmd["how"], cmd.get("used", 0)), "state": lease.state}
+            elif op == "keepalive":
+                lease = leases[cmd["lease"]]
+                lease.keepalive()
+                out = {"expiry_ms": lease.expiry_ms}
+            elif op == "pause":
+                out = {"remaining_ms": pacers[cmd["budget"]].pause(cmd["seconds"])}
+            elif op == "throttled":
+                p = pacers[cmd["budget"]]
+                out = {"remaining_ms": p.throttled(cmd["seconds"], cmd["limit"], cmd["tokens"])}
+            elif op == "snapshot":
+                s = pacers[cmd["budget"]].snapshot()
+                out = {"time_us": s.time_us, "in_flight": s.in_flight, "paused_ms": s.paused_ms,
+                       "levels": {f: b.level for f, b in s.buckets.items()}}
+            elif op == "load":
+                out = load(pacers[cmd["budget"]], cmd["seconds"], cmd["threads"], cmd["seed"], cmd["ends"])
+            else:
+                out = {"error": "unknown op " + op}
+        except llmpacer.NotYetError as e:
+            out = {"error": "not_yet", "wait_ms": e.retry_after_ms, "limit": e.limit}
+        except llmpacer.WaitTimeoutError as e:
+            out = {"error": "wait_timeout", "wait_ms": e.wait_ms, "limit": e.limit}
+        except Exception as e:  # noqa: BLE001: reported to the Go test, which fails on it
+            out = {"error": type(e).__name__, "message": str(e)}
+        print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,699 @@
+"""Share an llmpacer budget from Python.
+
+llmpacer keeps one LLM provider budget (requests and tokens per minute and
+per day, calls in flight) in Redis, checked and charged by Lua scripts. This
+module runs the same scripts on the same keys as the Go package
+(github.com/llmpacer/llmpacer/pacer), so a notebook, a batch job or a worker
+in Python draws from the budget that Go processes use, instead of going
+around it. It follows docs/lua-contract.md and passes the conformance
+vectors in lua/testdata/conformance: for the same configuration and request
+it sends the Go client's arguments, byte for byte.
+
+It needs only a Redis client with ``register_script`` (redis-py's
+``redis.Redis`` or ``redis.RedisCluster``) and the scripts: by default the
+``lua`` folder of the llmpacer checkout this file lives in, or
+``$LLMPACER_LUA_DIR``, or the ``lua_dir`` given to Pacer.
+
+    import redis, llmpacer
+    p = llmpacer.Pacer(redis.Redis(), llmpacer.Config(
+        name="openai:gpt-4o-mini", limits=llmpacer.Limits(rpm=500, tpm=200_000)))
+    lease = p.acquire(tokens=1300)      # waits until every limit has room
+    try:
+        reply = call_model()
+    except Exception:
+        lease.release()                 # the provider may have counted it
+        raise
+    lease.settle(reply.usage.total_tokens)
+
+Every process sharing a budget must use the same Config (limits, burst,
+headroom, sliding window, batch floor). A Pacer and its leases are safe to
+use from several threads. What the Go client does and this one does not: a
+process that pauses the budget does not make its own reserved turns wait the
+pause out, and there are no events or Run helper.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import math
+import os
+import random
+import re
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+DEFAULT_BATCH_FLOOR = 0.2
+DEFAULT_LEASE_TTL_MS = 10 * 60 * 1000
+DEFAULT_MAX_WAIT_MS = 60 * 1000
+DEFAULT_KEY_PREFIX = "llmpacer"
+
+INTERACTIVE, BATCH = "interactive", "batch"
+SCRIPTS = ("acquire", "settle", "keepalive", "pause", "snapshot")
+
+_MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
+_MAX_DURATION_MS = 7 * 24 * 3600 * 1000
+_REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
+_ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
+_FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+class LlmpacerError(Exception):
+    """Base of this module's errors."""
+
+
+class InvalidError(LlmpacerError, ValueError):
+    """A configuration, request or argument that can never be right."""
+
+
+class TooLargeError(LlmpacerError):
+    """A request that can never fit a bucket: never retry it."""
+
+
+class ReplyError(LlmpacerError):
+    """A script reply of an unexpected shape (another version of the scripts?)."""
+
+
+class LeaseExpiredError(LlmpacerError):
+    """The lease expired before it ended: its reservation stays charged."""
+
+
+class NotYetError(LlmpacerError):
+    """try_acquire found no room now; retry after retry_after_ms."""
+
+    def __init__(self, retry_after_ms: int, limit: str):
+        super().__init__(f"llmpacer: no room now; {limit} has room in {retry_after_ms} ms")
+        self.retry_after_ms, self.limit = retry_after_ms, limit
+
+
+class WaitTimeoutError(LlmpacerError):
+    """acquire would find room only after its wait bound."""
+
+    def __init__(self, wait_ms: int, bound_ms: int, limit: str):
+        super().__init__(f"llmpacer: no room within {bound_ms} ms: {limit} needs {wait_ms} ms")
+        self.wait_ms, self.bound_ms, self.limit = wait_ms, bound_ms, limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """A provider's limits for one key; 0 means no such limit."""
+
+    rpm: int = 0
+    tpm: int = 0
+    rpd: int = 0
+    tpd: int = 0
+    concurrency: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Burst:
+    """Bucket capacities below the limits; 0 keeps the default."""
+
+    rpm: int = 0
+    tpm: int = 0
+    rpd: int = 0
+    tpd: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One shared budget, as pacer.Config describes it (durations in ms).
+
+    A zero field takes the Go default: batch_floor 0.2 (negative: none),
+    lease_ttl_ms 10 minutes, max_wait_ms 1 minute, key_prefix "llmpacer".
+    """
+
+    name: str
+    limits: Limits
+    burst: Burst = Burst()
+    headroom: float = 0.0
+    sliding_window: bool = False
+    no_refund: bool = False
+    batch_floor: float = 0.0
+    lease_ttl_ms: int = 0
+    max_wait_ms: int = 0
+    key_prefix: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Bucket:
+    """One rate limit as the scripts see it: a GCRA bucket kept as a time.
+
+    interval is the µs of refill per unit, span the µs a full bucket holds,
+    slack the µs added to every allowance (see docs/lua-contract.md).
+    """
+
+    field: str
+    limit: int
+    capacity: int
+    refill: int
+    window_ms: int
+    tokens: bool
+    interval: float
+    span: int
+    slack: int
+
+    @classmethod
+    def new(cls, field, limit, capacity, refill, window_ms, tokens):
+        iv = float(window_ms * 1000) / float(refill)
+        return cls(field, limit, capacity, refill, window_ms, tokens, iv,
+                   math.ceil(float(capacity) * iv), max(0, min(999, math.ceil(iv / 2) - 1)))
+
+    def units(self, tokens: int) -> int:
+        return tokens if self.tokens else 1
+
+    def charge(self, units: int) -> int:
+        return math.ceil(float(units) * self.interval)
+
+    def refund(self, units: int) -> int:
+        return math.floor(float(units) * self.interval)
+
+    def allowance(self, keep: float) -> int:
+        if keep == 0:
+            return self.span + self.slack
+        c = float(self.capacity)
+        return math.ceil((c - c * keep) * self.interval) + self.slack
+
+    def level(self, now_us: int, tat: int | None) -> float:
+        if tat is None or tat <= now_us:
+            return float(self.capacity)
+        return min(float(self.capacity), (now_us + self.span - tat) / self.interval)
+
+    @property
+    def per_second(self) -> float:
+        return float(self.refill) / float(self.window_ms) * 1000
+
+
+_SPECS = (("rpm", 60_000, False), ("tpm", 60_000, True), ("rpd", 86_400_000, False), ("tpd", 86_400_000, True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """A validated Config with its defaults applied."""
+
+    keys: list
+    buckets: list
+    concurrency: int
+    keep: float  # the batch floor, 0 for none
+    lease_ttl_ms: int
+    max_wait_ms: int
+    no_refund: bool
+
+
+def settings(c: Config) -> Settings:
+    """Validate c as the Go client does and apply the defaults."""
+    prefix = c.key_prefix or DEFAULT_KEY_PREFIX
+    _check_name("name", c.name)
+    _check_name("key_prefix", prefix)
+    lim, bur = c.limits, c.burst
+    if lim == Limits():
+        raise InvalidError("llmpacer: no limit is set")
+    for what, v in [*(("limits." + f, getattr(lim, f)) for f in ("rpm", "tpm", "rpd", "tpd", "concurrency")),
+                    *(("burst." + f, getattr(bur, f)) for f in ("rpm", "tpm", "rpd", "tpd"))]:
+        if not 0 <= v <= _MAX_LIMIT:
+            raise InvalidError(f"llmpacer: {what} = {v}: must be between 0 and {_MAX_LIMIT}")
+    if math.isnan(c.headroom) or not 0 <= c.headroom < 1:
+        raise InvalidError(f"llmpacer: headroom = {c.headroom}: must be in [0, 1)")
+    if math.isnan(c.batch_floor) or c.batch_floor >= 1:
+        raise InvalidError(f"llmpacer: batch_floor = {c.batch_floor}: must be below 1")
+    if c.lease_ttl_ms != 0 and not 1 <= c.lease_ttl_ms <= _MAX_DURATION_MS:
+        raise InvalidError(f"llmpacer: lease_ttl_ms = {c.lease_ttl_ms}: must be between 1 and {_MAX_DURATION_MS}")
+    if not 0 <= c.max_wait_ms <= _MAX_DURATION_MS:
+        raise InvalidError(f"llmpacer: max_wait_ms = {c.max_wait_ms}: must be between 0 and {_MAX_DURATION_MS}")
+    buckets = []
+    for field, window_ms, tokens in _SPECS:
+        limit, burst = getattr(lim, field), getattr(bur, field)
+        if limit == 0:
+            if burst != 0:
+                raise InvalidError(f"llmpacer: burst.{field} = {burst} but limits.{field} is not set")
+            continue
+        buckets.append(_bucket(c, field, limit, burst, window_ms, tokens))
+    keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
+    tag = "{" + prefix + ":" + c.name + "}"
+    return Settings([tag + ":s", tag + ":l"], buckets, lim.concurrency, keep,
+                    c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
+
+
+def _bucket(c: Config, field: str, limit: int, burst: int, window_ms: int, tokens: bool) -> Bucket:
+    # Headroom scales the limit and the burst alike.
+    limit = math.floor(float(limit) * (1 - c.headroom))
+    if limit < 1:
+        raise InvalidError(f"llmpacer: limits.{field} leaves nothing after headroom {c.headroom}")
+    burst = math.floor(float(burst) * (1 - c.headroom))
+    if burst > limit:
+        raise InvalidError(f"llmpacer: burst.{field} = {burst} exceeds the limit {limit} (after headroom)")
+    refill = limit
+    if c.sliding_window:
+        if burst == 0:
+            burst = (limit + 1) // 2  # limit − floor(limit / 2)
+        if burst == limit:
+            raise InvalidError(f"llmpacer: burst.{field} = {burst} equals the limit: with sliding_window set a burst below it")
+        refill = limit - burst
+    elif burst == 0:
+        burst = limit
+    b = Bucket.new(field, limit, burst, refill, window_ms, tokens)
+    if float(burst) * b.interval > _MAX_SPAN_US:
+        raise InvalidError(f"llmpacer: burst.{field} = {burst} would take years to refill")
+    return b
+
+
+def _check_name(what: str, v: str) -> None:
+    if not v:
+        raise InvalidError(f"llmpacer: {what} is empty")
+    try:
+        n = len(v.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidError(f"llmpacer: {what} {v!r} is not valid UTF-8") from None
+    if n > 200:
+        raise InvalidError(f"llmpacer: {what} is {n} bytes long: use at most 200")
+    for i, ch in enumerate(v):
+        if ch in " {}" or not ch.isprintable():
+            raise InvalidError(f"llmpacer: {what} {v!r}: {ch!r} at {i} is not allowed")
+
+
+def lua_dir() -> Path:
+    """Where the scripts are read from by default."""
+    env = os.environ.get("LLMPACER_LUA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parent.parent.parent / "lua"
+
+
+def source(name: str, directory: str | os.PathLike | None = None) -> str:
+    """The full text sent for a script: prelude.lua, a newline, <name>.lua.
+
+    Both files are used byte for byte, each with its final newline, so the
+    text (and its SHA-1, which EVALSHA names it by) is lua.Source(name)'s.
+    """
+    if name not in SCRIPTS:
+        raise ValueError(f"llmpacer: no script {name!r}")
+    d = Path(directory) if directory else lua_dir()
+    return (d / "prelude.lua").read_bytes().decode("utf-8") + "\n" + (d / f"{name}.lua").read_bytes().decode("utf-8")
+
+
+def new_id() -> str:
+    """A lease id: 96 random bits, as the Go client makes them."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(12)).decode().rstrip("=")
+
+
+# acquire's reply codes.
+TOO_LARGE, DENIED, ADMITTED, ALREADY = -1, 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquireReply:
+    code: int
+    wait_ms: int
+    now_us: int
+    reason: str
+    expiry_ms: int
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise ReplyError(f"llmpacer: unexpected script reply element {v!r}")
+    return v
+
+
+def _str(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    if isinstance(v, str):
+        return v
+    raise ReplyError(f"llmpacer: unexpected script reply element {v!r}")
+
+
+def decode_acquire(v: Any) -> AcquireReply:
+    """Check acquire's reply {code, wait_ms, now_us, reason, expiry_ms}."""
+    if not isinstance(v, (list, tuple)) or len(v) != 5:
+        raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
+    r = AcquireReply(_int(v[0]), _int(v[1]), _int(v[2]), _str(v[3]), _int(v[4]))
+    if not TOO_LARGE <= r.code <= ALREADY or r.wait_ms < 0:
+        raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
+    return r
+
+
+def _ints(v: Any, n: int) -> list:
+    if not isinstance(v, (list, tuple)) or len(v) < n:
+        raise ReplyError(f"llmpacer: unexpected script reply {v!r}")
+    return [_int(x) for x in v]
+
+
+def corrections(buckets: list, reserved: int, used: int, request: bool) -> list:
+    """What ending a lease sends settle: (field, µs) for each bucket it changes.
+
+    Negative gives back; positive is a debt, at most one full bucket.
+    request says whether the request itself goes back (a call never sent).
+    """
+    out = []
+    for b in buckets:
+        back = reserved - used if b.tokens else (1 if request else 0)
+        d = -b.refund(back) if back > 0 else b.charge(min(-back, b.capacity)) if back < 0 else 0
+        if d:
+            out.append((b.field, d))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketState:
+    limit: int
+    capacity: int
+    level: float
+    per_second: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    time_us: int
+    paused_ms: int
+    in_flight: int
+    concurrency: int
+    buckets: dict  # field -> BucketState, for the configured buckets
+
+
+
+class Pacer:
+    """One process's handle on a shared budget, like the Go pacer.Pacer.
+
+    Every Pacer, in any process and in Go or Python, with the same name (and
+    key prefix) on the same Redis draws from one budget. Most callers use
+    acquire before a call and Lease.settle (or release) after it.
+    """
+
+    def __init__(self, client: Any, config: Config, *, lua_dir: str | os.PathLike | None = None,
+                 _clock: Callable[[], int] = time.monotonic_ns, _sleep: Callable[[float], None] = time.sleep,
+                 _jitter: Callable[[int], int] = lambda n: random.randint(0, n)):
+        self.config = config
+        self.settings = settings(config)
+        self.keys = list(self.settings.keys)
+        self._scripts = {n: client.register_script(source(n, lua_dir)) for n in SCRIPTS}
+        # Seams for tests: a monotonic clock in ns, a sleep in seconds, and
+        # the jitter added to a retry's sleep, in ns.
+        self._clock, self._sleep, self._jitter = _clock, _sleep, _jitter
+        self._mu = threading.Lock()
+        self._hold_ms = 0.0  # the mean hold time; 0 until a lease ends
+        self._freed = threading.Condition()  # a lease of this process ended
+
+    @property
+    def mean_hold_ms(self) -> float:
+        """The moving mean time this process's leases were held; 0 until one ends."""
+        with self._mu:
+            return self._hold_ms
+
+    def _run(self, name: str, args: list) -> Any:
+        return self._scripts[name](keys=self.keys, args=args)
+
+    def check_request(self, tokens: int, priority: str = INTERACTIVE, max_wait_ms: int = 0) -> None:
+        """Raise InvalidError or TooLargeError for a request the Go client would refuse."""
+        if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
+        if priority not in (INTERACTIVE, BATCH):
+            raise InvalidError(f"llmpacer: priority = {priority!r}: use INTERACTIVE or BATCH")
+        if type(max_wait_ms) is not int or not 0 <= max_wait_ms <= _MAX_DURATION_MS:
+            raise InvalidError(f"llmpacer: max_wait_ms = {max_wait_ms!r}: must be between 0 and {_MAX_DURATION_MS}")
+        for b in self.settings.buckets:
+            need = b.units(tokens)
+            if need > b.capacity or b.charge(need) > b.allowance(0):
+                raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {b.field} bucket's capacity of {b.capacity}")
+            if priority == BATCH and b.charge(need) > b.allowance(self.settings.keep):
+                raise TooLargeError(f"llmpacer: a batch call of {tokens} tokens can never fit the {b.field} bucket's share for batch")
+
+    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int) -> list:
+        """acquire.lua's ARGV for a call (see docs/lua-contract.md)."""
+        s = self.settings
+        keep = s.keep if priority == BATCH else 0.0
+        conc = s.concurrency
+        slots = conc - math.floor(float(conc) * keep) if conc else 0
+        spacing = 1
+        if conc:
+            # Slots free up one every mean hold time / limit.
+            spacing = max(1, math.ceil((self.mean_hold_ms or _FIRST_HOLD_MS) / float(conc)))
+        args = [lease_id, 1 if priority == BATCH else 0, max_wait_ms, s.lease_ttl_ms, slots, spacing]
+        args += [b.field for b in s.buckets]
+        for b in s.buckets:
+            args += [b.charge(b.units(tokens)), b.allowance(keep)]
+        return args
+
+    def acquire(self, tokens: int, priority: str = INTERACTIVE, max_wait_ms: int = 0) -> "Lease":
+        """Wait until every limit has room for the call, charge them all, return the lease.
+
+        The wait is bounded by max_wait_ms (0: the config's). A call that
+        can never fit raises TooLargeError at once; one whose wait would pass
+        the bound raises WaitTimeoutError as soon as the script says so.
+        An interactive call that must wait for tokens reserves its turn and
+        sleeps until then; one waiting for a slot or a pause asks again.
+        """
+        self.check_request(tokens, priority, max_wait_ms)
+        bound_ms = max_wait_ms or self.settings.max_wait_ms
+        began = self._clock()
+        deadline = began + bound_ms * 1_000_000
+        lease_id = new_id()  # reused by every retry of this call
+        while True:
+            now = self._clock()
+            remain_ms = max(0, (deadline - now) // 1_000_000)
+            rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, remain_ms)))
+            if rep.code in (ADMITTED, ALREADY):
+                lease = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                if rep.wait_ms > 0:
+                    try:
+                        self._sleep(rep.wait_ms / 1000)
+                    except BaseException:
+                        _cancel_quietly(lease)  # nobody will make the call
+                        raise
+                return lease
+            if rep.code == TOO_LARGE:
+                raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+            if rep.wait_ms > remain_ms:
+                raise WaitTimeoutError(rep.wait_ms, bound_ms, rep.reason)
+            self._wait(rep, deadline)
+
+    def try_acquire(self, tokens: int, priority: str = INTERACTIVE) -> "Lease":
+        """Admit the call only if every limit has room now; else raise NotYetError."""
+        self.check_request(tokens, priority)
+        lease_id, sent = new_id(), self._clock()
+        rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, 0)))
+        if rep.code in (ADMITTED, ALREADY):
+            return self._lease(lease_id, tokens, rep, rep.now_us, sent)
+        if rep.code == TOO_LARGE:
+            raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+        raise NotYetError(rep.wait_ms, rep.reason)
+
+    def _lease(self, lease_id: str, tokens: int, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
+        charged = rep.now_us
+        if rep.code == ALREADY:
+            # Charged by an earlier attempt with this id, whose reply was
+            # lost: at the latest now_us less the time since the id was
+            # first sent. A settle is sent a lower bound (it then gives back
+            # only less).
+            charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
+        return Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+
+    def _wait(self, rep: AcquireReply, deadline: int) -> None:
+        # The script's hint plus up to 10% jitter, so that callers told the
+        # same time do not return together; never past the bound less a
+        # round trip. A slot waiter also wakes when a lease of this process
+        # ends (another process's end cannot reach it: it asks again).
+        w = rep.wait_ms * 1_000_000
+        d = w + self._jitter(w // 10)
+        limit = deadline - self._clock() - int(_ROUND_TRIP_S * 1e9)
+        if d > limit:
+            d = max(w, limit)
+        if rep.reason == "concurrency" and self.settings.concurrency:
+            with self._freed:
+                self._freed.wait(d / 1e9)
+        else:
+            self._sleep(d / 1e9)
+
+    def _ended(self, held_us: int) -> None:
+        if self.settings.concurrency:
+            with self._freed:
+                self._freed.notify()
+        if held_us > 0:
+            ms = held_us / 1000
+            with self._mu:
+                self._hold_ms = ms if self._hold_ms == 0 else self._hold_ms * 0.8 + ms * 0.2
+
+    def pause(self, seconds: float) -> int:
+        """Make every process wait at least seconds before its next admission.
+
+        A pause only grows. Returns the pause in force afterwards, in ms.
+        """
+        return self._pause(seconds, [])
+
+    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0) -> int:
+        """Report a provider's 429 for a call of tokens: pause, and lower the bucket it names.
+
+        limit is "requests" (rpm), "tokens", "input_tokens" or "output_tokens"
+        (tpm), or "unknown" (both); day buckets are never lowered.
+        """
+        if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
+        lower = {"requests": ("rpm",), "tokens": ("tpm",), "input_tokens": ("tpm",),
+                 "output_tokens": ("tpm",)}.get(limit, ("rpm", "tpm"))
+        args = []
+        for b in self.settings.buckets:
+            if b.field in lower:
+                units = min(b.units(tokens), b.capacity)
+                args += [b.field, b.span - b.charge(units), 2 * b.span]
+        return self._pause(seconds, args)
+
+    def _pause(self, seconds: float, lower: list) -> int:
+        us = round(seconds * 1_000_000)
+        if not 0 < us <= _MAX_DURATION_MS * 1000:
+            raise InvalidError(f"llmpacer: pause of {seconds!r} s: must be above 0 and at most 7 days")
+        return _ints(self._run("pause", [max(us // 1000, 1), *lower]), 2)[0]
+
+    def snapshot(self) -> Snapshot:
+        """Read the budget without changing it: each bucket's level, leases in flight, any pause."""
+        bs = self.settings.buckets
+        v = self._run("snapshot", [b.field for b in bs])
+        if not isinstance(v, (list, tuple)) or len(v) != 3 + len(bs):
+            raise ReplyError(f"llmpacer: unexpected snapshot reply {v!r}")
+        now_us, paused_ms, in_flight = _ints(v[:3], 3)
+        levels = {}
+        for b, raw in zip(bs, v[3:]):
+            s = _str(raw)
+            if s and not _INT.fullmatch(s):
+                raise ReplyError(f"llmpacer: {b.field} TAT {s!r}")
+            levels[b.field] = BucketState(b.limit, b.capacity, b.level(now_us, int(s) if s else None), b.per_second)
+        return Snapshot(now_us, paused_ms, in_flight, self.settings.concurrency, levels)
+
+
+def _cancel_quietly(lease: "Lease") -> None:
+    try:
+        lease.cancel()
+    except Exception:  # the lease expires; its reservation stays charged, the safe side
+        pass
+
+
+class Lease:
+    """One admitted call's claim on the budget. End it exactly once.
+
+    settle (the call's real usage), release (it failed: the provider may have
+    counted it), reject (refused before any work) or cancel (never sent).
+    Ending is idempotent: once ended, further calls change nothing. If Redis
+    fails, the error is raised and the lease stays held, so it may be ended
+    again; unended, it expires after the lease TTL and keeps its reservation.
+    """
+
+    def __init__(self, pacer: Pacer, lease_id: str, tokens: int, start_us: int, expiry_ms: int, charged_us: int):
+        self.id, self.tokens = lease_id, tokens
+        self.start_us = start_us  # the call's turn, Redis clock
+        self.charged_us = charged_us  # when acquire charged it (or a lower bound)
+        self._pacer = pacer
+        self._expiry_ms = expiry_ms
+        self._mu = threading.Lock()
+        self._state = "held"
+        self._tried = None  # how an attempt to end it whose reply was lost tried
+        self._held_us = 0
+
+    @property
+    def state(self) -> str:
+        """held, then settled, released, rejected, canceled or expired."""
+        with self._mu:
+            return self._state
+
+    @property
+    def expiry_ms(self) -> int:
+        """When the lease expires unless kept alive or ended (Redis clock, ms)."""
+        with self._mu:
+            return self._expiry_ms
+
+    @property
+    def held_us(self) -> int:
+        """From the turn to the end, for a settled, released or rejected lease; else 0."""
+        with self._mu:
+            return self._held_us
+
+    def settle(self, used: int) -> None:
+        """End the lease with the tokens the call used: the rest goes back, an overrun is debt.
+
+        With Config.no_refund nothing goes back; overruns are still charged.
+        """
+        if type(used) is not int or not 0 <= used <= _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: settle({used!r}): used must be an int between 0 and {_MAX_TOKENS}")
+        if self._pacer.settings.no_refund and used < self.tokens:
+            used = self.tokens
+        self._finish("settled", used)
+
+    def release(self) -> None:
+        """End the lease of a call that failed, keeping its whole reservation charged."""
+        self._finish("released", self.tokens)
+
+    def reject(self) -> None:
+        """End the lease of a call refused before any work: its tokens go back, its request stays."""
+        self._finish("rejected", 0)
+
+    def cancel(self) -> None:
+        """End the lease of a call never sent: its tokens and its request go back."""
+        self._finish("canceled", 0)
+
+    def _finish(self, how: str, used: int) -> None:
+        with self._mu:
+            end, err = self._finish_locked(how, used)
+            held = self._held_us
+        if end is not None:
+            self._pacer._ended(held)
+        if err is not None:
+            raise err
+
+    def _finish_locked(self, how: str, used: int):
+        if self._state == "expired":
+            return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
+        if self._state != "held":
+            return None, None
+        args = [self.id, self.charged_us]
+        for field, us in corrections(self._pacer.settings.buckets, self.tokens, used, how == "canceled"):
+            args += [field, us]
+        try:
+            code, now_us = _ints(self._pacer._run("settle", args), 2)[:2]
+        except Exception as e:
+            # The script may have run: a later attempt that finds the lease
+            # gone knows this one ended it.
+            self._tried = self._tried or how
+            return None, e
+        if code == 1:
+            self._state = how
+            if how != "canceled" and now_us > self.start_us:
+                self._held_us = now_us - self.start_us
+            return how, None
+        if code == 2 or code == 0:
+            # Not found within a minute of the expiry, after an attempt whose
+            # reply was lost: that attempt ended it (an expired lease would
+            # still be in the set, and answer 2).
+            if code == 0 and self._tried and now_us < (self._expiry_ms + _REAP_AFTER_MS) * 1000:
+                self._state = self._tried
+                return self._state, None
+            self._state = "expired"
+            return "expired", LeaseExpiredError(f"llmpacer: lease {self.id} expired before it ended")
+        self._tried = self._tried or how
+        return None, ReplyError(f"llmpacer: settle {self.id}: unexpected code {code}")
+
+    def keepalive(self) -> None:
+        """Push the expiry to one lease TTL from now, so a long call keeps its slot."""
+        with self._mu:
+            if self._state == "expired":
+                raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
+            if self._state != "held":
+                return
+            res = _ints(self._pacer._run("keepalive", [self.id, self._pacer.settings.lease_ttl_ms]), 3)
+            if res[0] != 0:
+                self._expiry_ms = res[2]
+                return
+            if self._tried:
+                # An end whose reply was lost may have removed it: the next
+                # end attempt finds out which.
+                raise LeaseExpiredError(f"llmpacer: lease {self.id} not found")
+            self._state = "expired"
+        self._pacer._ended(0)
+        raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
+
+
+__all__ = [
+    "Config", "Limits", "Burst", "Pacer", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
+    "INTERACTIVE", "BATCH", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
+    "LlmpacerError", "InvalidError", "TooLargeError", "NotYetError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",
+    "settings", "source", "lua_dir", "new_id", "corrections", "decode_acquire",
+]

@@ -1,0 +1,289 @@
+"""The Python client against the conformance vectors the Go client records.
+
+lua/testdata/conformance holds, for configurations and requests, the exact
+script arguments the Go client sends, and for script replies what it makes
+of them. Each test here drives llmpacer the same way, on a fake Redis that
+logs every script call and answers from a queue, with a clock that stands
+still unless the client sleeps (as the Go side records them: in a synctest
+bubble). Run: python3 -m unittest -v (no Redis, no redis-py needed).
+"""
+
+import hashlib
+import json
+import unittest
+from pathlib import Path
+
+import llmpacer
+
+VECTORS = Path(__file__).resolve().parent.parent.parent / "lua" / "testdata" / "conformance"
+
+
+def load(name):
+    with open(VECTORS / name, encoding="utf-8") as f:
+        return json.load(f)
+
+
+CONFIGS = {c["name"]: c["config"] for c in load("config.json")["configs"]}
+LOST = object()  # a queued "reply": the call fails as if the connection broke
+
+
+class Lost(ConnectionError):
+    pass
+
+
+def config(d):
+    return llmpacer.Config(
+        name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
+        headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
+        no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
+        lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""))
+
+
+def as_redis(v):
+    """A reply as redis-py returns it: strings as bytes."""
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, list):
+        return [as_redis(x) for x in v]
+    return v
+
+
+class FakeRedis:
+    """Logs every script call (arguments as the strings Redis receives) and answers from a queue."""
+
+    def __init__(self):
+        self.calls, self.replies, self.ids = [], [], {}
+        self.by_source = {llmpacer.source(n): n for n in llmpacer.SCRIPTS}
+
+    def register_script(self, src):
+        name = self.by_source[src]
+
+        def run(keys=(), args=()):
+            args = [str(a) for a in args]
+            if name in ("acquire", "settle", "keepalive"):
+                if args[0] not in self.ids:
+                    self.ids[args[0]] = "<id>" if not self.ids else f"<id{len(self.ids) + 1}>"
+                args[0] = self.ids[args[0]]
+            self.calls.append({"script": name, "keys": list(keys), "args": args})
+            if not self.replies:
+                raise AssertionError(f"no reply queued for {name} {args}")
+            r = self.replies.pop(0)
+            if r is LOST:
+                raise Lost("fake: connection reset")
+            return as_redis(r)
+
+        return run
+
+    def take(self):
+        c, self.calls = self.calls, []
+        return c
+
+
+class Clock:
+    """A monotonic clock in ns that moves only when the client sleeps."""
+
+    def __init__(self):
+        self.ns = 1_000_000_000_000
+
+    def __call__(self):
+        return self.ns
+
+    def sleep(self, seconds):
+        self.ns += round(seconds * 1e9)
+
+
+def pacer(name):
+    fake, clock = FakeRedis(), Clock()
+    p = llmpacer.Pacer(fake, config(CONFIGS[name]), _clock=clock, _sleep=clock.sleep, _jitter=lambda n: n // 3)
+    return p, fake
+
+
+def err_name(e):
+    for cls, name in [(llmpacer.TooLargeError, "too_large"), (llmpacer.NotYetError, "not_yet"),
+                      (llmpacer.WaitTimeoutError, "wait_timeout"), (llmpacer.LeaseExpiredError, "expired"),
+                      (llmpacer.InvalidError, "invalid"), (llmpacer.ReplyError, "bad_reply"), (Lost, "redis")]:
+        if isinstance(e, cls):
+            return name
+    raise e
+
+
+def call(p, req):
+    prio = llmpacer.BATCH if req["priority"] == "batch" else llmpacer.INTERACTIVE
+    if req["call"] == "try":
+        return p.try_acquire(req["tokens"], prio)
+    return p.acquire(req["tokens"], prio, req.get("max_wait_ms", 0))
+
+
+def admitted(p, now_us):
+    return [1, 0, now_us, "", now_us // 1000 + p.settings.lease_ttl_ms]
+
+
+NOW_US = 1_767_225_600_000_000  # the clock the Go side's fake Redis reports
+
+
+class TestScripts(unittest.TestCase):
+    def test_source_is_go_source(self):
+        for s in load("scripts.json")["scripts"]:
+            src = llmpacer.source(s["name"]).encode()
+            self.assertEqual((hashlib.sha1(src).hexdigest(), len(src)), (s["sha1"], s["bytes"]), s["name"])
+
+
+class TestConfig(unittest.TestCase):
+    def test_configs(self):
+        for v in load("config.json")["configs"]:
+            with self.subTest(v["name"]):
+                if v.get("error"):
+                    with self.assertRaises(llmpacer.InvalidError):
+                        llmpacer.settings(config(v["config"]))
+                    continue
+                p, _ = pacer(v["name"])
+                s = p.settings
+                self.assertEqual(s.keys, v["keys"])
+                self.assertEqual((s.lease_ttl_ms, s.max_wait_ms), (v["lease_ttl_ms"], v["max_wait_ms"]))
+                self.assertEqual([b.field for b in s.buckets], v["fields"])
+                slots = [p.acquire_args("x", 1, llmpacer.INTERACTIVE, 0)[4]]
+                if v.get("batch_error"):
+                    with self.assertRaises(llmpacer.TooLargeError):
+                        p.check_request(1, llmpacer.BATCH)
+                else:
+                    slots.append(p.acquire_args("x", 1, llmpacer.BATCH, 0)[4])
+                self.assertEqual(slots, v["slots"])
+                for b, want in zip(s.buckets, v["buckets"]):
+                    got = {"field": b.field, "limit": b.limit, "capacity": b.capacity, "per_second": b.per_second,
+                           "charge_1": b.charge(1), "allow": b.allowance(0)}
+                    if "allow_batch" in want:
+                        got["allow_batch"] = b.allowance(s.keep)
+                    self.assertEqual(got, want)
+
+
+class TestAcquire(unittest.TestCase):
+    def test_args(self):
+        for c in load("acquire.json")["cases"]:
+            with self.subTest(f'{c["config"]} {c["request"]} holds {c.get("holds_us")}'):
+                p, fake = pacer(c["config"])
+                for h in c.get("holds_us", []):
+                    p._ended(h)
+                fake.replies.append(admitted(p, NOW_US))
+                try:
+                    call(p, c["request"])
+                except llmpacer.LlmpacerError as e:
+                    self.assertEqual(err_name(e), c.get("error"))
+                    self.assertEqual(fake.take(), [])
+                    continue
+                self.assertNotIn("error", c)
+                self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+
+    def test_replies(self):
+        for c in load("acquire_reply.json")["cases"]:
+            with self.subTest(c["name"]):
+                p, fake = pacer(c["config"])
+                fake.replies.extend(c["replies"])
+                try:
+                    lease = call(p, c["request"])
+                except llmpacer.LlmpacerError as e:
+                    got = {"error": err_name(e)}
+                    if isinstance(e, llmpacer.NotYetError):
+                        got.update(wait_ms=e.retry_after_ms, limit=e.limit)
+                    if isinstance(e, llmpacer.WaitTimeoutError):
+                        got.update(wait_ms=e.wait_ms, limit=e.limit)
+                else:
+                    fake.replies.append([1, NOW_US])
+                    calls = fake.take()
+                    lease.cancel()
+                    got = {"lease": {"start_us": lease.start_us, "expiry_ms": lease.expiry_ms,
+                                     "charged_us": int(fake.take()[0]["args"][1])}}
+                    fake.calls = calls
+                want = {k: c[k] for k in ("error", "wait_ms", "limit", "lease") if k in c}
+                self.assertEqual(got, want)
+                calls = fake.take()
+                for x in calls[1:]:
+                    x["args"][2] = "<remaining>"
+                self.assertEqual([x["args"] for x in calls], [x["args"] for x in c["calls"]])
+
+
+class TestLease(unittest.TestCase):
+    def test_settle_args(self):
+        for c in load("settle.json")["cases"]:
+            with self.subTest(f'{c["config"]} {c["tokens"]} {c["end"]}'):
+                p, fake = pacer(c["config"])
+                fake.replies.append(admitted(p, NOW_US))
+                lease = p.try_acquire(c["tokens"])
+                fake.take()
+                fake.replies.append([1, NOW_US + 1000])
+                end(lease, c["end"])
+                self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+
+    def test_replies(self):
+        for sq in load("lease_reply.json")["sequences"]:
+            with self.subTest(sq["name"]):
+                p, fake = pacer("basic")
+                fake.replies.append(admitted(p, NOW_US))
+                lease = p.try_acquire(1300)
+                fake.take()
+                for i, st in enumerate(sq["steps"]):
+                    if st.get("fail"):
+                        fake.replies.append(LOST)
+                    elif "reply" in st:
+                        fake.replies.append(st["reply"])
+                    try:
+                        end(lease, st)
+                        e = ""
+                    except Exception as x:  # noqa: BLE001: named below
+                        e = err_name(x)
+                    calls = fake.take()
+                    got = {"called": bool(calls), "error": e, "state": lease.state, "held_us": lease.held_us,
+                           "expiry_ms": lease.expiry_ms}
+                    if calls:
+                        got["args"] = calls[0]["args"]
+                    want = {k: st.get(k, "") for k in ("called", "error", "state", "held_us", "expiry_ms", "args") if k in st or k == "error"}
+                    self.assertEqual(got, want, f"step {i}")
+
+
+def end(lease, e):
+    how = e["how"]
+    if how == "settle":
+        lease.settle(e.get("used", 0))
+    elif how == "keepalive":
+        lease.keepalive()
+    else:
+        getattr(lease, how)()
+
+
+class TestPause(unittest.TestCase):
+    def test_args(self):
+        for c in load("pause.json")["cases"]:
+            with self.subTest(f'{c["config"]} {c["call"]} {c["d_us"]} {c.get("limit")} {c.get("tokens")}'):
+                p, fake = pacer(c["config"])
+                fake.replies.append([max(c["d_us"] // 1000, 1), NOW_US])
+                try:
+                    if c["call"] == "pause":
+                        p.pause(c["d_us"] / 1e6)
+                    else:
+                        p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0))
+                except llmpacer.LlmpacerError as e:
+                    self.assertEqual(err_name(e), c.get("error"))
+                    continue
+                self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+
+
+class TestSnapshot(unittest.TestCase):
+    def test_replies(self):
+        for c in load("snapshot.json")["cases"]:
+            with self.subTest(c["name"]):
+                p, fake = pacer(c["config"])
+                fake.replies.append(c["reply"])
+                try:
+                    s = p.snapshot()
+                except llmpacer.LlmpacerError as e:
+                    self.assertEqual(err_name(e), c.get("error"))
+                    continue
+                self.assertEqual([x["args"] for x in fake.take()], [c.get("args", [])])
+                got = {"time_us": s.time_us, "paused_ms": s.paused_ms, "in_flight": s.in_flight,
+                       "concurrency": s.concurrency,
+                       "buckets": [{"field": f, "limit": b.limit, "capacity": b.capacity, "level": b.level,
+                                    "per_second": b.per_second} for f, b in s.buckets.items()]}
+                self.assertEqual(got, c["result"])
+
+
+if __name__ == "__main__":
+    unittest.main()

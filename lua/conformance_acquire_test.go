@@ -1,0 +1,120 @@
+package lua_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// vrequest is one call to admit, as the vectors write it.
+type vrequest struct {
+	// Call is "acquire" (Pacer.Acquire, which may wait its bound) or "try"
+	// (TryAcquire, which sends a max wait of 0).
+	Call     string `json:"call"`
+	Tokens   int64  `json:"tokens"`
+	Priority string `json:"priority"`              // "interactive" or "batch"
+	MaxWait  int64  `json:"max_wait_ms,omitempty"` // Request.MaxWait; 0: the config's
+}
+
+func (r vrequest) request() pacer.Request {
+	pr := pacer.Interactive
+	if r.Priority == "batch" {
+		pr = pacer.Batch
+	}
+	return pacer.Request{Tokens: r.Tokens, Priority: pr, MaxWait: time.Duration(r.MaxWait) * time.Millisecond}
+}
+
+// call runs r on p.
+func (r vrequest) call(p *pacer.Pacer) (*pacer.Lease, error) {
+	if r.Call == "try" {
+		return p.TryAcquire(context.Background(), r.request())
+	}
+	return p.Acquire(context.Background(), r.request())
+}
+
+type acquireCase struct {
+	Config  string   `json:"config"`
+	Request vrequest `json:"request"`
+	// HoldsUs are the hold times (µs, Redis clock, turn to end) of the
+	// leases this process ended before the call, oldest first: their mean
+	// spaces concurrency waiters (ARGV[6]).
+	HoldsUs []int64  `json:"holds_us,omitempty"`
+	Error   string   `json:"error,omitempty"` // the call is refused before any script runs
+	Args    []string `json:"args,omitempty"`  // acquire's ARGV; the lease id is "<id>"
+}
+
+func req(call string, tokens int64, priority string) vrequest {
+	return vrequest{Call: call, Tokens: tokens, Priority: priority}
+}
+
+var acquireCases = []acquireCase{
+	{Config: "basic", Request: req("acquire", 1300, "interactive")},
+	{Config: "basic", Request: req("try", 1300, "interactive")},
+	{Config: "basic", Request: req("acquire", 1300, "batch")},
+	{Config: "basic", Request: vrequest{Call: "acquire", Tokens: 1300, Priority: "interactive", MaxWait: 2500}},
+	{Config: "basic", Request: req("acquire", 0, "interactive")},
+	{Config: "basic", Request: req("acquire", 200_000, "interactive")},
+	{Config: "basic", Request: req("acquire", 200_001, "interactive")},
+	{Config: "basic", Request: req("acquire", 160_000, "batch")},
+	{Config: "basic", Request: req("acquire", 160_001, "batch")},
+	{Config: "headroom", Request: req("acquire", 1300, "interactive")},
+	{Config: "headroom", Request: req("try", 1300, "batch")},
+	{Config: "headroom", Request: req("acquire", 18_001, "interactive")},
+	{Config: "headroom-rounding", Request: req("acquire", 777, "interactive")},
+	{Config: "headroom-rounding", Request: req("acquire", 777, "batch")},
+	{Config: "sliding", Request: req("acquire", 5000, "interactive")},
+	{Config: "sliding", Request: req("acquire", 5000, "batch")},
+	{Config: "sliding", Request: req("acquire", 50_001, "interactive")},
+	{Config: "sliding", Request: req("acquire", 50_002, "interactive")},
+	{Config: "sliding-burst", Request: req("acquire", 1000, "interactive")},
+	{Config: "sliding-burst", Request: req("try", 1000, "batch")},
+	{Config: "floor-default", Request: req("acquire", 100, "interactive")},
+	{Config: "floor-default", Request: req("acquire", 100, "batch")},
+	{Config: "floor-default", Request: req("acquire", 100, "interactive"), HoldsUs: []int64{40_000, 200_000}},
+	{Config: "floor-default", Request: req("acquire", 100, "interactive"), HoldsUs: []int64{500}},
+	{Config: "floor-custom", Request: req("acquire", 10, "interactive")},
+	{Config: "floor-custom", Request: req("try", 10, "batch"), HoldsUs: []int64{1_234_567}},
+	{Config: "floor-none", Request: req("acquire", 10_000, "batch")},
+	{Config: "concurrency-only", Request: req("acquire", 0, "interactive")},
+	{Config: "concurrency-only", Request: req("try", 99_999, "batch")},
+	{Config: "everything", Request: req("acquire", 4000, "interactive")},
+	{Config: "everything", Request: req("try", 4000, "batch"), HoldsUs: []int64{250_000, 250_000, 1_000_000}},
+	{Config: "fast", Request: req("acquire", 1, "interactive")},
+	{Config: "fast", Request: req("acquire", 3, "interactive")},
+	{Config: "fast", Request: req("acquire", 120_000_000, "batch")},
+	{Config: "daily", Request: req("acquire", 5000, "interactive")},
+	{Config: "daily", Request: req("acquire", 800_000, "batch")},
+}
+
+func acquireVectors(t *testing.T) any {
+	out := make([]acquireCase, 0, len(acquireCases))
+	for _, c := range acquireCases {
+		cfg := configByName(t, c.Config)
+		inBubble(t, cfg.config(), func(p *pacer.Pacer, f *fakeWire) {
+			for _, h := range c.HoldsUs {
+				holdFor(t, p, f, cfg.ttl(), time.Duration(h)*time.Microsecond)
+			}
+			f.queue(admitted(cfg.ttl()))
+			_, err := c.Request.call(p)
+			calls := f.take()
+			if err != nil {
+				c.Error = errName(err)
+				if len(calls) != 0 {
+					t.Fatalf("%s: refused %+v after a script call: %v", c.Config, c.Request, err)
+				}
+				return
+			}
+			c.Args = only(t, c.Config+" "+summary(c.Request), calls).Args
+		})
+		out = append(out, c)
+	}
+	return map[string]any{
+		"comment": "What acquire is sent for a request. The lease id is \"<id>\". request.call \"acquire\" may wait its whole bound " +
+			"(Request.MaxWait, else the config's max wait), which it sends as ARGV[3] on its first attempt; \"try\" sends 0. " +
+			"holds_us: the hold times of the leases this process ended before, which set ARGV[6]. " +
+			"error: the request is refused before any script runs (too_large: it can never fit).",
+		"cases": out,
+	}
+}

@@ -1,0 +1,199 @@
+package lua_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// namedConfig is one configuration the vectors use, by name.
+type namedConfig struct {
+	Name   string  `json:"name"`
+	Config vconfig `json:"config"`
+}
+
+// vectorConfigs are the configurations every vector file refers to by name:
+// each rule of Config that changes what is sent, once.
+var vectorConfigs = []namedConfig{
+	// The contract's example.
+	{"basic", vconfig{Budget: "openai:gpt-4o-mini", Limits: vlimits{RPM: 500, TPM: 200_000}}},
+	// Headroom lowers limits and bursts alike: floor(x × (1 − headroom)).
+	{"headroom", vconfig{Budget: "headroom", Limits: vlimits{RPM: 500, TPM: 200_000, RPD: 10_000},
+		Burst: vlimits{RPM: 50, TPM: 20_000}, Headroom: 0.1}},
+	// A headroom whose product is not exact in floating point.
+	{"headroom-rounding", vconfig{Budget: "headroom-rounding", Limits: vlimits{RPM: 100, TPM: 33_333, TPD: 999_999},
+		Burst: vlimits{TPM: 7_777}, Headroom: 0.15}},
+	// SlidingWindow without a burst: burst = limit − floor(limit / 2),
+	// refill = limit − burst.
+	{"sliding", vconfig{Budget: "sliding", Limits: vlimits{RPM: 7, TPM: 100_001}, SlidingWindow: true}},
+	// SlidingWindow with bursts and headroom.
+	{"sliding-burst", vconfig{Budget: "sliding-burst", Limits: vlimits{RPM: 60, TPM: 90_000, RPD: 1_000},
+		Burst: vlimits{RPM: 10, TPM: 30_000}, Headroom: 0.05, SlidingWindow: true}},
+	// The default batch floor (0.2) on requests, tokens per day and slots;
+	// RPM 7 makes a request's interval 8,571,428.57 µs.
+	{"floor-default", vconfig{Budget: "floor-default", Limits: vlimits{RPM: 7, TPD: 1_000_000, Concurrency: 5}}},
+	{"floor-custom", vconfig{Budget: "floor-custom", Limits: vlimits{TPM: 10_000, Concurrency: 7}, BatchFloor: 0.35}},
+	// A negative batch floor: none.
+	{"floor-none", vconfig{Budget: "floor-none", Limits: vlimits{RPM: 60, TPM: 10_000, Concurrency: 3}, BatchFloor: -1}},
+	{"concurrency-only", vconfig{Budget: "concurrency-only", Limits: vlimits{Concurrency: 3}}},
+	// Every limit and every setting away from its default.
+	{"everything", vconfig{Budget: "azure:eastus:chat-prod", Limits: vlimits{RPM: 3_500, TPM: 2_000_000, RPD: 100_000, TPD: 50_000_000, Concurrency: 20},
+		NoRefund: true, LeaseTTLMs: 90_000, MaxWaitMs: 5_000, KeyPrefix: "acme"}},
+	// Tokens under a microsecond each: no slack.
+	{"fast", vconfig{Budget: "fast", Limits: vlimits{RPM: 30_000, TPM: 150_000_000}}},
+	{"daily", vconfig{Budget: "daily", Limits: vlimits{RPD: 1_000, TPD: 2_000_000}, Headroom: 0.2, BatchFloor: 0.5}},
+}
+
+// invalidConfigs are configurations the Go client rejects; a port should
+// too.
+var invalidConfigs = []namedConfig{
+	{"no-limits", vconfig{Budget: "none"}},
+	{"sliding-burst-equals-limit", vconfig{Budget: "x", Limits: vlimits{RPM: 60}, Burst: vlimits{RPM: 60}, SlidingWindow: true}},
+	{"burst-above-limit", vconfig{Budget: "x", Limits: vlimits{RPM: 100}, Burst: vlimits{RPM: 120}}},
+	{"sliding-burst-equals-limit-after-headroom", vconfig{Budget: "x", Limits: vlimits{TPM: 1000}, Burst: vlimits{TPM: 1000}, Headroom: 0.5, SlidingWindow: true}},
+	{"headroom-leaves-nothing", vconfig{Budget: "x", Limits: vlimits{RPM: 1}, Headroom: 0.5}},
+	{"burst-without-limit", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Burst: vlimits{TPM: 5}}},
+	{"headroom-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Headroom: 1}},
+	{"batch-floor-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, BatchFloor: 1}},
+	{"name-with-brace", vconfig{Budget: "a{b}", Limits: vlimits{RPM: 10}}},
+	{"name-with-space", vconfig{Budget: "a b", Limits: vlimits{RPM: 10}}},
+}
+
+func configByName(t *testing.T, name string) vconfig {
+	t.Helper()
+	for _, c := range vectorConfigs {
+		if c.Name == name {
+			return c.Config
+		}
+	}
+	t.Fatalf("no vector config %q", name)
+	return vconfig{}
+}
+
+// configVector is what the Go client makes of one configuration: its keys,
+// and each bucket as acquire sees it (from a one-token call) and as a
+// snapshot reports it.
+type configVector struct {
+	namedConfig
+	Error      string    `json:"error,omitempty"`   // "invalid": rejected
+	Message    string    `json:"message,omitempty"` // the Go client's words, for reference
+	Keys       []string  `json:"keys,omitempty"`
+	LeaseTTLMs int64     `json:"lease_ttl_ms,omitempty"` // acquire's ARGV[4]
+	MaxWaitMs  int64     `json:"max_wait_ms,omitempty"`  // acquire's ARGV[3] for a call that may wait its whole bound
+	Slots      []int64   `json:"slots,omitempty"`        // ARGV[5]: interactive, batch
+	Buckets    []vbucket `json:"buckets"`
+	Fields     []string  `json:"fields"`                // the configured buckets, in order
+	BatchError string    `json:"batch_error,omitempty"` // why a batch call of one unit can never fit
+}
+
+type vbucket struct {
+	Field     string  `json:"field"`
+	Limit     int64   `json:"limit"`      // after Headroom
+	Capacity  int64   `json:"capacity"`   // the burst, after Headroom
+	PerSecond float64 `json:"per_second"` // refill per second: refill / window_ms × 1000
+	Charge1   int64   `json:"charge_1"`   // the charge of one unit (µs)
+	Allow     int64   `json:"allow"`      // an interactive call's allowance (µs)
+	// AllowBatch is a batch call's allowance; absent when a batch call of
+	// one unit can never fit (batch_error says why).
+	AllowBatch *int64 `json:"allow_batch,omitempty"`
+}
+
+func configVectors(t *testing.T) any {
+	var out []configVector
+	for _, nc := range invalidConfigs {
+		rdb := redis.NewClient(&redis.Options{Addr: "fake:0"})
+		_, err := pacer.New(rdb, nc.Config.config()) // New does not contact Redis
+		rdb.Close()
+		if err == nil {
+			t.Fatalf("pacer.New(%+v) accepted an invalid config", nc.Config)
+		}
+		out = append(out, configVector{namedConfig: nc, Error: errName(err), Message: err.Error(), Fields: []string{}, Buckets: []vbucket{}})
+	}
+	for _, nc := range vectorConfigs {
+		v := configVector{namedConfig: nc, Fields: []string{}, Buckets: []vbucket{}}
+		inBubble(t, nc.Config.config(), func(p *pacer.Pacer, f *fakeWire) {
+			ctx := context.Background()
+			v.Keys = p.Keys()
+			ttl := nc.Config.ttl()
+			f.queue(admitted(ttl))
+			if _, err := p.Acquire(ctx, pacer.Request{Tokens: 1}); err != nil {
+				t.Fatalf("%s: Acquire: %v", nc.Name, err)
+			}
+			inter := only(t, nc.Name+" Acquire", f.take())
+			v.MaxWaitMs = atoi(inter.Args[2])
+			v.LeaseTTLMs = atoi(inter.Args[3])
+			v.Slots = append(v.Slots, atoi(inter.Args[4]))
+			n := (len(inter.Args) - 6) / 3
+			f.queue(admitted(ttl))
+			_, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1, Priority: pacer.Batch})
+			var batch []string
+			if err != nil {
+				v.BatchError = errName(err)
+			} else {
+				batch = only(t, nc.Name+" TryAcquire batch", f.take()).Args
+				v.Slots = append(v.Slots, atoi(batch[4]))
+			}
+			f.queue([]any{nowUs, int64(0), int64(0), "", "", "", ""}[:3+n])
+			snap, err := p.Snapshot(ctx)
+			if err != nil {
+				t.Fatalf("%s: Snapshot: %v", nc.Name, err)
+			}
+			f.take()
+			levels := map[string]pacer.Bucket{"rpm": snap.RPM, "tpm": snap.TPM, "rpd": snap.RPD, "tpd": snap.TPD}
+			for k := range n {
+				field := inter.Args[6+k]
+				b := vbucket{
+					Field: field, Limit: levels[field].Limit, Capacity: levels[field].Capacity, PerSecond: levels[field].PerSecond,
+					Charge1: atoi(inter.Args[6+n+2*k]), Allow: atoi(inter.Args[7+n+2*k]),
+				}
+				if batch != nil {
+					a := atoi(batch[7+n+2*k])
+					b.AllowBatch = &a
+				}
+				v.Fields = append(v.Fields, field)
+				v.Buckets = append(v.Buckets, b)
+			}
+		})
+		out = append(out, v)
+	}
+	return map[string]any{
+		"comment": "Each configuration as the Go client reads it. config: the input (durations in ms; an absent field is its default). " +
+			"keys: KEYS[1], KEYS[2]. max_wait_ms: acquire's ARGV[3] for a call that may wait its whole bound; lease_ttl_ms: ARGV[4]; " +
+			"slots: ARGV[5] for an interactive and a batch call. buckets: limit and capacity after Headroom (and SlidingWindow), " +
+			"the refill per second, and the charge of one unit and the allowances acquire is sent, in µs. " +
+			"error \"invalid\": the Go client rejects the configuration (message is its text).",
+		"configs": out,
+	}
+}
+
+func atoi(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// holdFor ends a lease held for hold on the fake Redis: the Pacer's mean
+// hold time, which spaces concurrency waiters, takes it in.
+func holdFor(t *testing.T, p *pacer.Pacer, f *fakeWire, ttl, hold time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	f.queue(admitted(ttl))
+	l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.queue([]any{int64(1), nowUs + hold.Microseconds()})
+	if err := l.Settle(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.take()
+	f.mu.Lock()
+	f.ids = nil // the call these holds precede gets "<id>"
+	f.mu.Unlock()
+}

@@ -1,0 +1,156 @@
+package lua_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+type pauseCase struct {
+	Config string `json:"config"`
+	// Call is "pause" (Pacer.Pause) or "throttled" (Pacer.Throttled: a
+	// provider's 429 for Limit, refusing a call of Tokens).
+	Call   string   `json:"call"`
+	DUs    int64    `json:"d_us"` // the pause asked for, in µs
+	Limit  string   `json:"limit,omitempty"`
+	Tokens int64    `json:"tokens,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	Args   []string `json:"args,omitempty"` // pause's ARGV
+}
+
+var classifyLimits = map[string]classify.Limit{
+	"unknown": classify.LimitUnknown, "requests": classify.LimitRequests, "tokens": classify.LimitTokens,
+	"input_tokens": classify.LimitInputTokens, "output_tokens": classify.LimitOutputTokens,
+}
+
+func pauseVectors(t *testing.T) any {
+	pause := func(config string, d time.Duration) pauseCase {
+		return pauseCase{Config: config, Call: "pause", DUs: d.Microseconds()}
+	}
+	throttled := func(config string, d time.Duration, limit string, tokens int64) pauseCase {
+		return pauseCase{Config: config, Call: "throttled", DUs: d.Microseconds(), Limit: limit, Tokens: tokens}
+	}
+	cases := []pauseCase{
+		pause("basic", 1500*time.Millisecond),
+		pause("basic", 2300*time.Microsecond),
+		pause("basic", 400*time.Microsecond),
+		pause("basic", 0),
+		pause("basic", 8*24*time.Hour),
+		throttled("basic", 2*time.Second, "requests", 1300),
+		throttled("basic", 2*time.Second, "tokens", 1300),
+		throttled("basic", 2*time.Second, "input_tokens", 1300),
+		throttled("basic", 2*time.Second, "output_tokens", 1300),
+		throttled("basic", 2*time.Second, "unknown", 1300),
+		throttled("basic", 2*time.Second, "tokens", 10_000_000),
+		throttled("basic", 20*time.Second, "unknown", 0),
+		throttled("everything", 1500*time.Millisecond, "unknown", 4000),
+		throttled("headroom", time.Second, "unknown", 1300),
+		throttled("sliding", time.Second, "unknown", 5000),
+		throttled("daily", time.Second, "unknown", 5000),
+		throttled("concurrency-only", time.Second, "unknown", 5000),
+	}
+	for i := range cases {
+		c := &cases[i]
+		inBubble(t, configByName(t, c.Config).config(), func(p *pacer.Pacer, f *fakeWire) {
+			ctx := context.Background()
+			d := time.Duration(c.DUs) * time.Microsecond
+			f.queue([]any{max(d.Milliseconds(), 1), nowUs})
+			var err error
+			if c.Call == "pause" {
+				err = p.Pause(ctx, d)
+			} else {
+				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens})
+			}
+			calls := f.take()
+			if err != nil {
+				c.Error = errName(err)
+				return
+			}
+			c.Args = only(t, c.Config+" "+c.Call, calls).Args
+		})
+	}
+	return map[string]any{
+		"comment": "What pause is sent. pause: {ms}, the pause in whole ms, at least 1. throttled (a provider's 429): the same, then for " +
+			"each minute bucket the provider's limit names (requests: rpm; tokens, input_tokens, output_tokens: tpm; unknown: both) " +
+			"that the budget has, its field, span − charge(min(units, capacity)) and 2 × span, in µs. error invalid: refused before any script runs.",
+		"cases": cases,
+	}
+}
+
+type snapshotCase struct {
+	Name   string   `json:"name"`
+	Config string   `json:"config"`
+	Reply  any      `json:"reply"`
+	Args   []string `json:"args,omitempty"` // snapshot's ARGV: the configured buckets' fields
+	Error  string   `json:"error,omitempty"`
+	Result *vsnap   `json:"result,omitempty"`
+}
+
+// vsnap is a snapshot as the Go client reports it.
+type vsnap struct {
+	TimeUs      int64       `json:"time_us"`
+	PausedMs    int64       `json:"paused_ms"`
+	InFlight    int64       `json:"in_flight"`
+	Concurrency int64       `json:"concurrency"`
+	Buckets     []vsnapBuck `json:"buckets"`
+}
+
+type vsnapBuck struct {
+	Field     string  `json:"field"`
+	Limit     int64   `json:"limit"`
+	Capacity  int64   `json:"capacity"`
+	Level     float64 `json:"level"`
+	PerSecond float64 `json:"per_second"`
+}
+
+func snapshotVectors(t *testing.T) any {
+	const n = nowUs
+	s := func(us int64) string { return strconv.FormatInt(us, 10) }
+	cases := []snapshotCase{
+		{Name: "never used: full", Config: "basic", Reply: []any{n, int64(0), int64(0), "", ""}},
+		{Name: "TATs at and before now: full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n), s(n - 1)}},
+		{Name: "half full; empty", Config: "basic", Reply: []any{n, int64(0), int64(3), s(n + 30_000_000), s(n + 60_000_000)}},
+		{Name: "turns reserved ahead: below zero", Config: "basic", Reply: []any{n, int64(250), int64(1), s(n + 90_000_000), s(n + 61_234_567)}},
+		{Name: "just short of full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n + 1), s(n + 1)}},
+		{Name: "every bucket", Config: "everything", Reply: []any{n, int64(1500), int64(7), s(n + 17_142_857), "", s(n + 86_400_000_000), s(n + 1_000_000)}},
+		{Name: "sliding window", Config: "sliding-burst", Reply: []any{n, int64(0), int64(0), s(n + 12_345_678), s(n + 20_000_000), ""}},
+		{Name: "headroom", Config: "headroom", Reply: []any{n, int64(0), int64(0), s(n + 3_000_000), s(n + 3_000_000), s(n + 3_000_000)}},
+		{Name: "concurrency only", Config: "concurrency-only", Reply: []any{n, int64(0), int64(2)}},
+		{Name: "a TAT that is not an integer", Config: "basic", Reply: []any{n, int64(0), int64(0), "12.5", ""}},
+		{Name: "a missing TAT", Config: "basic", Reply: []any{n, int64(0), int64(0), ""}},
+		{Name: "a TAT as a number", Config: "basic", Reply: []any{n, int64(0), int64(0), n, ""}},
+	}
+	for i := range cases {
+		c := &cases[i]
+		inBubble(t, configByName(t, c.Config).config(), func(p *pacer.Pacer, f *fakeWire) {
+			f.queue(c.Reply)
+			snap, err := p.Snapshot(context.Background())
+			c.Args = only(t, c.Name, f.take()).Args
+			if err != nil {
+				c.Error = errName(err)
+				return
+			}
+			r := &vsnap{TimeUs: snap.Time.UnixMicro(), PausedMs: snap.Paused.Milliseconds(), InFlight: snap.InFlight, Concurrency: snap.Concurrency, Buckets: []vsnapBuck{}}
+			for _, b := range []struct {
+				f string
+				b pacer.Bucket
+			}{{"rpm", snap.RPM}, {"tpm", snap.TPM}, {"rpd", snap.RPD}, {"tpd", snap.TPD}} {
+				if b.b.Limit != 0 {
+					r.Buckets = append(r.Buckets, vsnapBuck{b.f, b.b.Limit, b.b.Capacity, b.b.Level, b.b.PerSecond})
+				}
+			}
+			c.Result = r
+		})
+	}
+	return map[string]any{
+		"comment": "How the Go client reads snapshot's reply {now_us, pause_remaining_ms, leases_in_flight, TAT per field as a string, \"\" for none}: " +
+			"level = capacity with no TAT or one at or before now, else min(capacity, (now_us + span − TAT) / interval), as float64.",
+		"cases": cases,
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,178 @@
+package lua_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// vend is how a lease ends, or a keep-alive.
+type vend struct {
+	How  string `json:"how"`            // settle, release, reject, cancel or keepalive
+	Used int64  `json:"used,omitempty"` // settle's used tokens
+}
+
+func (e vend) run(l *pacer.Lease) error {
+	ctx := context.Background()
+	switch e.How {
+	case "settle":
+		return l.Settle(ctx, e.Used)
+	case "release":
+		return l.Release(ctx)
+	case "reject":
+		return l.Reject(ctx)
+	case "cancel":
+		return l.Cancel(ctx)
+	case "keepalive":
+		return l.KeepAlive(ctx)
+	}
+	panic("unknown end " + e.How)
+}
+
+type settleCase struct {
+	Config string `json:"config"`
+	Tokens int64  `json:"tokens"` // reserved
+	End    vend   `json:"end"`
+	// Args is settle's ARGV for a lease admitted at now_us (its charge
+	// time); the lease id is "<id>".
+	Args []string `json:"args"`
+}
+
+func settleVectors(t *testing.T) any {
+	ends := func(config string, tokens int64, es ...vend) []settleCase {
+		var cs []settleCase
+		for _, e := range es {
+			cs = append(cs, settleCase{Config: config, Tokens: tokens, End: e})
+		}
+		return cs
+	}
+	s := func(used int64) vend { return vend{"settle", used} }
+	release, reject, cancel := vend{How: "release"}, vend{How: "reject"}, vend{How: "cancel"}
+	var cases []settleCase
+	cases = append(cases, ends("basic", 1300, s(1000), s(1300), s(1700), s(0), s(10_000_000), release, reject, cancel)...)
+	cases = append(cases, ends("everything", 4000, s(1000), s(5000), release, reject, cancel)...)
+	cases = append(cases, ends("headroom", 1300, s(300), cancel)...)
+	cases = append(cases, ends("sliding", 5000, s(4000), s(5001), cancel)...)
+	cases = append(cases, ends("floor-default", 100, s(50), reject, cancel)...)
+	cases = append(cases, ends("concurrency-only", 0, s(10), cancel)...)
+	cases = append(cases, ends("fast", 3, s(1), s(0), cancel)...)
+	cases = append(cases, ends("daily", 5000, s(4999), cancel)...)
+	for i := range cases {
+		c := &cases[i]
+		cfg := configByName(t, c.Config)
+		inBubble(t, cfg.config(), func(p *pacer.Pacer, f *fakeWire) {
+			f.queue(admitted(cfg.ttl()))
+			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: c.Tokens})
+			if err != nil {
+				t.Fatalf("%s: TryAcquire(%d): %v", c.Config, c.Tokens, err)
+			}
+			f.take()
+			f.queue([]any{int64(1), nowUs + 1000})
+			if err := c.End.run(l); err != nil {
+				t.Fatalf("%s: %s: %v", c.Config, c.End.How, err)
+			}
+			c.Args = only(t, c.Config+" "+c.End.How, f.take()).Args
+		})
+	}
+	return map[string]any{
+		"comment": "What settle is sent when a lease of tokens, charged at now_us = " + itoa(nowUs) + ", ends: " +
+			"ARGV = {<id>, charged_us, then a field and its correction in µs for each bucket it changes}.",
+		"cases": cases,
+	}
+}
+
+// vstep is one call on a lease and what the Go client makes of its reply.
+type vstep struct {
+	vend
+	// Reply answers the call; Fail true makes it fail instead (a reply
+	// lost on the way: the call may or may not have run).
+	Reply any  `json:"reply,omitempty"`
+	Fail  bool `json:"fail,omitempty"`
+	// What happened: whether a script ran (a lease that has ended calls
+	// none), its ARGV, the error (expired, redis, bad_reply), and the
+	// lease's state, hold time and expiry afterwards.
+	Called   bool     `json:"called"`
+	Args     []string `json:"args,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	State    string   `json:"state"`
+	HeldUs   int64    `json:"held_us"`
+	ExpiryMs int64    `json:"expiry_ms"`
+}
+
+type leaseSequence struct {
+	Name  string  `json:"name"`
+	Steps []vstep `json:"steps"`
+}
+
+func leaseReplyVectors(t *testing.T) any {
+	const n = nowUs
+	expiry := n/1000 + pacer.DefaultLeaseTTL.Milliseconds() // "basic"
+	us := func(d time.Duration) int64 { return n + d.Microseconds() }
+	ok := func(e vend, at int64) vstep { return vstep{vend: e, Reply: []any{int64(1), at}} }
+	code := func(e vend, c, at int64) vstep { return vstep{vend: e, Reply: []any{c, at}} }
+	fail := func(e vend) vstep { return vstep{vend: e, Fail: true} }
+	skip := func(e vend) vstep { return vstep{vend: e} } // no call expected
+	settle, release, reject, cancel, keep := vend{"settle", 1000}, vend{How: "release"}, vend{How: "reject"}, vend{How: "cancel"}, vend{How: "keepalive"}
+	keepTo := func(at, exp int64) vstep { return vstep{vend: keep, Reply: []any{int64(1), at, exp}} }
+	keepGone := func(at int64) vstep { return vstep{vend: keep, Reply: []any{int64(0), at, int64(0)}} }
+	seqs := []leaseSequence{
+		{"settled, then idempotent", []vstep{ok(settle, us(2500*time.Millisecond)), skip(settle), skip(cancel)}},
+		{"expired when it ended", []vstep{code(release, 2, us(11*time.Minute)), skip(settle)}},
+		{"gone, and never tried before", []vstep{code(settle, 0, us(12*time.Minute))}},
+		{"reply lost, then gone within a minute of the expiry: the lost attempt ended it", []vstep{
+			fail(release), code(settle, 0, (expiry+59_999)*1000)}},
+		{"reply lost, then gone a minute after the expiry: it expired", []vstep{
+			fail(cancel), code(cancel, 0, (expiry+60_000)*1000)}},
+		{"reply lost, then the retry ends it", []vstep{fail(settle), ok(settle, us(time.Second))}},
+		{"reply lost, then expired", []vstep{fail(reject), code(reject, 2, us(11*time.Minute))}},
+		{"kept alive, reply lost, then gone within a minute of the new expiry", []vstep{
+			keepTo(us(5*time.Minute), expiry+300_000), fail(settle), code(settle, 0, (expiry+300_000+59_999)*1000)}},
+		{"keep-alive finds it gone", []vstep{keepGone(us(11 * time.Minute)), skip(settle)}},
+		{"keep-alive after a lost end: the next end decides", []vstep{
+			fail(settle), keepGone(us(time.Minute)), code(settle, 0, us(2*time.Minute))}},
+		{"keep-alive after the end", []vstep{ok(settle, us(time.Second)), skip(keep)}},
+		{"a reply of the wrong shape counts as lost", []vstep{
+			{vend: settle, Reply: []any{int64(1)}}, code(settle, 0, us(time.Minute))}},
+		{"an unknown code counts as lost", []vstep{code(settle, 5, us(time.Second)), ok(settle, us(time.Second))}},
+	}
+	for i := range seqs {
+		sq := &seqs[i]
+		inBubble(t, configByName(t, "basic").config(), func(p *pacer.Pacer, f *fakeWire) {
+			f.queue(admitted(pacer.DefaultLeaseTTL))
+			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: 1300})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.take()
+			for j := range sq.Steps {
+				st := &sq.Steps[j]
+				switch {
+				case st.Fail:
+					f.queue(errLost)
+				case st.Reply != nil:
+					f.queue(st.Reply)
+				}
+				err := st.run(l)
+				calls := f.take()
+				if st.Called = len(calls) > 0; st.Called {
+					st.Args = only(t, sq.Name, calls).Args
+				}
+				if st.Called != (st.Fail || st.Reply != nil) {
+					t.Fatalf("%s, step %d: called = %v", sq.Name, j, st.Called)
+				}
+				st.Error, st.State = errName(err), l.State().String()
+				st.HeldUs, st.ExpiryMs = l.Held().Microseconds(), l.Expiry().UnixMilli()
+			}
+		})
+	}
+	return map[string]any{
+		"comment": "How the Go client reads settle's and keepalive's replies, on a \"basic\" lease of 1300 tokens admitted at now_us = " + itoa(n) +
+			" with expiry_ms = " + itoa(expiry) + " (a 10 minute TTL). Each sequence runs on one lease. settle replies {code, now_us}: " +
+			"1 ended now; 2 expired; 0 not found, which means ended by an earlier attempt whose reply was lost if there was one and " +
+			"now is less than a minute past the lease's expiry, and expired otherwise. keepalive replies {code, now_us, expiry_ms}. " +
+			"held_us: from the turn (start_us) to the ending settle's now_us.",
+		"sequences": seqs,
+	}
+}

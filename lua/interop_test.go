@@ -1,0 +1,251 @@
+package lua_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// A Python worker (clients/python) and Go pacers share budgets on the real
+// Redis, as docs/lua-contract.md promises workers in other languages can:
+//
+//   - refunds: each side's give-back (settle, cancel, reject) is room the
+//     other side is admitted into, and its charge is room it is refused;
+//   - slots: each side's leases hold the other side's calls back, and a
+//     waiting call on either side is admitted after the other side's lease
+//     ends, by the Redis clock; a Python keep-alive moves its lease's expiry;
+//   - pauses: each side's pause (and Python's report of a 429, which also
+//     lowers the token bucket) holds the other side's calls back;
+//   - a load phase: four Go callers in two "processes" and three Python
+//     threads run against one budget at once, settling with refunds,
+//     releasing and rejecting, and no window of any bucket holds more than
+//     the promise allows (a full bucket plus the window's refill, counting
+//     what the calls used after their refunds, by the Redis-clock turns
+//     both sides report), nor more calls in flight than the concurrency
+//     limit.
+//
+// The assertions hold on a loaded machine: the refund steps run on a
+// bucket refilling one token a second, with margins of 25 tokens, so they
+// hold unless a step takes 25 s; the slot steps compare Redis-clock times;
+// the load phase checks invariants of the scripts, not throughput, under
+// one condition (see interopLoad) that holds unless every caller stalls
+// for over a second.
+func TestPythonSharesBudgetWithGo(t *testing.T) {
+	py := findPython(t, true)
+	b := redistest.Real(t)
+	name := redistest.Name(t)
+	budgets := map[string]vconfig{
+		// 60 tokens a minute: one a second.
+		"refund": {Budget: name + ":refund", Limits: vlimits{TPM: 60}},
+		"slots":  {Budget: name + ":slots", Limits: vlimits{Concurrency: 2}, LeaseTTLMs: 30_000},
+		"pause":  {Budget: name + ":pause", Limits: vlimits{TPM: 60_000}},
+		"load": {Budget: name + ":load", Limits: vlimits{RPM: 1800, TPM: 120_000, Concurrency: 4},
+			Burst: vlimits{RPM: 10, TPM: 3000}, LeaseTTLMs: 30_000},
+	}
+	// Two clients: two Go "processes".
+	rdb, rdb2 := b.Client(t), b.Client(t)
+	pacers := map[string][2]*pacer.Pacer{}
+	for k, c := range budgets {
+		p1, err := pacer.New(rdb, c.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := pacer.New(rdb2, c.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pacers[k] = [2]*pacer.Pacer{p1, p2}
+		t.Cleanup(func() { rdb.Del(context.Background(), p1.Keys()...) })
+	}
+	began := time.Now()
+	w := startWorker(t, py, b.Addrs[0], budgets)
+
+	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
+	t.Run("slots", func(t *testing.T) { interopSlots(t, w, pacers["slots"][0]) })
+	t.Run("pauses", func(t *testing.T) { interopPauses(t, w, pacers["pause"][0]) })
+	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
+	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// tryGo is TryAcquire, failing the test on anything but a lease or ErrNotYet.
+func tryGo(t *testing.T, p *pacer.Pacer, tokens int64) (*pacer.Lease, *pacer.NotYetError) {
+	t.Helper()
+	l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: tokens})
+	var ny *pacer.NotYetError
+	if err != nil && !errors.As(err, &ny) {
+		t.Fatalf("Go TryAcquire(%d): %v", tokens, err)
+	}
+	return l, ny
+}
+
+func pyTry(w *worker, budget string, tokens int64) pyAnswer {
+	return w.do(map[string]any{"op": "try", "budget": budget, "tokens": tokens})
+}
+
+func pyEnd(t *testing.T, w *worker, lease, how string, used int64) pyAnswer {
+	t.Helper()
+	a := w.do(map[string]any{"op": "end", "lease": lease, "how": how, "used": used})
+	if a.Error != "" {
+		t.Fatalf("Python %s %s: %s %s", how, lease, a.Error, a.Message)
+	}
+	return a
+}
+
+// interopRefunds: on 60 tokens with a refill of one a second, each side
+// takes what leaves the other too little, then gives some back, which the
+// other side is then admitted into.
+func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	admit := func(a pyAnswer, what string) string {
+		t.Helper()
+		if a.Error != "" {
+			t.Fatalf("Python %s: %s %s", what, a.Error, a.Message)
+		}
+		return a.Lease
+	}
+	refuse := func(a pyAnswer, what string) {
+		t.Helper()
+		if a.Error != "not_yet" || a.Limit != "tpm" {
+			t.Fatalf("Python %s = %+v; want not_yet for tpm", what, a)
+		}
+	}
+	goRefused := func(what string) {
+		t.Helper()
+		if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != pacer.LimitTPM {
+			t.Fatalf("Go TryAcquire(40) %s = %v, %v; want ErrNotYet for tpm", what, l, ny)
+		}
+	}
+	goAdmitted := func(what string) *pacer.Lease {
+		t.Helper()
+		l, ny := tryGo(t, p, 40)
+		if l == nil {
+			t.Fatalf("Go TryAcquire(40) %s = %v; want admitted", what, ny)
+		}
+		return l
+	}
+
+	l1 := admit(pyTry(w, "refund", 55), "try 55 of a full 60")
+	goRefused("with 5 tokens left")
+	pyEnd(t, w, l1, "settle", 5) // 50 back
+	if s, err := p.Snapshot(ctx); err != nil || s.TPM.Level < 55 || s.TPM.Level > 60 {
+		t.Fatalf("Go Snapshot after Python gave 50 back = %+v, %v; want a TPM level of 55 to 60", s.TPM, err)
+	}
+	g1 := goAdmitted("after Python's settle gave 50 back")
+	refuse(pyTry(w, "refund", 40), "try 40 with about 15 left")
+	if err := g1.Settle(ctx, 0); err != nil { // 40 back
+		t.Fatal(err)
+	}
+	l2 := admit(pyTry(w, "refund", 40), "try 40 after Go's settle gave 40 back")
+	goRefused("after Python took 40")
+	pyEnd(t, w, l2, "cancel", 0)
+	g2 := goAdmitted("after Python's cancel")
+	refuse(pyTry(w, "refund", 40), "try 40 after Go took 40")
+	if err := g2.Reject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l3 := admit(pyTry(w, "refund", 40), "try 40 after Go's reject")
+	pyEnd(t, w, l3, "release", 0)
+}
+
+// interopSlots: two slots. Each side's leases refuse the other side's calls;
+// a call waiting on either side is admitted once the other side's lease
+// ends, and not before, by the Redis clock.
+func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	var py []string
+	var a0 pyAnswer
+	for range 2 {
+		a := pyTry(w, "slots", 0)
+		if a.Error != "" {
+			t.Fatalf("Python try with free slots: %s %s", a.Error, a.Message)
+		}
+		py, a0 = append(py, a.Lease), a
+	}
+	if l, ny := tryGo(t, p, 0); l != nil || ny.Limit != pacer.LimitConcurrency {
+		t.Fatalf("Go TryAcquire with both slots held by Python = %v, %v; want ErrNotYet for concurrency", l, ny)
+	}
+	if s, err := p.Snapshot(ctx); err != nil || s.InFlight != 2 {
+		t.Fatalf("Go Snapshot = %+v, %v; want Python's 2 leases in flight", s, err)
+	}
+
+	// Go waits for a slot; Python ends a lease 200 ms later.
+	type result struct {
+		l   *pacer.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
+		got <- result{l, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	ended := pyEnd(t, w, py[0], "settle", 0)
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Go Acquire waiting for Python's slot: %v", r.err)
+	}
+	if start := r.l.Start().UnixMicro(); start < ended.EndUs {
+		t.Errorf("Go admitted at %d µs, before Python's lease ended at %d µs", start, ended.EndUs)
+	}
+	if a := pyTry(w, "slots", 0); a.Error != "not_yet" || a.Limit != "concurrency" {
+		t.Fatalf("Python try with one slot each = %+v; want not_yet for concurrency", a)
+	}
+
+	// Python waits for a slot; Go ends its lease 200 ms later.
+	w.send(map[string]any{"op": "acquire", "budget": "slots", "tokens": 0, "max_wait_ms": 10_000})
+	time.Sleep(200 * time.Millisecond)
+	if err := r.l.Settle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	goEnd := r.l.Start().Add(r.l.Held()).UnixMicro()
+	a := w.answer()
+	if a.Error != "" {
+		t.Fatalf("Python acquire waiting for Go's slot: %s %s", a.Error, a.Message)
+	}
+	if a.StartUs < goEnd {
+		t.Errorf("Python admitted at %d µs, before Go's lease ended at %d µs", a.StartUs, goEnd)
+	}
+	pyEnd(t, w, a.Lease, "release", 0)
+
+	// A keep-alive moves the expiry later (from acquire's now + TTL to the
+	// keep-alive's).
+	time.Sleep(5 * time.Millisecond)
+	ka := w.do(map[string]any{"op": "keepalive", "lease": py[1]})
+	if ka.Error != "" || ka.ExpiryMs <= a0.ExpiryMs {
+		t.Errorf("Python keepalive = %+v; want an expiry after %d", ka, a0.ExpiryMs)
+	}
+	pyEnd(t, w, py[1], "release", 0)
+}
+
+// interopPauses: a pause set by either side holds the other back, and
+// Python's report of a provider's 429 lowers the token bucket Go sees. The
+// pauses are long (10 and 20 s) so that the checks hold however slow the
+// machine; nothing waits them out.
+func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	if a := w.do(map[string]any{"op": "throttled", "budget": "pause", "seconds": 10, "limit": "tokens", "tokens": 1000}); a.Error != "" || a.Remaining != 10_000 {
+		t.Fatalf("Python throttled(10 s, tokens, 1000) = %+v; want 10000 ms remaining", a)
+	}
+	// The token bucket (60,000 and full before) is lowered to hold the
+	// refused call's 1000 tokens when the pause ends, and less until then.
+	s, err := p.Snapshot(ctx)
+	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.TPM.Level > 1000 {
+		t.Fatalf("Go Snapshot after Python's throttled = %+v, %v; want a pause of up to 10 s and at most 1000 tokens", s, err)
+	}
+	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != pacer.LimitPause {
+		t.Fatalf("Go TryAcquire during Python's pause = %v, %v; want ErrNotYet for pause", l, ny)
+	}
+	if err := p.Pause(ctx, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if a := pyTry(w, "pause", 1); a.Error != "not_yet" || a.Limit != "pause" || a.WaitMs <= 10_000 {
+		t.Fatalf("Python try during Go's 20 s pause = %+v; want not_yet for pause, over 10 s", a)
+	}
+	if a := w.do(map[string]any{"op": "snapshot", "budget": "pause"}); a.Error != "" || a.PausedMs <= 10_000 {
+		t.Fatalf("Python snapshot during Go's 20 s pause = %+v; want over 10 s paused", a)
+	}
+}
