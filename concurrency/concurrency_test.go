@@ -48,6 +48,7 @@ func TestQueueWakesOldestFirst(t *testing.T) {
 func TestQueueConcurrent(t *testing.T) {
 	var q Queue
 	var woken atomic.Int64
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
@@ -58,7 +59,13 @@ func TestQueueConcurrent(t *testing.T) {
 			select {
 			case <-ch:
 				woken.Add(1)
-			case <-time.After(2 * time.Second):
+			case <-done:
+				// Told to stop waiting; a wake that came first still counts.
+				select {
+				case <-ch:
+					woken.Add(1)
+				default:
+				}
 			}
 		}()
 	}
@@ -66,27 +73,45 @@ func TestQueueConcurrent(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	for i := 0; i < 60; i++ {
-		q.Wake()
+		if !q.Wake() {
+			t.Fatalf("Wake() %d = false with 100 waiters", i+1)
+		}
 	}
+	close(done)
 	wg.Wait()
 	if got := woken.Load(); got != 60 {
 		t.Errorf("woken = %d; want 60 (one per Wake)", got)
 	}
+	if n := q.Len(); n != 0 {
+		t.Errorf("Len() = %d after every waiter left; want 0", n)
+	}
 }
 
+// waitFor polls cond until it holds, failing the test after a minute: a
+// bound on a stall, not on speed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
+}
+
+// KeepAlive keeps calling extend until stopped, and never after stop
+// returns or after extend reports the lease gone. The test waits for the
+// calls it expects instead of counting calls in a fixed time: on a loaded
+// machine a 10 ms ticker may fire a few times a second.
 func TestKeepAlive(t *testing.T) {
 	var calls atomic.Int64
 	stop := KeepAlive(context.Background(), 10*time.Millisecond, func(ctx context.Context) bool {
 		calls.Add(1)
 		return true
 	})
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "extend ran 3 times", func() bool { return calls.Load() >= 3 })
 	stop()
 	n := calls.Load()
-	if n < 3 {
-		t.Errorf("extend ran %d times in 100ms at a 10ms interval; want several", n)
-	}
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // three intervals
 	if calls.Load() != n {
 		t.Error("extend ran after stop returned")
 	}
@@ -96,7 +121,8 @@ func TestKeepAlive(t *testing.T) {
 	stop = KeepAlive(context.Background(), 5*time.Millisecond, func(ctx context.Context) bool {
 		return calls.Add(1) < 2 // the lease is gone at the second renewal
 	})
-	time.Sleep(60 * time.Millisecond)
+	waitFor(t, "extend ran twice", func() bool { return calls.Load() >= 2 })
+	time.Sleep(30 * time.Millisecond) // six intervals
 	stop()
 	if got := calls.Load(); got != 2 {
 		t.Errorf("extend ran %d times; want it to stop after returning false (2)", got)

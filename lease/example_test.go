@@ -18,14 +18,16 @@ func ExampleLease_AutoKeepAlive() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	p, _ := pacer.New(rdb, pacer.Config{
-		Name:     "openai:o3",
-		Limits:   pacer.Limits{Concurrency: 1, TPD: 1_000_000},
-		LeaseTTL: 150 * time.Millisecond, // short, to show the renewal
+		Name:   "openai:o3",
+		Limits: pacer.Limits{Concurrency: 1, TPD: 1_000_000},
+		// Short, to show the renewal. A renewal runs every TTL/3, so two
+		// may come late on a busy machine before the lease would lapse.
+		LeaseTTL: 600 * time.Millisecond,
 	})
 	ctx := context.Background()
 	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 5000})
 	stop := l.AutoKeepAlive(ctx)
-	time.Sleep(400 * time.Millisecond) // a call longer than the TTL
+	time.Sleep(1300 * time.Millisecond) // a call longer than two TTLs
 	stop()
 	fmt.Println("still held:", l.State())
 

@@ -35,6 +35,7 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		// much larger budget (say, another app shares the key), so the second
 		// call meets a 429.
 		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 3000, Window: 2 * time.Second})
+		clock := runningClock() // Run waits out the pause on Redis's clock
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPD: 1_000_000, RPD: 1000}})
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 1000, 500, 1000) }
 		total := func(u usage) int64 { return u.Total() }
@@ -70,12 +71,8 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		// Both successes settled 1,500 real tokens; the 429'd attempt kept
 		// its 2,000-token reservation: the refusal showed the budget ahead.
 		s := snap(t, ps[1])
-		if !near(s.TPD.Level, 1_000_000-1500-2000-1500, 100) {
-			t.Errorf("TPD level = %v; want %d (real usage settled, the rate-limited attempt charged)", s.TPD.Level, 1_000_000-5000)
-		}
-		if !near(s.RPD.Level, 1000-3, 0.01) {
-			t.Errorf("RPD level = %v; want 997 (three requests, the refused one included)", s.RPD.Level)
-		}
+		clock.level(t, "TPD (real usage settled, the rate-limited attempt charged)", s.TPD.Level, 1_000_000-1500-2000-1500, 1_000_000/86_400.0)
+		clock.level(t, "RPD (three requests, the refused one included)", s.RPD.Level, 1000-3, 1000/86_400.0)
 	})
 }
 
@@ -88,18 +85,24 @@ func TestRunPauseSeenByAnotherPacer(t *testing.T) {
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 500, 100, 500) }
 		// Two calls of 1,000 tokens: the second is over the provider's limit.
 		_, _ = pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0))
-		_, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0))
+		var delay time.Duration
+		asked := time.Now()
+		_, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0),
+			pacer.WithOnAttempt(func(a pacer.Attempt) { delay = a.Verdict.RetryAfter }))
 		if !errors.Is(err, pacer.ErrRateLimited) || !errors.Is(err, pacer.ErrRetriesExhausted) {
 			t.Fatalf("Run with no retries left = %v; want ErrRateLimited and ErrRetriesExhausted", err)
 		}
-		if fp.Stats().RateLimited != 1 {
-			t.Fatalf("provider 429s = %d; want 1", fp.Stats().RateLimited)
+		if fp.Stats().RateLimited != 1 || delay <= 0 {
+			t.Fatalf("provider 429s = %d, the last with a delay of %v; want 1, with a delay", fp.Stats().RateLimited, delay)
 		}
+		// The pause began after asked, on Redis's clock: what remains of it
+		// is at most the provider's delay and at least that less the time
+		// since asked.
 		s := snap(t, ps[1])
-		if s.Paused < time.Second {
-			t.Errorf("second Pacer sees pause %v; want the provider's delay (about 3s)", s.Paused)
+		if least := delay - time.Since(asked) - time.Millisecond; s.Paused > delay || s.Paused < least {
+			t.Errorf("second Pacer sees pause %v; want what remains of the provider's delay %v", s.Paused, delay)
 		}
-		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < time.Second {
+		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < delay-time.Since(asked)-time.Millisecond {
 			t.Errorf("second Pacer's TryAcquire = %v, %v; want held back by the pause", l, wait)
 		}
 	})
@@ -115,7 +118,9 @@ func TestRunQuotaExhaustedNeverRetried(t *testing.T) {
 		_, _ = pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil) // uses up the credit
 		fp.ResetStats()
 		start := time.Now()
-		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, pacer.WithRetries(5))
+		// A backoff of 10 s or more (5 s after jitter): a Run that slept
+		// even one before giving up would take that long.
+		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, pacer.WithRetries(5), pacer.WithBackoff(10*time.Second, time.Minute))
 		if !errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("Run = %v; want ErrQuotaExhausted", err)
 		}
@@ -126,8 +131,8 @@ func TestRunQuotaExhaustedNeverRetried(t *testing.T) {
 		if n := fp.Stats().Calls; n != 1 {
 			t.Errorf("provider saw %d calls; want exactly 1", n)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("Run took %v; an exhausted quota must surface at once", d)
+		if d := time.Since(start); d >= 5*time.Second {
+			t.Errorf("Run took %v, as long as a backoff; an exhausted quota must surface at once", d)
 		}
 		if s := snap(t, p); s.Paused != 0 {
 			t.Errorf("an exhausted quota paused the budget for %v; it must not", s.Paused)
@@ -227,7 +232,10 @@ func TestRunContextCancelled(t *testing.T) {
 }
 
 // A latency budget shorter than the provider's delay stops Run instead of
-// waiting past it.
+// waiting past it. Without the budget, five failures would cost backoffs
+// of at least 0.2 + 0.4 + 0.8 + 1.6 + 2 s (half of 400 ms doubling, capped
+// at 4 s): 5 s. With it, Run stops at the first backoff that would end past
+// 600 ms. The bound between the two, 3 s, holds on a loaded machine.
 func TestRunLatencyBudget(t *testing.T) {
 	b := redistest.Mini(t)
 	fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000})
@@ -238,12 +246,12 @@ func TestRunLatencyBudget(t *testing.T) {
 	start := time.Now()
 	_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 10},
 		func(ctx context.Context) (usage, error) { return client.chat(ctx, 5, 5, 5) }, usage.Total,
-		pacer.WithRetries(10), pacer.WithBackoff(300*time.Millisecond, time.Second), pacer.WithLatencyBudget(500*time.Millisecond))
+		pacer.WithRetries(10), pacer.WithBackoff(400*time.Millisecond, 4*time.Second), pacer.WithLatencyBudget(600*time.Millisecond))
 	if !errors.Is(err, pacer.ErrRetriesExhausted) {
 		t.Errorf("Run = %v; want ErrRetriesExhausted", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Run took %v with a 500ms latency budget", d)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Run took %v with a 600ms latency budget", d)
 	}
 	if n := fp.Stats().Calls; n < 1 || n > 3 {
 		t.Errorf("provider saw %d calls; want 1 to 3 within the budget", n)
