@@ -36,9 +36,12 @@ func TestPauseIsShared(t *testing.T) {
 		if s := snap(t, ps[1]); s.Paused > pause || s.Paused < pause-time.Since(set)-time.Millisecond {
 			t.Errorf("Snapshot().Paused = %v %v after a 400ms pause was set; want what remains of it", s.Paused, time.Since(set))
 		}
+		// On a loaded machine the pause may be over by now: then, and
+		// only then, TryAcquire may admit.
 		l, wait, err := tryAcquire(ps[1], ctx, pacer.Request{})
-		if l != nil || err != nil || wait > pause || wait < pause-time.Since(set)-time.Millisecond {
-			t.Errorf("TryAcquire during the pause = %v, %v, %v; want nil, what remains of 400ms, nil", l, wait, err)
+		over := time.Since(set) >= pause+time.Millisecond
+		if err != nil || l != nil && !over || l == nil && (wait > pause || wait < pause-time.Since(set)-time.Millisecond) {
+			t.Errorf("TryAcquire %v after a 400ms pause was set = %v, %v, %v; want nil, what remains of the pause, nil", time.Since(set), l, wait, err)
 		}
 		if _, err := ps[1].Acquire(ctx, pacer.Request{}); err != nil {
 			t.Fatal(err)
@@ -111,12 +114,17 @@ func TestFairnessLargeRequestNotStarved(t *testing.T) {
 						largeWait.Store(int64(e.Wait))
 					}
 				case e.Tokens == 100 && e.Kind == pacer.Waiting:
-					// A small call had to wait its turn: the stream has
-					// emptied the bucket.
+					// A small call is waiting for its turn.
 					once.Do(func() { close(saturated) })
 				}
 			}}
 		ps := newPacers(t, b, 4, cfg)
+		// Empty the bucket first, so that every small call waits for a
+		// turn however slowly the machine runs them: a stream that must
+		// drain 10,000 tokens a second by itself does not on a loaded one.
+		if l, _, err := tryAcquire(ps[0], context.Background(), pacer.Request{Tokens: 4000}); l == nil || err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		type span struct {
@@ -147,7 +155,7 @@ func TestFairnessLargeRequestNotStarved(t *testing.T) {
 		select {
 		case <-saturated:
 		case <-time.After(30 * time.Second):
-			t.Fatal("no small call waited for its turn within 30s; the stream never emptied the bucket")
+			t.Fatal("no small call waited for its turn within 30s of emptying the bucket")
 		}
 		l, err := ps[0].Acquire(context.Background(), pacer.Request{Tokens: 2000})
 		if err != nil {

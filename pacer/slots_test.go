@@ -128,14 +128,36 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		// On miniredis the test stops the clock and moves it a third of
+		// the TTL at a time, each time once a renewal has landed at the
+		// clock as it stands: renewals that come late on a loaded machine
+		// cannot let the lease lapse, and the check is exact. On a real
+		// Redis the clock runs, and two renewals may come late before the
+		// lease could lapse.
 		const keptTTL = 600 * time.Millisecond
 		kp := newPacer(t, b, pacer.Config{Limits: pacer.Limits{Concurrency: 1}, LeaseTTL: keptTTL})
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		if b.Mini != nil {
+			b.Mini.SetTime(now)
+		}
 		kept, err := kp.Acquire(ctx, pacer.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		stop := kept.AutoKeepAlive(ctx)
-		time.Sleep(2*keptTTL + keptTTL/6) // more than two TTLs
+		if b.Mini != nil {
+			for range 7 { // 1.4 s: more than two TTLs
+				for deadline := time.Now().Add(30 * time.Second); kept.Expiry().Before(now.Add(keptTTL)); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("no renewal in 30s: the lease expires at %v, the clock reads %v", kept.Expiry(), now)
+					}
+				}
+				now = now.Add(keptTTL / 3)
+				b.Mini.SetTime(now)
+			}
+		} else {
+			time.Sleep(2*keptTTL + keptTTL/6) // more than two TTLs
+		}
 		if l, _, err := tryAcquire(kp, ctx, pacer.Request{}); l != nil || err != nil {
 			t.Errorf("TryAcquire while a kept-alive lease holds the only slot = %v, %v; want nil", l, err)
 		}
@@ -155,7 +177,10 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		const limit = 5
-		ps := newPacers(t, b, 6, pacer.Config{Limits: pacer.Limits{Concurrency: limit, RPM: 1_000_000}, MaxWait: 20 * time.Second})
+		// MaxWait bounds only a stall: waiters are spaced by the mean hold,
+		// which on a loaded machine (miniredis under -race) is long, and
+		// 20 s was once too short for 55 of them.
+		ps := newPacers(t, b, 6, pacer.Config{Limits: pacer.Limits{Concurrency: limit, RPM: 1_000_000}, MaxWait: 10 * time.Minute})
 		var inflight, peak, done atomic.Int64
 		var wg sync.WaitGroup
 		for i := 0; i < 60; i++ {
