@@ -50,6 +50,11 @@
 -- restart in <bucket>.f, so that a give-back from a lease charged before it
 -- gives nothing (see settle.lua).
 
+--
+-- The script defines no functions of its own: a closure costs thousands
+-- of instructions a call, most of them finding its upvalues. The paths
+-- break out of one block instead, to the answers at the end.
+
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local batch = ARGV[2] == '1'
@@ -63,136 +68,166 @@ local n = (#ARGV - 8) / 3
 local us, now = clock()
 local h = redis.call('HMGET', state, 'xp', 'pause', unpack(ARGV, 9, 8 + n))
 
--- already answers a call whose id is in the lease set, scored score: it
--- was admitted before, and nothing is charged again.
-local function already(score)
-  if score >= PENDING then
-    local turn = score - PENDING - ttl
-    return {2, max(turn - now, 0), us, '', score - PENDING, turn * 1000}
-  end
-  return {2, max(score - ttl - now, 0), us, '', score, 0}
-end
-
--- Slots. mine is the caller's place in the slot queue: its ticket, or now
--- for a first attempt. A caller that comes back with a ticket may hold a
--- grant (a slot kept for it), or be a pending lease claiming its slot.
+-- Slots. mine is the caller's place in the slot queue: its ticket (tk),
+-- or now for a first attempt, plus BATCH for batch. A caller that comes
+-- back with a ticket may hold a grant (a slot kept for it), or be a
+-- pending lease claiming its slot. held is the id's score in the lease
+-- set once looked up (false: not there): admitted before.
 local conc = limit ~= '0'
-local tk, mine, granted, pend = us, 0, false, false
+local tk, mine, granted, held = us, 0, false, nil
 if conc then
   limit = limit + 0
   if ticket ~= '0' then
     tk = ticket + 0
     local s = redis.call('ZMSCORE', leases, id, 'g:' .. id)
-    if s[1] then
-      pend = s[1] + 0
-      if pend < PENDING then return already(pend) end
-    end
+    if s[1] then held = s[1] + 0 end
     granted = s[2] and s[2] - now > 0
   end
   mine = tk
   if batch then mine = tk + BATCH end
 end
 
--- take gives the caller a free slot if no waiter comes before it, granting
--- those that do their slots first.
-local function take()
-  local live = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE)
-  local free = math.min(limit - live, MAXGIVE)
-  if free <= 0 then return false end
-  local heads = redis.call('ZRANGEBYSCORE', queue, '-inf', QEND, 'WITHSCORES', 'LIMIT', 0, free)
-  return hand(heads, free, live, ARGV[6] + 0, now, id, mine)
-end
-
--- queued puts the caller in the slot queue by its ticket and estimates its
--- wait: one slot frees every ARGV[7] ms, and each waiter ahead takes one.
--- A caller that would wait past its max wait is not queued (and leaves the
--- queue if it was in it): it fails now rather than after its bound.
-local function queued()
-  if ticket == '0' then
-    local held = redis.call('ZSCORE', leases, id)
-    if held then return already(held + 0) end
-  end
-  local m = fmt('%d', mine)
-  local wait = (redis.call('ZCOUNT', queue, '-inf', '(' .. m) + 1) * ARGV[7]
-  if wait > maxwait + 0 then
-    if ticket ~= '0' then redis.call('ZREM', queue, id) end
-    return {0, wait, us, 'concurrency', 0, 0}
-  end
-  redis.call('ZADD', queue, 'NX', m, id)
-  return {0, wait, us, 'concurrency', 0, tk}
-end
-
--- leave takes a caller that no longer waits for a slot (the buckets hold
--- it back, or it reserved a later turn) out of the queue, and gives its
--- grant, if it has one, to the next waiter.
-local function leave()
-  if granted then
-    redis.call('ZREM', leases, 'g:' .. id)
-    dispatch(now, limit, ARGV[6] + 0)
-  else
-    redis.call('ZREM', queue, id)
-  end
-end
-
-if pend then
-  -- A pending lease claims its slot at its turn. Its buckets were charged
-  -- when it was admitted, and a pause does not hold back a turn already
-  -- reserved; it waits only for a slot.
-  local expiry = pend - PENDING
-  if expiry - ttl > now then return already(pend) end
-  if granted then redis.call('ZREM', leases, 'g:' .. id) end
-  if granted or take() then
+local wait, reason, reply = 0, '', nil
+repeat
+  -- slot: this call takes a slot now; score: the lease's score once
+  -- admitted; expiry: its expiry.
+  local slot, score, expiry = conc, 0, 0
+  local tats, restarted = {0, 0, 0, 0}, {false, false, false, false}
+  if held then
+    -- Admitted before (a retry whose reply was lost; answered at the
+    -- end), or a pending lease. At its turn a pending lease claims its
+    -- slot: its buckets were charged when it was admitted, and a pause
+    -- does not hold back a turn already reserved.
+    expiry = held - PENDING
+    if held < PENDING or expiry - ttl > now then break end
     expiry = max(expiry, now + ttl)
-    redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
-    cover(now, (h[1] or 0) + 0, expiry, {}, 0)
-    return {1, 0, us, '', expiry, 0}
-  end
-  return queued()
-end
-
--- Each bucket's TAT after the charge, and how long until every bucket has
--- room for it: the first bucket with the longest wait names it, and its
--- charge (the time its refill takes for this call) spaces batch waiters.
-local tats, restarted = {0, 0, 0, 0}, {false, false, false, false}
-local wait, reason, step = 0, '', 0
-for k = 1, n do
-  local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
-  if charge > allow then return {-1, 0, us, field, 0, 0} end
-  local tat = h[2 + k]
-  if tat and tat - us >= 0 then
-    tat = tat + charge
+    score = expiry
   else
-    tat, restarted[k] = us + charge, true
-  end
-  tats[k] = tat
-  local w = tat - us - allow
-  if w > wait then wait, reason, step = w, field, charge end
-end
-wait, step = wait / 1000, step / 1000
+    -- Each bucket's TAT after the charge, and how long until every
+    -- bucket has room for it: the first bucket with the longest wait
+    -- names it, and its charge (the time its refill takes for this call)
+    -- spaces batch waiters.
+    local step = 0
+    for k = 1, n do
+      local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
+      if charge > allow then return {-1, 0, us, field, 0, 0} end
+      local tat = h[2 + k]
+      if tat and tat - us >= 0 then
+        tat = tat + charge
+      else
+        tat, restarted[k] = us + charge, true
+      end
+      tats[k] = tat
+      local w = tat - us - allow
+      if w > wait then wait, reason, step = w, field, charge end
+    end
+    wait, step = wait / 1000, step / 1000
 
--- admit opens the lease, scored score, and charges every bucket; ms is
--- the latest time it must keep the keys for. It returns false if the id
--- was in the lease set already (a retry whose first reply was lost).
-local function admit(score, ms)
-  if redis.call('ZADD', leases, 'NX', fmt('%d', score), id) == 0 then return false end
+    -- A pause admits nobody and reserves nothing: a pause may be extended
+    -- while callers wait, and a reservation made now could not see that.
+    -- A waiter keeps its place in the queue, or its grant, which expires.
+    local pause = h[2]
+    if pause then
+      pause = pause + 0
+      if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
+    end
+
+    -- A waiter the buckets hold back, or that reserves a later turn, no
+    -- longer waits for a slot: it leaves the queue, and a grant it held
+    -- goes to the next waiter.
+    if conc and ticket ~= '0' and wait > 0 then
+      if granted then
+        redis.call('ZREM', leases, 'g:' .. id)
+        give(now, limit, ARGV[6] + 0)
+      else
+        redis.call('ZREM', queue, id)
+      end
+    end
+
+    local bound = 0
+    if wait > 0 then bound = maxwait + 0 end
+    if wait > 0 and (batch or wait > bound) then
+      -- Batch calls never reserve ahead (an interactive call arriving
+      -- later must not queue behind them), and no call reserves beyond
+      -- its max wait. A batch waiter willing to wait is spaced along qb
+      -- instead.
+      if batch and bound > 0 then
+        local qb = (redis.call('HGET', state, 'qb') or 0) + 0
+        if qb < now + wait then qb = now + wait else qb = qb + step end
+        if qb - now <= bound then
+          qb = ceil(qb)
+          cover(now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
+          wait = qb - now
+        end
+      end
+      wait = ceil(wait)
+      break
+    end
+
+    -- An interactive call with wait > 0 takes its turn in the future: the
+    -- TATs move past their allowance now, so every later call queues
+    -- behind it (first come, first served, one round trip each). With a
+    -- concurrency limit it holds no slot until its turn: its lease is
+    -- pending, and it claims a slot then.
+    wait = ceil(wait)
+    expiry = now + wait + ttl
+    score = expiry
+    if conc and wait > 0 then slot, score = false, PENDING + expiry end
+  end
+
+  if slot then
+    -- A slot: a grant kept for the caller, or a free one if no waiter
+    -- comes before it (those that do are granted theirs first).
+    if granted then
+      redis.call('ZREM', leases, 'g:' .. id)
+    elseif not give(now, limit, ARGV[6] + 0, id, mine) then
+      -- The caller waits in the queue by its ticket. One slot frees every
+      -- ARGV[7] ms, and each waiter before it takes one: a caller that
+      -- would wait past its max wait is not queued (and leaves the queue
+      -- if it was in it), so it fails now rather than after its bound.
+      if ticket == '0' then
+        held = redis.call('ZSCORE', leases, id)
+        if held then held = held + 0; break end
+      end
+      local m = fmt('%d', mine)
+      wait, reason = (redis.call('ZCOUNT', queue, '-inf', '(' .. m) + 1) * ARGV[7], 'concurrency'
+      if wait > maxwait + 0 then
+        if ticket ~= '0' then redis.call('ZREM', queue, id) end
+        break
+      end
+      redis.call('ZADD', queue, 'NX', m, id)
+      reply = {0, wait, us, reason, 0, tk}
+      break
+    end
+    if held then
+      -- The pending lease now holds its slot.
+      redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
+      cover(now, (h[1] or 0) + 0, expiry, {}, 0)
+      reply = {1, 0, us, '', expiry, 0}
+      break
+    end
+  end
+
+  -- Admit: open the lease (or the pending lease), charge every bucket.
+  if redis.call('ZADD', leases, 'NX', fmt('%d', score), id) == 0 then break end
   -- Leases past their expiry hold no slot but take memory. About one
   -- admission in 16 (those landing on a millisecond divisible by 16)
-  -- removes at most 100 of them, lowest expiry first (the sentinel
-  -- scores highest), and at most 100 pending leases whose holder never
-  -- claimed its slot: a mass expiry then costs many calls a little each,
-  -- never one call a lot, and most calls nothing. A lease stays
-  -- REAP_AFTER ms past its expiry first, so that a settle retried in that
-  -- time finds it and learns it expired (see settle.lua).
+  -- removes at most 100 of them, lowest expiry first (the sentinel scores
+  -- highest), and at most 100 pending leases whose holder never claimed
+  -- its slot: a mass expiry then costs many calls a little each, never
+  -- one call a lot, and most calls nothing. A lease stays REAP_AFTER ms
+  -- past its expiry first, so that a settle retried in that time finds it
+  -- and learns it expired (see settle.lua).
   if now % 16 == 0 then
     local expired = redis.call('ZCOUNT', leases, '-inf', fmt('%d', now - REAP_AFTER))
     if expired > 0 then
-      redis.call('ZREMRANGEBYRANK', leases, 0, fmt('%d', math.min(expired, 100) - 1))
+      redis.call('ZREMRANGEBYRANK', leases, '0', fmt('%d', math.min(expired, 100) - 1))
     end
     local stale = redis.call('ZRANGEBYSCORE', leases, fmt('%d', PENDING),
-      fmt('%d', PENDING + now - REAP_AFTER), 'LIMIT', 0, 100)
+      fmt('%d', PENDING + now - REAP_AFTER), 'LIMIT', '0', '100')
     if stale[1] then redis.call('ZREM', leases, unpack(stale)) end
   end
-  local args, j = {false, false, false, false, false, false, false, false, false, false}, 0
+  local args, j, ms = {false, false, false, false, false, false, false, false, false, false}, 0, expiry
   for k = 1, n do
     args[j + 1], args[j + 2] = ARGV[8 + k], fmt('%d', tats[k])
     j = j + 2
@@ -203,71 +238,27 @@ local function admit(score, ms)
     if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
   end
   cover(now, (h[1] or 0) + 0, ms, args, j)
-  return true
-end
-
--- The paths that deny break out of this block with the wait and reason.
-repeat
-  -- A pause admits nobody and reserves nothing: a pause may be extended
-  -- while callers wait, and a reservation made now could not see that.
-  -- A waiter keeps its place in the queue, or its grant, which expires.
-  local pause = h[2]
-  if pause then
-    pause = pause + 0
-    if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
+  if slot or not conc then
+    reply = {1, wait, us, reason, expiry, 0}
+  else
+    reply = {1, wait, us, reason, expiry, (now + wait) * 1000}
   end
-
-  local bound = 0
-  if wait > 0 then bound = maxwait + 0 end
-  if wait > 0 and (batch or wait > bound) then
-    -- Batch calls never reserve ahead (an interactive call arriving later
-    -- must not queue behind them), and no call reserves beyond its max
-    -- wait. A batch waiter willing to wait is spaced along qb instead.
-    if conc and ticket ~= '0' then leave() end
-    if batch and bound > 0 then
-      local qb = (redis.call('HGET', state, 'qb') or 0) + 0
-      if qb < now + wait then qb = now + wait else qb = qb + step end
-      if qb - now <= bound then
-        qb = ceil(qb)
-        cover(now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
-        wait = qb - now
-      end
-    end
-    wait = ceil(wait)
-    break
-  end
-
-  -- An interactive call with wait > 0 takes its turn in the future: the
-  -- TATs move past their allowance now, so every later call queues behind
-  -- it (first come, first served, one round trip each). With a
-  -- concurrency limit it holds no slot until its turn: its lease is
-  -- pending, and it claims a slot then.
-  wait = ceil(wait)
-  local expiry = now + wait + ttl
-  if conc and wait > 0 then
-    if ticket ~= '0' then leave() end
-    if admit(PENDING + expiry, expiry) then
-      return {1, wait, us, reason, expiry, (now + wait) * 1000}
-    end
-    break -- the id was admitted before
-  end
-  if conc then
-    if granted then
-      redis.call('ZREM', leases, 'g:' .. id)
-    elseif not take() then
-      return queued()
-    end
-  end
-  if admit(expiry, expiry) then return {1, wait, us, reason, expiry, 0} end
-  -- ZADD NX found the id: a retried call whose first reply was lost.
 until true
+if reply then return reply end
 
 -- Not admitted now, or this id was admitted before (a retry whose first
--- reply was lost): then code 2, nothing charged again. The check costs a
--- call, so only these paths make it; a caller with a ticket was looked up
--- already.
-if ticket == '0' or not conc then
-  local held = redis.call('ZSCORE', leases, id)
-  if held then return already(held + 0) end
+-- reply was lost, or a pending lease's claim before its turn): then code
+-- 2, nothing charged again. The check costs a call, so only these paths
+-- make it; a caller with a ticket was looked up already.
+if held == nil and (ticket == '0' or not conc) then
+  held = redis.call('ZSCORE', leases, id)
+  if held then held = held + 0 end
+end
+if held then
+  if held >= PENDING then
+    local turn = held - PENDING - ttl
+    return {2, max(turn - now, 0), us, '', held - PENDING, turn * 1000}
+  end
+  return {2, max(held - ttl - now, 0), us, '', held, 0}
 end
 return {0, wait, us, reason, 0, 0}

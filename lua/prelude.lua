@@ -50,22 +50,14 @@ local fmt = string.format -- fmt('%d', v): see above
 -- (s + 0) rather than tonumber(s), which parses twice: each saves about a
 -- thousand instructions.
 local floor, ceil, max = math.floor, math.ceil, math.max
--- The sentinel score of the lease set and the slot queue (see cover); the
--- bound that leaves it out of the queue; and PENDING, the offset of pending
--- leases (see above), which LIVE leaves out of a count: ZCOUNT leases (now
--- LIVE counts the slots held.
-local SENTINEL, QEND = '9000000000000000', '(9000000000000000'
+-- The sentinel score of the lease set and the slot queue (see cover); and
+-- PENDING, the offset of pending leases (see above), which LIVE leaves out
+-- of a count: ZCOUNT leases (now LIVE counts the slots held.
+local SENTINEL = '9000000000000000'
 local PENDING, LIVE = 1000000000000000, '(1000000000000000'
 -- A batch waiter's score is its ticket plus BATCH (2^52; a ticket and the
 -- sum stay exact in a double), after every interactive waiter's.
 local BATCH = 4503599627370496
--- How long a grant keeps a slot for its waiter, in ms. A waiter that does
--- not claim it in time (it crashed, or missed the message) loses the slot
--- to the next waiter once, and keeps its place in the queue by its ticket.
-local CLAIM = 1000
--- The most grants one script makes: a mass expiry must not make one call
--- grant thousands of slots.
-local MAXGIVE = 100
 -- How long an expired lease stays in the lease set before acquire removes
 -- it, in ms: a settle retried within it is told the lease expired, and one
 -- that finds no lease within it knows an earlier attempt ended it.
@@ -108,21 +100,43 @@ local function cover(now, xp, ms, args, j)
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
 
--- hand gives slots to the slot queue's head, first come, first served:
--- heads are the first waiters (member, score, ...), free the slots free
--- (at most MAXGIVE), live the slots held. The caller of acquire (id me,
--- score mine; me nil for settle) takes its slot itself, at its own entry
--- if it is queued, or else placed by its score after any waiter of the
--- same score. A batch waiter gets a slot only while fewer than bslots are
--- held. Each other waiter gets a grant, and its id is published on the
--- queue's name, where its process listens. Returns whether the caller got
--- a slot.
-local function hand(heads, free, live, bslots, now, me, mine)
-  local took, seen, grants, names, k = false, false, {}, {}, 0
-  local claim = fmt('%d', now + CLAIM)
+-- give gives the free slots to the slot queue's head, first come, first
+-- served, and reports whether the caller of acquire (id me, score mine)
+-- got one; with me nil (settle, or a grant given up), it gives whatever is
+-- free if anyone waits. limit is the concurrency limit, bslots the slots
+-- batch calls may use: a batch waiter gets a slot only while fewer are
+-- held. The caller takes its slot itself, at its own entry if it is
+-- queued, or else placed by its score after any waiter of the same score.
+-- Each other waiter given one gets a grant, and its id is published on
+-- the queue's name, where its process listens.
+--
+-- Every script makes this closure, so its constants are its own locals: a
+-- closure's upvalues cost hundreds of instructions each to make.
+local function give(now, limit, bslots, me, mine)
+  -- CLAIM is how long a grant keeps a slot for its waiter, in ms: one that
+  -- does not claim it in time (it crashed, or missed the message) loses
+  -- the slot to the next waiter once, and keeps its place in the queue by
+  -- its ticket. MAXGIVE bounds the slots one script gives: a mass expiry
+  -- must not make one call grant thousands.
+  local CLAIM, MAXGIVE = 1000, 100
+  -- The queue's first members by rank, with their scores; the sentinel
+  -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
+  local heads
+  if not me then
+    heads = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')
+    if not heads[1] or heads[1] == '~' then return false end
+  end
+  local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
+  local free = math.min(limit - live, MAXGIVE)
+  if free <= 0 then return false end
+  if me or free > 1 then
+    heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free - 1), 'WITHSCORES')
+  end
+  local took, seen, grants, names, k, claim = false, false, {}, {}, 0, nil
   local i, given = 1, 0
   while given < free do
     local m, s = heads[i], heads[i + 1]
+    if m == '~' then m, s = nil, nil end
     if s then s = s + 0 end
     local own = me ~= nil and m == me
     if own then seen = true end
@@ -140,6 +154,7 @@ local function hand(heads, free, live, bslots, now, me, mine)
         if own then i = i + 2 end
       else
         k = k + 1
+        claim = claim or fmt('%d', now + CLAIM)
         grants[2 * k - 1], grants[2 * k], names[k] = claim, 'g:' .. m, m
         i = i + 2
       end
@@ -155,19 +170,4 @@ local function hand(heads, free, live, bslots, now, me, mine)
   end
   if k > 0 then redis.call('ZREM', KEYS[3], unpack(names, 1, k)) end
   return took
-end
-
--- dispatch gives the slots free at now to the queue's head, if anyone
--- waits: after a slot-holding lease ends or a grant is given up. limit and
--- bslots are the concurrency limit and the slots batch calls may use.
-local function dispatch(now, limit, bslots)
-  local heads = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', QEND, 'WITHSCORES', 'LIMIT', 0, 1)
-  if not heads[1] then return end
-  local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
-  local free = math.min(limit - live, MAXGIVE)
-  if free <= 0 then return end
-  if free > 1 then
-    heads = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', QEND, 'WITHSCORES', 'LIMIT', 0, free)
-  end
-  hand(heads, free, live, bslots, now)
 end

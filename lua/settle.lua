@@ -55,7 +55,7 @@ if not score or score >= PENDING then
   -- before. Out of the queue first, so that its grant goes to another.
   if limit ~= '0' then
     redis.call('ZREM', queue, id)
-    if redis.call('ZREM', leases, 'g:' .. id) == 1 then dispatch(now, limit + 0, ARGV[4] + 0) end
+    if redis.call('ZREM', leases, 'g:' .. id) == 1 then give(now, limit + 0, ARGV[4] + 0) end
   end
   if not score then return {0, us} end
   expiry = score - PENDING
@@ -66,7 +66,7 @@ if live then redis.call('ZREM', leases, id) end
 -- gets it. A grant lasts CLAIM ms, less than the second by which xp
 -- outlives a live lease, so it needs no cover; one that outlives the keys
 -- (after an expiry) costs its waiter that grant, not its place.
-if limit ~= '0' and score < PENDING then dispatch(now, limit + 0, ARGV[4] + 0) end
+if limit ~= '0' and score < PENDING then give(now, limit + 0, ARGV[4] + 0) end
 if not live then return {2, us} end
 local n = (#ARGV - 4) / 2
 if n == 0 then return {1, us} end
