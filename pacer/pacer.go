@@ -46,8 +46,8 @@ type Pacer struct {
 	// processes meet the pause at their next acquire.
 	pausedUntil, pausedAt atomic.Int64
 	// hold is the mean time this process's calls held their slot, in ms
-	// (float64 bits; 0 until a lease ends): concurrency waiters are spaced
-	// by it.
+	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
+	// estimated from it.
 	hold atomic.Uint64
 }
 
