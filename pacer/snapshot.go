@@ -78,7 +78,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		Concurrency: p.s.limits.Concurrency,
 	}
 	if h := p.hold.Load(); h != 0 {
-		s.MeanHold = time.Duration(math.Float64frombits(h) * float64(time.Millisecond))
+		s.MeanHold = time.Duration(math.Round(math.Float64frombits(h) * float64(time.Millisecond)))
 	}
 	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
 	j := 3
