@@ -1,9 +1,12 @@
 package pacer_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,17 +25,18 @@ import (
 const shareWorkerEnv = "LLMPACER_SHARE_WORKER"
 
 // shareJob is what one worker process runs: Goroutines loops of Acquire,
-// a Call-long call, Settle, on a budget of Slots slots, from Start plus
-// Index·Stagger (the first process gets a head start, as in issue 14) to
-// Start + Warm + Window. Only admissions within [Start+Warm, Start+Warm+
-// Window) count toward the share.
+// a Call-long call, Settle, on a budget of Slots slots, from the start
+// plus Index·Stagger (the first process gets a head start, as in issue 14)
+// to the start + Warm + Window. Only admissions within [start+Warm,
+// start+Warm+Window) count toward the share. The worker says "ready" once
+// it is connected, and reads the start (Unix ns) from its stdin, so that
+// no process start-up, however slow, eats into its share.
 type shareJob struct {
 	Kind, Name        string
 	Addrs             []string
 	Index, Goroutines int
 	Slots             int64
 	Call, Stagger     time.Duration
-	Start             time.Time
 	Warm, Window      time.Duration
 }
 
@@ -78,22 +82,22 @@ func checkShare(t *testing.T, b redistest.Backend, n int) {
 	job := shareJob{
 		Kind: b.Kind, Name: redistest.Name(t), Addrs: b.Addrs, Goroutines: 4, Slots: slots,
 		Call: 5 * time.Millisecond, Stagger: 100 * time.Millisecond,
-		// Process start-up on a loaded machine takes a few hundred ms.
-		Start: time.Now().Add(700 * time.Millisecond),
-		Warm:  time.Duration(n) * 100 * time.Millisecond, Window: 1500 * time.Millisecond,
+		Warm: time.Duration(n) * 100 * time.Millisecond, Window: time.Second,
+	}
+	ws := make([]*shareWorker, n)
+	for i := range n {
+		j := job
+		j.Index = i
+		ws[i] = startShareWorker(t, j)
+	}
+	start := time.Now().Add(20 * time.Millisecond)
+	for _, w := range ws {
+		w.start(t, start)
 	}
 	res := make([]shareResult, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j := job
-			j.Index = i
-			res[i] = startShareWorker(t, j)
-		}()
+	for i, w := range ws {
+		res[i] = w.result(t)
 	}
-	wg.Wait()
 	if t.Failed() {
 		return
 	}
@@ -134,32 +138,78 @@ func checkShare(t *testing.T, b redistest.Backend, n int) {
 	}
 }
 
-// startShareWorker runs this test binary as a worker for job and returns
-// its report.
-func startShareWorker(t *testing.T, job shareJob) shareResult {
+// shareWorker is a worker process of TestSlotsSharedByProcesses.
+type shareWorker struct {
+	index int
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Scanner
+	err   bytes.Buffer
+}
+
+// startShareWorker runs this test binary as a worker for job, and waits
+// until it is ready to start. The worker is killed when the test ends, if
+// it is still running then.
+func startShareWorker(t *testing.T, job shareJob) *shareWorker {
+	t.Helper()
 	js, err := json.Marshal(job)
 	if err != nil {
-		t.Error(err)
-		return shareResult{}
+		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSlotsSharedByProcesses$", "-test.count=1")
-	cmd.Env = append(os.Environ(), shareWorkerEnv+"="+string(js))
-	out, err := cmd.Output()
+	w := &shareWorker{index: job.Index}
+	w.cmd = exec.Command(os.Args[0], "-test.run=^TestSlotsSharedByProcesses$", "-test.count=1")
+	w.cmd.Env = append(os.Environ(), shareWorkerEnv+"="+string(js))
+	w.cmd.Stderr = &w.err
+	if w.in, err = w.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {
-		t.Errorf("worker %d: %v\n%s", job.Index, err, out)
-		return shareResult{}
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if js, ok := strings.CutPrefix(line, "share-result "); ok {
-			var r shareResult
-			if err := json.Unmarshal([]byte(js), &r); err != nil {
-				t.Errorf("worker %d: %v in %q", job.Index, err, line)
-			}
-			return r
+	w.out = bufio.NewScanner(stdout)
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
+	if w.line("share-ready") == nil {
+		t.Fatalf("worker %d never got ready: %s", w.index, &w.err)
+	}
+	return w
+}
+
+// line returns the rest of the first output line that starts with
+// prefix, or nil if the output ends first.
+func (w *shareWorker) line(prefix string) []byte {
+	for w.out.Scan() {
+		if rest, ok := bytes.CutPrefix(w.out.Bytes(), []byte(prefix)); ok {
+			return append([]byte{' '}, rest...)
 		}
 	}
-	t.Errorf("worker %d printed no result:\n%s", job.Index, out)
-	return shareResult{}
+	return nil
+}
+
+// start tells the worker when to start its loops.
+func (w *shareWorker) start(t *testing.T, at time.Time) {
+	t.Helper()
+	if _, err := fmt.Fprintln(w.in, at.UnixNano()); err != nil {
+		t.Errorf("worker %d: %v", w.index, err)
+	}
+}
+
+// result waits for the worker's report.
+func (w *shareWorker) result(t *testing.T) shareResult {
+	t.Helper()
+	js := w.line("share-result")
+	if err := w.cmd.Wait(); err != nil || js == nil {
+		t.Errorf("worker %d: %v, no result: %s", w.index, err, &w.err)
+		return shareResult{}
+	}
+	var r shareResult
+	if err := json.Unmarshal(js, &r); err != nil {
+		t.Errorf("worker %d: %v in %q", w.index, err, js)
+	}
+	return r
 }
 
 // runShareWorker is one worker process: it runs the job and prints its
@@ -183,9 +233,18 @@ func runShareWorker(t *testing.T, js string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	from := job.Start.Add(job.Warm)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("share-ready")
+	var ns int64
+	if _, err := fmt.Scanln(&ns); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Unix(0, ns)
+	from := start.Add(job.Warm)
 	to := from.Add(job.Window)
-	time.Sleep(time.Until(job.Start.Add(time.Duration(job.Index) * job.Stagger)))
+	time.Sleep(time.Until(start.Add(time.Duration(job.Index) * job.Stagger)))
 	var res shareResult
 	var mu sync.Mutex
 	var wg sync.WaitGroup
