@@ -119,19 +119,16 @@ local function give(now, limit, bslots, me, mine)
   -- its ticket. MAXGIVE bounds the slots one script gives: a mass expiry
   -- must not make one call grant thousands.
   local CLAIM, MAXGIVE = 1000, 100
-  -- The queue's first members by rank, with their scores; the sentinel
-  -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
-  local heads
-  if not me then
-    heads = redis.call('ZRANGE', KEYS[3], '0', '0', 'WITHSCORES')
-    if not heads[1] or heads[1] == '~' then return false end
-  end
+  -- Without a caller, nothing to do unless someone waits (below the
+  -- sentinel's score): counted, as an integer reply costs less than
+  -- members and scores.
+  if not me and redis.call('ZCOUNT', KEYS[3], '-inf', '(9000000000000000') == 0 then return false end
   local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
   local free = math.min(limit - live, MAXGIVE)
   if free <= 0 then return false end
-  if me or free > 1 then
-    heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free - 1), 'WITHSCORES')
-  end
+  -- The queue's first members by rank, with their scores; the sentinel
+  -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
+  local heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free - 1), 'WITHSCORES')
   local took, seen, grants, names, k, claim = false, false, {}, {}, 0, nil
   local i, given = 1, 0
   while given < free do
