@@ -57,7 +57,7 @@ const recentFor = 2 * time.Second
 
 // NewGrants returns a Grants that runs listen while anyone waits, and for
 // linger after the last waiter leaves, and that uses check when the
-// subscription becomes ready.
+// subscription becomes ready (nil: every waiter then wakes).
 func NewGrants(listen Listener, check Check, linger time.Duration) *Grants {
 	return &Grants{listen: listen, check: check, linger: linger, waiters: map[string]chan struct{}{}, recent: map[string]time.Time{}}
 }
@@ -141,11 +141,14 @@ func (g *Grants) ready(gen int) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	granted, err := g.check(ctx, ids)
-	cancel()
-	if err != nil {
-		granted = ids
+	granted := ids
+	if g.check != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		found, err := g.check(ctx, ids)
+		cancel()
+		if err == nil {
+			granted = found
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
