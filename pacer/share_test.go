@@ -77,6 +77,8 @@ func TestSlotsSharedByProcesses(t *testing.T) {
 	}
 }
 
+// checkShare runs n workers on b, then checks their shares and the script
+// calls they made.
 func checkShare(t *testing.T, b redistest.Backend, n int) {
 	const slots = 4
 	job := shareJob{
