@@ -193,7 +193,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 		return Held, nil
 	}
 	cs := wire.Corrections(l.b.Buckets, l.a.Tokens, used, how == Canceled)
-	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, cs), nil)
+	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
 	var res []int64
 	if err == nil {
 		res, err = wire.Int64s(v, 2)

@@ -3,7 +3,8 @@
 -- A pause only ever grows: a shorter pause than the one set changes nothing.
 --
 -- KEYS[1]  state hash
--- KEYS[2]  lease zset (its TTL is kept with the hash's: see cover)
+-- KEYS[2]  lease zset and
+-- KEYS[3]  slot queue (their TTL is kept with the hash's: see cover)
 -- ARGV[1]  pause in ms (integer > 0)
 -- ARGV[2..] optional triples, one per bucket to lower: its field, an offset
 --          and a limit in µs (integers): the bucket's span less the refused
@@ -48,6 +49,6 @@ for k = 1, n do
   end
 end
 if #args > 2 or pause > (h[1] or 0) + 0 then
-  cover(state, KEYS[2], now, (h[2] or 0) + 0, ms, args, #args)
+  cover(now, (h[2] or 0) + 0, ms, args, #args)
 end
 return {pause - now, us}

@@ -60,9 +60,18 @@ type Budget struct {
 	// restart is each bucket's last restart (µs): when a charge found it
 	// full and started from the clock. 0: never recorded.
 	restart [4]int64
-	pause   int64            // ms until which nobody is admitted (0 = never set)
-	qc, qb  int64            // the concurrency and batch virtual queues, ms (0 = unset)
-	leases  map[string]int64 // id -> expiry ms
+	pause   int64 // ms until which nobody is admitted (0 = never set)
+	qb      int64 // the batch virtual queue, ms (0 = unset)
+	// leases is the lease set: id -> expiry ms for a lease holding its
+	// slot, PENDING + expiry for a pending one, and g:<id> -> the end of
+	// its claim window for a grant.
+	leases map[string]int64
+	// queue is the slot queue: waiter id -> its score (a ticket, µs, plus
+	// BATCH for a batch waiter).
+	queue map[string]int64
+	// published are the messages published since Published was last
+	// called.
+	published []string
 }
 
 // from returns bucket i's TAT as the scripts start a charge from it at us:
@@ -86,19 +95,24 @@ func (b *Budget) String() string {
 			fmt.Fprintf(&s, "%s.f=%d ", Name(i), b.restart[i])
 		}
 	}
-	fmt.Fprintf(&s, "pause=%d qc=%d qb=%d", b.pause, b.qc, b.qb)
-	ids := make([]string, 0, len(b.leases))
-	for id := range b.leases {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	s.WriteString(" leases={")
-	for i, id := range ids {
-		if i > 0 {
-			s.WriteString(" ")
+	fmt.Fprintf(&s, "pause=%d qb=%d", b.pause, b.qb)
+	for _, set := range []struct {
+		name string
+		m    map[string]int64
+	}{{"leases", b.leases}, {"queue", b.queue}} {
+		ids := make([]string, 0, len(set.m))
+		for id := range set.m {
+			ids = append(ids, id)
 		}
-		fmt.Fprintf(&s, "%s:%d", id, b.leases[id])
+		sort.Strings(ids)
+		fmt.Fprintf(&s, " %s={", set.name)
+		for i, id := range ids {
+			if i > 0 {
+				s.WriteString(" ")
+			}
+			fmt.Fprintf(&s, "%s:%d", id, set.m[id])
+		}
+		s.WriteString("}")
 	}
-	s.WriteString("}")
 	return s.String()
 }

@@ -2,9 +2,11 @@
 // test oracle that lua/model_test.go runs the Redis scripts against.
 //
 // A Budget holds exactly what the scripts keep in Redis (each bucket's TAT
-// in µs; the pause; the leases and their expiries; qc and qb), and its
-// methods Acquire, Settle, KeepAlive, Pause and Snapshot follow acquire.lua,
-// settle.lua, keepalive.lua, pause.lua and snapshot.lua step by step. The
+// in µs; the pause; qb; the lease set with its leases, pending leases and
+// grants; the slot queue), and its methods Acquire, Settle, KeepAlive,
+// Pause and Snapshot follow acquire.lua, settle.lua, keepalive.lua,
+// pause.lua and snapshot.lua step by step; it also records what the
+// scripts publish (Published). The
 // model reads no clock: every method takes the time the script would have
 // read from TIME (µs, or ms for the scripts that only need ms), so a Budget
 // is a pure function of the calls made on it and the times they were made

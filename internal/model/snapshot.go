@@ -13,7 +13,7 @@ func (b *Budget) Pause(now, ms int64) int64 {
 // Snapshot is what snapshot.lua reports, as numbers.
 type Snapshot struct {
 	PauseRemaining int64 // ms until the pause ends; 0 if none
-	InFlight       int64 // leases whose expiry is after now
+	InFlight       int64 // slots held: leases and grants whose expiry is after now
 	// TATs are the stored TATs (µs); Stored says which exist (the script
 	// answers "" for the others: full).
 	TATs   [4]int64
