@@ -46,10 +46,10 @@
 --            PENDING); otherwise 0.
 --
 -- A bucket found full (no TAT, or one in the past) restarts from now: what
--- was reserved before has been refilled. The admission records that
--- restart in <bucket>.f, so that a give-back from a lease charged before it
--- gives nothing (see settle.lua).
-
+-- was reserved before has been refilled. Every admission records its
+-- charge in each bucket's give-back stack (see prelude.lua), so that a
+-- give-back from a lease charged before it returns no more than the charge
+-- left room for (see settle.lua).
 --
 -- The script defines no functions of its own: a closure costs thousands
 -- of instructions a call, most of them finding its upvalues. The paths
@@ -66,7 +66,10 @@ local n = (#ARGV - 8) / 3
 -- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
 -- and ARGV[8 + n + 2k].
 local us, now = clock()
-local h = redis.call('HMGET', state, 'xp', 'pause', unpack(ARGV, 9, 8 + n))
+-- h: xp, pause, then each bucket's TAT, then each one's give-back stack.
+local names = {'xp', 'pause'}
+for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
+local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))
 
 -- Slots. mine is the caller's place in the slot queue: its ticket (tk),
 -- or now for a first attempt, plus BATCH for batch. A caller that comes
@@ -92,7 +95,7 @@ repeat
   -- slot: this call takes a slot now; score: the lease's score once
   -- admitted; expiry: its expiry.
   local slot, score, expiry = conc, 0, 0
-  local tats, restarted = {0, 0, 0, 0}, {false, false, false, false}
+  local tats, froms = {0, 0, 0, 0}, {0, 0, 0, 0}
   if held then
     -- Admitted before (a retry whose reply was lost; answered at the
     -- end), or a pending lease. At its turn a pending lease claims its
@@ -106,19 +109,16 @@ repeat
     -- Each bucket's TAT after the charge, and how long until every
     -- bucket has room for it: the first bucket with the longest wait
     -- names it, and its charge (the time its refill takes for this call)
-    -- spaces batch waiters.
+    -- spaces batch waiters. froms[k] is the TAT bucket k's charge starts
+    -- from: its own, or now if the bucket is full.
     local step = 0
     for k = 1, n do
       local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
       if charge > allow then return {-1, 0, us, field, 0, 0} end
       local tat = h[2 + k]
-      if tat and tat - us >= 0 then
-        tat = tat + charge
-      else
-        tat, restarted[k] = us + charge, true
-      end
-      tats[k] = tat
-      local w = tat - us - allow
+      if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+      froms[k], tats[k] = tat, tat + charge
+      local w = tats[k] - us - allow
       if w > wait then wait, reason, step = w, field, charge end
     end
     wait, step = wait / 1000, step / 1000
@@ -227,17 +227,15 @@ repeat
       fmt('%d', PENDING + now - REAP_AFTER), 'LIMIT', '0', '100')
     if stale[1] then redis.call('ZREM', leases, unpack(stale)) end
   end
-  local args, j, ms = {false, false, false, false, false, false, false, false, false, false}, 0, expiry
+  -- Each bucket's give-back stack records the charge, whose headroom is
+  -- how far the TAT lay past the call's turn.
+  local turn, args, ms = us + wait * 1000, {}, expiry
   for k = 1, n do
-    args[j + 1], args[j + 2] = ARGV[8 + k], fmt('%d', tats[k])
-    j = j + 2
-    if restarted[k] then
-      args[j + 1], args[j + 2] = ARGV[8 + k] .. '.f', fmt('%d', us)
-      j = j + 2
-    end
+    args[4 * k - 3], args[4 * k - 2] = ARGV[8 + k], fmt('%d', tats[k])
+    args[4 * k - 1], args[4 * k] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
     if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
   end
-  cover(now, (h[1] or 0) + 0, ms, args, j)
+  cover(now, (h[1] or 0) + 0, ms, args, 4 * n)
   if slot or not conc then
     reply = {1, wait, us, reason, expiry, 0}
   else

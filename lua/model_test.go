@@ -61,7 +61,8 @@ func TestScriptsMatchModel(t *testing.T) {
 			"acquire 0 queued", "acquire 1 pending", "acquire 2 pending", "acquire 1 claim",
 			"acquire 0 claim queued", "acquire 1 grant", "acquire grant expired", "acquire 1 batch",
 			"granted", "leave 0", "settle 1", "settle 0", "release 1", "cancel 1",
-			"keepalive 1", "keepalive 0"} {
+			"keepalive 1", "keepalive 0", "giveback all", "giveback part", "giveback none",
+			"stack merged", "stack popped", "throttle"} {
 			if seen[kind] == 0 {
 				t.Errorf("no %q reply in %v", kind, seen)
 			}

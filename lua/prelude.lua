@@ -9,14 +9,31 @@
 -- Bucket), so the scripts only add and compare integers.
 --
 -- A TAT in the past reads as full, and the next charge starts from now: the
--- bucket restarts, and what was reserved before has been refilled. The
--- script that restarts a bucket records when in the field <bucket>.f, and a
--- give-back from a lease charged before that time gives nothing back (see
--- settle.lua): otherwise a give-back that reaches Redis late, after the
--- refill and a new burst, would add capacity the refill already added.
+-- bucket restarts, and what was reserved before has been refilled.
 --
--- State hash fields: rpm/tpm/rpd/tpd (TATs, µs), rpm.f/tpm.f/rpd.f/tpd.f
--- (their last restarts, µs), pause (ms until which nobody is admitted), qb
+-- Give-backs. A give-back (settle's negative correction) moves a TAT back,
+-- but only as far as the charges made since the lease leave room for: the
+-- TAT must stay where it would be had the lease been charged only what it
+-- used, every later call keeping its turn. Every charge event (an
+-- admission, a debt, a pause's lowering) has a headroom: how far the TAT
+-- lay past the charged call's turn before the charge (0 if the bucket was
+-- full). A give-back from a lease charged at t moves the TAT back by at
+-- most the smallest headroom of the events after t, and lowers each of
+-- their headrooms by what it moved. Each bucket keeps its events in the
+-- field <bucket>.h, oldest first, each only while its headroom is below
+-- those of all later events, so the first event after t holds the bound.
+-- The field is a string of 14-byte entries: the event's time and its
+-- headroom now, in µs, each a 7-byte big-endian integer. A full stack
+-- (MAXH entries) merges MERGE+1 of its oldest into one before it takes
+-- another: the latest of their times with the oldest's headroom, the
+-- smallest. The merged ones are the second to the MERGE+2nd: the oldest,
+-- often a restart (headroom 0), would spread its 0 over them all. An event's time is now, or 1 µs after the
+-- bucket's newest event if that is not earlier (events in one µs, a clock
+-- stepping back), so that a bucket's events are in strictly increasing
+-- time.
+--
+-- State hash fields: rpm/tpm/rpd/tpd (TATs, µs), rpm.h/tpm.h/rpd.h/tpd.h
+-- (their give-back stacks), pause (ms until which nobody is admitted), qb
 -- (the virtual queue that spaces out batch waiters, in ms), xp (the expiry
 -- last set on the keys, in ms: every bucket is full again, and every lease
 -- has expired, before it).
@@ -46,6 +63,7 @@
 -- as a small command, while %d formatting is cheap.
 
 local fmt = string.format -- fmt('%d', v): see above
+local byte, char, sub = string.byte, string.char, string.sub
 -- Library functions reached through locals, and numbers parsed by arithmetic
 -- (s + 0) rather than tonumber(s), which parses twice: each saves about a
 -- thousand instructions.
@@ -62,6 +80,10 @@ local BATCH = 4503599627370496
 -- it, in ms: a settle retried within it is told the lease expired, and one
 -- that finds no lease within it knows an earlier attempt ended it.
 local REAP_AFTER = 60000
+
+-- The most entries a bucket's give-back stack keeps, and how many of the
+-- oldest beyond one merge when it is full (see above).
+local MAXH, MERGE = 64, 16
 
 -- clock reads the server clock, in µs and in ms: every process shares it,
 -- so skew between callers' machines never changes the budget.
@@ -167,4 +189,60 @@ local function give(now, limit, bslots, me, mine)
   end
   if k > 0 then redis.call('ZREM', KEYS[3], unpack(names, 1, k)) end
   return took
+end
+
+-- dec returns entry k (from 1) of the give-back stack s: its time and
+-- headroom. Every value is below 2^53, so the arithmetic is exact.
+local function dec(s, k)
+  local p = 14 * k - 13
+  local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
+  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
+    (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+end
+
+-- enc returns the entry for time t and headroom d (integers below 2^53:
+-- each step divides exactly, with no call to floor).
+local function enc(t, d)
+  local t7 = t % 256; t = (t - t7) / 256
+  local t6 = t % 256; t = (t - t6) / 256
+  local t5 = t % 256; t = (t - t5) / 256
+  local t4 = t % 256; t = (t - t4) / 256
+  local t3 = t % 256; t = (t - t3) / 256
+  local t2 = t % 256
+  local d7 = d % 256; d = (d - d7) / 256
+  local d6 = d % 256; d = (d - d6) / 256
+  local d5 = d % 256; d = (d - d5) / 256
+  local d4 = d % 256; d = (d - d4) / 256
+  local d3 = d % 256; d = (d - d3) / 256
+  local d2 = d % 256
+  return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
+end
+
+-- push returns the give-back stack s (nil: none) with a charge event at us
+-- of headroom d (µs, >= 0) recorded: the entries whose headroom is d or
+-- more go (all of them when d is 0); at MAXH entries, the second to the
+-- MERGE+2nd merge into one first.
+local function push(s, us, d)
+  s = s or ''
+  local m, e = #s / 14, us
+  if m > 0 then
+    local t, v = dec(s, m)
+    if t - e >= 0 then e = t + 1 end
+    if d == 0 then
+      m = 0
+    else
+      while v - d >= 0 do
+        m = m - 1
+        if m == 0 then break end
+        t, v = dec(s, m)
+      end
+    end
+    if 14 * m < #s then s = sub(s, 1, 14 * m) end
+    if m == MAXH then
+      local t = dec(s, MERGE + 2)
+      local _, v = dec(s, 2)
+      s = sub(s, 1, 14) .. enc(t, v) .. sub(s, 14 * MERGE + 29)
+    end
+  end
+  return s .. enc(e, d)
 end

@@ -101,9 +101,12 @@ func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int
 		r.back = r.back || s.ms < 0
 		r.logf("#%d %+dms", i, s.ms)
 		r.before = r.queued()
+		n := r.stackLens()
 		r.do(s)
+		r.countStacks(n)
 		r.compareSnapshot()
 		r.compareSets()
+		r.compareStacks()
 		r.checkSlots()
 	}
 	r.comparePublished()
@@ -164,7 +167,7 @@ func (r *runner) do(s step) {
 	case s.op == opKeepAlive:
 		r.keepAlive(s)
 	case s.op == opPause:
-		r.pause(max(1, (1+int64(s.c%8192))/r.lane.scale))
+		r.pause(max(1, (1+int64(s.c%8192))/r.lane.scale), s.a, s.b)
 	case s.op == opReconfigure:
 		r.reconfigure(s.a)
 	}
@@ -334,7 +337,9 @@ func (r *runner) settle(s step) {
 	}
 	got := r.eval(lua.Settle, args...)
 	us := r.replyNow(got, 1, true)
+	before := r.m.Snapshot(us).TATs
 	want := r.m.Settle(us, l.id, charged, limit, bslots, deltas)
+	r.countGiveBack(before, deltas)
 	r.logf("  settle %s %s reserved=%d used=%d charged=%d %v = %v; model %d", l.id, mode, l.cost, used, charged, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, mode, got, want)
 	l.open = false
@@ -366,12 +371,27 @@ func (r *runner) keepAlive(s step) {
 	r.seen[fmt.Sprintf("keepalive %d", code)]++
 }
 
-func (r *runner) pause(ms int64) {
-	got := r.eval(lua.Pause, ms)
-	now := r.replyNow(got, 1, true) / 1000
-	want := r.m.Pause(now, ms)
-	r.logf("  pause %d = %v; model %d", ms, got, want)
-	r.check(len(got) == 2 && got[0] == want, "pause %d = %v; model says {%d now}", ms, got, want)
+// pause reads a's bits 0-1 (0: a plain pause; 1, 2, 3: a refusal that
+// lowers rpm, tpm or both, as Throttled does) and b (the refused call's
+// tokens).
+func (r *runner) pause(ms int64, a byte, tokens uint16) {
+	which := [][]int{nil, {model.RPM}, {model.TPM}, {model.RPM, model.TPM}}[a&3]
+	lowers := model.Lowers(r.bk, int64(tokens), which...)
+	args := []any{ms}
+	for _, l := range lowers {
+		args = append(args, model.Name(l.Bucket), l.Offset, l.Limit)
+	}
+	got := r.eval(lua.Pause, args...)
+	us := r.replyNow(got, 1, true)
+	var want int64
+	if a&3 == 0 {
+		want = r.m.Pause(us/1000, ms)
+	} else {
+		want = r.m.Throttle(us, ms, lowers)
+		r.seen["throttle"]++
+	}
+	r.logf("  pause %d %v = %v; model %d", ms, lowers, got, want)
+	r.check(len(got) == 2 && got[0] == want, "pause %d %v = %v; model says {%d now}", ms, lowers, got, want)
 }
 
 // pick returns a lease the test has not ended and that has not expired
@@ -439,6 +459,80 @@ func (r *runner) compareSets() {
 			}
 		}
 		r.check(maps.Equal(got, want), "%s = %v; model says %v", r.keys[1+i], got, want)
+	}
+}
+
+// stackLens returns the length of each bucket's give-back stack.
+func (r *runner) stackLens() (n [4]int) {
+	for i := range n {
+		t, _ := r.m.Stack(i)
+		n[i] = len(t)
+	}
+	return n
+}
+
+// countStacks counts, for the coverage check, the steps that merged a
+// bucket's oldest entries (64 became 49) or removed more than 8; n is each
+// bucket's count before the step.
+func (r *runner) countStacks(n [4]int) {
+	after := r.stackLens()
+	for i := range 4 {
+		switch {
+		case n[i] == 64 && after[i] == 49:
+			r.seen["stack merged"]++
+		case after[i] < n[i]-8:
+			r.seen["stack popped"]++
+		}
+	}
+}
+
+// countGiveBack counts, for the coverage check, each give-back that moved
+// a bucket by all it asked, by part of it, or not at all.
+func (r *runner) countGiveBack(before [4]int64, deltas []model.Delta) {
+	after := r.m.Snapshot(0).TATs
+	for _, d := range deltas {
+		if d.Us >= 0 {
+			continue
+		}
+		switch moved := before[d.Bucket] - after[d.Bucket]; {
+		case moved == -d.Us:
+			r.seen["giveback all"]++
+		case moved > 0:
+			r.seen["giveback part"]++
+		default:
+			r.seen["giveback none"]++
+		}
+	}
+}
+
+// compareStacks compares each bucket's give-back stack (the state hash's
+// <bucket>.h, 14-byte entries of two 7-byte big-endian integers) with the
+// model's.
+func (r *runner) compareStacks() {
+	fields := []string{"rpm.h", "tpm.h", "rpd.h", "tpd.h"}
+	h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], fields...).Result()
+	if err != nil {
+		r.fail("HMGET %s: %v", r.keys[0], err)
+	}
+	for i, v := range h {
+		var got []int64
+		if v != nil {
+			b := []byte(v.(string))
+			r.check(len(b)%14 == 0, "%s is %d bytes; want 14 per entry", fields[i], len(b))
+			for k := 0; k+7 <= len(b); k += 7 {
+				var x int64
+				for _, c := range b[k : k+7] {
+					x = x<<8 | int64(c)
+				}
+				got = append(got, x)
+			}
+		}
+		var want []int64
+		times, headrooms := r.m.Stack(i)
+		for k := range times {
+			want = append(want, times[k], headrooms[k])
+		}
+		r.check(slices.Equal(got, want), "%s = %v; model says %v", fields[i], got, want)
 	}
 }
 

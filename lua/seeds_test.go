@@ -160,6 +160,49 @@ func fuzzSeeds() [][]byte {
 			seedStep(opSettle, 150, modeCancel, 0x8000, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0)),
+		// Issue 8's first counterexample: a turn reserved behind the lease
+		// that gives back. One request a second (charge 1 s, allowance
+		// 1.000999 s): x now, f's turn 1 s ahead, x canceled, g reserves
+		// too. Had the cancel moved the bucket back by x's whole charge,
+		// g's turn would be f's: two calls at once in a bucket of one.
+		seq(header(0, [3]byte{12, 0, 1}, off, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 0, 60_000),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 0, 60_000)),
+		// The second: the bucket would have been full after the charge.
+		// RPM 60 with a burst of 10: x at 0, f at 0.5 s, x canceled, ten
+		// more willing to wait. Only the half second the bucket had left
+		// after x goes back, or eleven turns fall within half a second,
+		// where 10.5 fit.
+		seq(header(0, [3]byte{9, 0, 2}, off, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 500, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitC, 0, 60_000), 10)),
+		// The give-back stacks: 70 calls in one ms, each finding the
+		// bucket further from full, push 70 entries; past 64 the oldest
+		// 17 merge. Refunds from a lease among the merged ones and from a
+		// recent one; two seconds on, a call finds the bucket nearer full
+		// and removes the entries above its headroom, several reads'
+		// worth; cancels, one behind it.
+		seq(header(3, off, [3]byte{199, 0, 0}, off, off, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitNone, 10, 0), 70),
+			seedStep(opSettle, 0, modeSettle, 0x8000|5, usedFewer|3<<3),
+			seedStep(opSettle, 0, modeSettle, 0, usedFewer|3<<3),
+			seedStep(0, 2000, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(opSettle, 0, modeCancel, 0x8000|40, 0),
+			seedStep(opSettle, 0, modeCancel, 0x8000|0, 0),
+			seedStep(opSettle, 0, modeCancel, 0, 0)),
+		// A 429 lowers the token bucket while a lease is out; the lease's
+		// cancel then gives back nothing below what the pause set.
+		seq(header(6, rpm2, tpm1000, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 300, 0),
+			seedStep(opPause, 10, 2, 100, 1000),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			seedStep(0, 1500, interactive|ttl60s|waitC, 800, 60_000),
+			seedStep(opPause, 10, 3, 900, 10),
+			seedStep(opSettle, 0, modeCancel, 0, 0)),
 		// Pauses, reaping on ms divisible by 16, a clock stepping back.
 		seq(header(0, rpm2, tpm1000, [3]byte{7, 1, 2}, [3]byte{4, 3, 1}, 2, 3),
 			seedStep(0, 0, interactive|ttl1ms|waitNone, 1, 0),

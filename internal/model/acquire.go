@@ -40,7 +40,7 @@ type Reply struct {
 //     Ticket 0 if it holds its slot (or there is no limit), else the lease
 //     is pending (no slot until it claims one at its turn, with Ticket).
 //     Reason names the bucket that set a wait > 0. A bucket found full
-//     restarts at us.
+//     restarts at us. Each bucket's give-back stack records the charge.
 //   - 2: the id is already in the lease set (a retry, or a claim before its
 //     turn), nothing charged.
 //   - 0: not admitted; with a Ticket, queued for a slot. The queues and
@@ -135,16 +135,14 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 	}
 
 	var tats [4]int64
-	var restarted [4]bool
 	var wus, sus int64 // the longest wait and its bucket's charge, µs
 	reason := ""
 	for _, ch := range c.Charges {
 		if ch.Charge > ch.Allow {
 			return Reply{-1, 0, Name(ch.Bucket), 0, 0}
 		}
-		tat, r := b.from(ch.Bucket, us)
-		tat += ch.Charge
-		tats[ch.Bucket], restarted[ch.Bucket] = tat, r
+		tat := b.from(ch.Bucket, us) + ch.Charge
+		tats[ch.Bucket] = tat
 		if w := tat - us - ch.Allow; w > wus {
 			wus, reason, sus = w, Name(ch.Bucket), ch.Charge
 		}
@@ -204,11 +202,13 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		if now%16 == 0 {
 			b.reap(now)
 		}
+		// Each bucket's headroom: how far its TAT lay past the call's
+		// turn before the charge.
+		turn := us + wait*1000
 		for _, ch := range c.Charges {
-			b.tat[ch.Bucket], b.stored[ch.Bucket] = tats[ch.Bucket], true
-			if restarted[ch.Bucket] {
-				b.restart[ch.Bucket] = us
-			}
+			i := ch.Bucket
+			b.push(i, us, max(tats[i]-ch.Charge-turn, 0))
+			b.tat[i], b.stored[i] = tats[i], true
 		}
 		return true
 	}

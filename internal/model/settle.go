@@ -19,10 +19,10 @@ type Delta struct {
 // the slot queue, and a grant it held goes to the next waiter; a slot a
 // lease held goes to the queue's head.
 //
-// Giving back moves each stored TAT back, unless the bucket is full (its
-// TAT at or before us) or restarted after charged: then what the lease
-// reserved has been refilled already. A debt starts from now if the bucket
-// is full, which restarts it.
+// Giving back moves each stored TAT back by what the charges since
+// charged leave room for (see giveBack), and never for a bucket that is
+// full at us. A debt starts from now if the bucket is full, which restarts
+// it, and is recorded in the give-back stacks like an admission.
 func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, deltas []Delta) int {
 	now := us / 1000
 	score, ok := b.leases[id]
@@ -55,19 +55,15 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 	}
 	if deltas[0].Us < 0 {
 		for _, d := range deltas {
-			i := d.Bucket
-			if b.stored[i] && b.tat[i] > us && b.restart[i] <= charged {
-				b.tat[i] += d.Us
-			}
+			b.giveBack(d.Bucket, us, charged, -d.Us)
 		}
 		return 1
 	}
+	// A debt is a charge event whose turn is now.
 	for _, d := range deltas {
-		tat, restarted := b.from(d.Bucket, us)
+		tat := b.from(d.Bucket, us)
+		b.push(d.Bucket, us, tat-us)
 		b.tat[d.Bucket], b.stored[d.Bucket] = tat+d.Us, true
-		if restarted {
-			b.restart[d.Bucket] = us
-		}
 	}
 	return 1
 }
