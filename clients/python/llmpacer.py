@@ -481,7 +481,7 @@ class Pacer:
                 if rep.code in (ADMITTED, ALREADY) and rep.ticket == 0:
                     if pending is not None:
                         # The pending lease claimed its slot at its turn.
-                        pending._claimed(rep.expiry_ms)
+                        pending._claimed(rep.expiry_ms, rep.now_us)
                         lease, pending = pending, None
                         return lease
                     lease = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
@@ -541,7 +541,9 @@ class Pacer:
             # first sent. A settle is sent a lower bound (it then gives back
             # only less).
             charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
-        return Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+        lease = Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+        lease.slot_us = rep.now_us
+        return lease
 
     def _wait(self, rep: AcquireReply, deadline: int) -> None:
         # The script's hint plus up to 10% jitter, so that callers told the
@@ -654,6 +656,9 @@ class Lease:
         self.id, self.tokens = lease_id, tokens
         self.start_us = start_us  # the call's turn, Redis clock
         self.charged_us = charged_us  # when acquire charged it (or a lower bound)
+        # When it took its slot, with a concurrency limit (Redis clock): its
+        # admission, or for a lease pending until its turn, its claim.
+        self.slot_us = charged_us
         self._pacer = pacer
         self._expiry_ms = expiry_ms
         self._mu = threading.Lock()
@@ -661,10 +666,10 @@ class Lease:
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
 
-    def _claimed(self, expiry_ms: int) -> None:
+    def _claimed(self, expiry_ms: int, now_us: int) -> None:
         # A pending lease took its slot: the expiry is the claim's.
         with self._mu:
-            self._expiry_ms = expiry_ms
+            self._expiry_ms, self.slot_us = expiry_ms, now_us
 
     @property
     def state(self) -> str:
