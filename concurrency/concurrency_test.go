@@ -2,90 +2,10 @@ package concurrency
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
-
-func TestQueueWakesOldestFirst(t *testing.T) {
-	var q Queue
-	if q.Wake() {
-		t.Fatal("Wake() on an empty queue = true")
-	}
-	a, leaveA := q.Wait()
-	b, leaveB := q.Wait()
-	c, leaveC := q.Wait()
-	defer leaveA()
-	defer leaveC()
-	leaveB() // b gives up before any wake
-	if !q.Wake() {
-		t.Fatal("Wake() = false with waiters")
-	}
-	select {
-	case <-a:
-	default:
-		t.Fatal("the oldest waiter was not woken first")
-	}
-	if !q.Wake() {
-		t.Fatal("second Wake() = false")
-	}
-	select {
-	case <-c:
-	default:
-		t.Fatal("the waiter after a leaver was not woken")
-	}
-	select {
-	case <-b:
-		t.Fatal("a waiter that left was woken")
-	default:
-	}
-	if n := q.Len(); n != 0 {
-		t.Errorf("Len() = %d; want 0", n)
-	}
-}
-
-func TestQueueConcurrent(t *testing.T) {
-	var q Queue
-	var woken atomic.Int64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 100; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ch, leave := q.Wait()
-			defer leave()
-			select {
-			case <-ch:
-				woken.Add(1)
-			case <-done:
-				// Told to stop waiting; a wake that came first still counts.
-				select {
-				case <-ch:
-					woken.Add(1)
-				default:
-				}
-			}
-		}()
-	}
-	for q.Len() < 100 {
-		time.Sleep(time.Millisecond)
-	}
-	for i := 0; i < 60; i++ {
-		if !q.Wake() {
-			t.Fatalf("Wake() %d = false with 100 waiters", i+1)
-		}
-	}
-	close(done)
-	wg.Wait()
-	if got := woken.Load(); got != 60 {
-		t.Errorf("woken = %d; want 60 (one per Wake)", got)
-	}
-	if n := q.Len(); n != 0 {
-		t.Errorf("Len() = %d after every waiter left; want 0", n)
-	}
-}
 
 // waitFor polls cond until it holds, failing the test after a minute: a
 // bound on a stall, not on speed.

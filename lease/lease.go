@@ -115,10 +115,11 @@ func (l *Lease) State() End {
 
 // Settle ends the lease with the tokens the call really used (for OpenAI,
 // usage.total_tokens; for Anthropic, input_tokens + output_tokens). The
-// unused part of the reservation goes back to the budget at once (unless
-// the budget is NoRefund, or the bucket has since refilled past it); usage
-// above it is charged as debt that later callers wait out, at most one full
-// bucket per call.
+// unused part of the reservation goes back to the budget at once, as far
+// as the calls admitted since leave room for: never past a full bucket,
+// nor into a turn already given to a later call (and not at all if the
+// budget is NoRefund). Usage above it is charged as debt that later callers
+// wait out, at most one full bucket per call.
 //
 // Settle is idempotent: once a lease has ended, by Settle, Release, Reject
 // or Cancel, further calls return nil and change nothing. A lease that
@@ -193,7 +194,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 		return Held, nil
 	}
 	cs := wire.Corrections(l.b.Buckets, l.a.Tokens, used, how == Canceled)
-	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, cs), nil)
+	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
 	var res []int64
 	if err == nil {
 		res, err = wire.Int64s(v, 2)

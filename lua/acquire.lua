@@ -3,171 +3,260 @@
 -- limit admits the call.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
--- KEYS[2]  lease zset   {<prefix>:<name>}:l   member = lease id, score = expiry (ms)
+-- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases and grants (see prelude.lua)
+-- KEYS[3]  slot queue   {<prefix>:<name>}:q   member = waiter id, score = ticket;
+--          its name is also the channel on which grants are published
 -- ARGV[1]  lease id (string, unique per call; a repeated id is answered, not re-admitted)
 -- ARGV[2]  priority: 0 interactive, 1 batch
 -- ARGV[3]  max wait in ms (integer >= 0): how far ahead an interactive call may
---          reserve its turn; 0 admits only what fits now
+--          reserve its turn, and how long a caller may wait for a slot; 0
+--          admits only what fits now
 -- ARGV[4]  lease TTL in ms (integer > 0)
--- ARGV[5]  slots this call may use: the concurrency limit, less for batch the
---          share it leaves (integer >= 0); 0 = no concurrency limit
--- ARGV[6]  ms between two slot waiters: the mean time a call holds its slot
---          over the limit (integer >= 1; read only when no slot is free)
--- ARGV[7..6+n]  the n configured buckets' fields (rpm, tpm, rpd, tpd)
--- ARGV[7+n..]   for each bucket in the same order, two integers: the call's
+-- ARGV[5]  the concurrency limit (integer >= 0); 0 = none
+-- ARGV[6]  slots batch calls may use: the limit less the share they leave
+--          (integer >= 0; read only with a limit)
+-- ARGV[7]  ms between two slots freeing: the mean time a call holds its
+--          slot over the limit (integer >= 1; read only when a caller queues)
+-- ARGV[8]  ticket: 0 on a call's first attempt; afterwards the ticket a
+--          reply gave it (µs), which keeps its place in the slot queue and
+--          claims a slot granted to it, or the slot of its pending lease
+-- ARGV[9..8+n]  the n configured buckets' fields (rpm, tpm, rpd, tpd)
+-- ARGV[9+n..]   for each bucket in the same order, two integers: the call's
 --          charge (µs of the bucket's time) and its allowance (how far past
 --          now the TAT may lie after the charge: the bucket's span, less for
 --          batch the share it leaves)
 --
--- Returns {code, wait_ms, now_us, reason, expiry_ms}:
---   code  1: admitted; the call's turn comes in wait_ms (0 = now). The lease is
---            held and every bucket charged, so the caller sleeps wait_ms and goes.
---   code  2: this lease id was already admitted (a retried call whose reply was
---            lost); nothing charged again; wait_ms until its turn (0 if past).
---   code  0: not admitted, nothing charged; retry in wait_ms.
+-- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
+--   code  1: admitted; every bucket charged; the call's turn comes in
+--            wait_ms (0 = now). ticket 0: the lease holds its slot (with a
+--            concurrency limit, only ever with wait_ms 0). ticket t: a
+--            pending lease, holding no slot: at its turn, the caller sends
+--            acquire again with ticket t to claim one (answered like this).
+--   code  2: this lease id was already admitted (a retry whose reply was
+--            lost, or a claim before its turn); nothing charged again;
+--            wait_ms until its turn (0 if past); ticket as for code 1.
+--   code  0: not admitted, nothing charged; retry in wait_ms. ticket t:
+--            queued for a slot: retry with ticket t when the id is
+--            published on KEYS[3] (a grant) or after wait_ms, whichever is
+--            first. ticket 0: not queued.
 --   code -1: can never be admitted: its charge exceeds its allowance in
 --            bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
---   expiry_ms: for codes 1 and 2, the lease's expiry as stored (its score);
---            otherwise 0.
+--   expiry_ms: for codes 1 and 2, the lease's expiry as stored (without
+--            PENDING); otherwise 0.
 --
 -- A bucket found full (no TAT, or one in the past) restarts from now: what
--- was reserved before has been refilled. The admission records that
--- restart in <bucket>.f, so that a give-back from a lease charged before it
--- gives nothing (see settle.lua).
+-- was reserved before has been refilled. Every admission records its
+-- charge in each bucket's give-back stack (see prelude.lua), so that a
+-- give-back from a lease charged before it returns no more than the charge
+-- left room for (see settle.lua).
+--
+-- The script defines no functions of its own: a closure costs thousands
+-- of instructions a call, most of them finding its upvalues. The paths
+-- break out of one block instead, to the answers at the end.
 
-local state, leases = KEYS[1], KEYS[2]
+local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local batch = ARGV[2] == '1'
 local maxwait = ARGV[3] -- parsed only where read: most admissions do not
 local ttl = ARGV[4] + 0
-local slots = ARGV[5]
-local spacing = ARGV[6] -- parsed only where read
-local n = (#ARGV - 6) / 3
--- bucket k: its field ARGV[6 + k]; its charge and allowance ARGV[5 + n + 2k]
--- and ARGV[6 + n + 2k].
+local limit = ARGV[5]
+local ticket = ARGV[8]
+local n = (#ARGV - 8) / 3
+-- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
+-- and ARGV[8 + n + 2k].
 local us, now = clock()
-local h = redis.call('HMGET', state, 'xp', 'pause', unpack(ARGV, 7, 6 + n))
+-- h: xp, pause, then each bucket's TAT, then each one's give-back stack.
+local names = {'xp', 'pause'}
+for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
+local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))
 
--- Each bucket's TAT after the charge, and how long until every bucket has
--- room for it: the first bucket with the longest wait names it, and its
--- charge (the time its refill takes for this call) spaces batch waiters.
-local tats, restarted = {0, 0, 0, 0}, {false, false, false, false}
-local wait, reason, step = 0, '', 0
-for k = 1, n do
-  local field, charge, allow = ARGV[6 + k], ARGV[5 + n + 2 * k] + 0, ARGV[6 + n + 2 * k] + 0
-  if charge > allow then return {-1, 0, us, field, 0} end
-  local tat = h[2 + k]
-  if tat and tat - us >= 0 then
-    tat = tat + charge
-  else
-    tat, restarted[k] = us + charge, true
+-- Slots. mine is the caller's place in the slot queue: its ticket (tk),
+-- or now for a first attempt, plus BATCH for batch. A caller that comes
+-- back with a ticket may hold a grant (a slot kept for it), or be a
+-- pending lease claiming its slot. held is the id's score in the lease
+-- set once looked up (false: not there): admitted before.
+local conc = limit ~= '0'
+local tk, mine, granted, held = us, 0, false, nil
+if conc then
+  limit = limit + 0
+  if ticket ~= '0' then
+    tk = ticket + 0
+    local s = redis.call('ZMSCORE', leases, id, 'g:' .. id)
+    if s[1] then held = s[1] + 0 end
+    granted = s[2] and s[2] - now > 0
   end
-  tats[k] = tat
-  local w = tat - us - allow
-  if w > wait then wait, reason, step = w, field, charge end
+  mine = tk
+  if batch then mine = tk + BATCH end
 end
-wait, step = wait / 1000, step / 1000
 
--- The paths that deny break out of this block with the wait and reason.
+local wait, reason, reply = 0, '', nil
 repeat
-  -- A pause admits nobody and reserves nothing: a pause may be extended
-  -- while callers wait, and a reservation made now could not see that.
-  local pause = h[2]
-  if pause then
-    pause = pause + 0
-    if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
+  -- slot: this call takes a slot now; score: the lease's score once
+  -- admitted; expiry: its expiry.
+  local slot, score, expiry = conc, 0, 0
+  local tats, froms = {0, 0, 0, 0}, {0, 0, 0, 0}
+  if held then
+    -- Admitted before (a retry whose reply was lost; answered at the
+    -- end), or a pending lease. At its turn a pending lease claims its
+    -- slot: its buckets were charged when it was admitted, and a pause
+    -- does not hold back a turn already reserved.
+    expiry = held - PENDING
+    if held < PENDING or expiry - ttl > now then break end
+    expiry = max(expiry, now + ttl)
+    score = expiry
+  else
+    -- Each bucket's TAT after the charge, and how long until every
+    -- bucket has room for it: the first bucket with the longest wait
+    -- names it, and its charge (the time its refill takes for this call)
+    -- spaces batch waiters. froms[k] is the TAT bucket k's charge starts
+    -- from: its own, or now if the bucket is full.
+    local step = 0
+    for k = 1, n do
+      local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
+      if charge > allow then return {-1, 0, us, field, 0, 0} end
+      local tat = h[2 + k]
+      if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+      froms[k], tats[k] = tat, tat + charge
+      local w = tats[k] - us - allow
+      if w > wait then wait, reason, step = w, field, charge end
+    end
+    wait, step = wait / 1000, step / 1000
+
+    -- A pause admits nobody and reserves nothing: a pause may be extended
+    -- while callers wait, and a reservation made now could not see that.
+    -- A waiter keeps its place in the queue, or its grant, which expires.
+    local pause = h[2]
+    if pause then
+      pause = pause + 0
+      if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
+    end
+
+    -- A waiter the buckets hold back, or that reserves a later turn, no
+    -- longer waits for a slot: it leaves the queue, and a grant it held
+    -- goes to the next waiter.
+    if conc and ticket ~= '0' and wait > 0 then
+      if granted then
+        redis.call('ZREM', leases, 'g:' .. id)
+        give(now, limit, ARGV[6] + 0)
+      else
+        redis.call('ZREM', queue, id)
+      end
+    end
+
+    local bound = 0
+    if wait > 0 then bound = maxwait + 0 end
+    if wait > 0 and (batch or wait > bound) then
+      -- Batch calls never reserve ahead (an interactive call arriving
+      -- later must not queue behind them), and no call reserves beyond
+      -- its max wait. A batch waiter willing to wait is spaced along qb
+      -- instead.
+      if batch and bound > 0 then
+        local qb = (redis.call('HGET', state, 'qb') or 0) + 0
+        if qb < now + wait then qb = now + wait else qb = qb + step end
+        if qb - now <= bound then
+          qb = ceil(qb)
+          cover(now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
+          wait = qb - now
+        end
+      end
+      wait = ceil(wait)
+      break
+    end
+
+    -- An interactive call with wait > 0 takes its turn in the future: the
+    -- TATs move past their allowance now, so every later call queues
+    -- behind it (first come, first served, one round trip each). With a
+    -- concurrency limit it holds no slot until its turn: its lease is
+    -- pending, and it claims a slot then.
+    wait = ceil(wait)
+    expiry = now + wait + ttl
+    score = expiry
+    if conc and wait > 0 then slot, score = false, PENDING + expiry end
   end
 
-  if slots ~= '0' then
-    -- Leases past their expiry hold no slot, removed or not (they are
-    -- removed a bounded number at a time, below).
-    local live = '(' .. fmt('%d', now)
-    if redis.call('ZCOUNT', leases, live, LIVE) >= slots + 0 then
-      -- No slot. The next one frees when some call ends: on average every
-      -- `spacing` ms, or at the latest when the oldest lease expires.
-      -- Waiters are spaced along a virtual queue (qc) so that they come
-      -- back one at a time instead of all at once.
-      local first = redis.call('ZRANGEBYSCORE', leases, live, LIVE, 'WITHSCORES', 'LIMIT', 0, 1)
-      local latest = ttl
-      if first[2] then latest = first[2] - now end
-      local qc = (redis.call('HGET', state, 'qc') or 0) + 0
-      if qc < now then qc = now end
-      qc = ceil(qc + spacing)
-      wait, reason = qc - now, 'concurrency'
-      if wait > latest then wait = ceil(latest) end
-      if wait < 1 then wait = 1 end
-      maxwait = maxwait + 0
-      if maxwait > 0 and wait <= maxwait then
-        cover(state, leases, now, (h[1] or 0) + 0, qc, {'qc', fmt('%d', qc)}, 2)
+  if slot then
+    -- A slot: a grant kept for the caller, or a free one if no waiter
+    -- comes before it (those that do are granted theirs first).
+    if granted then
+      redis.call('ZREM', leases, 'g:' .. id)
+    elseif not give(now, limit, ARGV[6] + 0, id, mine) then
+      -- The caller waits in the queue by its ticket. One slot frees every
+      -- ARGV[7] ms, and each waiter before it takes one: a caller that
+      -- would wait past its max wait is not queued (and leaves the queue
+      -- if it was in it), so it fails now rather than after its bound.
+      if ticket == '0' then
+        held = redis.call('ZSCORE', leases, id)
+        if held then held = held + 0; break end
       end
+      local m = fmt('%d', mine)
+      wait, reason = (redis.call('ZCOUNT', queue, '-inf', '(' .. m) + 1) * ARGV[7], 'concurrency'
+      if wait > maxwait + 0 then
+        if ticket ~= '0' then redis.call('ZREM', queue, id) end
+        break
+      end
+      redis.call('ZADD', queue, 'NX', m, id)
+      reply = {0, wait, us, reason, 0, tk}
+      break
+    end
+    if held then
+      -- The pending lease now holds its slot.
+      redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
+      cover(now, (h[1] or 0) + 0, expiry, {}, 0)
+      reply = {1, 0, us, '', expiry, 0}
       break
     end
   end
 
-  if wait > 0 then maxwait = maxwait + 0 else maxwait = 0 end
-  if wait > 0 and (batch or wait > maxwait) then
-    -- Batch calls never reserve ahead (an interactive call arriving later
-    -- must not queue behind them), and no call reserves beyond its max
-    -- wait. A batch waiter willing to wait is spaced along qb instead.
-    if batch and maxwait > 0 then
-      local qb = (redis.call('HGET', state, 'qb') or 0) + 0
-      if qb < now + wait then qb = now + wait else qb = qb + step end
-      if qb - now <= maxwait then
-        qb = ceil(qb)
-        cover(state, leases, now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
-        wait = qb - now
-      end
+  -- Admit: open the lease (or the pending lease), charge every bucket.
+  if redis.call('ZADD', leases, 'NX', fmt('%d', score), id) == 0 then break end
+  -- Leases past their expiry hold no slot but take memory. About one
+  -- admission in 16 (those landing on a millisecond divisible by 16)
+  -- removes at most 100 of them, lowest expiry first (the sentinel scores
+  -- highest), and at most 100 pending leases whose holder never claimed
+  -- its slot: a mass expiry then costs many calls a little each, never
+  -- one call a lot, and most calls nothing. A lease stays REAP_AFTER ms
+  -- past its expiry first, so that a settle retried in that time finds it
+  -- and learns it expired (see settle.lua).
+  if now % 16 == 0 then
+    local expired = redis.call('ZCOUNT', leases, '-inf', fmt('%d', now - REAP_AFTER))
+    if expired > 0 then
+      redis.call('ZREMRANGEBYRANK', leases, '0', fmt('%d', math.min(expired, 100) - 1))
     end
-    wait = ceil(wait)
-    break
+    local stale = redis.call('ZRANGEBYSCORE', leases, fmt('%d', PENDING),
+      fmt('%d', PENDING + now - REAP_AFTER), 'LIMIT', '0', '100')
+    if stale[1] then redis.call('ZREM', leases, unpack(stale)) end
   end
-
-  -- Admit: open the lease, charge every bucket. An interactive call with
-  -- wait > 0 takes its turn in the future: the TATs move past their
-  -- allowance now, so every later call queues behind it (first come, first
-  -- served, one round trip each).
-  wait = ceil(wait)
-  local expiry = now + wait + ttl
-  if redis.call('ZADD', leases, 'NX', fmt('%d', expiry), id) == 1 then
-    -- Leases past their expiry hold no slot but take memory. About one
-    -- admission in 16 (those landing on a millisecond divisible by 16)
-    -- removes at most 100 of them, lowest expiry first (the sentinel
-    -- scores highest): a mass expiry then costs many calls a little each,
-    -- never one call a lot, and most calls nothing. A lease stays
-    -- REAP_AFTER ms past its expiry first, so that a settle retried in
-    -- that time finds it and learns it expired (see settle.lua).
-    if now % 16 == 0 then
-      local expired = redis.call('ZCOUNT', leases, '-inf', fmt('%d', now - REAP_AFTER))
-      if expired > 0 then
-        redis.call('ZREMRANGEBYRANK', leases, 0, fmt('%d', math.min(expired, 100) - 1))
-      end
-    end
-    local args, j = {false, false, false, false, false, false, false, false, false, false}, 0
-    local ms = expiry
-    for k = 1, n do
-      args[j + 1], args[j + 2] = ARGV[6 + k], fmt('%d', tats[k])
-      j = j + 2
-      if restarted[k] then
-        args[j + 1], args[j + 2] = ARGV[6 + k] .. '.f', fmt('%d', us)
-        j = j + 2
-      end
-      if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
-    end
-    cover(state, leases, now, (h[1] or 0) + 0, ms, args, j)
-    return {1, wait, us, reason, expiry}
+  -- Each bucket's give-back stack records the charge, whose headroom is
+  -- how far the TAT lay past the call's turn.
+  local turn, args, ms = us + wait * 1000, {}, expiry
+  for k = 1, n do
+    args[4 * k - 3], args[4 * k - 2] = ARGV[8 + k], fmt('%d', tats[k])
+    args[4 * k - 1], args[4 * k] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
+    if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
   end
-  -- ZADD NX found the id: a retried call whose first reply was lost.
+  cover(now, (h[1] or 0) + 0, ms, args, 4 * n)
+  if slot or not conc then
+    reply = {1, wait, us, reason, expiry, 0}
+  else
+    reply = {1, wait, us, reason, expiry, (now + wait) * 1000}
+  end
 until true
+if reply then return reply end
 
 -- Not admitted now, or this id was admitted before (a retry whose first
--- reply was lost): then code 2, nothing charged again. The check costs a
--- call, so only these paths make it.
-local held = redis.call('ZSCORE', leases, id)
-if held then
-  held = held + 0
-  local w = 0
-  if held - ttl > now then w = ceil(held - ttl - now) end
-  return {2, w, us, '', held}
+-- reply was lost, or a pending lease's claim before its turn): then code
+-- 2, nothing charged again. The check costs a call, so only these paths
+-- make it; a caller with a ticket was looked up already.
+if held == nil and (ticket == '0' or not conc) then
+  held = redis.call('ZSCORE', leases, id)
+  if held then held = held + 0 end
 end
-return {0, wait, us, reason, 0}
+if held then
+  if held >= PENDING then
+    local turn = held - PENDING - ttl
+    return {2, max(turn - now, 0), us, '', held - PENDING, turn * 1000}
+  end
+  return {2, max(held - ttl - now, 0), us, '', held, 0}
+end
+return {0, wait, us, reason, 0, 0}

@@ -39,7 +39,7 @@ type acquireCase struct {
 	Request vrequest `json:"request"`
 	// HoldsUs are the hold times (µs, Redis clock, turn to end) of the
 	// leases this process ended before the call, oldest first: their mean
-	// spaces concurrency waiters (ARGV[6]).
+	// spaces concurrency waiters (ARGV[7]).
 	HoldsUs []int64  `json:"holds_us,omitempty"`
 	Error   string   `json:"error,omitempty"` // the call is refused before any script runs
 	Args    []string `json:"args,omitempty"`  // acquire's ARGV; the lease id is "<id>"

@@ -127,7 +127,7 @@ func configVectors(t *testing.T) any {
 			v.MaxWaitMs = atoi(inter.Args[2])
 			v.LeaseTTLMs = atoi(inter.Args[3])
 			v.Slots = append(v.Slots, atoi(inter.Args[4]))
-			n := (len(inter.Args) - 6) / 3
+			n := (len(inter.Args) - 8) / 3
 			f.queue(admitted(ttl))
 			_, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1, Priority: pacer.Batch})
 			var batch []string
@@ -135,7 +135,7 @@ func configVectors(t *testing.T) any {
 				v.BatchError = errName(err)
 			} else {
 				batch = only(t, nc.Name+" TryAcquire batch", f.take()).Args
-				v.Slots = append(v.Slots, atoi(batch[4]))
+				v.Slots = append(v.Slots, atoi(batch[5]))
 			}
 			f.queue([]any{nowUs, int64(0), int64(0), "", "", "", ""}[:3+n])
 			snap, err := p.Snapshot(ctx)
@@ -145,13 +145,13 @@ func configVectors(t *testing.T) any {
 			f.take()
 			levels := map[string]pacer.Bucket{"rpm": snap.RPM, "tpm": snap.TPM, "rpd": snap.RPD, "tpd": snap.TPD}
 			for k := range n {
-				field := inter.Args[6+k]
+				field := inter.Args[8+k]
 				b := vbucket{
 					Field: field, Limit: levels[field].Limit, Capacity: levels[field].Capacity, PerSecond: levels[field].PerSecond,
-					Charge1: atoi(inter.Args[6+n+2*k]), Allow: atoi(inter.Args[7+n+2*k]),
+					Charge1: atoi(inter.Args[8+n+2*k]), Allow: atoi(inter.Args[9+n+2*k]),
 				}
 				if batch != nil {
-					a := atoi(batch[7+n+2*k])
+					a := atoi(batch[9+n+2*k])
 					b.AllowBatch = &a
 				}
 				v.Fields = append(v.Fields, field)
@@ -162,8 +162,8 @@ func configVectors(t *testing.T) any {
 	}
 	return map[string]any{
 		"comment": "Each configuration as the Go client reads it. config: the input (durations in ms; an absent field is its default). " +
-			"keys: KEYS[1], KEYS[2]. max_wait_ms: acquire's ARGV[3] for a call that may wait its whole bound; lease_ttl_ms: ARGV[4]; " +
-			"slots: ARGV[5] for an interactive and a batch call. buckets: limit and capacity after Headroom (and SlidingWindow), " +
+			"keys: KEYS[1], KEYS[2], KEYS[3]. max_wait_ms: acquire's ARGV[3] for a call that may wait its whole bound; lease_ttl_ms: ARGV[4]; " +
+			"slots: the concurrency limit (ARGV[5]) and the slots a batch call may use (ARGV[6], sent by every call). buckets: limit and capacity after Headroom (and SlidingWindow), " +
 			"the refill per second, and the charge of one unit and the allowances acquire is sent, in µs. " +
 			"error \"invalid\": the Go client rejects the configuration (message is its text).",
 		"configs": out,

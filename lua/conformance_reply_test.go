@@ -37,21 +37,24 @@ func acquireReplyVectors(t *testing.T) any {
 	const n, exp = nowUs, nowUs/1000 + 90_000 // "everything": a 90 s lease TTL
 	try, acq := req("try", 4000, "interactive"), req("acquire", 4000, "interactive")
 	cases := []acquireReplyCase{
-		{Name: "admitted now", Config: "everything", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp}}},
-		{Name: "admitted with a turn in 250 ms", Config: "everything", Request: acq, Replies: []any{[]any{int64(1), int64(250), n, "tpm", exp + 250}}},
-		{Name: "admitted before: a retry whose first reply was lost", Config: "everything", Request: acq, Replies: []any{[]any{int64(2), int64(0), n, "", exp - 3}}},
-		{Name: "admitted before, turn still ahead", Config: "everything", Request: acq, Replies: []any{[]any{int64(2), int64(1200), n, "", exp + 1200}}},
-		{Name: "no slot now", Config: "everything", Request: try, Replies: []any{[]any{int64(0), int64(340), n, "concurrency", int64(0)}}},
-		{Name: "wait beyond the bound", Config: "everything", Request: acq, Replies: []any{[]any{int64(0), int64(6000), n, "tpm", int64(0)}}},
+		{Name: "admitted now", Config: "everything", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp, int64(0)}}},
+		{Name: "admitted with a turn in 250 ms", Config: "everything", Request: acq, Replies: []any{[]any{int64(1), int64(250), n, "tpm", exp + 250, int64(0)}}},
+		{Name: "admitted before: a retry whose first reply was lost", Config: "everything", Request: acq, Replies: []any{[]any{int64(2), int64(0), n, "", exp - 3, int64(0)}}},
+		{Name: "admitted before, turn still ahead", Config: "everything", Request: acq, Replies: []any{[]any{int64(2), int64(1200), n, "", exp + 1200, int64(0)}}},
+		{Name: "no slot now", Config: "everything", Request: try, Replies: []any{[]any{int64(0), int64(340), n, "concurrency", int64(0), int64(0)}}},
+		{Name: "wait beyond the bound", Config: "everything", Request: acq, Replies: []any{[]any{int64(0), int64(6000), n, "tpm", int64(0), int64(0)}}},
 		{Name: "denied, then admitted on the retry with the same id", Config: "everything", Request: acq, Replies: []any{
-			[]any{int64(0), int64(300), n, "rpm", int64(0)}, []any{int64(1), int64(0), n + 301_000, "", exp + 301}}},
-		{Name: "never fits", Config: "everything", Request: acq, Replies: []any{[]any{int64(-1), int64(0), n, "tpm", int64(0)}}},
+			[]any{int64(0), int64(300), n, "rpm", int64(0), int64(0)}, []any{int64(1), int64(0), n + 301_000, "", exp + 301, int64(0)}}},
+		{Name: "pending: a turn in 250 ms, then its slot claimed with the ticket", Config: "everything", Request: acq, Replies: []any{
+			[]any{int64(1), int64(250), n, "tpm", exp + 250, n + 250_000}, []any{int64(1), int64(0), n + 251_000, "", exp + 251, int64(0)}}},
+		{Name: "never fits", Config: "everything", Request: acq, Replies: []any{[]any{int64(-1), int64(0), n, "tpm", int64(0), int64(0)}}},
 		{Name: "four elements", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, ""}}},
-		{Name: "six elements", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp, int64(0)}}},
-		{Name: "negative wait", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(-5), n, "", exp}}},
-		{Name: "unknown code", Config: "basic", Request: try, Replies: []any{[]any{int64(3), int64(0), n, "", exp}}},
-		{Name: "reason not a string", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, int64(7), exp}}},
-		{Name: "code as a string", Config: "basic", Request: try, Replies: []any{[]any{"1", int64(0), n, "", exp}}},
+		{Name: "five elements (the contract before the slot queue)", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp}}},
+		{Name: "seven elements", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp, int64(0), int64(0)}}},
+		{Name: "negative wait", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(-5), n, "", exp, int64(0)}}},
+		{Name: "unknown code", Config: "basic", Request: try, Replies: []any{[]any{int64(3), int64(0), n, "", exp, int64(0)}}},
+		{Name: "reason not a string", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, int64(7), exp, int64(0)}}},
+		{Name: "code as a string", Config: "basic", Request: try, Replies: []any{[]any{"1", int64(0), n, "", exp, int64(0)}}},
 		{Name: "not an array", Config: "basic", Request: try, Replies: []any{"OK"}},
 	}
 	for i := range cases {
@@ -89,11 +92,12 @@ func acquireReplyVectors(t *testing.T) any {
 		})
 	}
 	return map[string]any{
-		"comment": "What acquire's replies mean to the Go client. A reply is {code, wait_ms, now_us, reason, expiry_ms}; " +
+		"comment": "What acquire's replies mean to the Go client. A reply is {code, wait_ms, now_us, reason, expiry_ms, ticket}; " +
 			"anything else is bad_reply. lease: start_us, the call's turn; expiry_ms; charged_us, settle's ARGV[2]: now_us, " +
 			"or for code 2 (charged by an earlier attempt) a lower bound: now_us less the time since this attempt was sent " +
 			"(0 here) less 1000 µs. not_yet and wait_timeout carry the wait and the limit; too_large means never retry. " +
-			"After a denial the call sleeps wait_ms (plus up to 10% jitter) and retries with the same lease id, sending what is left of its bound.",
+			"After a denial the call sleeps wait_ms (plus up to 10% jitter) and retries with the same lease id, sending what is left of its bound. " +
+			"An admission with a ticket is pending: the call sleeps wait_ms, then claims its slot by sending the ticket as ARGV[8]; the lease keeps the pending admission's turn and charge time.",
 		"cases": cases,
 	}
 }

@@ -35,7 +35,7 @@ func TestContractAsDocumented(t *testing.T) {
 		}
 		rdb := b.Client(t)
 		tag := "{llmpacer:" + redistest.Name(t) + "}"
-		keys := []string{tag + ":s", tag + ":l"}
+		keys := []string{tag + ":s", tag + ":l", tag + ":q"}
 		// rpm 60 (1 per second: 1,000,000 µs a request, a span of 60 s),
 		// tpm 6000 (100 per second: 10,000 µs a token); no rpd, tpd. An
 		// interactive call's allowance is the span.
@@ -49,13 +49,13 @@ func TestContractAsDocumented(t *testing.T) {
 			return v
 		}
 		acquire := func(id string, cost, maxWait int64) []any {
-			args := append([]any{id, 0, maxWait, 60000, 2, 50}, fields...)
+			args := append([]any{id, 0, maxWait, 60000, 2, 2, 50, 0}, fields...)
 			return eval("acquire", append(args, 1_000_000, 60_000_000, cost*10_000, 60_000_000)...)
 		}
 
 		got := acquire("a", 5000, 0)
-		if len(got) != 5 || got[0] != int64(1) || got[1] != int64(0) || got[3] != "" || got[4] != got[2].(int64)/1000+60000 {
-			t.Fatalf("acquire a = %v; want {1, 0, now_us, '', now_ms + 60000}", got)
+		if len(got) != 6 || got[0] != int64(1) || got[1] != int64(0) || got[3] != "" || got[4] != got[2].(int64)/1000+60000 || got[5] != int64(0) {
+			t.Fatalf("acquire a = %v; want {1, 0, now_us, '', now_ms + 60000, 0}", got)
 		}
 		charged := got[2].(int64) // settle's ARGV[2]
 		if again := acquire("a", 5000, 0); again[0] != int64(2) || again[4] != got[4] {
@@ -67,15 +67,18 @@ func TestContractAsDocumented(t *testing.T) {
 		if got := acquire("c", 7000, 0); got[0] != int64(-1) || got[3] != "tpm" {
 			t.Errorf("acquire c (above capacity) = %v; want {-1, 0, now, 'tpm'}", got)
 		}
-		if got := acquire("d", 2000, 60000); got[0] != int64(1) || got[1].(int64) > 10_000 || got[1].(int64) < 10_000-ran() {
-			t.Errorf("acquire d with max wait 60s = %v; want admitted with a turn 10s less the refill away", got)
+		// d's lease is pending: it holds no slot until its turn, when it
+		// claims one by sending its ticket.
+		d := acquire("d", 2000, 60000)
+		if d[0] != int64(1) || d[1].(int64) > 10_000 || d[1].(int64) < 10_000-ran() || d[5] != (d[2].(int64)/1000+d[1].(int64))*1000 {
+			t.Errorf("acquire d with max wait 60s = %v; want admitted with a turn 10s less the refill away, and its turn as its ticket", d)
 		}
-		if got := acquire("e", 0, 0); got[0] != int64(0) || got[3] != "concurrency" {
-			t.Errorf("acquire e (both slots held) = %v; want {0, wait, now, 'concurrency'}", got)
+		if got := acquire("e", 0, 0); got[0] != int64(0) || got[3] != "tpm" {
+			t.Errorf("acquire e (behind d's turn) = %v; want {0, wait, now, 'tpm', 0, 0}", got)
 		}
 
 		// 5000 reserved, 1000 used: 4000 tokens back, 40 s of the bucket.
-		settle := []any{"a", charged, "tpm", -4000 * 10_000}
+		settle := []any{"a", charged, 2, 2, "tpm", -4000 * 10_000}
 		if got := eval("settle", settle...); got[0] != int64(1) {
 			t.Errorf("settle a = %v; want {1, now}", got)
 		}
@@ -89,15 +92,15 @@ func TestContractAsDocumented(t *testing.T) {
 		if len(snap) == 5 {
 			tat, _ = strconv.ParseInt(snap[4].(string), 10, 64)
 		}
-		if short := tat - snap[0].(int64); snap[2] != int64(1) || short > 30_000_000 || short < 30_000_000-1000*ran() {
-			t.Errorf("snapshot = %v; want {now_us, 0, 1 lease in flight, rpm, tpm TAT 30 s ahead}", snap)
+		if short := tat - snap[0].(int64); snap[2] != int64(0) || short > 30_000_000 || short < 30_000_000-1000*ran() {
+			t.Errorf("snapshot = %v; want {now_us, 0, no slot held (d is pending), rpm, tpm TAT 30 s ahead}", snap)
 		}
 		// An overrun is a debt, taken from the TAT as it stands.
 		g := acquire("g", 1000, 60000)
 		if g[0] != int64(1) {
 			t.Fatalf("acquire g = %v; want admitted", g)
 		}
-		if got := eval("settle", "g", g[2], "tpm", 2000*10_000); got[0] != int64(1) {
+		if got := eval("settle", "g", g[2], 2, 2, "tpm", 2000*10_000); got[0] != int64(1) {
 			t.Errorf("settle g with a debt = %v; want {1, now}", got)
 		}
 		if got := eval("pause", 5000); got[0].(int64) != 5000 {
@@ -115,6 +118,59 @@ func TestContractAsDocumented(t *testing.T) {
 		}
 		if got := eval("keepalive", "nope", 1000); !cmp.Equal(got[0], int64(0)) {
 			t.Errorf("keepalive of an unknown lease = %v; want code 0", got)
+		}
+	})
+}
+
+// The slot queue as docs/lua-contract.md states it: a caller finding no
+// slot is queued with a ticket; a slot freed is granted to the queue's head
+// and its id published on the queue key's name; the waiter claims it by
+// sending its ticket.
+func TestSlotQueueAsDocumented(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		rdb := b.Client(t)
+		tag := "{llmpacer:" + redistest.Name(t) + "}"
+		keys := []string{tag + ":s", tag + ":l", tag + ":q"}
+		sub := rdb.Subscribe(ctx, keys[2])
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eval := func(script string, args ...any) []any {
+			t.Helper()
+			v, err := rdb.Eval(ctx, lua.Source(script), keys, args...).Slice()
+			if err != nil {
+				t.Fatalf("%s: %v", script, err)
+			}
+			return v
+		}
+		// One slot, no buckets; waiters may wait 1 s, a slot frees every 10 ms.
+		acquire := func(id string, maxWait int64, ticket any) []any {
+			return eval("acquire", id, 0, maxWait, 60000, 1, 1, 10, ticket)
+		}
+		if got := acquire("x", 1000, 0); got[0] != int64(1) || got[5] != int64(0) {
+			t.Fatalf("acquire x = %v; want {1, 0, now_us, '', expiry, 0}", got)
+		}
+		y := acquire("y", 1000, 0)
+		if y[0] != int64(0) || y[1] != int64(10) || y[3] != "concurrency" || y[5] != y[2] {
+			t.Fatalf("acquire y = %v; want {0, 10, now_us, 'concurrency', 0, ticket now_us}", y)
+		}
+		if got := acquire("z", 0, 0); got[0] != int64(0) || got[1] != int64(20) || got[5] != int64(0) {
+			t.Errorf("acquire z, no wait = %v; want {0, 20, now_us, 'concurrency', 0, 0}: not queued", got)
+		}
+		if got := eval("settle", "x", 0, 1, 1); got[0] != int64(1) {
+			t.Fatalf("settle x = %v; want {1, now_us}", got)
+		}
+		msg, err := sub.ReceiveMessage(ctx)
+		if err != nil || msg.Payload != "y" {
+			t.Fatalf("published %v, %v; want y, granted x's slot", msg, err)
+		}
+		if got := acquire("y", 1000, y[5]); got[0] != int64(1) || got[5] != int64(0) {
+			t.Errorf("acquire y with its ticket = %v; want {1, 0, now_us, '', expiry, 0}", got)
+		}
+		if got := eval("snapshot"); got[2] != int64(1) {
+			t.Errorf("snapshot = %v; want 1 slot held", got)
 		}
 	})
 }

@@ -3,11 +3,13 @@ package lua_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
 )
 
 // A Python worker (clients/python) and Go pacers share budgets on the real
@@ -15,9 +17,10 @@ import (
 //
 //   - refunds: each side's give-back (settle, cancel, reject) is room the
 //     other side is admitted into, and its charge is room it is refused;
-//   - slots: each side's leases hold the other side's calls back, and a
+//   - slots: each side's leases hold the other side's calls back; a
 //     waiting call on either side is admitted after the other side's lease
-//     ends, by the Redis clock; a Python keep-alive moves its lease's expiry;
+//     ends, by the Redis clock; waiters of both sides are granted slots in
+//     the order they queued; a Python keep-alive moves its lease's expiry;
 //   - pauses: each side's pause (and Python's report of a 429, which also
 //     lowers the token bucket) holds the other side's calls back;
 //   - a load phase: four Go callers in two "processes" and three Python
@@ -65,7 +68,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 	w := startWorker(t, py, b.Addrs[0], budgets)
 
 	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
-	t.Run("slots", func(t *testing.T) { interopSlots(t, w, pacers["slots"][0]) })
+	t.Run("slots", func(t *testing.T) { interopSlots(t, w, rdb, pacers["slots"][0]) })
 	t.Run("pauses", func(t *testing.T) { interopPauses(t, w, pacers["pause"][0]) })
 	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
 	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
@@ -153,8 +156,9 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 
 // interopSlots: two slots. Each side's leases refuse the other side's calls;
 // a call waiting on either side is admitted once the other side's lease
-// ends, and not before, by the Redis clock.
-func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
+// ends, and not before, by the Redis clock; and a slot freed goes to the
+// waiter that queued first, in whichever process.
+func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.Pacer) {
 	ctx := context.Background()
 	var py []string
 	var a0 pyAnswer
@@ -172,17 +176,17 @@ func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
 		t.Fatalf("Go Snapshot = %+v, %v; want Python's 2 leases in flight", s, err)
 	}
 
-	// Go waits for a slot; Python ends a lease 200 ms later.
+	// Go queues for a slot; Python ends a lease.
 	type result struct {
 		l   *pacer.Lease
 		err error
 	}
 	got := make(chan result, 1)
 	go func() {
-		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
+		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 30 * time.Second})
 		got <- result{l, err}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitQueued(t, rdb, p, 1)
 	ended := pyEnd(t, w, py[0], "settle", 0)
 	r := <-got
 	if r.err != nil {
@@ -195,9 +199,17 @@ func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
 		t.Fatalf("Python try with one slot each = %+v; want not_yet for concurrency", a)
 	}
 
-	// Python waits for a slot; Go ends its lease 200 ms later.
-	w.send(map[string]any{"op": "acquire", "budget": "slots", "tokens": 0, "max_wait_ms": 10_000})
-	time.Sleep(200 * time.Millisecond)
+	// Python queues for a slot, then Go; Go ends its lease. The slot goes
+	// to Python, which queued first, though Go's waiter is in the process
+	// that freed it (Go's waiters once won such slots through an
+	// in-process wake-up); Go's waiter gets the next slot freed.
+	w.send(map[string]any{"op": "acquire", "budget": "slots", "tokens": 0, "max_wait_ms": 30_000})
+	waitQueued(t, rdb, p, 1)
+	go func() {
+		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 30 * time.Second})
+		got <- result{l, err}
+	}()
+	waitQueued(t, rdb, p, 2)
 	if err := r.l.Settle(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +221,23 @@ func interopSlots(t *testing.T, w *worker, p *pacer.Pacer) {
 	if a.StartUs < goEnd {
 		t.Errorf("Python admitted at %d µs, before Go's lease ended at %d µs", a.StartUs, goEnd)
 	}
-	pyEnd(t, w, a.Lease, "release", 0)
+	// Python holds both slots now: Go's waiter must still wait.
+	select {
+	case r2 := <-got:
+		t.Fatalf("Go's waiter, queued after Python's, admitted while Python holds both slots: %v, %v", r2.l, r2.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	pyDone := pyEnd(t, w, a.Lease, "release", 0)
+	r2 := <-got
+	if r2.err != nil {
+		t.Fatalf("Go Acquire queued behind Python: %v", r2.err)
+	}
+	if start := r2.l.Start().UnixMicro(); start < pyDone.EndUs {
+		t.Errorf("Go admitted at %d µs, before Python's lease ended at %d µs", start, pyDone.EndUs)
+	}
+	if err := r2.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// A keep-alive moves the expiry later (from acquire's now + TTL to the
 	// keep-alive's).
@@ -247,5 +275,24 @@ func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
 	}
 	if a := w.do(map[string]any{"op": "snapshot", "budget": "pause"}); a.Error != "" || a.PausedMs <= 10_000 {
 		t.Fatalf("Python snapshot during Go's 20 s pause = %+v; want over 10 s paused", a)
+	}
+}
+
+// waitQueued waits until n callers wait in p's slot queue (the sentinel
+// "~" aside), failing the test after a minute: a bound on a stall, not on
+// speed.
+func waitQueued(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		ids, err := rdb.ZRange(context.Background(), p.Keys()[2], 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(slices.DeleteFunc(ids, func(id string) bool { return id == "~" })) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters in the slot queue, not %d, after a minute: %v", len(ids), n, ids)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 -- keepalive.lua: keep a long call's lease (and its concurrency slot) alive.
 --
--- KEYS[1]  state hash (its xp: both keys must outlive this lease)
+-- KEYS[1]  state hash (its xp: the keys must outlive this lease)
 -- KEYS[2]  lease zset
+-- KEYS[3]  slot queue (its TTL is kept with the others: see cover)
 -- ARGV[1]  lease id
 -- ARGV[2]  TTL in ms from now (integer > 0); a lease's expiry only moves later
 --
@@ -14,11 +15,15 @@ local us, now = clock()
 
 local score = redis.call('ZSCORE', leases, id)
 if not score then return {0, us, 0} end
+-- A pending lease (see prelude.lua) keeps its offset: it still holds no slot.
+local offset = 0
 score = score + 0
+if score >= PENDING then offset = PENDING end
+score = score - offset
 if score <= now then return {0, us, 0} end
 local expiry = max(score, now + ARGV[2])
-redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
+redis.call('ZADD', leases, 'XX', fmt('%d', offset + expiry), id)
 local h = redis.call('HMGET', state, 'xp', 'pause')
--- As for an admission: both keys, and never below a pause in force.
-cover(state, leases, now, (h[1] or 0) + 0, max(expiry, (h[2] or 0) + 0), {}, 0)
+-- As for an admission: the keys, and never below a pause in force.
+cover(now, (h[1] or 0) + 0, max(expiry, (h[2] or 0) + 0), {}, 0)
 return {1, us, expiry}

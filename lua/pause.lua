@@ -3,7 +3,8 @@
 -- A pause only ever grows: a shorter pause than the one set changes nothing.
 --
 -- KEYS[1]  state hash
--- KEYS[2]  lease zset (its TTL is kept with the hash's: see cover)
+-- KEYS[2]  lease zset and
+-- KEYS[3]  slot queue (their TTL is kept with the hash's: see cover)
 -- ARGV[1]  pause in ms (integer > 0)
 -- ARGV[2..] optional triples, one per bucket to lower: its field, an offset
 --          and a limit in µs (integers): the bucket's span less the refused
@@ -16,8 +17,9 @@
 -- its TAT moves to at least the pause's end plus the offset. A bucket never
 -- goes below minus one full bucket: the TAT stays within the limit of now.
 --
--- A bucket lowered from a TAT in the past restarts (see prelude.lua): the
--- restart is recorded, as acquire records it.
+-- Each bucket sent is a charge event in its give-back stack (see
+-- prelude.lua): a give-back from a lease charged before the pause never
+-- takes the bucket below the level the pause set.
 --
 -- Returns {remaining_ms, now_us}: the pause in force after this call.
 
@@ -26,28 +28,29 @@ local ms_arg = ARGV[1]
 local n = (#ARGV - 1) / 3
 -- bucket k: its field ARGV[3k - 1], offset ARGV[3k], limit ARGV[3k + 1].
 local us, now = clock()
-local fields = {'pause', 'xp'}
-for k = 1, n do fields[2 + k] = ARGV[3 * k - 1] end
-local h = redis.call('HMGET', state, unpack(fields))
+local names = {'pause', 'xp'}
+for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[3 * k - 1], ARGV[3 * k - 1] .. '.h' end
+local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))
 local pause = max((h[1] or 0) + 0, now + ms_arg)
-local args = {'pause', fmt('%d', pause)}
+local args, j = {'pause', fmt('%d', pause)}, 2
 local ms = pause
 for k = 1, n do
-  local field, offset, limit = ARGV[3 * k - 1], ARGV[3 * k] + 0, us + ARGV[3 * k + 1]
+  local offset, limit = ARGV[3 * k] + 0, us + ARGV[3 * k + 1]
   local target = us + (pause - now) * 1000 + offset
   if target > limit then target = limit end
+  -- Lowering is a charge event whose turn is the target: its headroom is
+  -- how far the TAT (now, if the bucket is full) lay past it.
   local tat = h[2 + k]
-  if not tat or tat - target < 0 then
-    args[#args + 1] = field
-    args[#args + 1] = fmt('%d', target)
-    if not tat or tat - us < 0 then
-      args[#args + 1] = field .. '.f'
-      args[#args + 1] = fmt('%d', us)
-    end
+  if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+  args[j + 1], args[j + 2] = names[2 + n + k], push(h[2 + n + k], us, max(tat - target, 0))
+  j = j + 2
+  if not h[2 + k] or tat - target < 0 then
+    args[j + 1], args[j + 2] = names[2 + k], fmt('%d', target)
+    j = j + 2
     if target / 1000 > ms then ms = target / 1000 end
   end
 end
-if #args > 2 or pause > (h[1] or 0) + 0 then
-  cover(state, KEYS[2], now, (h[2] or 0) + 0, ms, args, #args)
+if j > 2 or pause > (h[1] or 0) + 0 then
+  cover(now, (h[2] or 0) + 0, ms, args, j)
 end
 return {pause - now, us}

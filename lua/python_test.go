@@ -109,8 +109,11 @@ type pyAnswer struct {
 
 // call is one admitted call of the load phase, on the Redis clock.
 type call struct {
-	Side     string  `json:"side"`
-	StartUs  int64   `json:"start_us"` // its turn
+	Side    string `json:"side"`
+	StartUs int64  `json:"start_us"` // its turn
+	// SlotUs is when it took its slot, if later than its turn: a pending
+	// lease claims its slot at its turn, or after it if it must queue.
+	SlotUs   int64   `json:"slot_us"`
 	EndUs    int64   `json:"end_us"`   // when its lease ended; 0 if canceled
 	How      string  `json:"how"`      // settle, release, reject, cancel
 	Reserved int64   `json:"reserved"` // tokens

@@ -1,14 +1,20 @@
--- settle.lua: end a lease. Gives its concurrency slot back and corrects the
--- buckets by what the call really used. Ends a lease at most once: a lease
--- already ended, or expired, changes nothing.
+-- settle.lua: end a lease. Gives its concurrency slot back (to the slot
+-- queue's head, if anyone waits) and corrects the buckets by what the call
+-- really used. Ends a lease at most once: a lease already ended, or
+-- expired, changes nothing. Also takes a waiter that gives up out of the
+-- slot queue.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l
+-- KEYS[3]  slot queue   {<prefix>:<name>}:q   (see acquire.lua)
 -- ARGV[1]  lease id
 -- ARGV[2]  charged: the µs, on the Redis clock, at which acquire charged the
 --          lease (its reply's now_us). A caller that cannot know it sends a
---          lower bound: an earlier time only ever gives back less.
--- ARGV[3..] pairs: a bucket's field and its correction in µs of the bucket's
+--          lower bound: an earlier time only ever gives back less. A time
+--          after now is taken as now.
+-- ARGV[3]  the concurrency limit (integer >= 0; 0 = none), and
+-- ARGV[4]  the slots batch calls may use, as acquire takes them
+-- ARGV[5..] pairs: a bucket's field and its correction in µs of the bucket's
 --          time (integer): negative gives back (tokens reserved but not
 --          used; the request and tokens of a call never made), positive
 --          charges an overrun as debt. The caller computes them, and caps a
@@ -18,49 +24,110 @@
 --
 -- Returns {code, now_us}:
 --   1: ended now.
---   0: not in the lease set: ended before, or expired and since removed.
+--   0: not in the lease set: ended before, or expired and since removed, or
+--      a waiter never admitted. If it waited for a slot, it leaves the
+--      queue, and a slot granted to it goes to the next waiter.
 --   2: expired: past its expiry, so its slot is already free. Left as it
 --      is (acquire removes it later) and nothing given back: its
 --      reservation stays charged, and a retry is answered 2 again.
 --
--- A give-back must not restore capacity that the refill already restored.
--- Once a bucket is full again (its TAT in the past), what any earlier call
--- reserved has been refilled, and the next charge starts from now: that
--- restart is recorded in the field <bucket>.f (see prelude.lua). A lease
--- charged before the bucket's last restart gives nothing back to it; one
--- charged since gives back what it did not use. Without that rule a
--- give-back delayed past a refill and a new burst adds a second burst.
+-- A give-back must not restore capacity that the refill, or a later call's
+-- turn, already accounts for. The TAT moves back only as far as it would
+-- lie had the lease been charged only what it used, with every call
+-- charged since keeping its turn: by at most the smallest headroom of the
+-- charges since the lease (see prelude.lua). A bucket that was full when
+-- a later call came (a restart: headroom 0) gives nothing back to leases
+-- charged before. Without that rule a give-back delayed past a refill and
+-- a new burst adds a second burst, and one that arrives behind a reserved
+-- turn lets the next call share that turn.
 
-local state, leases = KEYS[1], KEYS[2]
+local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id, charged = ARGV[1], ARGV[2] + 0
+local limit = ARGV[3]
 local us, now = clock()
 
-local expiry = redis.call('ZSCORE', leases, id)
-if not expiry then return {0, us} end
-if expiry - now <= 0 then return {2, us} end
-redis.call('ZREM', leases, id)
-local n = (#ARGV - 2) / 2
+local score = redis.call('ZSCORE', leases, id)
+local expiry
+if score then
+  score = score + 0
+  expiry = score
+end
+if not score or score >= PENDING then
+  -- No slot held: a waiter giving up (queued, or holding a grant), a
+  -- pending lease (which may wait for its slot too), or a lease ended
+  -- before. Out of the queue first, so that its grant goes to another.
+  if limit ~= '0' then
+    redis.call('ZREM', queue, id)
+    if redis.call('ZREM', leases, 'g:' .. id) == 1 then give(now, limit + 0, ARGV[4] + 0) end
+  end
+  if not score then return {0, us} end
+  expiry = score - PENDING
+end
+local live = expiry - now > 0
+if live then redis.call('ZREM', leases, id) end
+-- Its slot is free now (or was already, if it expired): the queue's head
+-- gets it. A grant lasts CLAIM ms, less than the second by which xp
+-- outlives a live lease, so it needs no cover; one that outlives the keys
+-- (after an expiry) costs its waiter that grant, not its place.
+if limit ~= '0' and score < PENDING then give(now, limit + 0, ARGV[4] + 0) end
+if not live then return {2, us} end
+local n = (#ARGV - 4) / 2
 if n == 0 then return {1, us} end
 
 -- fields[k] is bucket k's field, delta[k] its correction.
 local fields, delta = {}, {}
 for k = 1, n do
-  fields[k], delta[k] = ARGV[1 + 2 * k], ARGV[2 + 2 * k] + 0
+  fields[k], delta[k] = ARGV[3 + 2 * k], ARGV[4 + 2 * k] + 0
 end
 
 if delta[1] < 0 then
-  -- Giving back: read each TAT and its restart time; a bucket that is full
-  -- now, or restarted since the charge, takes nothing. Moving a TAT back
-  -- never lengthens the keys' life, so no expiry changes.
+  -- Giving back: read each TAT and give-back stack. A bucket that is full
+  -- now takes nothing; another moves back by at most the headroom of the
+  -- first event after the charge (see prelude.lua), and never before now.
+  -- Moving a TAT back never lengthens the keys' life, so no expiry
+  -- changes.
   local names = {}
-  for k = 1, n do names[2 * k - 1], names[2 * k] = fields[k], fields[k] .. '.f' end
+  for k = 1, n do names[2 * k - 1], names[2 * k] = fields[k], fields[k] .. '.h' end
   local h = redis.call('HMGET', state, unpack(names))
+  local t = math.min(charged, us) -- a charge time after now counts as now
   local args, j = {}, 0
   for k = 1, n do
-    local tat, restart = h[2 * k - 1], h[2 * k]
-    if tat and tat - us > 0 and not (restart and restart - charged > 0) then
-      args[j + 1], args[j + 2] = fields[k], fmt('%d', tat + delta[k])
-      j = j + 2
+    local tat, s = h[2 * k - 1], h[2 * k] or ''
+    if tat and tat - us > 0 then
+      tat = tat + 0
+      -- The first event after t: a binary search, the times increasing.
+      local m = #s / 14
+      local lo, hi = 1, m + 1
+      while lo < hi do
+        local mid = floor((lo + hi) / 2)
+        if dec(s, mid) - t > 0 then hi = mid else lo = mid + 1 end
+      end
+      local r, first = -delta[k], 0
+      if lo <= m then
+        local _, d = dec(s, lo)
+        first = d
+        if d < r then r = d end
+      end
+      if r > 0 then
+        local to = max(tat - r, us)
+        args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
+        j = j + 2
+        if lo <= m then
+          -- The events from the first after t lose what the TAT moved;
+          -- those before it whose headroom is now no lower go.
+          local moved, parts = tat - to, {}
+          first = first - moved
+          local p = lo - 1
+          while p > 0 and select(2, dec(s, p)) - first >= 0 do p = p - 1 end
+          parts[1] = sub(s, 1, 14 * p)
+          for x = lo, m do
+            local tx, dx = dec(s, x)
+            parts[2 + x - lo] = enc(tx, dx - moved)
+          end
+          args[j + 1], args[j + 2] = names[2 * k], table.concat(parts, '', 1, 1 + m - lo + 1)
+          j = j + 2
+        end
+      end
     end
   end
   if j > 0 then redis.call('HSET', state, unpack(args, 1, j)) end
@@ -68,22 +135,20 @@ if delta[1] < 0 then
 end
 
 -- A debt starts from now if the bucket is full (a full bucket's surplus is
--- not spent twice): a restart, recorded like acquire's.
-local h = redis.call('HMGET', state, 'xp', 'pause', unpack(fields))
-local args, j = {}, 0
+-- not spent twice). It is a charge event whose turn is now, recorded like
+-- an admission.
+local names = {'xp', 'pause'}
+for k = 1, n do names[2 + k], names[2 + n + k] = fields[k], fields[k] .. '.h' end
+local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))
+local args = {}
 local ms = (h[2] or 0) + 0 -- a pause in force must outlive this write
 for k = 1, n do
   local tat = h[2 + k]
-  if tat and tat - us >= 0 then
-    tat = tat + delta[k]
-  else
-    tat = us + delta[k]
-    args[j + 1], args[j + 2] = fields[k] .. '.f', fmt('%d', us)
-    j = j + 2
-  end
-  args[j + 1], args[j + 2] = fields[k], fmt('%d', tat)
-  j = j + 2
+  if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+  args[4 * k - 1], args[4 * k] = names[2 + n + k], push(h[2 + n + k], us, tat - us)
+  tat = tat + delta[k]
+  args[4 * k - 3], args[4 * k - 2] = fields[k], fmt('%d', tat)
   if tat / 1000 > ms then ms = tat / 1000 end
 end
-cover(state, leases, now, (h[1] or 0) + 0, max(ms, now), args, j)
+cover(now, (h[1] or 0) + 0, max(ms, now), args, 4 * n)
 return {1, us}

@@ -2,9 +2,11 @@
 --
 -- KEYS[1]  state hash
 -- KEYS[2]  lease zset
+-- KEYS[3]  slot queue (not read)
 -- ARGV[1..] the configured buckets' fields
 --
--- Returns {now_us, pause_remaining_ms, leases_in_flight, tats...}: one
+-- Returns {now_us, pause_remaining_ms, slots_held, tats...}: slots_held
+-- counts the leases holding a slot and the grants kept for waiters; one
 -- TAT (µs) per field, in the order sent, as a string, '' when none is
 -- stored (the bucket is full).
 

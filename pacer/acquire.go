@@ -26,73 +26,163 @@ import (
 // a canceled ctx returns ctx's error as soon as ctx is done, even while
 // Redis hangs. An interactive call that must wait for tokens reserves its
 // turn with one script call and sleeps until then, first come, first
-// served; a call that waits for a concurrency slot or a pause asks again
-// when a slot is likely to free.
+// served; with a concurrency limit it takes its slot only at its turn. A
+// call that finds no free slot queues for one, first come, first served
+// across every process, and is woken when a slot is granted to it; a call
+// that waits for a pause asks again when the pause ends.
 func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if err := p.checkRequest(r); err != nil {
 		return nil, err
 	}
-	began := time.Now()
-	bound := p.s.maxWait
+	a := acquisition{p: p, r: r, began: time.Now(), id: leasing.NewID()}
+	a.bound = p.s.maxWait
 	if r.MaxWait > 0 {
-		bound = r.MaxWait
+		a.bound = r.MaxWait
 	}
-	deadline, ctxBound := began.Add(bound), false
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline, ctxBound = d, true
+	a.deadline = a.began.Add(a.bound)
+	if d, ok := ctx.Deadline(); ok && d.Before(a.deadline) {
+		a.deadline, a.ctxBound = d, true
 	}
-	id := leasing.NewID()
-	var denied *wire.AcquireReply // the last denial slept on
+	return a.run(ctx)
+}
+
+// acquisition is one Acquire call in progress.
+type acquisition struct {
+	p        *Pacer
+	r        Request
+	began    time.Time
+	bound    time.Duration
+	deadline time.Time
+	ctxBound bool // the deadline is ctx's
+	id       string
+	// ticket keeps the call's place in the slot queue, once a reply gave
+	// it one; pending is its lease while admitted with a later turn but no
+	// slot yet.
+	ticket  int64
+	pending *Lease
+	charged int64              // when the pending lease was charged (µs)
+	denied  *wire.AcquireReply // the last denial slept on
+}
+
+func (a *acquisition) run(ctx context.Context) (*Lease, error) {
+	p, r := a.p, a.r
 	for {
 		if err := ctx.Err(); err != nil {
-			if denied != nil && ctxBound && errors.Is(err, context.DeadlineExceeded) {
+			a.abandon()
+			if a.denied != nil && a.ctxBound && errors.Is(err, context.DeadlineExceeded) {
 				// The deadline came while waiting out a denial: no room was
 				// found within the bound.
-				return nil, &WaitError{Wait: denied.Wait, Bound: bound, Limit: Limit(denied.Reason), ctxBound: true}
+				return nil, &WaitError{Wait: a.denied.Wait, Bound: a.bound, Limit: Limit(a.denied.Reason), ctxBound: true}
 			}
 			return nil, err
 		}
-		remain := max(time.Until(deadline), 0)
-		rep, charged, err := p.acquireOnce(ctx, id, r, remain)
+		remain := max(time.Until(a.deadline), 0)
+		rep, charged, err := p.acquireOnce(ctx, a.id, r, remain, a.ticket)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // the loop's top says which error
 			}
+			a.abandon()
 			return nil, err
 		}
-		switch rep.Code {
-		case wire.Admitted, wire.Already:
-			l, err := p.admit(ctx, id, r, rep, charged, began)
+		admitted := rep.Code == wire.Admitted || rep.Code == wire.Already
+		switch {
+		case admitted && rep.Ticket == 0 && a.pending != nil:
+			// The pending lease claimed its slot at its turn.
+			l := p.newLease(leasing.Admission{
+				ID: a.id, Tokens: r.Tokens, Start: a.pending.Start(), Expiry: rep.Expiry,
+				ChargedUs: a.charged, Waited: time.Since(a.began),
+			})
+			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
+			return l, nil
+		case admitted && rep.Ticket == 0:
+			l, err := p.admit(ctx, a.id, r, rep, charged, a.began)
 			if err == errRequeue {
-				id = leasing.NewID()
+				a.id, a.ticket = leasing.NewID(), 0
 				continue
 			}
 			return l, err
-		case wire.TooLarge:
-			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.Reason)
-		}
-		if rep.Wait > remain {
-			err := &WaitError{Wait: rep.Wait, Bound: bound, Limit: Limit(rep.Reason), ctxBound: ctxBound}
-			if ctxBound {
-				err.Bound = time.Until(deadline)
+		case admitted:
+			// Admitted with a later turn, holding no slot until then: sleep
+			// until the turn, then claim a slot with the ticket.
+			if err := a.reserved(ctx, rep, charged); err == errRequeue {
+				continue
+			} else if err != nil {
+				return nil, err
 			}
-			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
-			return nil, err
-		}
-		denied = &rep
-		if err := p.sleep(ctx, r, rep, deadline); err != nil {
-			continue // the loop's top says which error
+		case rep.Code == wire.TooLarge:
+			a.abandon()
+			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.Reason)
+		case rep.Ticket != 0:
+			// Queued for a slot: wait for a grant.
+			a.ticket, a.denied = rep.Ticket, &rep
+			if err := p.waitGrant(ctx, a.id, r, rep, a.deadline); err != nil {
+				continue // the loop's top says which error
+			}
+		default:
+			if rep.Wait > remain {
+				a.abandon()
+				err := &WaitError{Wait: rep.Wait, Bound: a.bound, Limit: Limit(rep.Reason), ctxBound: a.ctxBound}
+				if a.ctxBound {
+					err.Bound = time.Until(a.deadline)
+				}
+				p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
+				return nil, err
+			}
+			a.denied = &rep
+			if err := p.sleep(ctx, r, rep, a.deadline); err != nil {
+				continue // the loop's top says which error
+			}
 		}
 	}
 }
 
-// errRequeue tells Acquire that admit gave its turn back after a pause.
+// reserved handles a pending admission: it keeps the lease, sleeps until
+// its turn (see untilTurn), and sets the ticket that claims its slot. It
+// returns errRequeue when the turn was given back after a pause (the call
+// queues again under a new id), and ctx's error, the lease given back.
+func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charged int64) error {
+	p, r := a.p, a.r
+	if a.pending == nil {
+		a.charged = charged
+		a.pending = p.newLease(leasing.Admission{
+			ID: a.id, Tokens: r.Tokens, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait,
+		})
+		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
+	}
+	a.ticket = rep.Ticket
+	err := p.untilTurn(ctx, a.pending, rep.Wait)
+	if err == errRequeue {
+		a.id, a.ticket, a.pending = leasing.NewID(), 0, nil
+	} else if err != nil {
+		a.pending = nil // given back by untilTurn
+	}
+	return err
+}
+
+// abandon undoes what a call that gives up left in the budget: a pending
+// lease is canceled (its tokens go back, its place in the slot queue and
+// any grant with it), a queued waiter leaves the queue.
+func (a *acquisition) abandon() {
+	switch {
+	case a.pending != nil:
+		a.p.giveBack(a.pending)
+		a.pending = nil
+	case a.ticket != 0:
+		a.p.leave(a.id)
+	}
+	a.ticket = 0
+}
+
+// errRequeue tells Acquire that a turn was given back after a pause.
 var errRequeue = errors.New("pacer: turn given back after a pause")
 
 // admit turns an admitted reply into a lease, sleeping first if the call's
-// turn is in the future. A ctx canceled during that sleep returns at once;
-// the turn is given back in the background (see giveBack), so nothing stays
-// charged for a call that is never made.
+// turn is in the future (only without a concurrency limit: with one, a
+// later turn is pending, see acquisition.reserved). A ctx canceled during
+// that sleep returns at once; the turn is given back in the background
+// (see giveBack), so nothing stays charged for a call that is never made.
 func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
 	l := p.newLease(leasing.Admission{
 		ID: id, Tokens: r.Tokens, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
@@ -101,16 +191,26 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.Acquir
 	if rep.Wait > 0 {
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
-	// Sleep until the turn. A pause this process set meanwhile (a 429 seen
-	// by a neighbour) means the turn was reserved against a budget that was
-	// ahead of the provider: wait the pause out, then give the turn back and
-	// queue again behind the corrected budget (see Throttled).
+	if err := p.untilTurn(ctx, l, rep.Wait); err != nil {
+		return nil, err
+	}
+	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: Limit(rep.Reason)})
+	return l, nil
+}
+
+// untilTurn sleeps until l's turn, wait from now. A pause this process set
+// meanwhile (a 429 seen by a neighbour) means the turn was reserved against
+// a budget that was ahead of the provider: it waits the pause out, then
+// gives the turn back and returns errRequeue, to queue again behind the
+// corrected budget (see Throttled). A ctx canceled during the sleep
+// returns ctx's error at once, the turn given back in the background.
+func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration) error {
 	reserved := time.Now()
-	turn := reserved.Add(rep.Wait)
+	turn := reserved.Add(wait)
 	requeue := false
 	for {
 		until := turn
-		if rep.Wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
+		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
 			requeue = true
 			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
 				until = paused
@@ -126,17 +226,16 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.Acquir
 		case <-ctx.Done():
 			t.Stop()
 			p.giveBack(l)
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	if requeue {
 		if err := l.Cancel(ctx); err == nil {
-			return nil, errRequeue
+			return errRequeue
 		}
 		// Redis could not take the turn back: use it rather than lose it.
 	}
-	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: Limit(rep.Reason)})
-	return l, nil
+	return nil
 }
 
 // giveBack cancels a lease nobody will use, without holding the caller: in
@@ -163,8 +262,7 @@ func (p *Pacer) giveBack(l *Lease) {
 // that callers told the same time do not return in one burst. The jitter
 // never carries the sleep past the wait bound (less a round trip), so a
 // call that still finds no room then gets its WaitError before the bound,
-// not ctx's error after it. A caller waiting for a concurrency slot also
-// wakes when a lease of this process ends.
+// not ctx's error after it.
 func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, deadline time.Time) error {
 	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	d := rep.Wait + time.Duration(rand.Int64N(int64(rep.Wait/10)+1))
@@ -173,15 +271,8 @@ func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, dea
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var wake <-chan struct{}
-	if rep.Reason == string(LimitConcurrency) {
-		var leave func()
-		wake, leave = p.slots.Wait()
-		defer leave()
-	}
 	select {
 	case <-t.C:
-	case <-wake:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -202,7 +293,7 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 		return nil, err
 	}
 	id := leasing.NewID()
-	rep, charged, err := p.acquireOnce(ctx, id, r, 0)
+	rep, charged, err := p.acquireOnce(ctx, id, r, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -219,16 +310,23 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	return nil, err
 }
 
-// acquireOnce runs acquire.lua once. It also returns the µs at which the
-// buckets were charged, as settle.lua wants it: the reply's clock, or for
-// a retried id (admitted by an attempt whose reply go-redis lost and
-// resent) a lower bound, the clock less the time since this call began.
-func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration) (wire.AcquireReply, int64, error) {
+// acquireOnce runs acquire.lua once, with the call's ticket (0 on its first
+// attempt). It also returns the µs at which the buckets were charged, as
+// settle.lua wants it: the reply's clock, or for a retried id (admitted by
+// an attempt whose reply go-redis lost and resent) a lower bound, the clock
+// less the time since this call began.
+func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64) (wire.AcquireReply, int64, error) {
 	sent := time.Now()
-	v, err := p.call(ctx, lua.Acquire, p.acquireArgs(id, r, maxWait), func(v any) {
-		// The reply came after the caller gave up: give the lease back.
-		if rep, err := wire.DecodeAcquire(v); err == nil && (rep.Code == wire.Admitted || rep.Code == wire.Already) {
+	v, err := p.call(ctx, lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
+		// The reply came after the caller gave up: give the lease back, or
+		// leave the slot queue.
+		rep, err := wire.DecodeAcquire(v)
+		switch {
+		case err != nil:
+		case rep.Code == wire.Admitted || rep.Code == wire.Already:
 			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent)}))
+		case rep.Ticket != 0:
+			p.leave(id)
 		}
 	})
 	if err != nil {
@@ -250,19 +348,20 @@ func chargedAt(rep wire.AcquireReply, sent time.Time) int64 {
 }
 
 // acquireArgs returns acquire.lua's ARGV for r.
-func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration) []any {
+func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket int64) []any {
 	keep := 0.0
 	if r.Priority == Batch {
 		keep = p.s.keep
 	}
 	a := wire.Acquire{
 		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s.leaseTTL,
-		Slots: wire.Slots(p.s.limits.Concurrency, keep), Spacing: 1,
+		Limit: p.s.limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
 		Charges: wire.Charges(p.s.wireBuckets, r.Tokens, keep),
 	}
 	if c := p.s.limits.Concurrency; c > 0 {
-		// Slots free up one every mean hold time / limit: the spacing
-		// between two waiters (100 ms until a lease of this Pacer ends).
+		// Slots free up one every mean hold time / limit: how long each
+		// waiter ahead in the slot queue adds (100 ms until a lease of this
+		// Pacer ends).
 		hold := 100.0
 		if h := p.hold.Load(); h != 0 {
 			hold = math.Float64frombits(h)

@@ -33,18 +33,21 @@ type Lease = lease.Lease
 // multiple goroutines.
 type Pacer struct {
 	rdb    redis.Scripter
+	sub    redis.UniversalClient // for the subscription to slot grants
 	s      settings
 	keys   []string
 	budget *leasing.Budget
-	slots  concurrency.Queue // local waiters for a concurrency slot
+	// grants wakes this process's waiters for a concurrency slot when the
+	// budget grants them one (nil without a concurrency limit).
+	grants *concurrency.Grants
 	// pausedUntil is the end of the latest pause this process set, and
 	// pausedAt when it was set (UnixNano). A call that reserved its turn
 	// before that pause sleeps past it and queues again; calls in other
 	// processes meet the pause at their next acquire.
 	pausedUntil, pausedAt atomic.Int64
 	// hold is the mean time this process's calls held their slot, in ms
-	// (float64 bits; 0 until a lease ends): concurrency waiters are spaced
-	// by it.
+	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
+	// estimated from it.
 	hold atomic.Uint64
 }
 
@@ -67,10 +70,14 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	tag := "{" + s.prefix + ":" + s.name + "}"
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
-	p := &Pacer{rdb: sc, s: s, keys: []string{tag + ":s", tag + ":l"}}
+	p := &Pacer{rdb: sc, sub: rdb, s: s, keys: []string{tag + ":s", tag + ":l", tag + ":q"}}
 	p.budget = &leasing.Budget{
 		Client: sc, Keys: p.keys, Buckets: s.wireBuckets, TTL: s.leaseTTL,
+		Limit: s.limits.Concurrency, BatchSlots: p.batchSlots(),
 		NoRefund: s.noRefund, Ended: p.ended,
+	}
+	if s.limits.Concurrency > 0 {
+		p.grants = concurrency.NewGrants(p.listen, p.granted, linger)
 	}
 	return p, nil
 }
@@ -81,8 +88,9 @@ func (p *Pacer) Name() string { return p.s.name }
 // Limits returns the limits the Pacer was configured with.
 func (p *Pacer) Limits() Limits { return p.s.limits }
 
-// Keys returns the Redis keys of the budget: the state hash and the lease
-// sorted set. They share one hash tag.
+// Keys returns the Redis keys of the budget: the state hash, the lease
+// sorted set and the slot queue (a sorted set, whose name is also the
+// channel on which slot grants are published). They share one hash tag.
 func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
 // newLease returns the lease for an admission (see leasing.Open).
@@ -90,12 +98,10 @@ func (p *Pacer) newLease(a leasing.Admission) *Lease {
 	return leasing.Open(p.budget, a).(*Lease)
 }
 
-// ended is told of every lease's end: it wakes a local slot waiter, keeps
-// the mean hold time, and emits the Ended event.
+// ended is told of every lease's end: it keeps the mean hold time and
+// emits the Ended event. (The slot goes to the budget's first waiter, in
+// whichever process: settle.lua grants it.)
 func (p *Pacer) ended(e leasing.Ending) {
-	if p.s.limits.Concurrency > 0 {
-		p.slots.Wake()
-	}
 	if e.Held > 0 {
 		ms := float64(e.Held) / float64(time.Millisecond)
 		for {

@@ -50,8 +50,8 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 		if !lower[b.Field] {
 			continue
 		}
-		units := min(b.Units(r.Tokens), b.Capacity)
-		args = append(args, b.Field, b.Span-b.Charge(units), 2*b.Span)
+		offset, limit := b.Lowering(r.Tokens)
+		args = append(args, b.Field, offset, limit)
 	}
 	return p.pause(ctx, d, named, args)
 }

@@ -218,3 +218,121 @@ func TestConcurrencyNeverExceeded(t *testing.T) {
 		}
 	})
 }
+
+// An interactive call waiting for its token turn holds no slot: another
+// call uses the only slot meanwhile, and the waiting call takes it at its
+// turn. It costs three script calls: the acquire that reserves its turn,
+// the one that claims its slot, the settle.
+func TestTurnHoldsNoSlot(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		name := redistest.Name(t)
+		rdb := b.Client(t)
+		var scripts, others atomic.Int64
+		rdb.AddHook(commandCounter{&scripts, &others})
+		// 1,000 tokens a second; one slot, shared with a process that has
+		// no token limit (embeddings, say).
+		p, err := pacer.New(rdb, pacer.Config{Name: name, Limits: pacer.Limits{TPM: 60_000, Concurrency: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := newPacer(t, b, pacer.Config{Name: name, Limits: pacer.Limits{Concurrency: 1}})
+		a, err := p.Acquire(ctx, pacer.Request{Tokens: 60_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Settle(ctx, 60_000); err != nil {
+			t.Fatal(err)
+		}
+		scripts.Store(0)
+		start := time.Now()
+		done := make(chan *pacer.Lease, 1)
+		go func() {
+			l, err := p.Acquire(ctx, pacer.Request{Tokens: 400}) // its turn: 400 ms from now
+			if err != nil {
+				t.Errorf("Acquire of a call waiting for tokens = %v", err)
+			}
+			done <- l
+		}()
+		time.Sleep(100 * time.Millisecond)
+		// Snapshots through other's client: p's counts only the call's
+		// scripts.
+		if s := snap(t, other); s.InFlight != 0 {
+			t.Errorf("slots held while the call waits for its turn = %d; want 0", s.InFlight)
+		}
+		l, err := other.TryAcquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatalf("TryAcquire of another call while the first waits for its turn = %v; want the free slot", err)
+		}
+		if err := l.Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		var waited *pacer.Lease
+		select {
+		case waited = <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiting call was not admitted 5 s after its turn")
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Errorf("admitted after %v; want its turn, 400 ms", d)
+		}
+		if s := snap(t, other); s.InFlight != 1 {
+			t.Errorf("slots held once admitted = %d; want 1", s.InFlight)
+		}
+		if err := waited.Settle(ctx, 400); err != nil {
+			t.Fatal(err)
+		}
+		if got := scripts.Load(); got != 3 {
+			t.Errorf("%d script calls for a call that waited for its turn; want 3 (reserve, claim, settle)", got)
+		}
+	})
+}
+
+// A waiter that gives up leaves the slot queue: the slot freed next goes
+// to the waiter behind it at once, not after a grant's claim window.
+func TestCanceledWaiterLeavesTheQueue(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 3, pacer.Config{Limits: pacer.Limits{Concurrency: 1}, MaxWait: 10 * time.Second})
+		held, err := ps[0].Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, cancel := context.WithCancel(ctx)
+		first := make(chan error, 1)
+		go func() {
+			_, err := ps[1].Acquire(gone, pacer.Request{})
+			first <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // first in the queue
+		second := make(chan *pacer.Lease, 1)
+		go func() {
+			l, err := ps[2].Acquire(ctx, pacer.Request{})
+			if err != nil {
+				t.Errorf("second waiter's Acquire = %v", err)
+			}
+			second <- l
+		}()
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+		if err := <-first; !errors.Is(err, context.Canceled) {
+			t.Errorf("canceled waiter's Acquire = %v; want context.Canceled", err)
+		}
+		time.Sleep(50 * time.Millisecond) // its leave lands
+		settled := time.Now()
+		if err := held.Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-second:
+			if d := time.Since(settled); d > 700*time.Millisecond {
+				t.Errorf("second waiter admitted %v after the settle; want well within the 1 s claim window", d)
+			}
+			if l != nil {
+				_ = l.Settle(ctx, 0)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("second waiter not admitted 5 s after the slot freed")
+		}
+	})
+}

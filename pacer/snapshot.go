@@ -27,7 +27,7 @@ type Bucket struct {
 }
 
 // Snapshot is a budget's state at one moment, as an operator needs to see
-// it: each limit's level and capacity, leases in flight and any pause.
+// it: each limit's level and capacity, slots held and any pause.
 type Snapshot struct {
 	Name string
 	// Time is the moment read, on the Redis clock.
@@ -35,14 +35,16 @@ type Snapshot struct {
 
 	RPM, TPM, RPD, TPD Bucket
 
-	// InFlight counts leases not yet ended or expired; Concurrency is the
-	// limit on them (0 = none).
+	// InFlight counts the concurrency slots held: by leases not yet ended
+	// or expired, and by grants kept for waiters about to claim them (a
+	// lease waiting for its turn holds none). Concurrency is the limit on
+	// them (0 = none).
 	InFlight, Concurrency int64
 	// Paused is how long every caller still has to wait; 0 if not paused.
 	Paused time.Duration
 	// MeanHold is the recent mean time a lease of this Pacer was held (from
-	// its turn to its end); 0 until one ends. Concurrency waiters are
-	// spaced by it.
+	// its turn to its end); 0 until one ends. A waiter for a slot
+	// estimates its wait from it.
 	MeanHold time.Duration
 }
 
@@ -76,7 +78,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		Concurrency: p.s.limits.Concurrency,
 	}
 	if h := p.hold.Load(); h != 0 {
-		s.MeanHold = time.Duration(math.Float64frombits(h) * float64(time.Millisecond))
+		s.MeanHold = time.Duration(math.Round(math.Float64frombits(h) * float64(time.Millisecond)))
 	}
 	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
 	j := 3

@@ -75,7 +75,7 @@ def load(p, seconds, threads, seed, ends):
             used = rng.randint(tokens * 3 // 10, tokens)
             end_us = end(lease, how, used)
             with mu:
-                calls.append({"start_us": lease.start_us, "end_us": end_us, "how": how, "reserved": tokens,
+                calls.append({"start_us": lease.start_us, "slot_us": lease.slot_us, "end_us": end_us, "how": how, "reserved": tokens,
                               "used": used if how == "settle" else 0, "waited_ms": waited_ms, "priority": prio})
 
     ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
@@ -107,7 +107,7 @@ def main():
                     lease = p.acquire(cmd["tokens"], prio, cmd.get("max_wait_ms", 0))
                 h = f"py{len(leases) + 1}"
                 leases[h] = lease
-                out = {"lease": h, "start_us": lease.start_us, "charged_us": lease.charged_us,
+                out = {"lease": h, "start_us": lease.start_us, "charged_us": lease.charged_us, "slot_us": lease.slot_us,
                        "expiry_ms": lease.expiry_ms, "waited_ms": (time.monotonic() - t0) * 1000}
             elif op == "end":
                 lease = leases[cmd["lease"]]

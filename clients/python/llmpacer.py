@@ -30,6 +30,12 @@ headroom, sliding window, batch floor). A Pacer and its leases are safe to
 use from several threads. What the Go client does and this one does not: a
 process that pauses the budget does not make its own reserved turns wait the
 pause out, and there are no events or Run helper.
+
+Slots (a concurrency limit) are shared first come, first served with every
+process, through the slot queue the scripts keep in Redis. A Python waiter
+does not subscribe to the grants the scripts publish: it asks again at the
+script's estimate, at most every _POLL_MS, well within the 1,000 ms a grant
+is kept for it. A lease ending in this process also wakes its waiters.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
 _REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
 _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
+_POLL_MS = 250  # the longest a slot waiter sleeps before asking again
 _INT = re.compile(r"[+-]?[0-9]+")
 
 
@@ -234,7 +241,7 @@ def settings(c: Config) -> Settings:
         buckets.append(_bucket(c, field, limit, burst, window_ms, tokens))
     keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
     tag = "{" + prefix + ":" + c.name + "}"
-    return Settings([tag + ":s", tag + ":l"], buckets, lim.concurrency, keep,
+    return Settings([tag + ":s", tag + ":l", tag + ":q"], buckets, lim.concurrency, keep,
                     c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
 
 
@@ -309,6 +316,7 @@ class AcquireReply:
     now_us: int
     reason: str
     expiry_ms: int
+    ticket: int = 0  # not 0: a pending admission, or a place in the slot queue
 
 
 def _int(v: Any) -> int:
@@ -326,11 +334,11 @@ def _str(v: Any) -> str:
 
 
 def decode_acquire(v: Any) -> AcquireReply:
-    """Check acquire's reply {code, wait_ms, now_us, reason, expiry_ms}."""
-    if not isinstance(v, (list, tuple)) or len(v) != 5:
+    """Check acquire's reply {code, wait_ms, now_us, reason, expiry_ms, ticket}."""
+    if not isinstance(v, (list, tuple)) or len(v) != 6:
         raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
-    r = AcquireReply(_int(v[0]), _int(v[1]), _int(v[2]), _str(v[3]), _int(v[4]))
-    if not TOO_LARGE <= r.code <= ALREADY or r.wait_ms < 0:
+    r = AcquireReply(_int(v[0]), _int(v[1]), _int(v[2]), _str(v[3]), _int(v[4]), _int(v[5]))
+    if not TOO_LARGE <= r.code <= ALREADY or r.wait_ms < 0 or r.ticket < 0:
         raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
     return r
 
@@ -420,17 +428,25 @@ class Pacer:
             if priority == BATCH and b.charge(need) > b.allowance(self.settings.keep):
                 raise TooLargeError(f"llmpacer: a batch call of {tokens} tokens can never fit the {b.field} bucket's share for batch")
 
-    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int) -> list:
-        """acquire.lua's ARGV for a call (see docs/lua-contract.md)."""
+    @property
+    def batch_slots(self) -> int:
+        """The slots a batch call may use under the concurrency limit (0: no limit)."""
+        conc = self.settings.concurrency
+        return conc - math.floor(float(conc) * self.settings.keep) if conc else 0
+
+    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int, ticket: int = 0) -> list:
+        """acquire.lua's ARGV for a call (see docs/lua-contract.md).
+
+        ticket is 0 on a call's first attempt, then the ticket a reply gave.
+        """
         s = self.settings
         keep = s.keep if priority == BATCH else 0.0
         conc = s.concurrency
-        slots = conc - math.floor(float(conc) * keep) if conc else 0
         spacing = 1
         if conc:
             # Slots free up one every mean hold time / limit.
             spacing = max(1, math.ceil((self.mean_hold_ms or _FIRST_HOLD_MS) / float(conc)))
-        args = [lease_id, 1 if priority == BATCH else 0, max_wait_ms, s.lease_ttl_ms, slots, spacing]
+        args = [lease_id, 1 if priority == BATCH else 0, max_wait_ms, s.lease_ttl_ms, conc, self.batch_slots, spacing, ticket]
         args += [b.field for b in s.buckets]
         for b in s.buckets:
             args += [b.charge(b.units(tokens)), b.allowance(keep)]
@@ -443,31 +459,68 @@ class Pacer:
         can never fit raises TooLargeError at once; one whose wait would pass
         the bound raises WaitTimeoutError as soon as the script says so.
         An interactive call that must wait for tokens reserves its turn and
-        sleeps until then; one waiting for a slot or a pause asks again.
+        sleeps until then; with a concurrency limit it holds no slot until
+        its turn, and claims one then with its ticket. A call that finds no
+        free slot queues for one, first come, first served across every
+        process, and asks again (see the module's doc); one waiting for a
+        pause asks again when the pause ends. A call that gives up (an
+        error, or an exception such as KeyboardInterrupt while it waits)
+        cancels a pending lease, or leaves the slot queue.
         """
         self.check_request(tokens, priority, max_wait_ms)
         bound_ms = max_wait_ms or self.settings.max_wait_ms
         began = self._clock()
         deadline = began + bound_ms * 1_000_000
         lease_id = new_id()  # reused by every retry of this call
-        while True:
-            now = self._clock()
-            remain_ms = max(0, (deadline - now) // 1_000_000)
-            rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, remain_ms)))
-            if rep.code in (ADMITTED, ALREADY):
-                lease = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
-                if rep.wait_ms > 0:
-                    try:
+        ticket, pending = 0, None
+        try:
+            while True:
+                now = self._clock()
+                remain_ms = max(0, (deadline - now) // 1_000_000)
+                rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, remain_ms, ticket)))
+                if rep.code in (ADMITTED, ALREADY) and rep.ticket == 0:
+                    if pending is not None:
+                        # The pending lease claimed its slot at its turn.
+                        pending._claimed(rep.expiry_ms, rep.now_us)
+                        lease, pending = pending, None
+                        return lease
+                    lease = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                    if rep.wait_ms > 0:
+                        try:
+                            self._sleep(rep.wait_ms / 1000)
+                        except BaseException:
+                            _cancel_quietly(lease)  # nobody will make the call
+                            raise
+                    return lease
+                if rep.code in (ADMITTED, ALREADY):
+                    # Admitted with a later turn but no slot: sleep until the
+                    # turn, then claim a slot with the ticket.
+                    if pending is None:
+                        pending = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                    ticket = rep.ticket
+                    if rep.wait_ms > 0:
                         self._sleep(rep.wait_ms / 1000)
-                    except BaseException:
-                        _cancel_quietly(lease)  # nobody will make the call
-                        raise
-                return lease
-            if rep.code == TOO_LARGE:
-                raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
-            if rep.wait_ms > remain_ms:
-                raise WaitTimeoutError(rep.wait_ms, bound_ms, rep.reason)
-            self._wait(rep, deadline)
+                    continue
+                if rep.code == TOO_LARGE:
+                    raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+                if rep.ticket != 0:
+                    # Queued for a slot: ask again at the estimate, soon
+                    # enough to claim a grant within its claim window.
+                    ticket = rep.ticket
+                    self._wait_slot(rep, deadline)
+                    continue
+                if rep.wait_ms > remain_ms:
+                    # Not queued (a waiter the script took out of the queue
+                    # has left it already).
+                    ticket = 0
+                    raise WaitTimeoutError(rep.wait_ms, bound_ms, rep.reason)
+                self._wait(rep, deadline)
+        except BaseException:
+            if pending is not None:
+                _cancel_quietly(pending)  # its tokens, and any grant, go back
+            elif ticket:
+                self._leave(lease_id)
+            raise
 
     def try_acquire(self, tokens: int, priority: str = INTERACTIVE) -> "Lease":
         """Admit the call only if every limit has room now; else raise NotYetError."""
@@ -488,28 +541,45 @@ class Pacer:
             # first sent. A settle is sent a lower bound (it then gives back
             # only less).
             charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
-        return Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+        lease = Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+        lease.slot_us = rep.now_us
+        return lease
 
     def _wait(self, rep: AcquireReply, deadline: int) -> None:
         # The script's hint plus up to 10% jitter, so that callers told the
         # same time do not return together; never past the bound less a
-        # round trip. A slot waiter also wakes when a lease of this process
-        # ends (another process's end cannot reach it: it asks again).
+        # round trip.
         w = rep.wait_ms * 1_000_000
         d = w + self._jitter(w // 10)
         limit = deadline - self._clock() - int(_ROUND_TRIP_S * 1e9)
         if d > limit:
             d = max(w, limit)
-        if rep.reason == "concurrency" and self.settings.concurrency:
-            with self._freed:
-                self._freed.wait(d / 1e9)
-        else:
-            self._sleep(d / 1e9)
+        self._sleep(d / 1e9)
+
+    def _wait_slot(self, rep: AcquireReply, deadline: int) -> None:
+        # A queued slot waiter sleeps the script's estimate, at most
+        # _POLL_MS (a grant is kept for it only 1,000 ms), never past the
+        # bound less a round trip, and wakes early when a lease of this
+        # process ends: its slot may have been granted here.
+        w = min(rep.wait_ms, _POLL_MS) * 1_000_000
+        d = w + self._jitter(w // 10)
+        d = min(d, max(0, deadline - self._clock() - int(_ROUND_TRIP_S * 1e9)))
+        with self._freed:
+            self._freed.wait(d / 1e9)
+
+    def _leave(self, lease_id: str) -> None:
+        # A waiter that gives up leaves the slot queue: settle with its id,
+        # charged 0, no corrections; a grant made to it goes to the next
+        # waiter. If this fails, the grant expires after its claim window.
+        try:
+            self._run("settle", [lease_id, 0, self.settings.concurrency, self.batch_slots])
+        except Exception:
+            pass
 
     def _ended(self, held_us: int) -> None:
         if self.settings.concurrency:
             with self._freed:
-                self._freed.notify()
+                self._freed.notify_all()
         if held_us > 0:
             ms = held_us / 1000
             with self._mu:
@@ -546,7 +616,11 @@ class Pacer:
         return _ints(self._run("pause", [max(us // 1000, 1), *lower]), 2)[0]
 
     def snapshot(self) -> Snapshot:
-        """Read the budget without changing it: each bucket's level, leases in flight, any pause."""
+        """Read the budget without changing it: each bucket's level, slots held, any pause.
+
+        in_flight counts the slots held (leases, and grants kept for
+        waiters), not pending leases waiting for their turn.
+        """
         bs = self.settings.buckets
         v = self._run("snapshot", [b.field for b in bs])
         if not isinstance(v, (list, tuple)) or len(v) != 3 + len(bs):
@@ -582,12 +656,20 @@ class Lease:
         self.id, self.tokens = lease_id, tokens
         self.start_us = start_us  # the call's turn, Redis clock
         self.charged_us = charged_us  # when acquire charged it (or a lower bound)
+        # When it took its slot, with a concurrency limit (Redis clock): its
+        # admission, or for a lease pending until its turn, its claim.
+        self.slot_us = charged_us
         self._pacer = pacer
         self._expiry_ms = expiry_ms
         self._mu = threading.Lock()
         self._state = "held"
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
+
+    def _claimed(self, expiry_ms: int, now_us: int) -> None:
+        # A pending lease took its slot: the expiry is the claim's.
+        with self._mu:
+            self._expiry_ms, self.slot_us = expiry_ms, now_us
 
     @property
     def state(self) -> str:
@@ -644,7 +726,8 @@ class Lease:
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
         if self._state != "held":
             return None, None
-        args = [self.id, self.charged_us]
+        s = self._pacer
+        args = [self.id, self.charged_us, s.settings.concurrency, s.batch_slots]
         for field, us in corrections(self._pacer.settings.buckets, self.tokens, used, how == "canceled"):
             args += [field, us]
         try:

@@ -115,7 +115,7 @@ def call(p, req):
 
 
 def admitted(p, now_us):
-    return [1, 0, now_us, "", now_us // 1000 + p.settings.lease_ttl_ms]
+    return [1, 0, now_us, "", now_us // 1000 + p.settings.lease_ttl_ms, 0]
 
 
 NOW_US = 1_767_225_600_000_000  # the clock the Go side's fake Redis reports
@@ -146,7 +146,7 @@ class TestConfig(unittest.TestCase):
                     with self.assertRaises(llmpacer.TooLargeError):
                         p.check_request(1, llmpacer.BATCH)
                 else:
-                    slots.append(p.acquire_args("x", 1, llmpacer.BATCH, 0)[4])
+                    slots.append(p.acquire_args("x", 1, llmpacer.BATCH, 0)[5])
                 self.assertEqual(slots, v["slots"])
                 for b, want in zip(s.buckets, v["buckets"]):
                     got = {"field": b.field, "limit": b.limit, "capacity": b.capacity, "per_second": b.per_second,

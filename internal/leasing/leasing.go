@@ -17,9 +17,13 @@ import (
 // once per Pacer.
 type Budget struct {
 	Client  redis.Scripter
-	Keys    []string      // state hash, lease zset: the KEYS of every script
+	Keys    []string      // state hash, lease zset, slot queue: the KEYS of every script
 	Buckets []wire.Bucket // the configured buckets
 	TTL     time.Duration
+	// Limit is the concurrency limit (0: none), and BatchSlots the slots a
+	// batch call may use: a lease that ends gives its slot to the next
+	// waiter.
+	Limit, BatchSlots int64
 	// NoRefund makes Settle charge overruns only: the provider keeps what
 	// it counted at admission.
 	NoRefund bool

@@ -9,84 +9,177 @@ type Charge struct {
 	Charge, Allow int64
 }
 
+// Call is an acquire's arguments, as its caller sends them (acquire.lua's
+// ARGV).
+type Call struct {
+	ID           string
+	Batch        bool
+	MaxWait, TTL int64 // ms
+	// Limit is the concurrency limit (0: none), BatchSlots the slots a
+	// batch call may use.
+	Limit, BatchSlots int64
+	Spacing           int64 // ms between two slots freeing
+	Ticket            int64 // µs; 0 on a call's first attempt
+	Charges           []Charge
+}
+
+// Reply is acquire's reply without now_us.
+type Reply struct {
+	Code   int
+	Wait   int64
+	Reason string
+	Expiry int64
+	Ticket int64
+}
+
 // Acquire mirrors acquire.lua: it admits one call against every limit, all
 // or nothing, or says how long until it could be. us is the script's clock;
-// the other parameters follow its ARGV (slots 0: no concurrency limit), and
-// the results are its reply without now_us:
+// the reply is the script's without now_us:
 //
-//   - 1, wait, reason: admitted, the lease held until now+wait+ttl (its
-//     expiry, also returned) and every bucket charged; reason names the
-//     bucket that set a wait > 0. A bucket found full restarts at us.
-//   - 2, wait, "": id is already in the lease set (a retry), nothing
-//     charged; expiry is its score.
-//   - 0, wait, reason: not admitted; the queues qc or qb may have moved.
-//   - -1, 0, reason: the charge exceeds the allowance in bucket reason: the
-//     call can never be admitted.
-func (b *Budget) Acquire(us int64, id string, batch bool, maxWait, ttl, slots, spacing int64, cs []Charge) (code int, wait int64, reason string, expiry int64) {
+//   - 1: admitted, every bucket charged, the lease held until its expiry;
+//     Ticket 0 if it holds its slot (or there is no limit), else the lease
+//     is pending (no slot until it claims one at its turn, with Ticket).
+//     Reason names the bucket that set a wait > 0. A bucket found full
+//     restarts at us. Each bucket's give-back stack records the charge.
+//   - 2: the id is already in the lease set (a retry, or a claim before its
+//     turn), nothing charged.
+//   - 0: not admitted; with a Ticket, queued for a slot. The queues and
+//     grants may have moved.
+//   - -1: the charge exceeds the allowance in bucket Reason: the call can
+//     never be admitted.
+func (b *Budget) Acquire(us int64, c Call) Reply {
 	now := us / 1000
 	n := float64(now)
-
-	// deny answers 0, or 2 when id is still in the lease set, ended or not.
-	// Whatever the path changed before (a queue) stays changed.
-	deny := func(wait int64, reason string) (int, int64, string, int64) {
-		if held, ok := b.leases[id]; ok {
-			return 2, max(held-ttl-now, 0), "", held
+	already := func(score int64) Reply {
+		if score >= pending {
+			turn := score - pending - c.TTL
+			return Reply{2, max(turn-now, 0), "", score - pending, turn * 1000}
 		}
-		return 0, wait, reason, 0
+		return Reply{2, max(score-c.TTL-now, 0), "", score, 0}
+	}
+
+	conc := c.Limit > 0
+	tk, mine := us, int64(0)
+	var granted, isPending bool
+	var pend int64
+	if conc {
+		if c.Ticket != 0 {
+			tk = c.Ticket
+			if s, ok := b.leases[c.ID]; ok {
+				if s < pending {
+					return already(s)
+				}
+				pend, isPending = s, true
+			}
+			g, ok := b.leases[grant(c.ID)]
+			granted = ok && g > now
+		}
+		mine = tk
+		if c.Batch {
+			mine += batchOffset
+		}
+	}
+	take := func() bool {
+		live := b.inFlight(now)
+		free := min(c.Limit-live, maxGive)
+		if free <= 0 {
+			return false
+		}
+		return b.hand(now, free, live, c.BatchSlots, c.ID, mine)
+	}
+	queued := func() Reply {
+		if c.Ticket == 0 {
+			if held, ok := b.leases[c.ID]; ok {
+				return already(held)
+			}
+		}
+		wait := (b.ahead(mine) + 1) * c.Spacing
+		if wait > c.MaxWait {
+			if c.Ticket != 0 {
+				delete(b.queue, c.ID)
+			}
+			return Reply{0, wait, "concurrency", 0, 0}
+		}
+		if _, ok := b.queue[c.ID]; !ok {
+			if b.queue == nil {
+				b.queue = make(map[string]int64)
+			}
+			b.queue[c.ID] = mine
+		}
+		return Reply{0, wait, "concurrency", 0, tk}
+	}
+	leave := func() {
+		if granted {
+			delete(b.leases, grant(c.ID))
+			b.dispatch(now, c.Limit, c.BatchSlots)
+		} else {
+			delete(b.queue, c.ID)
+		}
+	}
+
+	if isPending {
+		// A pending lease claims its slot: no bucket, no pause.
+		expiry := pend - pending
+		if expiry-c.TTL > now {
+			return already(pend)
+		}
+		if granted {
+			delete(b.leases, grant(c.ID))
+		}
+		if granted || take() {
+			expiry = max(expiry, now+c.TTL)
+			b.leases[c.ID] = expiry
+			return Reply{1, 0, "", expiry, 0}
+		}
+		return queued()
 	}
 
 	var tats [4]int64
-	var restarted [4]bool
 	var wus, sus int64 // the longest wait and its bucket's charge, µs
-	for _, c := range cs {
-		if c.Charge > c.Allow {
-			return -1, 0, Name(c.Bucket), 0
+	reason := ""
+	for _, ch := range c.Charges {
+		if ch.Charge > ch.Allow {
+			return Reply{-1, 0, Name(ch.Bucket), 0, 0}
 		}
-		tat, r := b.from(c.Bucket, us)
-		tat += c.Charge
-		tats[c.Bucket], restarted[c.Bucket] = tat, r
-		if w := tat - us - c.Allow; w > wus {
-			wus, reason, sus = w, Name(c.Bucket), c.Charge
+		tat := b.from(ch.Bucket, us) + ch.Charge
+		tats[ch.Bucket] = tat
+		if w := tat - us - ch.Allow; w > wus {
+			wus, reason, sus = w, Name(ch.Bucket), ch.Charge
 		}
 	}
 	w, sp := float64(wus)/1000, float64(sus)/1000
 
+	// deny answers 0, or 2 when id is still in the lease set, ended or not.
+	// Whatever the path changed before (a queue) stays changed.
+	deny := func(wait int64, reason string) Reply {
+		if c.Ticket == 0 || !conc {
+			if held, ok := b.leases[c.ID]; ok {
+				return already(held)
+			}
+		}
+		return Reply{0, wait, reason, 0, 0}
+	}
 	if b.pause > now {
 		return deny(b.pause-now, "pause")
 	}
-	if slots > 0 && b.inFlight(now) >= slots {
-		latest := float64(ttl)
-		if first, ok := b.firstExpiry(now); ok {
-			latest = float64(first - now)
-		}
-		qc := float64(b.qc)
-		if qc < n {
-			qc = n
-		}
-		qc = math.Ceil(qc + float64(spacing))
-		wc := qc - n
-		if wc > latest {
-			wc = math.Ceil(latest)
-		}
-		if wc < 1 {
-			wc = 1
-		}
-		if maxWait > 0 && wc <= float64(maxWait) {
-			b.qc = int64(qc)
-		}
-		return deny(int64(wc), "concurrency")
+	var bound int64
+	if w > 0 {
+		bound = c.MaxWait
 	}
-	if w > 0 && (batch || w > float64(maxWait)) {
+	if w > 0 && (c.Batch || w > float64(bound)) {
+		if conc && c.Ticket != 0 {
+			leave()
+		}
 		// Batch calls never reserve ahead; a batch waiter willing to wait is
 		// spaced along qb instead.
-		if batch && maxWait > 0 {
+		if c.Batch && bound > 0 {
 			qb := float64(b.qb)
 			if qb < n+w {
 				qb = n + w
 			} else {
 				qb += sp
 			}
-			if qb-n <= float64(maxWait) {
+			if qb-n <= float64(bound) {
 				qb = math.Ceil(qb)
 				b.qb = int64(qb)
 				w = qb - n
@@ -96,24 +189,49 @@ func (b *Budget) Acquire(us int64, id string, batch bool, maxWait, ttl, slots, s
 	}
 
 	// Admit: the TATs move past their allowance when the turn lies ahead.
-	wait = int64(math.Ceil(w))
-	if held, ok := b.leases[id]; ok {
-		// ZADD NX found the id: a retry; nothing is stored.
-		return 2, max(held-ttl-now, 0), "", held
+	wait := int64(math.Ceil(w))
+	expiry := now + wait + c.TTL
+	admit := func(score int64) bool {
+		if _, ok := b.leases[c.ID]; ok {
+			return false // ZADD NX found the id: a retry
+		}
+		if b.leases == nil {
+			b.leases = make(map[string]int64)
+		}
+		b.leases[c.ID] = score
+		if now%16 == 0 {
+			b.reap(now)
+		}
+		// Each bucket's headroom: how far its TAT lay past the call's
+		// turn before the charge.
+		turn := us + wait*1000
+		for _, ch := range c.Charges {
+			i := ch.Bucket
+			b.push(i, us, max(tats[i]-ch.Charge-turn, 0))
+			b.tat[i], b.stored[i] = tats[i], true
+		}
+		return true
 	}
-	if b.leases == nil {
-		b.leases = make(map[string]int64)
+	if conc && wait > 0 {
+		// A later turn holds no slot: the lease is pending until it claims
+		// one.
+		if c.Ticket != 0 {
+			leave()
+		}
+		if admit(pending + expiry) {
+			return Reply{1, wait, reason, expiry, (now + wait) * 1000}
+		}
+		return deny(wait, reason)
 	}
-	expiry = now + wait + ttl
-	b.leases[id] = expiry
-	if now%16 == 0 {
-		b.reap(now)
-	}
-	for _, c := range cs {
-		b.tat[c.Bucket], b.stored[c.Bucket] = tats[c.Bucket], true
-		if restarted[c.Bucket] {
-			b.restart[c.Bucket] = us
+	if conc {
+		if granted {
+			delete(b.leases, grant(c.ID))
+		} else if !take() {
+			return queued()
 		}
 	}
-	return 1, wait, reason, expiry
+	if admit(expiry) {
+		return Reply{1, wait, reason, expiry, 0}
+	}
+	return deny(wait, reason)
 }

@@ -57,22 +57,31 @@ type Buckets [4]Bucket
 type Budget struct {
 	tat    [4]int64 // each bucket's TAT, µs
 	stored [4]bool  // whether tat[i] is in the hash; a missing TAT reads full
-	// restart is each bucket's last restart (µs): when a charge found it
-	// full and started from the clock. 0: never recorded.
-	restart [4]int64
-	pause   int64            // ms until which nobody is admitted (0 = never set)
-	qc, qb  int64            // the concurrency and batch virtual queues, ms (0 = unset)
-	leases  map[string]int64 // id -> expiry ms
+	// stack is each bucket's give-back stack (see giveback.go), oldest
+	// first.
+	stack [4][]hentry
+	pause int64 // ms until which nobody is admitted (0 = never set)
+	qb    int64 // the batch virtual queue, ms (0 = unset)
+	// leases is the lease set: id -> expiry ms for a lease holding its
+	// slot, PENDING + expiry for a pending one, and g:<id> -> the end of
+	// its claim window for a grant.
+	leases map[string]int64
+	// queue is the slot queue: waiter id -> its score (a ticket, µs, plus
+	// BATCH for a batch waiter).
+	queue map[string]int64
+	// published are the messages published since Published was last
+	// called.
+	published []string
 }
 
 // from returns bucket i's TAT as the scripts start a charge from it at us:
-// the stored TAT, or us if it is missing or in the past, which restarts the
-// bucket (restarted true).
-func (b *Budget) from(i int, us int64) (tat int64, restarted bool) {
+// the stored TAT, or us if it is missing or in the past (the bucket is
+// full, and restarts from now).
+func (b *Budget) from(i int, us int64) int64 {
 	if b.stored[i] && b.tat[i] >= us {
-		return b.tat[i], false
+		return b.tat[i]
 	}
-	return us, true
+	return us
 }
 
 // String describes the stored state, for test failures.
@@ -82,23 +91,28 @@ func (b *Budget) String() string {
 		if b.stored[i] {
 			fmt.Fprintf(&s, "%s=%d ", Name(i), b.tat[i])
 		}
-		if b.restart[i] != 0 {
-			fmt.Fprintf(&s, "%s.f=%d ", Name(i), b.restart[i])
+		if len(b.stack[i]) > 0 {
+			fmt.Fprintf(&s, "%s.h=%v ", Name(i), b.stack[i])
 		}
 	}
-	fmt.Fprintf(&s, "pause=%d qc=%d qb=%d", b.pause, b.qc, b.qb)
-	ids := make([]string, 0, len(b.leases))
-	for id := range b.leases {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	s.WriteString(" leases={")
-	for i, id := range ids {
-		if i > 0 {
-			s.WriteString(" ")
+	fmt.Fprintf(&s, "pause=%d qb=%d", b.pause, b.qb)
+	for _, set := range []struct {
+		name string
+		m    map[string]int64
+	}{{"leases", b.leases}, {"queue", b.queue}} {
+		ids := make([]string, 0, len(set.m))
+		for id := range set.m {
+			ids = append(ids, id)
 		}
-		fmt.Fprintf(&s, "%s:%d", id, b.leases[id])
+		sort.Strings(ids)
+		fmt.Fprintf(&s, " %s={", set.name)
+		for i, id := range ids {
+			if i > 0 {
+				s.WriteString(" ")
+			}
+			fmt.Fprintf(&s, "%s:%d", id, set.m[id])
+		}
+		s.WriteString("}")
 	}
-	s.WriteString("}")
 	return s.String()
 }

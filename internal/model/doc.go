@@ -2,10 +2,12 @@
 // test oracle that lua/model_test.go runs the Redis scripts against.
 //
 // A Budget holds exactly what the scripts keep in Redis (each bucket's TAT
-// in µs; the pause; the leases and their expiries; qc and qb), and its
-// methods Acquire, Settle, KeepAlive, Pause and Snapshot follow acquire.lua,
-// settle.lua, keepalive.lua, pause.lua and snapshot.lua step by step. The
-// model reads no clock: every method takes the time the script would have
+// in µs and its give-back stack; the pause; qb; the lease set with its
+// leases, pending leases and grants; the slot queue), and its methods
+// Acquire, Settle, KeepAlive, Pause, Throttle and Snapshot follow
+// acquire.lua, settle.lua, keepalive.lua, pause.lua and snapshot.lua step by
+// step; it also records what the scripts publish (Published). The model
+// reads no clock: every method takes the time the script would have
 // read from TIME (µs, or ms for the scripts that only need ms), so a Budget
 // is a pure function of the calls made on it and the times they were made
 // at.
@@ -21,9 +23,10 @@
 // them, oldest expiry first. Reaping never changes what counts as in
 // flight, since an expired lease holds no slot, but it does change the
 // answer to a retried lease id: a lease still in the set, expired or not,
-// answers code 2, and a reaped one is admitted anew. And refunds: settle
-// moves the stored TAT back without reading the clock (HINCRBY), so a
-// stored TAT may lie far in the past, which reads as full.
+// answers code 2, and a reaped one is admitted anew. And give-backs: each
+// bucket keeps a stack of its charge events' headrooms (giveback.go), and
+// a give-back moves a TAT back no further than the first event after the
+// lease leaves room for, and never before now.
 //
 // Out of scope: key expiry, and the lease set's sentinel member (see
 // prelude.lua), which no count includes. The scripts put TTLs on both keys

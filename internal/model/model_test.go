@@ -20,8 +20,13 @@ type reply struct {
 }
 
 func acquire(b *Budget, ms int64, id string, cost, maxWait int64) reply {
-	code, wait, reason, _ := b.Acquire(ms*1000, id, false, maxWait, 60_000, 2, 50, Charges(contract, cost, false, 200))
-	return reply{code, wait, reason}
+	r := b.Acquire(ms*1000, Call{ID: id, MaxWait: maxWait, TTL: 60_000, Limit: 2, BatchSlots: 2, Spacing: 50, Charges: Charges(contract, cost, false, 200)})
+	return reply{r.Code, r.Wait, r.Reason}
+}
+
+// plain is an interactive call of cost tokens with no concurrency limit.
+func plain(id string, ttl int64, bs Buckets, cost int64) Call {
+	return Call{ID: id, TTL: ttl, Spacing: 1, Charges: Charges(bs, cost, false, 0)}
 }
 
 // The sequence of TestContractAsDocumented, on the model.
@@ -38,13 +43,14 @@ func TestContractSequence(t *testing.T) {
 		{"b over what is left", func() reply { return acquire(&b, t0, "b", 2000, 0) }, reply{0, 10_000, "tpm"}},
 		{"c over capacity", func() reply { return acquire(&b, t0, "c", 7000, 0) }, reply{-1, 0, "tpm"}},
 		{"d reserves its turn", func() reply { return acquire(&b, t0, "d", 2000, 60_000) }, reply{1, 10_000, "tpm"}},
-		// Two slots, both held: the caller's spacing, 50 ms.
-		{"e finds no slot", func() reply { return acquire(&b, t0, "e", 0, 0) }, reply{0, 50, "concurrency"}},
+		// d holds no slot until its turn, but every later call waits
+		// behind its tokens.
+		{"e waits behind d's turn", func() reply { return acquire(&b, t0, "e", 0, 0) }, reply{0, 10_000, "tpm"}},
 		{"a settles", func() reply {
-			return reply{Code: b.Settle((t0+1000)*1000, "a", t0*1000, refund)}
+			return reply{Code: b.Settle((t0+1000)*1000, "a", t0*1000, 0, 0, refund)}
 		}, reply{Code: 1}},
 		{"a settles twice", func() reply {
-			return reply{Code: b.Settle((t0+1000)*1000, "a", t0*1000, refund)}
+			return reply{Code: b.Settle((t0+1000)*1000, "a", t0*1000, 0, 0, refund)}
 		}, reply{Code: 0}},
 	}
 	for _, s := range steps {
@@ -61,8 +67,8 @@ func TestContractSequence(t *testing.T) {
 	if got := b.Level(RPM, us, contract[RPM]); got != 59 {
 		t.Errorf("rpm level = %v; want 59", got)
 	}
-	if s := b.Snapshot(us); s.InFlight != 1 || s.PauseRemaining != 0 {
-		t.Errorf("Snapshot() = %+v; want 1 in flight, no pause", s)
+	if s := b.Snapshot(us); s.InFlight != 0 || s.PauseRemaining != 0 {
+		t.Errorf("Snapshot() = %+v; want none in flight (d's lease is pending), no pause", s)
 	}
 }
 
@@ -70,8 +76,8 @@ func TestContractSequence(t *testing.T) {
 // 6000 owed (the cap of one bucket, applied by the caller).
 func TestSettleDebt(t *testing.T) {
 	var b Budget
-	b.Acquire(t0*1000, "a", false, 0, 60_000, 0, 1, Charges(contract, 1000, false, 0))
-	if got := b.Settle(t0*1000, "a", t0*1000, Deltas(contract, Settled, 1000, 1_000_000)); got != 1 {
+	b.Acquire(t0*1000, plain("a", 60_000, contract, 1000))
+	if got := b.Settle(t0*1000, "a", t0*1000, 0, 0, Deltas(contract, Settled, 1000, 1_000_000)); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
 	if got := b.Level(TPM, t0*1000, contract[TPM]); got != -1000 {
@@ -83,9 +89,9 @@ func TestSettleDebt(t *testing.T) {
 // stays where it is, in the past, and the bucket reads full, never above.
 func TestRefundPastFullReadsFull(t *testing.T) {
 	var b Budget
-	b.Acquire(t0*1000, "a", false, 0, 120_000, 0, 1, Charges(contract, 5000, false, 0))
+	b.Acquire(t0*1000, plain("a", 120_000, contract, 5000))
 	us := int64(t0+60_000) * 1000
-	if got := b.Settle(us, "a", t0*1000, Deltas(contract, Settled, 5000, 1000)); got != 1 {
+	if got := b.Settle(us, "a", t0*1000, 0, 0, Deltas(contract, Settled, 5000, 1000)); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
 	if got := b.Level(TPM, us, contract[TPM]); got != 6000 {
@@ -151,7 +157,7 @@ func TestKeepAlive(t *testing.T) {
 // it.
 func TestReapingEndsRetries(t *testing.T) {
 	var b Budget
-	b.Acquire((t0+1)*1000, "a", false, 0, 10, 0, 1, Charges(contract, 1, false, 0))
+	b.Acquire((t0+1)*1000, plain("a", 10, contract, 1))
 	if r := acquire(&b, t0+100, "a", 1, 0); r.Code != 2 {
 		t.Fatalf("retry of an expired, unreaped lease = %+v; want code 2", r)
 	}
@@ -173,8 +179,7 @@ func TestLateGiveBack(t *testing.T) {
 	bs := Buckets{{5, 60, 60_000}, {}, {}, {}}
 	var b Budget
 	acq := func(ms int64, id string) int {
-		code, _, _, _ := b.Acquire(ms*1000, id, false, 0, 60_000, 0, 1, Charges(bs, 0, false, 0))
-		return code
+		return b.Acquire(ms*1000, plain(id, 60_000, bs, 0)).Code
 	}
 	if got := acq(t0, "a"); got != 1 {
 		t.Fatalf("acquire a = %d; want 1", got)
@@ -186,14 +191,14 @@ func TestLateGiveBack(t *testing.T) {
 	if admitted != 5 {
 		t.Fatalf("the refilled burst admitted %d; want 5", admitted)
 	}
-	if got := b.Settle((t0+1300)*1000, "a", t0*1000, Deltas(bs, Canceled, 0, 0)); got != 1 {
+	if got := b.Settle((t0+1300)*1000, "a", t0*1000, 0, 0, Deltas(bs, Canceled, 0, 0)); got != 1 {
 		t.Fatalf("late cancel of a = %d; want 1", got)
 	}
 	if got := acq(t0+1300, "c"); got != 0 {
 		t.Errorf("acquire after the late cancel = %d; want 0: six calls in 150 ms against a bound of 5.15", got)
 	}
 	// A give-back from a lease charged since the restart still counts.
-	if got := b.Settle((t0+1300)*1000, "b0", (t0+1150)*1000, Deltas(bs, Canceled, 0, 0)); got != 1 {
+	if got := b.Settle((t0+1300)*1000, "b0", (t0+1150)*1000, 0, 0, Deltas(bs, Canceled, 0, 0)); got != 1 {
 		t.Fatalf("cancel of b0 = %d; want 1", got)
 	}
 	if got := acq(t0+1300, "d"); got != 1 {
@@ -205,9 +210,9 @@ func TestLateGiveBack(t *testing.T) {
 // answered 2 again.
 func TestSettleExpired(t *testing.T) {
 	var b Budget
-	b.Acquire(t0*1000, "a", false, 0, 1000, 0, 1, Charges(contract, 100, false, 0))
+	b.Acquire(t0*1000, plain("a", 1000, contract, 100))
 	for range 2 {
-		if got := b.Settle((t0+1000)*1000, "a", t0*1000, Deltas(contract, Settled, 100, 10)); got != 2 {
+		if got := b.Settle((t0+1000)*1000, "a", t0*1000, 0, 0, Deltas(contract, Settled, 100, 10)); got != 2 {
 			t.Fatalf("Settle() after expiry = %d; want 2", got)
 		}
 	}

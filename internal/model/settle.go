@@ -9,42 +9,61 @@ type Delta struct {
 
 // Settle mirrors settle.lua: it ends lease id once, removing it from the
 // lease set. us is the script's clock, charged the µs at which the lease was
-// charged (as its caller knows it), and deltas the corrections it sends, all
-// of one sign. It returns 1 if the lease ended now, 0 if id was not in the
-// lease set, and 2 if its expiry is not after now: then the lease stays in
-// the set and its reservation stays charged.
+// charged (as its caller knows it), limit and bslots the concurrency limit
+// (0: none) and the slots batch calls may use, and deltas the corrections
+// it sends, all of one sign. It returns 1 if the lease ended now, 0 if id
+// was not in the lease set, and 2 if its expiry is not after now: then the
+// lease stays in the set and its reservation stays charged.
 //
-// Giving back moves each stored TAT back, unless the bucket is full (its
-// TAT at or before us) or restarted after charged: then what the lease
-// reserved has been refilled already. A debt starts from now if the bucket
-// is full, which restarts it.
-func (b *Budget) Settle(us int64, id string, charged int64, deltas []Delta) int {
-	expiry, ok := b.leases[id]
-	if !ok {
-		return 0
+// An id that holds no slot (a waiter giving up, a pending lease) leaves
+// the slot queue, and a grant it held goes to the next waiter; a slot a
+// lease held goes to the queue's head.
+//
+// Giving back moves each stored TAT back by what the charges since
+// charged leave room for (see giveBack), and never for a bucket that is
+// full at us. A debt starts from now if the bucket is full, which restarts
+// it, and is recorded in the give-back stacks like an admission.
+func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, deltas []Delta) int {
+	now := us / 1000
+	score, ok := b.leases[id]
+	expiry := score
+	if !ok || score >= pending {
+		if limit > 0 {
+			delete(b.queue, id)
+			if _, g := b.leases[grant(id)]; g {
+				delete(b.leases, grant(id))
+				b.dispatch(now, limit, bslots)
+			}
+		}
+		if !ok {
+			return 0
+		}
+		expiry = score - pending
 	}
-	if expiry <= us/1000 {
+	live := expiry > now
+	if live {
+		delete(b.leases, id)
+	}
+	if limit > 0 && score < pending {
+		b.dispatch(now, limit, bslots)
+	}
+	if !live {
 		return 2
 	}
-	delete(b.leases, id)
 	if len(deltas) == 0 {
 		return 1
 	}
 	if deltas[0].Us < 0 {
 		for _, d := range deltas {
-			i := d.Bucket
-			if b.stored[i] && b.tat[i] > us && b.restart[i] <= charged {
-				b.tat[i] += d.Us
-			}
+			b.giveBack(d.Bucket, us, charged, -d.Us)
 		}
 		return 1
 	}
+	// A debt is a charge event whose turn is now.
 	for _, d := range deltas {
-		tat, restarted := b.from(d.Bucket, us)
+		tat := b.from(d.Bucket, us)
+		b.push(d.Bucket, us, tat-us)
 		b.tat[d.Bucket], b.stored[d.Bucket] = tat+d.Us, true
-		if restarted {
-			b.restart[d.Bucket] = us
-		}
 	}
 	return 1
 }

@@ -10,10 +10,51 @@ func (b *Budget) Pause(now, ms int64) int64 {
 	return b.pause - now
 }
 
+// Lower is one bucket a pause lowers, as its caller sends it: an offset
+// and a limit, in µs (see pause.lua).
+type Lower struct {
+	Bucket        int
+	Offset, Limit int64
+}
+
+// Lowers returns what a caller sends pause.lua to lower buckets (rpm and
+// tpm, those configured in bs, as which names them) after a refusal of a
+// call of tokens: package wire's Lowering, as package pacer calls it.
+func Lowers(bs Buckets, tokens int64, which ...int) []Lower {
+	var ls []Lower
+	for _, i := range which {
+		if bs[i].Cap > 0 {
+			off, lim := bs[i].Wire(i).Lowering(tokens)
+			ls = append(ls, Lower{i, off, lim})
+		}
+	}
+	return ls
+}
+
+// Throttle mirrors pause.lua with buckets to lower, at us: nobody is
+// admitted until now+ms (unless a longer pause is set), and each bucket of
+// lowers moves to at least the pause's end plus its offset, never past us
+// plus its limit. Each is a charge event in its give-back stack, whose turn
+// is that target. It returns the pause remaining afterwards, in ms.
+func (b *Budget) Throttle(us, ms int64, lowers []Lower) int64 {
+	now := us / 1000
+	pause := max(b.pause, now+ms)
+	for _, l := range lowers {
+		target := min(us+(pause-now)*1000+l.Offset, us+l.Limit)
+		tat := b.from(l.Bucket, us)
+		b.push(l.Bucket, us, max(tat-target, 0))
+		if !b.stored[l.Bucket] || tat < target {
+			b.tat[l.Bucket], b.stored[l.Bucket] = target, true
+		}
+	}
+	b.pause = pause
+	return pause - now
+}
+
 // Snapshot is what snapshot.lua reports, as numbers.
 type Snapshot struct {
 	PauseRemaining int64 // ms until the pause ends; 0 if none
-	InFlight       int64 // leases whose expiry is after now
+	InFlight       int64 // slots held: leases and grants whose expiry is after now
 	// TATs are the stored TATs (µs); Stored says which exist (the script
 	// answers "" for the others: full).
 	TATs   [4]int64

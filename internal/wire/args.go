@@ -37,10 +37,15 @@ func Slots(conc int64, keep float64) int64 {
 type Acquire struct {
 	ID      string
 	Batch   bool
-	MaxWait time.Duration // how far ahead the call may reserve its turn
+	MaxWait time.Duration // how far ahead the call may reserve its turn, and wait for a slot
 	TTL     time.Duration // the lease's TTL
-	Slots   int64         // see Slots
-	Spacing int64         // ms between two slot waiters, at least 1
+	// Limit is the concurrency limit (0: none), and BatchSlots the slots a
+	// batch call may use (see Slots).
+	Limit, BatchSlots int64
+	Spacing           int64 // ms between two slots freeing, at least 1
+	// Ticket is 0 on a call's first attempt, then the ticket a reply gave:
+	// it keeps the call's place in the slot queue and claims its slot.
+	Ticket  int64
 	Charges []Charge
 }
 
@@ -50,8 +55,8 @@ func (a Acquire) Args() []any {
 	if a.Batch {
 		batch = 1
 	}
-	args := make([]any, 0, 6+3*len(a.Charges))
-	args = append(args, a.ID, batch, a.MaxWait.Milliseconds(), a.TTL.Milliseconds(), a.Slots, max(1, a.Spacing))
+	args := make([]any, 0, 8+3*len(a.Charges))
+	args = append(args, a.ID, batch, a.MaxWait.Milliseconds(), a.TTL.Milliseconds(), a.Limit, a.BatchSlots, max(1, a.Spacing), a.Ticket)
 	for _, c := range a.Charges {
 		args = append(args, c.Field)
 	}
@@ -100,10 +105,12 @@ func Corrections(buckets []Bucket, reserved, used int64, request bool) []Correct
 }
 
 // SettleArgs returns settle.lua's ARGV for lease id, charged at chargedUs
-// (µs, Redis clock), with corrections cs.
-func SettleArgs(id string, chargedUs int64, cs []Correction) []any {
-	args := make([]any, 0, 2+2*len(cs))
-	args = append(args, id, chargedUs)
+// (µs, Redis clock), with corrections cs, on a budget whose concurrency
+// limit is limit (0: none) and whose batch calls may use bslots slots: a
+// slot freed goes to the next waiter.
+func SettleArgs(id string, chargedUs, limit, bslots int64, cs []Correction) []any {
+	args := make([]any, 0, 4+2*len(cs))
+	args = append(args, id, chargedUs, limit, bslots)
 	for _, c := range cs {
 		args = append(args, c.Field, c.Us)
 	}

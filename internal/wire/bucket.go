@@ -79,3 +79,12 @@ func (b Bucket) Level(nowUs, tat int64, ok bool) float64 {
 	}
 	return math.Min(float64(b.Capacity), float64(nowUs+b.Span-tat)/b.Interval)
 }
+
+// Lowering returns what a refused call of tokens sends pause.lua to lower
+// the bucket: the offset, the bucket's span less the call's charge (its
+// units, at most the capacity), so that when the pause ends the bucket
+// holds just the call's share; and the limit, two spans, so that it never
+// goes below minus one full bucket.
+func (b Bucket) Lowering(tokens int64) (offset, limit int64) {
+	return b.Span - b.Charge(min(b.Units(tokens), b.Capacity)), 2 * b.Span
+}

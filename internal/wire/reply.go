@@ -44,6 +44,10 @@ type AcquireReply struct {
 	NowUs  int64     // the same, in µs
 	Reason string    // the limit that set Wait
 	Expiry time.Time // the lease's expiry, for Admitted and Already
+	// Ticket, if not 0, is what the caller sends back: for Denied, it waits
+	// in the slot queue; for Admitted and Already, its lease is pending,
+	// holding no slot until it claims one at its turn.
+	Ticket int64
 }
 
 // DecodeAcquire checks the reply's shape instead of trusting it: a script
@@ -51,7 +55,7 @@ type AcquireReply struct {
 // error, never a panic.
 func DecodeAcquire(v any) (AcquireReply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
+	if !ok || len(a) != 6 {
 		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	code, ok1 := a[0].(int64)
@@ -59,11 +63,12 @@ func DecodeAcquire(v any) (AcquireReply, error) {
 	now, ok3 := a[2].(int64)
 	reason, ok4 := a[3].(string)
 	expiry, ok5 := a[4].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || code < TooLarge || code > Already || wait < 0 {
+	ticket, ok6 := a[5].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || code < TooLarge || code > Already || wait < 0 || ticket < 0 {
 		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	return AcquireReply{
 		Code: code, Wait: time.Duration(wait) * time.Millisecond,
-		Now: time.UnixMicro(now), NowUs: now, Reason: reason, Expiry: time.UnixMilli(expiry),
+		Now: time.UnixMicro(now), NowUs: now, Reason: reason, Expiry: time.UnixMilli(expiry), Ticket: ticket,
 	}, nil
 }

@@ -1,0 +1,194 @@
+package concurrency
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Grants wakes the goroutines of this process that wait in a budget's slot
+// queue. When a slot frees, the budget's scripts grant it to the queue's
+// head and publish the waiter's id; the waiter has a short window to claim
+// it. Grants keeps one subscription for all local waiters, open while any
+// waits and for a linger after the last one leaves: a steady stream of
+// waiters keeps one connection, and an idle process keeps none (and no
+// goroutine).
+//
+// When the subscription becomes ready, and again after it reconnects, the
+// waiters granted a slot while nobody listened are looked up (check) and
+// woken: their grants would otherwise be found only by their fallback
+// timers.
+//
+// The zero value is not usable; a Grants is safe for simultaneous use by
+// multiple goroutines.
+type Grants struct {
+	listen Listener
+	check  Check
+	linger time.Duration
+
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
+	// recent are ids published while no local waiter had registered them:
+	// a waiter registers after its script call returns, and its grant may
+	// arrive first. Kept for recentFor, oldest first in order.
+	recent map[string]time.Time
+	order  []string
+	gen    int                // the listener's generation; 0 when none runs
+	last   int                // the latest generation started
+	cancel context.CancelFunc // stops the listener
+	idle   *time.Timer        // stops the listener after linger
+}
+
+// Listener subscribes to the budget's grants until ctx is done: it calls
+// ready each time its subscription is confirmed (again after a reconnect),
+// and deliver with each message, the space-separated ids of waiters
+// granted a slot.
+type Listener func(ctx context.Context, ready func(), deliver func(ids string))
+
+// Check returns those of ids that hold a grant, as the budget has it. An
+// error wakes every waiter: each asks the budget itself.
+type Check func(ctx context.Context, ids []string) ([]string, error)
+
+// recentFor is how long a grant published before its waiter registered
+// still wakes it: longer than the claim window, after which the grant is
+// gone anyway.
+const recentFor = 2 * time.Second
+
+// NewGrants returns a Grants that runs listen while anyone waits, and for
+// linger after the last waiter leaves, and that uses check when the
+// subscription becomes ready (nil: every waiter then wakes).
+func NewGrants(listen Listener, check Check, linger time.Duration) *Grants {
+	return &Grants{listen: listen, check: check, linger: linger, waiters: map[string]chan struct{}{}, recent: map[string]time.Time{}}
+}
+
+// Wait registers the waiter id. The returned channel is closed when a
+// grant for id is published (or was, a moment before, or before the
+// subscription was ready). leave must be called once the caller stops
+// waiting, woken or not.
+func (g *Grants) Wait(id string) (wake <-chan struct{}, leave func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.idle != nil {
+		g.idle.Stop()
+		g.idle = nil
+	}
+	if g.gen == 0 {
+		g.start()
+	}
+	if at, ok := g.recent[id]; ok && time.Since(at) < recentFor {
+		delete(g.recent, id)
+		close(ch)
+		return ch, func() {}
+	}
+	g.waiters[id] = ch
+	return ch, func() { g.leave(id, ch) }
+}
+
+// Listening reports whether a listener runs.
+func (g *Grants) Listening() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen != 0
+}
+
+func (g *Grants) leave(id string, ch chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.waiters[id] == ch {
+		delete(g.waiters, id)
+	}
+	if len(g.waiters) == 0 && g.gen != 0 && g.idle == nil {
+		gen := g.gen
+		g.idle = time.AfterFunc(g.linger, func() { g.stop(gen) })
+	}
+}
+
+// start runs a new listener. g.mu is held.
+func (g *Grants) start() {
+	g.last++
+	g.gen = g.last
+	gen := g.gen
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go g.listen(ctx, func() { g.ready(gen) }, func(ids string) { g.deliver(gen, ids) })
+}
+
+// stop ends listener gen if nobody waits.
+func (g *Grants) stop(gen int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen || len(g.waiters) > 0 {
+		return
+	}
+	g.idle = nil
+	g.cancel()
+	g.gen = 0
+	clear(g.recent)
+	g.order = nil
+}
+
+// ready wakes the waiters granted a slot before the subscription was
+// confirmed, which check finds.
+func (g *Grants) ready(gen int) {
+	g.mu.Lock()
+	ids := make([]string, 0, len(g.waiters))
+	for id := range g.waiters {
+		ids = append(ids, id)
+	}
+	g.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	granted := ids
+	if g.check != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		found, err := g.check(ctx, ids)
+		cancel()
+		if err == nil {
+			granted = found
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen {
+		return
+	}
+	for _, id := range granted {
+		if ch, ok := g.waiters[id]; ok {
+			close(ch)
+			delete(g.waiters, id)
+		}
+	}
+}
+
+// deliver wakes the waiters granted a slot, and remembers the ids nobody
+// here waits for yet.
+func (g *Grants) deliver(gen int, ids string) {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen {
+		return
+	}
+	for _, id := range strings.Fields(ids) {
+		if ch, ok := g.waiters[id]; ok {
+			close(ch)
+			delete(g.waiters, id)
+			continue
+		}
+		g.recent[id] = now
+		g.order = append(g.order, id)
+	}
+	// Forget what is too old to matter, oldest first.
+	n := 0
+	for _, id := range g.order {
+		if now.Sub(g.recent[id]) < recentFor {
+			break
+		}
+		delete(g.recent, id)
+		n++
+	}
+	g.order = g.order[n:]
+}

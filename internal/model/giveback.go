@@ -1,0 +1,97 @@
+package model
+
+// How much a give-back may return (see prelude.lua). A charge event (an
+// admission, a debt, a pause's lowering) has a headroom: how far the
+// bucket's TAT lay past the charged call's turn before the charge, 0 if
+// the bucket was full. A give-back from a lease charged at t moves the TAT
+// back by at most the smallest headroom, now, of the events after t, and
+// lowers each of their headrooms by what it moved. Each bucket keeps a
+// stack of events, oldest first, in which every headroom is below those
+// of all later events, so the first event after t holds the bound.
+
+// maxStack is the most entries a bucket's stack keeps; a full stack merges
+// mergeStack+1 of its oldest into one before it takes another.
+const maxStack, mergeStack = 64, 16
+
+// hentry is one event in a bucket's stack: its time and its headroom now,
+// in µs.
+type hentry struct{ t, d int64 }
+
+// push records a charge event at us on bucket i whose headroom is d (µs,
+// >= 0). Its time is us, or 1 µs after the bucket's newest event if that
+// is not before us (several events in one µs, a clock stepping back), so
+// that a bucket's events are in strictly increasing time. The entries whose
+// headroom is d or more go; if maxStack are left, the second to the
+// mergeStack+2nd merge into one, the latest's time with the oldest's
+// headroom, the smallest, so that a lease charged among them may get back
+// less than it could, never more. (Not the oldest: often a restart, its
+// headroom 0 would take all they hold.)
+func (b *Budget) push(i int, us, d int64) {
+	s := b.stack[i]
+	e := us
+	if len(s) > 0 && s[len(s)-1].t >= e {
+		e = s[len(s)-1].t + 1
+	}
+	if d == 0 {
+		s = s[:0]
+	}
+	for len(s) > 0 && s[len(s)-1].d >= d {
+		s = s[:len(s)-1]
+	}
+	if len(s) == maxStack {
+		s[mergeStack+1].d = s[1].d
+		s = s[:1+copy(s[1:], s[mergeStack+1:])]
+	}
+	b.stack[i] = append(s, hentry{e, d})
+}
+
+// giveBack moves bucket i's TAT back by up to r µs for a lease charged at
+// charged (a time after us counts as us): by no more than the headroom of
+// the first event after it, and never before us; a bucket full at us takes
+// nothing. The events after the lease lose what the TAT moved from their
+// headroom; the events before it keep theirs, and those that no longer lie
+// below the first event after the lease go.
+func (b *Budget) giveBack(i int, us, charged, r int64) {
+	if !b.stored[i] || b.tat[i] <= us {
+		return
+	}
+	t := min(charged, us)
+	s := b.stack[i]
+	j := len(s)
+	for k := range s {
+		if s[k].t > t {
+			j = k
+			break
+		}
+	}
+	if j < len(s) {
+		r = min(r, s[j].d)
+	}
+	if r <= 0 {
+		return
+	}
+	tat := max(b.tat[i]-r, us)
+	moved := b.tat[i] - tat
+	b.tat[i] = tat
+	if j == len(s) {
+		return
+	}
+	for k := j; k < len(s); k++ {
+		s[k].d -= moved
+	}
+	p := j
+	for p > 0 && s[p-1].d >= s[j].d {
+		p--
+	}
+	b.stack[i] = append(s[:p], s[j:]...)
+}
+
+// Stack returns bucket i's stack, oldest first: each event's time and
+// headroom now (µs).
+func (b *Budget) Stack(i int) (times, headrooms []int64) {
+	for _, e := range b.stack[i] {
+		times = append(times, e.t)
+		headrooms = append(headrooms, e.d)
+	}
+	return times, headrooms
+}

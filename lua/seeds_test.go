@@ -1,0 +1,268 @@
+package lua_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+)
+
+// seedStep encodes one step: ms is the clock step (0 to 70,000; a negative
+// one steps back up to 1,999 ms).
+func seedStep(op byte, ms int64, a byte, b, c uint16) []byte {
+	var clock uint16
+	switch {
+	case ms < 0:
+		op |= 0xf0
+		clock = uint16(-ms)
+	case ms == 0:
+	case ms < 1000:
+		clock = 2<<13 | uint16(ms)
+	case ms <= 0x1fff:
+		clock = 5<<13 | uint16(ms)
+	default:
+		clock = 7<<13 | uint16((ms*0x1fff+69_999)/70_000)
+	}
+	s := []byte{op, 0, 0, a, 0, 0, 0, 0}
+	binary.BigEndian.PutUint16(s[1:], clock)
+	binary.BigEndian.PutUint16(s[4:], b)
+	binary.BigEndian.PutUint16(s[6:], c)
+	return s
+}
+
+// Acquire's a byte: priority, TTL and max-wait selectors.
+const (
+	interactive = 1 // bits 0-1; 0 is batch
+	ttl1ms      = 0 << 2
+	ttl1s       = 1 << 2
+	ttl5s       = 2 << 2
+	ttl60s      = 4 << 2
+	waitNone    = 0 << 5
+	waitC       = 3 << 5 // max wait = c ms
+	waitC10     = 6 << 5 // max wait = 10·c ms
+	// settle's a byte: mode in bits 0-1, bit 2 keeps the current expiry.
+	modeSettle  = 0 | 1<<2
+	modeRelease = 1 | 1<<2
+	modeCancel  = 2 | 1<<2
+	// settle's b: with bit 15 set, it picks among every open lease.
+	// settle's c: how the tokens used compare with those reserved, in
+	// bits 0-2; the rest, shifted left 3, is v (see runner.settle).
+	usedFewer   = 2 // v mod (reserved+1)
+	usedFarMore = 7 // reserved + 50·(v mod 256)
+)
+
+// seedHeader encodes a header: the start offset (ms after base), the
+// capacity, refill and window selectors of each bucket (see decodeBucket),
+// the concurrency and the floor selectors.
+func seedHeader(start uint16, rpm, tpm, rpd, tpd [3]byte, conc, floor byte) []byte {
+	h := []byte{byte(start >> 8), byte(start)}
+	for _, b := range [][3]byte{rpm, tpm, rpd, tpd} {
+		h = append(h, b[:]...)
+	}
+	return append(h, conc, floor)
+}
+
+// Bucket selectors for seedHeader.
+var (
+	off     = [3]byte{0, 0, 0}  // not configured
+	rpm2    = [3]byte{1, 0, 0}  // 2 per minute
+	tpm1000 = [3]byte{19, 0, 0} // 1000 per minute
+)
+
+func fuzzSeeds() [][]byte {
+	seq, header := slices.Concat[[]byte], seedHeader
+	return [][]byte{
+		// Reservations: a turn ahead, a queue behind it, a refund, a retry,
+		// a keepalive, an overrun capped at one bucket of debt.
+		seq(header(1, rpm2, tpm1000, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 600, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 600, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitNone, 100, 0),
+			seedStep(opSettle, 30_000, modeSettle, 0, usedFewer|100<<3),
+			seedStep(opRetry, 0, 0, 1, 0),
+			seedStep(opKeepAlive, 10, 0, 0, 60_000),
+			seedStep(opSettle, 70_000, modeSettle, 0, usedFarMore|200<<3),
+			seedStep(0, 5, interactive|ttl5s|waitC10, 900, 6_000),
+			seedStep(14, 70_000, 0, 0, 0)),
+		// Concurrency 2: the third caller queues along qc, leases expire,
+		// a retried id of an expired lease, hold time measured.
+		seq(header(3, [3]byte{11, 0, 0}, off, off, [3]byte{3, 0, 0}, 1, 0),
+			seedStep(0, 0, interactive|ttl5s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl5s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl5s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl5s|waitC, 10, 1000),
+			seedStep(opSettle, 700, modeRelease, 0, 0),
+			seedStep(0, 1, interactive|ttl5s|waitC, 10, 1000),
+			seedStep(14, 6_000, 0, 0, 0),
+			seedStep(opRetry, 0, 0, 1, 0),
+			seedStep(opSettle, 0, modeSettle|0x80, 1, 0),
+			seedStep(0, 3, interactive|ttl1ms|waitNone, 10, 0)),
+		// Batch floor 50%: batch calls stop at half the bucket and space
+		// along qb; an interactive call still gets in.
+		seq(header(5, off, tpm1000, off, off, 0, 2),
+			seedStep(0, 0, ttl5s|waitC, 333, 30_000),
+			seedStep(0, 0, ttl5s|waitC, 333, 30_000),
+			seedStep(0, 0, ttl5s|waitC, 333, 29_940), // its turn on the bound
+			seedStep(0, 0, interactive|ttl5s|waitNone, 333, 0),
+			seedStep(0, 200, ttl5s|waitC, 333, 30_000),
+			seedStep(0, 0, ttl5s|waitC, 333, 30_000),
+			seedStep(opSettle, 10, modeCancel, 0, 0),
+			seedStep(0, 7_000, ttl5s|waitC, 333, 30_000)),
+		// Batch waits that are not whole ms: qb is stored rounded up.
+		seq(header(11, off, [3]byte{6, 2, 0}, off, off, 0, 2),
+			seedStep(0, 0, ttl5s|waitC10, 50, 60_000),
+			seedStep(0, 0, ttl5s|waitC10, 50, 60_000),
+			seedStep(0, 0, ttl5s|waitC10, 50, 60_000),
+			seedStep(0, 0, ttl5s|waitC10, 50, 60_000),
+			seedStep(0, 0, ttl5s|waitC10, 50, 60_000),
+			seedStep(0, 3, ttl5s|waitC10, 50, 60_000)),
+		// Calls that end at once (hold 0): concurrency waiters are spaced
+		// at least 1 ms apart.
+		seq(header(13, off, tpm1000, off, off, 5, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(opSettle, 0, modeSettle, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000)),
+		// 104 leases expire together; a minute later one admission reaps
+		// 100 of them, in the sorted set's order (expiry, then id as bytes:
+		// a0, a1, a10, a100, ...), so a ms later a retry of a0 is admitted
+		// anew and one of a99 is still answered 2.
+		seq(header(0, off, tpm1000, off, off, 0, 0),
+			seedStep(0, 1, interactive|ttl1ms|waitNone, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl1ms|waitNone, 0, 0), 103),
+			seedStep(14, 60_000, 0, 0, 0),
+			seedStep(0, 15, interactive|ttl1ms|waitNone, 0, 0),
+			seedStep(opRetry, 1, 0, 0, 0),
+			seedStep(opRetry, 0, 0, 99, 0),
+			seedStep(opRetry, 0, 0, 96, 0)),
+		// Boundaries: a keepalive and a settle on the very ms their lease
+		// expires, a slot free on the ms its lease expires.
+		seq(header(9, off, tpm1000, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl1s|waitNone, 10, 0),
+			seedStep(opKeepAlive, 1_000, 0, 0, 500),
+			seedStep(0, 0, interactive|ttl1s|waitNone, 10, 0),
+			seedStep(0, 0, interactive|ttl1s|waitNone, 10, 0),
+			seedStep(opSettle, 1_000, modeSettle|0xc0, 1, 0),
+			seedStep(0, 0, interactive|ttl1s|waitNone, 10, 0)),
+		// A give-back that reaches Redis late: RPM 60 with a burst of 5 (1
+		// a second); a call at 0 whose cancel lands at 1.3 s, after another
+		// caller took the burst refilled by 1.15 s. It must give nothing
+		// back, or a sixth call fits in 150 ms (see checkBound).
+		seq(header(0, [3]byte{4, 3, 2}, off, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 1150, interactive|ttl60s|waitNone, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0), 4),
+			seedStep(opSettle, 150, modeCancel, 0x8000, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0)),
+		// Issue 8's first counterexample: a turn reserved behind the lease
+		// that gives back. One request a second (charge 1 s, allowance
+		// 1.000999 s): x now, f's turn 1 s ahead, x canceled, g reserves
+		// too. Had the cancel moved the bucket back by x's whole charge,
+		// g's turn would be f's: two calls at once in a bucket of one.
+		seq(header(0, [3]byte{12, 0, 1}, off, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 0, 60_000),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 0, 60_000)),
+		// The second: the bucket would have been full after the charge.
+		// RPM 60 with a burst of 10: x at 0, f at 0.5 s, x canceled, ten
+		// more willing to wait. Only the half second the bucket had left
+		// after x goes back, or eleven turns fall within half a second,
+		// where 10.5 fit.
+		seq(header(0, [3]byte{9, 0, 2}, off, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(0, 500, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitC, 0, 60_000), 10)),
+		// The give-back stacks: 70 calls in one ms, each finding the
+		// bucket further from full, push 70 entries; past 64 the oldest
+		// 17 merge. Refunds from a lease among the merged ones and from a
+		// recent one; two seconds on, a call finds the bucket nearer full
+		// and removes the entries above its headroom, several reads'
+		// worth; cancels, one behind it.
+		seq(header(3, off, [3]byte{199, 0, 0}, off, off, 0, 0),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitNone, 10, 0), 70),
+			seedStep(opSettle, 0, modeSettle, 0x8000|5, usedFewer|3<<3),
+			seedStep(opSettle, 0, modeSettle, 0, usedFewer|3<<3),
+			seedStep(0, 2000, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(opSettle, 0, modeCancel, 0x8000|40, 0),
+			seedStep(opSettle, 0, modeCancel, 0x8000|0, 0),
+			seedStep(opSettle, 0, modeCancel, 0, 0)),
+		// A 429 lowers the token bucket while a lease is out; the lease's
+		// cancel then gives back nothing below what the pause set.
+		seq(header(6, rpm2, tpm1000, off, off, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 300, 0),
+			seedStep(opPause, 10, 2, 100, 1000),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			seedStep(0, 1500, interactive|ttl60s|waitC, 800, 60_000),
+			seedStep(opPause, 10, 3, 900, 10),
+			seedStep(opSettle, 0, modeCancel, 0, 0)),
+		// Pauses, reaping on ms divisible by 16, a clock stepping back.
+		seq(header(0, rpm2, tpm1000, [3]byte{7, 1, 2}, [3]byte{4, 3, 1}, 2, 3),
+			seedStep(0, 0, interactive|ttl1ms|waitNone, 1, 0),
+			seedStep(0, 16, interactive|ttl1ms|waitNone, 1, 0),
+			seedStep(opRetry, 0, 0, 0, 0),
+			seedStep(opPause, 1, 0, 0, 2000),
+			seedStep(0, 5, interactive|ttl60s|waitC, 1, 60_000),
+			seedStep(opPause, 0, 0, 0, 100),
+			seedStep(0, 2_500, interactive|ttl60s|waitC, 1, 60_000),
+			seedStep(0, -1_000, interactive|ttl60s|waitC, 1, 60_000),
+			seedStep(opSettle, 0, modeSettle, 0, 3),
+			seedStep(opKeepAlive, 0, 0x80, 0, 1)),
+		// The slot queue, 2 slots: two callers queue; a slot freed is
+		// granted to the first, which claims it; the second's grant
+		// expires unclaimed, a new arrival takes the slot, and the second
+		// comes back to the head of the queue by its ticket, then leaves;
+		// a waiter leaves holding a grant; batch waiters queue behind
+		// interactive ones.
+		seq(header(2, off, tpm1000, off, off, 1, 2),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(opSettle, 5, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(opSettle, 5, modeSettle, 0x8000, 0),
+			seedStep(14, 1500, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(opClaim, 0, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(opLeave, 0, 0, 0, 0),
+			seedStep(opSettle, 0, modeSettle, 0x8000, 0),
+			seedStep(opLeave, 0, 0, 0, 0),
+			seedStep(0, 1, ttl60s|waitC, 10, 1000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 1000),
+			seedStep(0, 1, ttl60s|waitC, 10, 1000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim+1, 1, 0, 0, 0),
+			seedStep(opClaim+1, 1, 0, 0, 0),
+			seedStep(opSettle, 1, modeRelease, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 0, 0)),
+		// Calls waiting for tokens hold no slot (2 slots, 1000 tokens a
+		// minute): two reserve later turns; one claims before its turn;
+		// at their turns the first takes the free slot, the second queues
+		// for it and is granted it when the first settles; a pending lease
+		// is canceled.
+		seq(header(4, off, tpm1000, off, off, 1, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 0, 0),
+			seedStep(14, 31_000, 0, 0, 0),
+			seedStep(opClaim, 0, 0, 0, 0),
+			seedStep(opClaim, 0, 0, 0, 0),
+			seedStep(opRetry, 0, 0, 3, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 0, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(opSettle, 0, modeCancel, 0, 0),
+			seedStep(opKeepAlive, 0, 0, 0, 1000)),
+	}
+}
