@@ -170,7 +170,7 @@ func (l *Lease) finish(ctx context.Context, how End, used int64) error {
 	}
 	// Tell the budget outside the lock: an observer may look at the lease.
 	if l.b.Ended != nil {
-		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err}
+		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe}
 		switch end {
 		case Settled:
 			e.Used = used
@@ -276,7 +276,7 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 	l.end = Expired
 	l.mu.Unlock()
 	if l.b.Ended != nil {
-		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired})
+		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired, Probe: l.a.Probe})
 	}
 	return ErrExpired
 }

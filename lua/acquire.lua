@@ -41,7 +41,11 @@
 --            first. ticket 0: not queued.
 --   code -1: can never be admitted: its charge exceeds its allowance in
 --            bucket `reason`.
---   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency, pause, or ''.
+--   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency,
+--            pause, or ''. While the budget is stopped (see stop.lua): code
+--            0 with the stop's kind (quota or stop) and wait_ms until the
+--            next probe is due or the stop ends; code 1 with reason probe
+--            for the one call a probe interval lets through (wait_ms 0).
 --   expiry_ms: for codes 1 and 2, the lease's expiry as stored (without
 --            PENDING); otherwise 0.
 --
@@ -66,10 +70,21 @@ local n = (#ARGV - 8) / 3
 -- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
 -- and ARGV[8 + n + 2k].
 local us, now = clock()
--- h: xp, pause, then each bucket's TAT, then each one's give-back stack.
+-- h: xp, pause, then each bucket's TAT, then each one's give-back stack,
+-- then the stop (see stop.lua).
 local names = {'xp', 'pause'}
 for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
-local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))
+names[3 + 2 * n] = 'qs'
+local h = redis.call('HMGET', state, unpack(names, 1, 3 + 2 * n))
+
+-- A stop (see stop.lua) refuses every call until it ends, but one call per
+-- probe interval that fits now: the probe. stop is false, or the stop's
+-- end, next probe time, probe interval (ms) and kind.
+local stop, probe = false, nil
+if h[3 + 2 * n] then
+  local u, p, e, kind = string.match(h[3 + 2 * n], '^(%d+) (%d+) (%d+) (%a+)$')
+  if u and u + 0 > now then stop = {u + 0, p + 0, e + 0, kind} end
+end
 
 -- Slots. mine is the caller's place in the slot queue: its ticket (tk),
 -- or now for a first attempt, plus BATCH for batch. A caller that comes
@@ -103,6 +118,14 @@ repeat
     -- does not hold back a turn already reserved.
     expiry = held - PENDING
     if held < PENDING or expiry - ttl > now then break end
+    -- A stop refuses a pending lease's claim too: its call has not been
+    -- sent, and would meet the exhausted quota.
+    if stop then
+      wait = stop[1] - now
+      if stop[3] > 0 then wait = math.min(wait, max(stop[2] - now, 1)) end
+      reply = {0, wait, us, stop[4], 0, 0}
+      break
+    end
     expiry = max(expiry, now + ttl)
     score = expiry
   else
@@ -130,6 +153,18 @@ repeat
     if pause then
       pause = pause + 0
       if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
+    end
+
+    -- Stopped: refused, unless the probe is due and the call fits now;
+    -- told to come back when the next probe is due or the stop ends.
+    if stop then
+      if stop[3] == 0 or stop[2] > now or wait > 0 then
+        local w = stop[1] - now
+        if stop[3] > 0 then w = math.min(w, max(stop[2] - now, ceil(wait), 1)) end
+        wait, reason = w, stop[4]
+        break
+      end
+      probe = fmt('%d %d %d %s', stop[1], now + stop[3], stop[3], stop[4])
     end
 
     -- A waiter the buckets hold back, or that reserves a later turn, no
@@ -234,6 +269,13 @@ repeat
     args[4 * k - 3], args[4 * k - 2] = ARGV[8 + k], fmt('%d', tats[k])
     args[4 * k - 1], args[4 * k] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
     if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+  end
+  if probe then
+    -- The probe: the next one is due an interval from now.
+    args[4 * n + 1], args[4 * n + 2] = 'qs', probe
+    cover(now, (h[1] or 0) + 0, ms, args, 4 * n + 2)
+    reply = {1, 0, us, 'probe', expiry, 0}
+    break
   end
   cover(now, (h[1] or 0) + 0, ms, args, 4 * n)
   if slot or not conc then

@@ -137,7 +137,7 @@ func configVectors(t *testing.T) any {
 				batch = only(t, nc.Name+" TryAcquire batch", f.take()).Args
 				v.Slots = append(v.Slots, atoi(batch[5]))
 			}
-			f.queue([]any{nowUs, int64(0), int64(0), "", "", "", ""}[:3+n])
+			f.queue([]any{nowUs, int64(0), int64(0), "", "", "", "", ""}[:4+n])
 			snap, err := p.Snapshot(ctx)
 			if err != nil {
 				t.Fatalf("%s: Snapshot: %v", nc.Name, err)

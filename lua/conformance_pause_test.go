@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ type snapshotCase struct {
 	Name   string   `json:"name"`
 	Config string   `json:"config"`
 	Reply  any      `json:"reply"`
-	Args   []string `json:"args,omitempty"` // snapshot's ARGV: the configured buckets' fields
+	Args   []string `json:"args,omitempty"` // snapshot's ARGV: the configured buckets' fields, then qs (the stop)
 	Error  string   `json:"error,omitempty"`
 	Result *vsnap   `json:"result,omitempty"`
 }
@@ -97,6 +98,8 @@ type vsnap struct {
 	InFlight    int64       `json:"in_flight"`
 	Concurrency int64       `json:"concurrency"`
 	Buckets     []vsnapBuck `json:"buckets"`
+	StoppedMs   int64       `json:"stopped_ms,omitempty"`
+	StoppedBy   string      `json:"stopped_by,omitempty"`
 }
 
 type vsnapBuck struct {
@@ -111,15 +114,19 @@ func snapshotVectors(t *testing.T) any {
 	const n = nowUs
 	s := func(us int64) string { return strconv.FormatInt(us, 10) }
 	cases := []snapshotCase{
-		{Name: "never used: full", Config: "basic", Reply: []any{n, int64(0), int64(0), "", ""}},
-		{Name: "TATs at and before now: full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n), s(n - 1)}},
-		{Name: "half full; empty", Config: "basic", Reply: []any{n, int64(0), int64(3), s(n + 30_000_000), s(n + 60_000_000)}},
-		{Name: "turns reserved ahead: below zero", Config: "basic", Reply: []any{n, int64(250), int64(1), s(n + 90_000_000), s(n + 61_234_567)}},
-		{Name: "just short of full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n + 1), s(n + 1)}},
-		{Name: "every bucket", Config: "everything", Reply: []any{n, int64(1500), int64(7), s(n + 17_142_857), "", s(n + 86_400_000_000), s(n + 1_000_000)}},
-		{Name: "sliding window", Config: "sliding-burst", Reply: []any{n, int64(0), int64(0), s(n + 12_345_678), s(n + 20_000_000), ""}},
-		{Name: "headroom", Config: "headroom", Reply: []any{n, int64(0), int64(0), s(n + 3_000_000), s(n + 3_000_000), s(n + 3_000_000)}},
-		{Name: "concurrency only", Config: "concurrency-only", Reply: []any{n, int64(0), int64(2)}},
+		{Name: "never used: full", Config: "basic", Reply: []any{n, int64(0), int64(0), "", "", ""}},
+		{Name: "TATs at and before now: full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n), s(n - 1), ""}},
+		{Name: "half full; empty", Config: "basic", Reply: []any{n, int64(0), int64(3), s(n + 30_000_000), s(n + 60_000_000), ""}},
+		{Name: "turns reserved ahead: below zero", Config: "basic", Reply: []any{n, int64(250), int64(1), s(n + 90_000_000), s(n + 61_234_567), ""}},
+		{Name: "just short of full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n + 1), s(n + 1), ""}},
+		{Name: "every bucket", Config: "everything", Reply: []any{n, int64(1500), int64(7), s(n + 17_142_857), "", s(n + 86_400_000_000), s(n + 1_000_000), ""}},
+		{Name: "sliding window", Config: "sliding-burst", Reply: []any{n, int64(0), int64(0), s(n + 12_345_678), s(n + 20_000_000), "", ""}},
+		{Name: "headroom", Config: "headroom", Reply: []any{n, int64(0), int64(0), s(n + 3_000_000), s(n + 3_000_000), s(n + 3_000_000), ""}},
+		{Name: "concurrency only", Config: "concurrency-only", Reply: []any{n, int64(0), int64(2), ""}},
+		{Name: "stopped for the quota", Config: "basic", Reply: []any{n, int64(0), int64(0), "", "", fmt.Sprintf("%d %d 60000 quota", n/1000+3_600_000, n/1000+60_000)}},
+		{Name: "stopped by an operator", Config: "basic", Reply: []any{n, int64(0), int64(0), "", "", fmt.Sprintf("%d %d 0 stop", n/1000+90_000, n/1000)}},
+		{Name: "a stop that has ended", Config: "basic", Reply: []any{n, int64(0), int64(0), "", "", fmt.Sprintf("%d %d 60000 quota", n/1000-1, n/1000+60_000)}},
+		{Name: "a stop that is not one", Config: "basic", Reply: []any{n, int64(0), int64(0), "", "", "soon"}},
 		{Name: "a TAT that is not an integer", Config: "basic", Reply: []any{n, int64(0), int64(0), "12.5", ""}},
 		{Name: "a missing TAT", Config: "basic", Reply: []any{n, int64(0), int64(0), ""}},
 		{Name: "a TAT as a number", Config: "basic", Reply: []any{n, int64(0), int64(0), n, ""}},
@@ -134,7 +141,8 @@ func snapshotVectors(t *testing.T) any {
 				c.Error = errName(err)
 				return
 			}
-			r := &vsnap{TimeUs: snap.Time.UnixMicro(), PausedMs: snap.Paused.Milliseconds(), InFlight: snap.InFlight, Concurrency: snap.Concurrency, Buckets: []vsnapBuck{}}
+			r := &vsnap{TimeUs: snap.Time.UnixMicro(), PausedMs: snap.Paused.Milliseconds(), InFlight: snap.InFlight, Concurrency: snap.Concurrency, Buckets: []vsnapBuck{},
+				StoppedMs: snap.Stopped.Milliseconds(), StoppedBy: string(snap.StoppedBy)}
 			for _, b := range []struct {
 				f string
 				b pacer.Bucket
@@ -147,8 +155,9 @@ func snapshotVectors(t *testing.T) any {
 		})
 	}
 	return map[string]any{
-		"comment": "How the Go client reads snapshot's reply {now_us, pause_remaining_ms, leases_in_flight, TAT per field as a string, \"\" for none}: " +
-			"level = capacity with no TAT or one at or before now, else min(capacity, (now_us + span − TAT) / interval), as float64.",
+		"comment": "How the Go client reads snapshot's reply {now_us, pause_remaining_ms, leases_in_flight, TAT per field as a string, \"\" for none, then the qs field}: " +
+			"level = capacity with no TAT or one at or before now, else min(capacity, (now_us + span − TAT) / interval), as float64; " +
+			"qs, if set, is \"<end ms> <next probe ms> <probe interval ms> <kind>\" (see stop.lua): stopped_ms = end − floor(now_us/1000) when positive, stopped_by = kind.",
 		"cases": cases,
 	}
 }

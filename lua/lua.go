@@ -35,6 +35,8 @@ var (
 	keepAliveSrc string
 	//go:embed pause.lua
 	pauseSrc string
+	//go:embed stop.lua
+	stopSrc string
 	//go:embed snapshot.lua
 	snapshotSrc string
 )
@@ -51,12 +53,15 @@ var (
 	KeepAlive = redis.NewScript(Source("keepalive"))
 	// Pause makes every caller wait at least a given time (pause.lua).
 	Pause = redis.NewScript(Source("pause"))
+	// Stop stops a budget, letting only probes through, or resumes it
+	// (stop.lua).
+	Stop = redis.NewScript(Source("stop"))
 	// Snapshot reads a budget without changing it (snapshot.lua).
 	Snapshot = redis.NewScript(Source("snapshot"))
 )
 
 // Source returns the full text sent to Redis for the named script
-// ("acquire", "settle", "keepalive", "pause" or "snapshot"): the prelude, a
+// ("acquire", "settle", "keepalive", "pause", "stop" or "snapshot"): the prelude, a
 // newline, then the script. It returns "" for any other name.
 func Source(name string) string {
 	var s string
@@ -69,6 +74,8 @@ func Source(name string) string {
 		s = keepAliveSrc
 	case "pause":
 		s = pauseSrc
+	case "stop":
+		s = stopSrc
 	case "snapshot":
 		s = snapshotSrc
 	default:

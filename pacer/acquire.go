@@ -85,6 +85,11 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			a.abandon()
 			return nil, err
 		}
+		if err := stopped(rep); err != nil {
+			a.abandon()
+			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
+			return nil, err
+		}
 		admitted := rep.Code == wire.Admitted || rep.Code == wire.Already
 		switch {
 		case admitted && rep.Ticket == 0 && a.pending != nil:
@@ -175,6 +180,9 @@ func (a *acquisition) abandon() {
 	a.ticket = 0
 }
 
+// reasonProbe is acquire.lua's reason for the probe of a stopped budget.
+const reasonProbe = "probe"
+
 // errRequeue tells Acquire that a turn was given back after a pause.
 var errRequeue = errors.New("pacer: turn given back after a pause")
 
@@ -186,8 +194,11 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
 	l := p.newLease(leasing.Admission{
 		ID: id, Tokens: r.Tokens, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-		ChargedUs: charged, Waited: time.Since(began) + rep.Wait,
+		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe,
 	})
+	if rep.Reason == reasonProbe {
+		rep.Reason = ""
+	}
 	if rep.Wait > 0 {
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
@@ -297,9 +308,13 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := stopped(rep); err != nil {
+		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
+		return nil, err
+	}
 	switch rep.Code {
 	case wire.Admitted, wire.Already:
-		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged})
+		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe})
 		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
 		return l, nil
 	case wire.TooLarge:

@@ -28,10 +28,16 @@ const (
 	// provider, timed out, ...); Verdict says what the failure means. The
 	// lease's end follows as an Ended event.
 	Failed
+	// Stopped: the budget was stopped (StopQuota or Stop); Wait is the stop
+	// now in force, Limit LimitQuota or LimitStop.
+	Stopped
+	// Resumed: the budget's stop was ended, by Resume or by a probe that
+	// succeeded.
+	Resumed
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed".
+// "failed", "stopped", "resumed".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -46,6 +52,10 @@ func (k EventKind) String() string {
 		return "paused"
 	case Failed:
 		return "failed"
+	case Stopped:
+		return "stopped"
+	case Resumed:
+		return "resumed"
 	}
 	return "unknown"
 }

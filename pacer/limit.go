@@ -1,7 +1,7 @@
 package pacer
 
 // Limit names one limit of a budget: the one that made a call wait or be
-// denied, or that a pause came from.
+// denied, or that a pause or stop came from.
 type Limit string
 
 // The limits a budget has.
@@ -12,4 +12,6 @@ const (
 	LimitTPD         Limit = "tpd"         // tokens per day
 	LimitConcurrency Limit = "concurrency" // calls in flight
 	LimitPause       Limit = "pause"       // a pause set by Pause or Throttled
+	LimitQuota       Limit = "quota"       // a stop set by StopQuota: the provider's quota is exhausted
+	LimitStop        Limit = "stop"        // a stop set by Stop
 )

@@ -116,6 +116,9 @@ func (p *Pacer) ended(e leasing.Ending) {
 		}
 	}
 	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err})
+	if e.Probe && lease.End(e.How) == lease.Settled {
+		p.probeSucceeded()
+	}
 }
 
 func invalidf(format string, args ...any) error {

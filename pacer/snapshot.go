@@ -42,6 +42,11 @@ type Snapshot struct {
 	InFlight, Concurrency int64
 	// Paused is how long every caller still has to wait; 0 if not paused.
 	Paused time.Duration
+	// Stopped is how long the budget stays stopped unless a probe
+	// succeeds or Resume ends it (0 if not stopped), and StoppedBy the
+	// kind of stop: LimitQuota (StopQuota) or LimitStop (Stop).
+	Stopped   time.Duration
+	StoppedBy Limit
 	// MeanHold is the recent mean time a lease of this Pacer was held (from
 	// its turn to its end); 0 until one ends. A waiter for a slot
 	// estimates its wait from it.
@@ -50,7 +55,9 @@ type Snapshot struct {
 
 // Snapshot reads the budget without changing it.
 func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
-	v, err := p.call(ctx, lua.Snapshot, p.s.fields, nil)
+	// The stop (see lua/stop.lua) is read as one more field after the
+	// buckets'.
+	v, err := p.call(ctx, lua.Snapshot, append(append([]any(nil), p.s.fields...), "qs"), nil)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -63,7 +70,7 @@ func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
 
 func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 3+len(p.s.fields) {
+	if !ok || len(a) != 4+len(p.s.fields) {
 		return Snapshot{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 	}
 	ints, err := wire.Int64s(a[:3], 3)
@@ -98,6 +105,20 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 			}
 		}
 		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(ints[0], tat, str != ""), PerSecond: b.perMs * 1000}
+	}
+	stop, ok := a[j].(string)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
+	}
+	if stop != "" {
+		var end, next, every int64
+		var kind string
+		if _, err := fmt.Sscanf(stop, "%d %d %d %s", &end, &next, &every, &kind); err != nil {
+			return Snapshot{}, fmt.Errorf("%w: stop %q", wire.ErrReply, stop)
+		}
+		if left := end - ints[0]/1000; left > 0 {
+			s.Stopped, s.StoppedBy = time.Duration(left)*time.Millisecond, Limit(kind)
+		}
 	}
 	return s, nil
 }

@@ -58,7 +58,7 @@ DEFAULT_MAX_WAIT_MS = 60 * 1000
 DEFAULT_KEY_PREFIX = "llmpacer"
 
 INTERACTIVE, BATCH = "interactive", "batch"
-SCRIPTS = ("acquire", "settle", "keepalive", "pause", "snapshot")
+SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot")
 
 _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
 _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
@@ -67,6 +67,7 @@ _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
 _POLL_MS = 250  # the longest a slot waiter sleeps before asking again
 _INT = re.compile(r"[+-]?[0-9]+")
+_STOP = re.compile(r"([0-9]+) ([0-9]+) ([0-9]+) ([A-Za-z]+)")
 
 
 class LlmpacerError(Exception):
@@ -95,6 +96,21 @@ class NotYetError(LlmpacerError):
     def __init__(self, retry_after_ms: int, limit: str):
         super().__init__(f"llmpacer: no room now; {limit} has room in {retry_after_ms} ms")
         self.retry_after_ms, self.limit = retry_after_ms, limit
+
+
+class StoppedError(LlmpacerError):
+    """The budget is stopped: its quota is exhausted (limit "quota") or an
+    operator stopped it (limit "stop"). Nothing was sent or charged; ask
+    again after retry_after_ms, when the next probe is due or the stop ends."""
+
+    def __init__(self, retry_after_ms: int, limit: str):
+        why = "the provider's quota is exhausted" if limit == "quota" else "stopped by an operator"
+        super().__init__(f"llmpacer: budget stopped: {why}; ask again in {retry_after_ms} ms")
+        self.retry_after_ms, self.limit = retry_after_ms, limit
+
+
+# acquire's reasons while the budget is stopped (see stop.lua).
+_STOPS = ("quota", "stop")
 
 
 class WaitTimeoutError(LlmpacerError):
@@ -379,6 +395,8 @@ class Snapshot:
     in_flight: int
     concurrency: int
     buckets: dict  # field -> BucketState, for the configured buckets
+    stopped_ms: int = 0  # how long the budget stays stopped; 0 if not
+    stopped_by: str = ""  # "quota" or "stop" while stopped
 
 
 
@@ -478,6 +496,8 @@ class Pacer:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
                 rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, remain_ms, ticket)))
+                if rep.code == DENIED and rep.reason in _STOPS:
+                    raise StoppedError(rep.wait_ms, rep.reason)
                 if rep.code in (ADMITTED, ALREADY) and rep.ticket == 0:
                     if pending is not None:
                         # The pending lease claimed its slot at its turn.
@@ -531,6 +551,8 @@ class Pacer:
             return self._lease(lease_id, tokens, rep, rep.now_us, sent)
         if rep.code == TOO_LARGE:
             raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+        if rep.reason in _STOPS:
+            raise StoppedError(rep.wait_ms, rep.reason)
         raise NotYetError(rep.wait_ms, rep.reason)
 
     def _lease(self, lease_id: str, tokens: int, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
@@ -543,6 +565,7 @@ class Pacer:
             charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
         lease = Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
         lease.slot_us = rep.now_us
+        lease.probe = rep.reason == "probe"
         return lease
 
     def _wait(self, rep: AcquireReply, deadline: int) -> None:
@@ -622,8 +645,9 @@ class Pacer:
         waiters), not pending leases waiting for their turn.
         """
         bs = self.settings.buckets
-        v = self._run("snapshot", [b.field for b in bs])
-        if not isinstance(v, (list, tuple)) or len(v) != 3 + len(bs):
+        # The stop (see stop.lua) is read as one more field.
+        v = self._run("snapshot", [b.field for b in bs] + ["qs"])
+        if not isinstance(v, (list, tuple)) or len(v) != 4 + len(bs):
             raise ReplyError(f"llmpacer: unexpected snapshot reply {v!r}")
         now_us, paused_ms, in_flight = _ints(v[:3], 3)
         levels = {}
@@ -632,7 +656,40 @@ class Pacer:
             if s and not _INT.fullmatch(s):
                 raise ReplyError(f"llmpacer: {b.field} TAT {s!r}")
             levels[b.field] = BucketState(b.limit, b.capacity, b.level(now_us, int(s) if s else None), b.per_second)
-        return Snapshot(now_us, paused_ms, in_flight, self.settings.concurrency, levels)
+        stopped_ms, stopped_by = 0, ""
+        stop = _str(v[3 + len(bs)])
+        if stop:
+            m = _STOP.fullmatch(stop)
+            if not m:
+                raise ReplyError(f"llmpacer: stop {stop!r}")
+            left = int(m[1]) - now_us // 1000
+            if left > 0:
+                stopped_ms, stopped_by = left, m[4]
+        return Snapshot(now_us, paused_ms, in_flight, self.settings.concurrency, levels, stopped_ms, stopped_by)
+
+    def stop_quota(self, seconds: float, probe_seconds: float = 60) -> int:
+        """Stop the budget because the provider's quota is exhausted.
+
+        Every process's calls are refused with StoppedError (limit "quota"),
+        sending nothing, for seconds or until a probe succeeds: every
+        probe_seconds one call that fits goes through, and settling it
+        resumes the budget. Returns the stop in force, in ms.
+        """
+        return self._stop(seconds, probe_seconds, "quota")
+
+    def stop(self, seconds: float) -> int:
+        """An operator's stop: every call refused (limit "stop"), no probes."""
+        return self._stop(seconds, 0, "stop")
+
+    def resume(self) -> None:
+        """End a stop now, for every process."""
+        _ints(self._run("stop", [0, 0, "stop"]), 2)
+
+    def _stop(self, seconds: float, probe_seconds: float, kind: str) -> int:
+        ms, every = int(seconds * 1000), int(probe_seconds * 1000)
+        if not 1 <= ms <= _MAX_DURATION_MS or every < 0 or every > _MAX_DURATION_MS or (kind == "quota" and every < 1):
+            raise InvalidError(f"llmpacer: stop of {seconds!r} s probing every {probe_seconds!r} s: the stop must be 1 ms to 7 days, the probe interval 1 ms to 7 days")
+        return _ints(self._run("stop", [ms, every, kind]), 2)[0]
 
 
 def _cancel_quietly(lease: "Lease") -> None:
@@ -665,6 +722,9 @@ class Lease:
         self._state = "held"
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
+        # The one call a stopped budget let through: settled, it resumes the
+        # budget for every process.
+        self.probe = False
 
     def _claimed(self, expiry_ms: int, now_us: int) -> None:
         # A pending lease took its slot: the expiry is the claim's.
@@ -718,6 +778,11 @@ class Lease:
             held = self._held_us
         if end is not None:
             self._pacer._ended(held)
+            if end == "settled" and self.probe:
+                try:
+                    self._pacer.resume()
+                except Exception:  # the next probe resumes it
+                    pass
         if err is not None:
             raise err
 

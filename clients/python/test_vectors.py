@@ -282,6 +282,8 @@ class TestSnapshot(unittest.TestCase):
                        "concurrency": s.concurrency,
                        "buckets": [{"field": f, "limit": b.limit, "capacity": b.capacity, "level": b.level,
                                     "per_second": b.per_second} for f, b in s.buckets.items()]}
+                if s.stopped_ms:
+                    got["stopped_ms"], got["stopped_by"] = s.stopped_ms, s.stopped_by
                 self.assertEqual(got, c["result"])
 
 

@@ -38,6 +38,7 @@ type Ending struct {
 	Used   int64 // tokens the call used, as settled; the reservation otherwise
 	Held   time.Duration
 	Err    error // lease.ErrExpired for an expired lease
+	Probe  bool  // the lease was a stopped budget's probe (Admission.Probe)
 }
 
 // Admission is what acquire.lua said about an admitted lease.
@@ -51,6 +52,10 @@ type Admission struct {
 	// the buckets, or a lower bound of it (see settle.lua).
 	ChargedUs int64
 	Waited    time.Duration
+	// Probe says the lease is the one call a stopped budget let through
+	// to see whether the provider serves again: its settle resumes the
+	// budget.
+	Probe bool
 }
 
 // Open returns a new *lease.Lease (as any) for an admission. Package lease

@@ -1,0 +1,41 @@
+-- stop.lua: stop a budget, or resume it. While stopped, acquire.lua refuses
+-- every call (a pending lease's claim included) and names the stop's kind,
+-- except one call per probe interval that fits the budget now: the probe,
+-- whose success shows the provider serves again (the caller then resumes).
+-- Meant for an exhausted quota, which a pause cannot wait out: retrying
+-- spends nothing but every process's time, and the first success anywhere
+-- should open the budget for all.
+--
+-- KEYS[1]  state hash (KEYS[2] and KEYS[3] as for every script: their TTL is
+--          kept with the hash's, see cover)
+-- ARGV[1]  stop in ms from now (integer >= 0); 0 resumes: the stop ends now
+-- ARGV[2]  probe interval in ms (integer >= 0): the first probe is due one
+--          interval from now; 0 lets no probe through
+-- ARGV[3]  kind: 'quota' (the provider's quota is exhausted) or 'stop' (an
+--          operator's stop); acquire.lua replies it as its reason
+--
+-- A stop only grows: the later end of the one set and the one asked for
+-- is kept; the probe interval and kind are the new ones, and the next probe
+-- is due one interval from now (a failed probe stops the budget again).
+--
+-- The stop is one state hash field, qs: "<end ms> <next probe ms>
+-- <interval ms> <kind>".
+--
+-- Returns {remaining_ms, now_us}: the stop in force after this call (0
+-- after a resume).
+
+local state = KEYS[1]
+local us, now = clock()
+if ARGV[1] == '0' then
+  redis.call('HDEL', state, 'qs')
+  return {0, us}
+end
+local h = redis.call('HMGET', state, 'qs', 'xp')
+local stop = now + ARGV[1]
+if h[1] then
+  local u = string.match(h[1], '^(%d+) ')
+  if u and u + 0 > stop then stop = u + 0 end
+end
+local every = ARGV[2] + 0
+cover(now, (h[2] or 0) + 0, stop, {'qs', fmt('%d %d %d %s', stop, now + every, every, ARGV[3])}, 2)
+return {stop - now, us}

@@ -1,0 +1,126 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lua"
+)
+
+// ErrStopped reports a call refused because the budget is stopped: by
+// StopQuota after the provider said its quota is exhausted (the error then
+// matches ErrQuotaExhausted too), or by an operator's Stop. The call was not
+// sent and nothing was charged.
+var ErrStopped = errors.New("pacer: budget stopped")
+
+// StoppedError is Acquire's and TryAcquire's answer while the budget is
+// stopped. It matches ErrStopped, and ErrQuotaExhausted when Limit is
+// LimitQuota.
+type StoppedError struct {
+	// Limit is LimitQuota for a stop after an exhausted quota, LimitStop
+	// for an operator's stop.
+	Limit Limit
+	// RetryAfter is how long until the next probe is due or the stop ends,
+	// whichever comes first: asking sooner is refused again.
+	RetryAfter time.Duration
+}
+
+// Error says why the call was refused and when to ask again.
+func (e *StoppedError) Error() string {
+	if e.Limit == LimitQuota {
+		return fmt.Sprintf("pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in %v (add credit or raise the quota, then Resume)", e.RetryAfter.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("pacer: budget stopped by an operator; nothing sent; the stop ends in %v unless Resume ends it sooner", e.RetryAfter.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrStopped) hold, and errors.Is(err,
+// ErrQuotaExhausted) for a quota stop.
+func (e *StoppedError) Is(target error) bool {
+	return target == ErrStopped || (target == ErrQuotaExhausted && e.Limit == LimitQuota)
+}
+
+// DefaultProbeInterval is how often a quota-stopped budget lets one call
+// through to see whether the provider serves again, when StopQuota is
+// given no interval.
+const DefaultProbeInterval = time.Minute
+
+// StopQuota tells the budget that the provider's quota is exhausted
+// (credits, billing or a daily quota: retrying cannot help). Every process
+// then fails its calls at once with a *StoppedError that matches
+// ErrQuotaExhausted, sending nothing, for d (the provider's reset when it
+// names one; at most 7 days) or until one probe succeeds: every probe
+// interval (DefaultProbeInterval if 0), one call that fits the budget goes
+// through, in whichever process asks first, and a probe that is settled
+// (the call succeeded) resumes the budget for every process. A probe
+// refused for the quota again should call StopQuota again.
+//
+// A stop only grows: a shorter d than the stop in force keeps its end.
+func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
+	if probe == 0 {
+		probe = DefaultProbeInterval
+	}
+	if probe < time.Millisecond || probe > maxDur {
+		return invalidf("StopQuota(%v, %v): the probe interval must be between 1ms and %v (0 for the default %v)", d, probe, maxDur, DefaultProbeInterval)
+	}
+	return p.stop(ctx, d, probe, LimitQuota)
+}
+
+// Stop refuses every call of the budget, in every process, for d (at most
+// 7 days), with a *StoppedError that matches ErrStopped: an operator's
+// brake, for an incident or a runaway job. Calls already admitted run on.
+// Resume ends the stop sooner. A stop only grows, as for StopQuota.
+func (p *Pacer) Stop(ctx context.Context, d time.Duration) error {
+	return p.stop(ctx, d, 0, LimitStop)
+}
+
+// Resume ends a stop (Stop or StopQuota) now, for every process.
+func (p *Pacer) Resume(ctx context.Context) error {
+	v, err := p.call(ctx, lua.Stop, []any{0, 0, "stop"}, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := wire.Int64s(v, 2); err != nil {
+		return fmt.Errorf("pacer: resume of %q: %w", p.s.name, err)
+	}
+	p.emit(Event{Kind: Resumed})
+	return nil
+}
+
+func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind Limit) error {
+	if d < time.Millisecond || d > maxDur {
+		return invalidf("stopping for %v: the stop must be between 1ms and %v; use Resume to end one", d, maxDur)
+	}
+	v, err := p.call(ctx, lua.Stop, []any{d.Milliseconds(), probe.Milliseconds(), string(kind)}, nil)
+	if err != nil {
+		return err
+	}
+	vals, err := wire.Int64s(v, 2)
+	if err != nil {
+		return fmt.Errorf("pacer: stop of %q: %w", p.s.name, err)
+	}
+	p.emit(Event{Kind: Stopped, Wait: time.Duration(vals[0]) * time.Millisecond, Limit: kind})
+	return nil
+}
+
+// stopped returns the error for a reply refused by a stop, or nil.
+func stopped(rep wire.AcquireReply) *StoppedError {
+	if rep.Code != wire.Denied || (rep.Reason != string(LimitQuota) && rep.Reason != string(LimitStop)) {
+		return nil
+	}
+	return &StoppedError{Limit: Limit(rep.Reason), RetryAfter: rep.Wait}
+}
+
+// probeSucceeded resumes the budget after its probe was settled: the
+// provider serves again. In the background, so that Settle holds its
+// caller no longer than its own round trip; a resume that fails leaves
+// the stop to the next probe.
+func (p *Pacer) probeSucceeded() {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Resume(ctx)
+	}()
+}

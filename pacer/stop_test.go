@@ -1,0 +1,200 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// A quota stop refuses every process at once, sending nothing and charging
+// nothing, until a probe goes through and succeeds.
+func TestQuotaStopAndProbe(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10000}})
+		c := newClock(b)
+		const probe = 300 * time.Millisecond
+		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+			t.Fatalf("StopQuota = %v", err)
+		}
+		for i, p := range ps {
+			began := time.Now()
+			_, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+			var se *pacer.StoppedError
+			if !errors.As(err, &se) || !errors.Is(err, pacer.ErrQuotaExhausted) || !errors.Is(err, pacer.ErrStopped) {
+				t.Fatalf("pacer %d: Acquire while stopped = %v; want a *StoppedError matching ErrQuotaExhausted", i, err)
+			}
+			if se.Limit != pacer.LimitQuota || se.RetryAfter <= 0 || se.RetryAfter > probe {
+				t.Errorf("pacer %d: %+v; want LimitQuota and RetryAfter in (0, %v]", i, *se, probe)
+			}
+			if took := time.Since(began); took > 2*time.Second {
+				t.Errorf("pacer %d: Acquire took %v to refuse; want at once", i, took)
+			}
+			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.As(err, &se) || errors.Is(err, pacer.ErrNotYet) {
+				t.Errorf("pacer %d: TryAcquire while stopped = %v; want a *StoppedError, not ErrNotYet", i, err)
+			}
+		}
+		s := snap(t, ps[1])
+		if s.StoppedBy != pacer.LimitQuota || s.Stopped < 59*time.Minute {
+			t.Errorf("Snapshot: Stopped %v by %q; want about an hour by quota", s.Stopped, s.StoppedBy)
+		}
+		if s.TPM.Level != 10000 || s.RPM.Level != 100 {
+			t.Errorf("levels after refusals: RPM %v TPM %v; want both full: nothing charged", s.RPM.Level, s.TPM.Level)
+		}
+
+		// The probe interval passes: one call goes through, the next is
+		// refused until the one after.
+		c.advance(probe + 50*time.Millisecond)
+		l, err := ps[1].Acquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			t.Fatalf("Acquire when the probe is due = %v; want the probe admitted", err)
+		}
+		if _, err := ps[0].Acquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Fatalf("a second call right after the probe = %v; want it refused", err)
+		}
+		// The probe failed for the quota again: stopped again.
+		if err := l.Reject(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps[1].StopQuota(ctx, time.Hour, probe); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(probe + 50*time.Millisecond)
+		l, err = ps[0].Acquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			t.Fatalf("the next probe = %v; want it admitted", err)
+		}
+		// This one succeeds: settling it resumes the budget everywhere.
+		if err := l.Settle(ctx, 50); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for snap(t, ps[1]).Stopped != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the budget is still stopped 5 s after its probe was settled")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		for i, p := range ps {
+			l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				t.Fatalf("pacer %d: Acquire after the probe succeeded = %v", i, err)
+			}
+			_ = l.Settle(ctx, 100)
+		}
+	})
+}
+
+// An operator's stop refuses calls with ErrStopped (not a quota error), lets
+// no probe through, and Resume ends it for every process.
+func TestStopAndResume(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, Concurrency: 2}})
+		c := newClock(b)
+		if err := ps[0].Stop(ctx, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(2 * pacer.DefaultProbeInterval / 60) // any time: no probes
+		_, err := ps[1].Acquire(ctx, pacer.Request{})
+		if !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Fatalf("Acquire while stopped by an operator = %v; want ErrStopped and not ErrQuotaExhausted", err)
+		}
+		if s := snap(t, ps[1]); s.StoppedBy != pacer.LimitStop || s.InFlight != 0 {
+			t.Errorf("Snapshot: stopped by %q, %d in flight; want %q and none", s.StoppedBy, s.InFlight, pacer.LimitStop)
+		}
+		if err := ps[1].Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l, err := ps[0].Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatalf("Acquire after Resume = %v", err)
+		}
+		_ = l.Settle(ctx, 0)
+	})
+}
+
+// Bad stops are refused with ErrInvalid, and change nothing.
+func TestStopInvalid(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 10}})
+	ctx := context.Background()
+	for _, err := range []error{
+		p.Stop(ctx, 0), p.Stop(ctx, -time.Second), p.Stop(ctx, 8*24*time.Hour),
+		p.StopQuota(ctx, time.Hour, -time.Second), p.StopQuota(ctx, 0, time.Second),
+	} {
+		if !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("got %v; want ErrInvalid", err)
+		}
+	}
+	if s := snap(t, p); s.Stopped != 0 {
+		t.Errorf("stopped %v after only invalid stops", s.Stopped)
+	}
+}
+
+// Sync lowers a bucket to the room the provider reports, less the
+// headroom, and never raises one.
+func TestSyncLowersToTheProvidersRoom(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10000}, Headroom: 0.1})
+		newClock(b) // a still clock on miniredis
+		near := func(what string, got, want float64) {
+			t.Helper()
+			// A real Redis refills while the test runs: at 150 tokens/s,
+			// a tolerance of 50 leaves a third of a second.
+			if math.Abs(got-want) > 50 {
+				t.Errorf("%s = %.1f; want %.0f", what, got, want)
+			}
+		}
+		rl := classify.RateLimits{
+			Requests: classify.Window{Remaining: 40, HasRemaining: true},
+			Tokens:   classify.Window{Remaining: 4000, HasRemaining: true},
+		}
+		if err := p.Sync(ctx, rl); err != nil {
+			t.Fatalf("Sync = %v", err)
+		}
+		s := snap(t, p)
+		// Headroom 0.1 keeps 10 requests and 1000 tokens unused.
+		near("RPM level", s.RPM.Level, 30)
+		near("TPM level", s.TPM.Level, 3000)
+
+		// More room reported than the budget believes: nothing changes.
+		rl.Tokens.Remaining, rl.Requests.Remaining = 10000, 100
+		if err := p.Sync(ctx, rl); err != nil {
+			t.Fatal(err)
+		}
+		s2 := snap(t, p)
+		if s2.TPM.Level > s.TPM.Level+60 || s2.RPM.Level > s.RPM.Level+1 {
+			t.Errorf("Sync with more room raised the budget: TPM %.0f -> %.0f, RPM %.1f -> %.1f", s.TPM.Level, s2.TPM.Level, s.RPM.Level, s2.RPM.Level)
+		}
+
+		// Nothing left: the next call waits for the refill.
+		rl.Tokens.Remaining = 0
+		if err := p.Sync(ctx, rl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1000}); !errors.Is(err, pacer.ErrNotYet) {
+			t.Errorf("TryAcquire after the provider reported no tokens = %v; want ErrNotYet", err)
+		}
+		near("TPM level after remaining 0", snap(t, p).TPM.Level, 0)
+	})
+}
+
+// Sync without a window the budget limits makes no Redis call: it succeeds
+// even with Redis gone.
+func TestSyncWithNothingToLower(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPD: 100}})
+	b.Mini.Close()
+	rl := classify.RateLimits{Tokens: classify.Window{Remaining: 5, HasRemaining: true}}
+	if err := p.Sync(context.Background(), rl); err != nil {
+		t.Errorf("Sync of a window the budget does not limit = %v; want nil, no call", err)
+	}
+}
