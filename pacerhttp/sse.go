@@ -12,6 +12,10 @@ import (
 // for, so it is skipped whole instead of growing memory with the stream.
 const maxEvent = 1 << 20
 
+// maxLine bounds one SSE line: an event's worth of data plus room for
+// the field name, so that a line holding a whole maxEvent of data fits.
+const maxLine = maxEvent + 64
+
 // maxEventName bounds the event field kept: every name the scanner
 // matches is short.
 const maxEventName = 64
@@ -28,8 +32,9 @@ const (
 //
 // It never blocks and never fails: the caller's bytes are the caller's,
 // and a scanner that cannot make sense of them only reports no usage. It
-// holds at most about 2×maxEvent bytes (a line and an event's data); an
-// event longer than that is skipped, whatever else it held. Feeding the
+// holds at most about 2×maxEvent bytes (a line and an event's data), and
+// about 64 KiB between long events; an event longer than maxEvent is
+// skipped, whatever else it held. Feeding the
 // same bytes in any split gives the same Usage and Failure.
 //
 // It accepts server-sent events as the HTML spec defines them: lines end
@@ -48,7 +53,7 @@ type streamScanner struct {
 
 	// SSE state.
 	line      []byte // the current line, when it spans Writes
-	lineOver  bool   // the current line passed maxEvent
+	lineOver  bool   // the current line passed maxLine
 	afterCR   bool   // the last byte was \r: a \n right after it ends nothing
 	event     []byte // the current event's type
 	data      []byte // the current event's data lines, joined with \n
@@ -140,11 +145,11 @@ func (s *streamScanner) writeSSE(p []byte) {
 			return
 		}
 		if len(s.line) == 0 && !s.lineOver {
-			s.handleLine(p[:i], i > maxEvent)
+			s.handleLine(p[:i], i > maxLine)
 		} else {
 			s.appendLine(p[:i])
 			s.handleLine(s.line, s.lineOver)
-			s.line, s.lineOver = s.line[:0], false
+			s.line, s.lineOver = reuse(s.line), false
 		}
 		if p[i] == '\r' {
 			if i+1 == len(p) {
@@ -157,16 +162,16 @@ func (s *streamScanner) writeSSE(p []byte) {
 	}
 }
 
-// appendLine adds part of a line that spans Writes, up to maxEvent.
+// appendLine adds part of a line that spans Writes, up to maxLine.
 func (s *streamScanner) appendLine(b []byte) {
 	if s.lineOver {
 		return
 	}
-	if len(s.line)+len(b) > maxEvent {
-		s.line, s.lineOver = s.line[:0], true
+	if len(s.line)+len(b) > maxLine {
+		s.line, s.lineOver = nil, true
 		return
 	}
-	s.line = append(s.line, b...)
+	s.line = appendBounded(s.line, b, maxLine)
 }
 
 // handleLine handles one complete line, without its ending.
@@ -195,13 +200,13 @@ func (s *streamScanner) handleLine(line []byte, over bool) {
 			extra++
 		}
 		if len(s.data)+extra > maxEvent {
-			s.eventOver, s.data = true, s.data[:0]
+			s.eventOver, s.data = true, nil
 			return
 		}
 		if s.hasData {
 			s.data = append(s.data, '\n')
 		}
-		s.data, s.hasData = append(s.data, value...), true
+		s.data, s.hasData = appendBounded(s.data, value, maxEvent), true
 	case "event":
 		s.event = append(s.event[:0], value[:min(len(value), maxEventName)]...)
 	}
@@ -213,7 +218,7 @@ func (s *streamScanner) dispatch() {
 	if s.hasData && !s.eventOver {
 		s.handleEvent(s.event, s.data)
 	}
-	s.event, s.data = s.event[:0], s.data[:0]
+	s.event, s.data = s.event[:0], reuse(s.data)
 	s.hasData, s.eventOver = false, false
 }
 
@@ -253,7 +258,7 @@ func (s *streamScanner) writeJSON(p []byte) {
 				if !s.chunkOver {
 					s.handleChunk(s.chunk)
 				}
-				s.collecting, s.chunk, start = false, s.chunk[:0], -1
+				s.collecting, s.chunk, start = false, reuse(s.chunk), -1
 			}
 		}
 	}
@@ -268,8 +273,33 @@ func (s *streamScanner) appendChunk(b []byte) {
 		return
 	}
 	if len(s.chunk)+len(b) > maxEvent {
-		s.chunk, s.chunkOver = s.chunk[:0], true
+		s.chunk, s.chunkOver = nil, true
 		return
 	}
-	s.chunk = append(s.chunk, b...)
+	s.chunk = appendBounded(s.chunk, b, maxEvent)
+}
+
+// keepBuffer is the largest buffer kept for the next line, event or
+// chunk. A stream usually needs a few KiB; one long event should not pin
+// a mebibyte for the rest of a long stream.
+const keepBuffer = 64 << 10
+
+// appendBounded appends src to dst, whose caller has checked that the
+// result fits in limit, and never grows dst's capacity past limit:
+// append's own growth could overshoot the bound by a quarter.
+func appendBounded(dst, src []byte, limit int) []byte {
+	if need := len(dst) + len(src); need > cap(dst) {
+		grown := make([]byte, len(dst), min(max(2*cap(dst), need, 512), limit))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, src...)
+}
+
+// reuse returns b emptied for reuse, or nil when it grew past keepBuffer.
+func reuse(b []byte) []byte {
+	if cap(b) > keepBuffer {
+		return nil
+	}
+	return b[:0]
 }
