@@ -1,0 +1,40 @@
+package pacerhttp
+
+import (
+	"context"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+type ctxKey int
+
+const (
+	priorityKey ctxKey = iota
+	maxWaitKey
+)
+
+// WithPriority returns a context whose model calls the transport acquires
+// with priority p (the default is pacer.Interactive).
+func WithPriority(ctx context.Context, p pacer.Priority) context.Context {
+	return context.WithValue(ctx, priorityKey, p)
+}
+
+// WithMaxWait returns a context whose model calls wait at most d for the
+// budget (pacer.Request.MaxWait), instead of the budget's Config.MaxWait.
+// The context's deadline bounds the wait too.
+func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxWaitKey, d)
+}
+
+// request returns what the context says about the call to admit.
+func request(ctx context.Context, tokens int64) pacer.Request {
+	r := pacer.Request{Tokens: tokens}
+	if p, ok := ctx.Value(priorityKey).(pacer.Priority); ok {
+		r.Priority = p
+	}
+	if d, ok := ctx.Value(maxWaitKey).(time.Duration); ok && d > 0 {
+		r.MaxWait = d
+	}
+	return r
+}

@@ -1,0 +1,154 @@
+package pacerhttp
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// maxAnswer bounds the JSON answer kept to read its usage: larger answers
+// (a big batch of embeddings) keep their reservation instead.
+const maxAnswer = 32 << 20
+
+// meter is a successful answer's body as the caller reads it: every byte
+// passes through unchanged as it arrives, while the usage is read on the
+// side (a stream's events as they pass, a JSON answer at its end). The
+// lease ends once, when the body ends or is closed: settled with the usage
+// if the answer reported it, released (its whole reservation kept) if not.
+type meter struct {
+	t      *transport
+	ctx    context.Context
+	l      *pacer.Lease
+	k      *keeper
+	a      api
+	tokens int64
+	rc     io.ReadCloser
+
+	mu   sync.Mutex
+	scan *streamScanner // nil for a JSON answer
+	buf  []byte         // a JSON answer so far
+	over bool           // the JSON answer outgrew maxAnswer
+	done bool
+}
+
+// Read passes the answer through and reads its usage on the side.
+func (m *meter) Read(p []byte) (int, error) {
+	n, err := m.rc.Read(p)
+	if n > 0 {
+		m.k.touch()
+		m.mu.Lock()
+		switch {
+		case m.done:
+		case m.scan != nil:
+			m.scan.Write(p[:n])
+		case !m.over && len(m.buf)+n <= maxAnswer:
+			m.buf = append(m.buf, p[:n]...)
+		default:
+			m.over, m.buf = true, nil
+		}
+		m.mu.Unlock()
+	}
+	if err != nil {
+		m.finish(err == io.EOF)
+	}
+	return n, err
+}
+
+// Close closes the answer and ends the lease if the body did not end.
+func (m *meter) Close() error {
+	err := m.rc.Close()
+	m.finish(false)
+	return err
+}
+
+// finish ends the lease once: eof says the whole answer was read.
+func (m *meter) finish(eof bool) {
+	m.mu.Lock()
+	if m.done {
+		m.mu.Unlock()
+		return
+	}
+	m.done = true
+	var (
+		u       usage
+		ok      bool
+		v       classify.Verdict
+		failure bool
+	)
+	if m.scan != nil {
+		u, ok = m.scan.Usage()
+		v, failure = m.scan.Failure()
+	} else if eof && !m.over {
+		u, ok = usageFromJSON(m.a, m.buf)
+	}
+	m.buf = nil
+	m.mu.Unlock()
+	m.k.stop()
+	switch {
+	case failure && !ok:
+		// An error event inside a 200 stream: answered as the same error
+		// before the stream began would be.
+		m.t.answer(m.ctx, v, m.l, m.tokens, v.Status)
+	case ok:
+		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, max(u.Total, 0)) })
+	default:
+		// No usage: a stream cut or closed early, or an answer without it.
+		// The provider may have counted everything: keep the reservation.
+		end(m.ctx, m.l, m.l.Release)
+	}
+}
+
+// keeper keeps a lease alive while its call runs: while the request waits
+// for its answer, and then while the caller reads the body. A body the
+// caller stops reading without closing it stops renewing after two idle
+// renewal periods, and the lease then expires (its reservation kept).
+type keeper struct {
+	l      *pacer.Lease
+	active atomic.Bool
+	once   sync.Once
+	quit   chan struct{}
+}
+
+// keep starts keeping l alive.
+func keep(l *pacer.Lease) *keeper {
+	k := &keeper{l: l, quit: make(chan struct{})}
+	k.active.Store(true)
+	every := max(time.Until(l.Expiry())/3, 10*time.Millisecond)
+	go k.run(every)
+	return k
+}
+
+func (k *keeper) run(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	idle := 0
+	for {
+		select {
+		case <-k.quit:
+			return
+		case <-t.C:
+		}
+		if k.active.Swap(false) {
+			idle = 0
+		} else if idle++; idle >= 2 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := k.l.KeepAlive(ctx)
+		cancel()
+		if err != nil && !time.Now().Before(k.l.Expiry()) {
+			return // expired: nothing left to keep
+		}
+	}
+}
+
+// touch records that the body is being read.
+func (k *keeper) touch() { k.active.Store(true) }
+
+// stop ends the renewals.
+func (k *keeper) stop() { k.once.Do(func() { close(k.quit) }) }

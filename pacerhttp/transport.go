@@ -1,0 +1,255 @@
+package pacerhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/estimate"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// NewTransport returns an http.RoundTripper that paces the model calls sent
+// through it on p's budget and sends them with base (http.DefaultTransport
+// if nil). Requests that are not model calls go to base unpaced. See the
+// package doc for what it does with each call.
+//
+// A nil p or an invalid option does not panic: every model call then fails
+// with an error matching pacer.ErrInvalid that says what to fix.
+func NewTransport(p *pacer.Pacer, base http.RoundTripper, opts ...Option) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &transport{p: p, base: base, cfg: defaults()}
+	for _, o := range opts {
+		if o != nil {
+			o(&t.cfg)
+		}
+	}
+	t.err = t.cfg.check()
+	if p == nil {
+		t.err = fmt.Errorf("%w: pacerhttp.NewTransport: the pacer is nil; pass the *pacer.Pacer of the budget to pace", pacer.ErrInvalid)
+	}
+	t.sync.p = p
+	return t
+}
+
+// check validates the options.
+func (c config) check() error {
+	switch {
+	case c.defaultMaxOutput <= 0:
+		return fmt.Errorf("%w: pacerhttp.WithDefaultMaxOutput(%d): must be positive", pacer.ErrInvalid, c.defaultMaxOutput)
+	case c.defaultTokens <= 0:
+		return fmt.Errorf("%w: pacerhttp.WithDefaultTokens(%d): must be positive", pacer.ErrInvalid, c.defaultTokens)
+	case c.maxBody <= 0:
+		return fmt.Errorf("%w: pacerhttp.WithMaxBody(%d): must be positive", pacer.ErrInvalid, c.maxBody)
+	case c.probe < time.Millisecond:
+		return fmt.Errorf("%w: pacerhttp.WithQuotaProbe(%v): must be at least 1ms", pacer.ErrInvalid, c.probe)
+	}
+	if _, err := estimate.New("", c.estimateOpts...); err != nil {
+		return fmt.Errorf("%w: pacerhttp.WithEstimateOptions: %v", pacer.ErrInvalid, err)
+	}
+	return nil
+}
+
+type transport struct {
+	p    *pacer.Pacer
+	base http.RoundTripper
+	cfg  config
+	err  error    // a nil pacer or a bad option: every model call fails with it
+	ests sync.Map // model name → *estimate.Estimator
+	sync syncer
+}
+
+// estimator returns the estimator for a model, made once per name.
+func (t *transport) estimator(model string) *estimate.Estimator {
+	if e, ok := t.ests.Load(model); ok {
+		return e.(*estimate.Estimator)
+	}
+	e, err := estimate.New(model, t.cfg.estimateOpts...)
+	if err != nil { // the options were checked: cannot happen
+		e = &estimate.Estimator{}
+	}
+	v, _ := t.ests.LoadOrStore(model, e)
+	return v.(*estimate.Estimator)
+}
+
+// RoundTrip paces one HTTP attempt.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	a, urlModel := recognize(req)
+	if a == apiNone {
+		return t.base.RoundTrip(req)
+	}
+	if t.err != nil {
+		closeBody(req)
+		return nil, t.err
+	}
+	ctx := req.Context()
+	out, c, parsed, err := t.prepare(req, a, urlModel)
+	if err != nil {
+		return nil, err
+	}
+	tokens := t.cfg.defaultTokens
+	if parsed {
+		tokens = c.Prompt + t.cfg.defaultMaxOutput
+		if c.HasMaxOutput {
+			tokens = c.Prompt + c.MaxOutput
+		}
+	}
+	l, err := t.p.Acquire(ctx, request(ctx, tokens))
+	if err != nil {
+		closeBody(out)
+		return nil, err
+	}
+	k := keep(l)
+	resp, err := t.base.RoundTrip(out)
+	if err != nil {
+		// Sent or not, the provider may have counted it: keep the
+		// reservation, as for a timeout.
+		k.stop()
+		end(ctx, l, l.Release)
+		return nil, err
+	}
+	if t.cfg.headerSync {
+		t.sync.push(classify.ParseHeaders(resp.Header, time.Now()))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		k.stop()
+		t.failed(ctx, resp, l, tokens)
+		return resp, nil
+	}
+	stream := parsed && c.Stream || a == apiGeminiStream ||
+		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	b := &meter{t: t, ctx: ctx, l: l, k: k, a: a, tokens: tokens, rc: resp.Body}
+	if stream {
+		b.scan = newStreamScanner(a)
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// prepare reads the body of a model call and returns the request to send:
+// a shallow copy with a replayable body (with include_usage added to an
+// OpenAI stream that lacks it). parsed says whether the body was read and
+// understood; if not, the call gets the default reservation.
+func (t *transport) prepare(req *http.Request, a api, urlModel string) (out *http.Request, c call, parsed bool, err error) {
+	out = new(http.Request)
+	*out = *req
+	if req.Body == nil || req.Body == http.NoBody {
+		return out, c, false, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, t.cfg.maxBody+1))
+	if err != nil {
+		req.Body.Close()
+		return nil, c, false, fmt.Errorf("pacerhttp: reading the request body: %w", err)
+	}
+	if int64(len(body)) > t.cfg.maxBody {
+		// Too large to estimate: sent as it is, the part read first.
+		out.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), req.Body), req.Body}
+		return out, c, false, nil
+	}
+	req.Body.Close()
+	c, err = parseRequest(a, urlModel, body, t.estimator)
+	parsed = err == nil
+	if parsed && c.Stream && t.cfg.includeUsage && !c.WantsUsage && (a == apiOpenAIChat || a == apiOpenAICompletions) {
+		body, _ = withIncludeUsage(body)
+	}
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	return out, c, parsed, nil
+}
+
+// failed answers a provider's refusal for the whole fleet, then hands the
+// answer back to the SDK unchanged (the part read to classify it put back).
+func (t *transport) failed(ctx context.Context, resp *http.Response, l *pacer.Lease, tokens int64) {
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, classify.MaxBodyBytes))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	v := classify.FromHTTP(resp.StatusCode, resp.Header, head)
+	t.answer(ctx, v, l, tokens, resp.StatusCode)
+}
+
+// answer ends the lease of a failed call as its verdict says, pausing or
+// stopping the budget first when the provider asks for it: before the SDK
+// sees the answer, so that its retry meets the pause.
+func (t *transport) answer(ctx context.Context, v classify.Verdict, l *pacer.Lease, tokens int64, status int) {
+	switch {
+	case v.Kind == classify.RateLimited:
+		// The budget was ahead of the provider: keep the charge, and
+		// hold every process back for the provider's delay.
+		end(ctx, l, l.Release)
+		d := v.RetryAfter
+		if d <= 0 {
+			d = pacer.DefaultRateLimitDelay
+		}
+		bounded(ctx, func(ctx context.Context) error {
+			return t.p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})
+		})
+	case v.Kind == classify.QuotaExhausted:
+		end(ctx, l, l.Reject)
+		bounded(ctx, func(ctx context.Context) error {
+			return t.p.StopQuota(ctx, classify.MaxRetryAfter, t.cfg.probe)
+		})
+	case status >= 500 || status == 0:
+		end(ctx, l, l.Release) // it may have been processed
+	default:
+		end(ctx, l, l.Reject) // refused before any work: tokens back
+	}
+}
+
+// bounded runs f with ctx, or if ctx is done with a short context of its
+// own: a pause or stop must reach the fleet even when the caller has given
+// up. A failure is dropped: the next answer of the kind tries again.
+func bounded(ctx context.Context, f func(context.Context) error) {
+	if ctx.Err() != nil {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		ctx = c
+	}
+	_ = f(ctx)
+}
+
+// end ends a lease with f: at once with ctx while it lasts; if that fails
+// (Redis unreachable, or ctx done), in the background, retried until it
+// lands or the lease expires (its reservation then stays charged, the safe
+// side). A caller is never held past its context.
+func end(ctx context.Context, l *pacer.Lease, f func(context.Context) error) {
+	done := func(err error) bool {
+		return err == nil || errors.Is(err, pacer.ErrLeaseExpired) || errors.Is(err, pacer.ErrInvalid)
+	}
+	if ctx.Err() == nil && done(f(ctx)) {
+		return
+	}
+	go func() {
+		pause := 50 * time.Millisecond
+		for {
+			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := f(c)
+			cancel()
+			if done(err) || !time.Now().Before(l.Expiry()) {
+				return
+			}
+			time.Sleep(pause)
+			pause = min(2*pause, 5*time.Second)
+		}
+	}()
+}
+
+func closeBody(r *http.Request) {
+	if r.Body != nil {
+		r.Body.Close()
+	}
+}

@@ -1,0 +1,378 @@
+package pacerhttp_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/pacerhttp"
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+)
+
+// events records what a Pacer's Observe sees.
+type events struct {
+	mu sync.Mutex
+	ev []pacer.Event
+}
+
+func (e *events) observe(ev pacer.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ev = append(e.ev, ev)
+}
+
+// of returns the events of kind k so far.
+func (e *events) of(k pacer.EventKind) []pacer.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []pacer.Event
+	for _, ev := range e.ev {
+		if ev.Kind == k {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// ended waits up to 5 s for n leases to have ended, and returns their
+// events: a lease ends as the SDK reads or closes the answer, or in the
+// background when Redis failed.
+func (e *events) ended(t *testing.T, n int) []pacer.Event {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := e.of(pacer.Ended)
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d leases ended within 5 s; want %d", len(got), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// rig is one budget, a simulated provider and the Pacers that share them.
+type rig struct {
+	t        *testing.T
+	b        redistest.Backend
+	cfg      pacer.Config
+	provider *fakeprovider.Provider
+	server   *httptest.Server
+}
+
+func newRig(t *testing.T, b redistest.Backend, limits pacer.Limits, pcfg fakeprovider.Config) *rig {
+	t.Helper()
+	prov, err := fakeprovider.New(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(prov)
+	t.Cleanup(srv.Close)
+	return &rig{t: t, b: b, cfg: pacer.Config{Name: redistest.Name(t), Limits: limits}, provider: prov, server: srv}
+}
+
+// pacer returns a new Pacer of the rig's budget (a process of the fleet)
+// and what it observes.
+func (r *rig) pacer() (*pacer.Pacer, *events) {
+	r.t.Helper()
+	ev := &events{}
+	cfg := r.cfg
+	cfg.Observe = ev.observe
+	p, err := pacer.New(r.b.Client(r.t), cfg)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p, ev
+}
+
+func (r *rig) openai(p *pacer.Pacer, opts ...pacerhttp.Option) openai.Client {
+	return openai.NewClient(
+		ooption.WithBaseURL(r.server.URL+"/v1/"), ooption.WithAPIKey("sk-test"),
+		ooption.WithHTTPClient(&http.Client{Transport: pacerhttp.NewTransport(p, nil, opts...)}),
+	)
+}
+
+func (r *rig) anthropic(p *pacer.Pacer, opts ...pacerhttp.Option) anthropic.Client {
+	return anthropic.NewClient(
+		aoption.WithBaseURL(r.server.URL), aoption.WithAPIKey("sk-ant-test"),
+		aoption.WithHTTPClient(&http.Client{Transport: pacerhttp.NewTransport(p, nil, opts...)}),
+	)
+}
+
+func chatParams(maxTokens int64) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:               openai.ChatModelGPT4oMini,
+		Messages:            []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello to the fleet")},
+		MaxCompletionTokens: openai.Int(maxTokens),
+	}
+}
+
+// An openai-go call through the transport reserves its estimate plus its
+// output cap, and settles exactly the usage the answer reports.
+func TestOpenAISettlesUsage(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{})
+		p, ev := r.pacer()
+		c := r.openai(p)
+		ctx := context.Background()
+		reply, err := c.Chat.Completions.New(ctx, chatParams(200))
+		if err != nil {
+			t.Fatalf("Chat.Completions.New = %v", err)
+		}
+		admitted := ev.of(pacer.Admitted)
+		if len(admitted) != 1 || admitted[0].Tokens <= 200 || admitted[0].Tokens > 260 {
+			t.Fatalf("admitted %+v; want one lease of the prompt estimate plus 200", admitted)
+		}
+		end := ev.ended(t, 1)[0]
+		if end.End != lease.Settled || end.Used != reply.Usage.TotalTokens || end.Used == 0 {
+			t.Errorf("lease ended %v using %d; want settled with the answer's total_tokens %d", end.End, end.Used, reply.Usage.TotalTokens)
+		}
+		if s := r.provider.Stats(); s.Calls != 1 || s.TokensUsed != reply.Usage.TotalTokens {
+			t.Errorf("provider saw %d calls using %d tokens; want 1 using %d", s.Calls, s.TokensUsed, reply.Usage.TotalTokens)
+		}
+	})
+}
+
+// A streamed openai-go call that does not ask for usage is asked for it by
+// the transport, and settles exactly what the final chunk reports; every
+// chunk reaches the SDK.
+func TestOpenAIStreamSettlesUsage(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{})
+		p, ev := r.pacer()
+		c := r.openai(p)
+		stream := c.Chat.Completions.NewStreaming(context.Background(), chatParams(50))
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		stream.Close()
+		if acc.Usage.TotalTokens == 0 || len(acc.Choices) == 0 || acc.Choices[0].Message.Content == "" {
+			t.Fatalf("accumulated %+v; want text and usage (include_usage added by the transport)", acc.ChatCompletion)
+		}
+		end := ev.ended(t, 1)[0]
+		if end.End != lease.Settled || end.Used != acc.Usage.TotalTokens {
+			t.Errorf("lease ended %v using %d; want settled with the final chunk's %d", end.End, end.Used, acc.Usage.TotalTokens)
+		}
+	})
+}
+
+// Without include_usage (turned off), a stream reports no usage: its lease
+// keeps the whole reservation instead of settling 0.
+func TestStreamWithoutUsageKeepsReservation(t *testing.T) {
+	b := redistest.Mini(t)
+	r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{})
+	p, ev := r.pacer()
+	c := r.openai(p, pacerhttp.WithIncludeUsage(false))
+	stream := c.Chat.Completions.NewStreaming(context.Background(), chatParams(50))
+	for stream.Next() {
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	stream.Close()
+	end := ev.ended(t, 1)[0]
+	if end.End != lease.Released || end.Used != end.Tokens {
+		t.Errorf("lease ended %v using %d of %d; want released, the reservation kept", end.End, end.Used, end.Tokens)
+	}
+}
+
+// anthropic-sdk-go, JSON and streamed: usage is input + output (+ cache).
+func TestAnthropicSettlesUsage(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{Style: fakeprovider.Anthropic})
+		p, ev := r.pacer()
+		c := r.anthropic(p)
+		params := anthropic.MessageNewParams{
+			Model:     anthropic.ModelClaudeSonnet4_5,
+			MaxTokens: 120,
+			Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hello to the fleet"))},
+		}
+		msg, err := c.Messages.New(context.Background(), params)
+		if err != nil {
+			t.Fatalf("Messages.New = %v", err)
+		}
+		want := msg.Usage.InputTokens + msg.Usage.OutputTokens + msg.Usage.CacheReadInputTokens + msg.Usage.CacheCreationInputTokens
+		if end := ev.ended(t, 1)[0]; end.End != lease.Settled || end.Used != want {
+			t.Errorf("JSON: lease ended %v using %d; want settled with %d", end.End, end.Used, want)
+		}
+
+		stream := c.Messages.NewStreaming(context.Background(), params)
+		var acc anthropic.Message
+		for stream.Next() {
+			if err := acc.Accumulate(stream.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		stream.Close()
+		want = acc.Usage.InputTokens + acc.Usage.OutputTokens + acc.Usage.CacheReadInputTokens + acc.Usage.CacheCreationInputTokens
+		if end := ev.ended(t, 2)[1]; end.End != lease.Settled || end.Used != want || want == 0 {
+			t.Errorf("stream: lease ended %v using %d; want settled with %d", end.End, end.Used, want)
+		}
+	})
+}
+
+// A 429 pauses the whole budget: another Pacer (another process) waits it
+// out, and the SDK's own retry reaches the provider only after the delay.
+func TestRateLimitPausesTheFleet(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		// The provider allows 2 requests per 2 s; the budget believes in
+		// 100 per minute: the third call meets a 429.
+		r := newRig(t, b, pacer.Limits{RPM: 100}, fakeprovider.Config{RequestLimit: 2, Window: 2 * time.Second})
+		p1, ev1 := r.pacer()
+		p2, _ := r.pacer()
+		c1 := r.openai(p1) // default retries on
+		ctx := context.Background()
+		for range 2 {
+			if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		began := time.Now()
+		if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err != nil {
+			t.Fatalf("the call that met a 429 = %v; want its retry to succeed after the pause", err)
+		}
+		took := time.Since(began)
+		if len(ev1.of(pacer.Paused)) == 0 {
+			t.Fatal("no Paused event after a 429")
+		}
+		// The provider asked for about 1 s (one request refills in 1 s).
+		if took < 700*time.Millisecond {
+			t.Errorf("the retried call took %v; want it to wait out the provider's delay (~1 s)", took)
+		}
+		s := r.provider.Stats()
+		if s.RateLimited != 1 || s.OK != 3 {
+			t.Errorf("provider: %d 429s, %d admitted; want exactly 1 and 3: the retry waited the pause", s.RateLimited, s.OK)
+		}
+		_ = p2
+	})
+}
+
+// A quota error stops every process: the other Pacer's transport fails at
+// once with ErrQuotaExhausted and nothing reaches the provider.
+func TestQuotaStopsTheFleet(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{QuotaTokens: 1})
+		p1, _ := r.pacer()
+		p2, _ := r.pacer()
+		ctx := context.Background()
+		c1 := r.openai(p1, pacerhttp.WithQuotaProbe(time.Hour))
+		if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err != nil {
+			t.Fatal(err) // uses up the quota
+		}
+		_, err := c1.Chat.Completions.New(ctx, chatParams(10))
+		if err == nil {
+			t.Fatal("a call past the quota succeeded")
+		}
+		calls := r.provider.Stats().Calls
+		began := time.Now()
+		c2 := r.openai(p2)
+		_, err = c2.Chat.Completions.New(ctx, chatParams(10))
+		if !errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Fatalf("another process's call = %v; want ErrQuotaExhausted", err)
+		}
+		if got := r.provider.Stats().Calls; got != calls {
+			t.Errorf("%d more requests reached the provider after the stop; want 0", got-calls)
+		}
+		_ = began
+		if s, _ := p2.Snapshot(ctx); s.StoppedBy != pacer.LimitQuota {
+			t.Errorf("snapshot stopped by %q; want quota", s.StoppedBy)
+		}
+	})
+}
+
+// Requests that are not model calls pass through unpaced.
+func TestNonModelCallsPassThrough(t *testing.T) {
+	b := redistest.Mini(t)
+	r := newRig(t, b, pacer.Limits{RPM: 1}, fakeprovider.Config{})
+	p, ev := r.pacer()
+	hc := &http.Client{Transport: pacerhttp.NewTransport(p, nil)}
+	for range 3 {
+		resp, err := hc.Get(r.server.URL + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got := ev.of(pacer.Admitted); len(got) != 0 {
+		t.Errorf("%d admissions for GET /v1/models; want none", len(got))
+	}
+}
+
+// A body that is not JSON gets the default reservation and its lease ends
+// exactly once, however the provider answers.
+func TestMalformedBodyEndsItsLeaseOnce(t *testing.T) {
+	b := redistest.Mini(t)
+	r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{})
+	p, ev := r.pacer()
+	hc := &http.Client{Transport: pacerhttp.NewTransport(p, nil)}
+	resp, err := hc.Post(r.server.URL+"/v1/chat/completions", "application/json", strings.NewReader("{not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if a := ev.of(pacer.Admitted); len(a) != 1 || a[0].Tokens != pacerhttp.DefaultTokens {
+		t.Fatalf("admitted %+v; want one lease of DefaultTokens", a)
+	}
+	if e := ev.ended(t, 1); e[0].End != lease.Rejected {
+		t.Errorf("a 400 answer ended the lease %v; want rejected (tokens back)", e[0].End)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := len(ev.of(pacer.Ended)); got != 1 {
+		t.Errorf("%d Ended events; want exactly 1", got)
+	}
+}
+
+// A nil pacer or a bad option fails every model call with ErrInvalid, never
+// a panic; other requests still pass.
+func TestBadTransportFailsClearly(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	b := redistest.Mini(t)
+	p, err := pacer.New(b.Client(t), pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rt := range map[string]http.RoundTripper{
+		"nil pacer":     pacerhttp.NewTransport(nil, nil),
+		"bad max body":  pacerhttp.NewTransport(p, nil, pacerhttp.WithMaxBody(0)),
+		"bad probe":     pacerhttp.NewTransport(p, nil, pacerhttp.WithQuotaProbe(-time.Second)),
+		"bad max out":   pacerhttp.NewTransport(p, nil, pacerhttp.WithDefaultMaxOutput(-1)),
+		"bad tokens":    pacerhttp.NewTransport(p, nil, pacerhttp.WithDefaultTokens(0)),
+		"nil option ok": nil,
+	} {
+		if rt == nil {
+			continue
+		}
+		hc := &http.Client{Transport: rt}
+		_, err := hc.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
+		if !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("%s: model call = %v; want ErrInvalid", name, err)
+		}
+		resp, err := hc.Get(srv.URL + "/v1/models")
+		if err != nil {
+			t.Errorf("%s: GET /v1/models = %v; want it passed through", name, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+}
