@@ -11,6 +11,7 @@ type decision struct {
 	id      string    // of an admitted call
 	created time.Time // the provider's clock at admission
 	ticket  int64     // the token limit's name for the admission, for a refund
+	cut     int       // events a stream sends before it is cut; -1: none
 	limits  limitState
 }
 
@@ -22,7 +23,7 @@ func (p *Provider) decide(c call) decision {
 	if e := p.refuse(now, c); e != nil {
 		return decision{err: e, limits: p.limitsAt(now)}
 	}
-	charge, used := c.charge(), c.prompt+c.output
+	charge, used := c.charge(), c.prompt+c.outputTotal()
 	if p.requests != nil {
 		p.requests.take(now, 1)
 	}
@@ -32,12 +33,21 @@ func (p *Provider) decide(c call) decision {
 	}
 	p.quotaUsed += used
 	p.stats.admitted(now, charge, used)
+	p.endpoint(c.ep).admitted(c)
 	p.seq++
-	id := fmt.Sprintf("chatcmpl-fake%06d", p.seq)
-	if p.cfg.Style == Anthropic {
-		id = fmt.Sprintf("msg_fake%06d", p.seq)
-	}
-	return decision{id: id, created: now, ticket: ticket, limits: p.limitsAt(now)}
+	id := fmt.Sprintf(idFormats[c.ep], p.seq)
+	return decision{id: id, created: now, ticket: ticket, cut: p.takeCut(c), limits: p.limitsAt(now)}
+}
+
+// idFormats are the id shapes of the endpoints' answers.
+var idFormats = map[Endpoint]string{
+	ChatCompletions:       "chatcmpl-fake%06d",
+	Responses:             "resp_fake%06d",
+	Completions:           "cmpl-fake%06d",
+	Embeddings:            "emb-fake%06d", // not sent: an embeddings answer has no id
+	Messages:              "msg_fake%06d",
+	GenerateContent:       "fake%06d",
+	StreamGenerateContent: "fake%06d",
 }
 
 // refund corrects the token limit when c ends, with Config.Refund: the
@@ -47,7 +57,7 @@ func (p *Provider) refund(c call, d decision) limitState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.now()
-	if unused := c.maxTokens - c.output; p.tokens != nil && unused > 0 {
+	if unused := c.charge() - c.prompt - c.outputTotal(); p.tokens != nil && unused > 0 {
 		p.tokens.refund(now, d.ticket, unused)
 		p.stats.TokensRefunded += unused
 	}
@@ -65,19 +75,22 @@ type demand struct {
 // The order of the checks is the order in which a real provider would
 // notice: a failing server, then billing, then the rate limits.
 func (p *Provider) refuse(now time.Time, c call) *apiError {
-	style := p.cfg.Style
+	style, es := p.cfg.Style, p.endpoint(c.ep)
 	if p.failLeft > 0 {
 		p.failLeft--
 		p.stats.Faults++
+		es.Faults++
 		return fault(style, p.failStatus)
 	}
-	if q := p.cfg.QuotaTokens; q > 0 && p.quotaUsed >= q {
+	if q := p.cfg.QuotaTokens; p.quotaStop || q > 0 && p.quotaUsed >= q {
 		p.stats.QuotaErrors++
-		return quotaExceeded(style)
+		es.QuotaErrors++
+		return quotaExceeded(style, c.model)
 	}
 	charge := c.charge()
 	if p.tokens != nil && charge > p.tokens.capacity() {
 		p.stats.tooLarge(now)
+		es.RateLimited++
 		return tooLarge(style, c.model, p.tokens.capacity(), charge, p.cfg.Window)
 	}
 	// Both limits must fit; the retry delay is that of the one that frees
@@ -99,16 +112,29 @@ func (p *Provider) refuse(now time.Time, c call) *apiError {
 		return nil
 	}
 	p.stats.rateLimited(now)
+	es.RateLimited++
 	limit := worst.l.capacity()
 	return rateLimited(style, c.model, worst.dim, limit, limit-worst.l.remaining(now), worst.n, p.cfg.Window, wait)
 }
 
 // rejectBad counts a malformed call and returns the headers it carries.
-func (p *Provider) rejectBad() limitState {
+func (p *Provider) rejectBad(ep Endpoint) limitState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.BadRequests++
+	p.endpoint(ep).BadRequests++
 	return p.limitsAt(p.cfg.now())
+}
+
+// listModels counts an answered models list, which charges nothing, and
+// returns the headers it carries.
+func (p *Provider) listModels() limitState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.now()
+	p.stats.admitted(now, 0, 0)
+	p.endpoint(ModelsList).OK++
+	return p.limitsAt(now)
 }
 
 // limitsAt reads both limits for the rate-limit headers.

@@ -32,16 +32,25 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// Style selects which provider is simulated: its endpoint, its request and
-// response bodies, its error bodies and its rate-limit headers.
+// Style selects which provider is simulated: its endpoints, its request
+// and response bodies, its error bodies and its rate-limit headers. One
+// Provider serves every endpoint of its style, routed by path.
 type Style int
 
 const (
-	// OpenAI serves POST /v1/chat/completions with x-ratelimit-* headers.
-	// It is the default.
+	// OpenAI serves chat completions, responses, legacy completions,
+	// embeddings and the models list, under OpenAI's /v1/ paths and Azure
+	// OpenAI's /openai/ paths, with x-ratelimit-* headers. It is the
+	// default.
 	OpenAI Style = iota
-	// Anthropic serves POST /v1/messages with anthropic-ratelimit-* headers.
+	// Anthropic serves POST /v1/messages and GET /v1/models with
+	// anthropic-ratelimit-* headers.
 	Anthropic
+	// Gemini serves generateContent and streamGenerateContent under
+	// /v1beta/models/ and answers a rate limit with Google's
+	// RESOURCE_EXHAUSTED error. Like the real Gemini API it sends no
+	// rate-limit headers.
+	Gemini
 )
 
 // String returns the name of the style, as used in Go code.
@@ -51,6 +60,8 @@ func (s Style) String() string {
 		return "OpenAI"
 	case Anthropic:
 		return "Anthropic"
+	case Gemini:
+		return "Gemini"
 	}
 	return fmt.Sprintf("Style(%d)", int(s))
 }
@@ -87,8 +98,9 @@ type Config struct {
 	LatencyFunc func(Usage) time.Duration
 	// QuotaTokens is the total credit in tokens of real usage. Once this
 	// many tokens have been used, every call answers 429
-	// insufficient_quota (OpenAI) or 400 "credit balance is too low"
-	// (Anthropic), and it never clears. 0 means no quota.
+	// insufficient_quota (OpenAI), 400 "credit balance is too low"
+	// (Anthropic) or a per-day 429 RESOURCE_EXHAUSTED (Gemini), and it
+	// never clears. 0 means no quota. StopQuota does the same on demand.
 	QuotaTokens int64
 	// Refund makes the token limit correct its count when a call ends:
 	// the part of max_tokens the answer did not use goes back, as
@@ -117,7 +129,7 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("fakeprovider: QuotaTokens %d is negative", c.QuotaTokens)
 	case c.Mode != TokenBucket && c.Mode != SlidingWindow:
 		return c, fmt.Errorf("fakeprovider: unknown %v", c.Mode)
-	case c.Style != OpenAI && c.Style != Anthropic:
+	case c.Style != OpenAI && c.Style != Anthropic && c.Style != Gemini:
 		return c, fmt.Errorf("fakeprovider: unknown %v", c.Style)
 	}
 	if c.Window == 0 {

@@ -39,8 +39,12 @@ func ceilMillis(d time.Duration) time.Duration {
 	return time.Duration(ceilDiv(int64(d), int64(time.Millisecond))) * time.Millisecond
 }
 
-// setRateHeaders writes the rate-limit headers of the style.
+// setRateHeaders writes the rate-limit headers of the style. Gemini sends
+// none: a client learns its limits only from a 429's body.
 func setRateHeaders(h http.Header, style Style, ls limitState) {
+	if style == Gemini {
+		return
+	}
 	for _, d := range []struct {
 		name string
 		s    dimState
@@ -97,11 +101,16 @@ type anthropicErrorBody struct {
 func writeError(w http.ResponseWriter, style Style, e *apiError, ls limitState) {
 	h := w.Header()
 	setRateHeaders(h, style, ls)
+	if e.allow != "" {
+		h.Set("Allow", e.allow)
+	}
+	if style == Gemini {
+		// Gemini's delay is in the body's RetryInfo, not in a header.
+		writeJSON(w, e.status, newGeminiErrorBody(e))
+		return
+	}
 	if e.retryAfter > 0 {
 		setRetryHeaders(h, style, e.retryAfter)
-	}
-	if e.status == http.StatusMethodNotAllowed {
-		h.Set("Allow", http.MethodPost)
 	}
 	if style == Anthropic {
 		var b anthropicErrorBody
