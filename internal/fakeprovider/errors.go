@@ -16,8 +16,8 @@ type apiError struct {
 	retryAfter time.Duration // > 0 adds the retry-after headers
 	allow      string        // the Allow header of a 405
 	// Gemini's google.rpc.QuotaFailure violation, if any.
-	quotaID, quotaMetric string
-	quotaValue           int64
+	quotaID, quotaMetric, quotaModel string
+	quotaValue                       int64
 }
 
 // Limit names used in messages and in the OpenAI error.type of a 429.
@@ -70,7 +70,7 @@ func rateLimited(style Style, model, dim string, limit, used, requested int64, w
 	switch style {
 	case Gemini:
 		geminiQuota(e, model, dim, window, limit)
-		e.message += fmt.Sprintf("\nPlease retry in %s.", openAIDuration(wait))
+		e.message += fmt.Sprintf("\nPlease retry in %gs.", ceilMillis(wait).Seconds())
 		return e
 	case Anthropic:
 		e.kind = "rate_limit_error"

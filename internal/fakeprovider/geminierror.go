@@ -22,7 +22,7 @@ func geminiQuota(e *apiError, model, dim string, window time.Duration, limit int
 	if window >= 24*time.Hour {
 		per = "PerDay"
 	}
-	e.quotaValue = limit
+	e.quotaValue, e.quotaModel = limit, model
 	if dim == dimTokens {
 		e.quotaID = "GenerateContentInputTokensPerModel" + per
 		e.quotaMetric = "generativelanguage.googleapis.com/generate_content_input_token_count"
@@ -97,8 +97,11 @@ func newGeminiErrorBody(e *apiError) geminiErrorBody {
 	var b geminiErrorBody
 	b.Error.Code, b.Error.Message, b.Error.Status = e.status, e.message, rpcStatus(e.status)
 	if e.quotaID != "" {
-		v := map[string]any{"quotaMetric": e.quotaMetric, "quotaId": e.quotaID,
-			"quotaDimensions": map[string]string{"location": "global"}}
+		dims := map[string]string{"location": "global"}
+		if e.quotaModel != "" {
+			dims["model"] = e.quotaModel
+		}
+		v := map[string]any{"quotaMetric": e.quotaMetric, "quotaId": e.quotaID, "quotaDimensions": dims}
 		if e.quotaValue > 0 {
 			v["quotaValue"] = strconv.FormatInt(e.quotaValue, 10)
 		}

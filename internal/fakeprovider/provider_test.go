@@ -43,7 +43,7 @@ func TestNewValidates(t *testing.T) {
 func TestNames(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{TokenBucket.String(), "TokenBucket"}, {SlidingWindow.String(), "SlidingWindow"}, {Mode(5).String(), "Mode(5)"},
-		{OpenAI.String(), "OpenAI"}, {Anthropic.String(), "Anthropic"}, {Style(5).String(), "Style(5)"},
+		{OpenAI.String(), "OpenAI"}, {Anthropic.String(), "Anthropic"}, {Gemini.String(), "Gemini"}, {Style(5).String(), "Style(5)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("String() = %q, want %q", tc.got, tc.want)
