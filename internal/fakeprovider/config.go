@@ -83,6 +83,15 @@ type Config struct {
 	// RequestLimit is the number of calls admitted per Window.
 	// 0 means no request limit.
 	RequestLimit int64
+	// InputTokenLimit is the number of prompt tokens admitted per
+	// Window, not counting those read from the prompt cache: Anthropic's
+	// input-tokens limit (ITPM). 0 means none.
+	InputTokenLimit int64
+	// OutputTokenLimit is the number of output tokens admitted per
+	// Window, charged as max_tokens × n at admission: Anthropic's
+	// output-tokens limit (OTPM). With Refund the unused part goes back
+	// when the call ends, as Anthropic documents. 0 means none.
+	OutputTokenLimit int64
 	// Window is the period both limits refer to. 0 means one minute,
 	// the period of the TPM and RPM limits real providers publish.
 	Window time.Duration
@@ -121,6 +130,8 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("fakeprovider: TokenLimit %d is negative", c.TokenLimit)
 	case c.RequestLimit < 0:
 		return c, fmt.Errorf("fakeprovider: RequestLimit %d is negative", c.RequestLimit)
+	case c.InputTokenLimit < 0 || c.OutputTokenLimit < 0:
+		return c, fmt.Errorf("fakeprovider: InputTokenLimit %d or OutputTokenLimit %d is negative", c.InputTokenLimit, c.OutputTokenLimit)
 	case c.Window < 0:
 		return c, fmt.Errorf("fakeprovider: Window %v is negative", c.Window)
 	case c.Latency < 0:
@@ -137,7 +148,7 @@ func (c Config) normalize() (Config, error) {
 	}
 	// The token bucket counts in token-nanoseconds so that refill and
 	// retry delays are exact integers; limit × window must fit in int64.
-	if c.TokenLimit > math.MaxInt64/int64(c.Window) || c.RequestLimit > math.MaxInt64/int64(c.Window) {
+	if max(c.TokenLimit, c.RequestLimit, c.InputTokenLimit, c.OutputTokenLimit) > math.MaxInt64/int64(c.Window) {
 		return c, errors.New("fakeprovider: limit × Window overflows int64 nanoseconds; scale both down")
 	}
 	if c.now == nil {

@@ -3,6 +3,7 @@ package fakeprovider
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -22,8 +23,10 @@ type apiError struct {
 
 // Limit names used in messages and in the OpenAI error.type of a 429.
 const (
-	dimTokens   = "tokens"
-	dimRequests = "requests"
+	dimTokens       = "tokens"
+	dimRequests     = "requests"
+	dimInputTokens  = "input-tokens"  // Anthropic's header name
+	dimOutputTokens = "output-tokens" // Anthropic's header name
 )
 
 const (
@@ -76,10 +79,10 @@ func rateLimited(style Style, model, dim string, limit, used, requested int64, w
 		e.kind = "rate_limit_error"
 		e.message = fmt.Sprintf("This request would exceed your organization's rate limit of %d %s per %s. "+
 			"Please try again in %s, or reduce the prompt length or max_tokens.",
-			limit, dim, windowWord(window), openAIDuration(wait))
+			limit, dimWord(dim), windowWord(window), openAIDuration(wait))
 		return e
 	}
-	e.kind, e.code = dim, "rate_limit_exceeded"
+	e.kind, e.code = openAIKind(dim), "rate_limit_exceeded"
 	e.message = fmt.Sprintf("Rate limit reached for %s in organization %s on %s: Limit %d, Used %d, Requested %d. "+
 		"Please try again in %s. %s",
 		model, openAIOrg, limitName(dim, window), limit, used, requested, openAIDuration(wait), openAIRateLinks)
@@ -90,25 +93,37 @@ func rateLimited(style Style, model, dim string, limit, used, requested int64, w
 // itself: it can never fit, so it carries no retry-after. OpenAI answers
 // this case with a 429 rate_limit_exceeded whose message starts
 // "Request too large".
-func tooLarge(style Style, model string, limit, requested int64, window time.Duration) *apiError {
+func tooLarge(style Style, model, dim string, limit, requested int64, window time.Duration) *apiError {
 	e := &apiError{status: http.StatusTooManyRequests}
 	switch style {
 	case Gemini:
-		geminiQuota(e, model, dimTokens, window, limit)
+		geminiQuota(e, model, dim, window, limit)
 		e.message += fmt.Sprintf("\nThis request asks for %d tokens at once.", requested)
 		return e
 	case Anthropic:
 		e.kind = "rate_limit_error"
-		e.message = fmt.Sprintf("This request asks for %d tokens, more than your organization's rate limit of "+
-			"%d tokens per %s allows at once. Reduce the prompt length or max_tokens.",
-			requested, limit, windowWord(window))
+		e.message = fmt.Sprintf("This request asks for %d %s, more than your organization's rate limit of "+
+			"%d %s per %s allows at once. Reduce the prompt length or max_tokens.",
+			requested, dimWord(dim), limit, dimWord(dim), windowWord(window))
 		return e
 	}
-	e.kind, e.code = dimTokens, "rate_limit_exceeded"
+	e.kind, e.code = openAIKind(dim), "rate_limit_exceeded"
 	e.message = fmt.Sprintf("Request too large for %s in organization %s on %s: Limit %d, Requested %d. "+
 		"The input or output tokens must be reduced in order to run successfully. %s",
-		model, openAIOrg, limitName(dimTokens, window), limit, requested, openAIRateLinks)
+		model, openAIOrg, limitName(dim, window), limit, requested, openAIRateLinks)
 	return e
+}
+
+// dimWord spells a limit's name in a message: "input tokens".
+func dimWord(dim string) string { return strings.ReplaceAll(dim, "-", " ") }
+
+// openAIKind is the error.type of an OpenAI 429 for a limit of dim:
+// "requests" or, for any token limit, "tokens".
+func openAIKind(dim string) string {
+	if dim == dimRequests {
+		return dimRequests
+	}
+	return dimTokens
 }
 
 // quotaExceeded is the answer once the credit is used up. Waiting does not
@@ -200,11 +215,11 @@ func limitName(dim string, window time.Duration) string {
 	}
 	switch window {
 	case time.Minute:
-		return dim + " per min (" + abbrev + "PM)"
+		return dimWord(dim) + " per min (" + abbrev + "PM)"
 	case 24 * time.Hour:
-		return dim + " per day (" + abbrev + "PD)"
+		return dimWord(dim) + " per day (" + abbrev + "PD)"
 	}
-	return dim + " per " + openAIDuration(window)
+	return dimWord(dim) + " per " + openAIDuration(window)
 }
 
 // windowWord spells a window the way Anthropic's messages do.

@@ -12,6 +12,8 @@ type limitState struct {
 	at       time.Time // the provider's clock when the answer was decided
 	requests dimState
 	tokens   dimState
+	input    dimState // Anthropic's input-tokens limit
+	output   dimState // Anthropic's output-tokens limit
 }
 
 // dimState is one limit as seen by a caller. A zero limit means there is
@@ -48,8 +50,9 @@ func setRateHeaders(h http.Header, style Style, ls limitState) {
 	for _, d := range []struct {
 		name string
 		s    dimState
-	}{{dimRequests, ls.requests}, {dimTokens, ls.tokens}} {
-		if d.s.limit == 0 {
+	}{{dimRequests, ls.requests}, {dimTokens, ls.tokens}, {dimInputTokens, ls.input}, {dimOutputTokens, ls.output}} {
+		if d.s.limit == 0 || (style != Anthropic && (d.name == dimInputTokens || d.name == dimOutputTokens)) {
+			// OpenAI has no headers for input and output limits.
 			continue
 		}
 		limit, remaining := strconv.FormatInt(d.s.limit, 10), strconv.FormatInt(d.s.remaining, 10)

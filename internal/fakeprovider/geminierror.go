@@ -23,7 +23,7 @@ func geminiQuota(e *apiError, model, dim string, window time.Duration, limit int
 		per = "PerDay"
 	}
 	e.quotaValue, e.quotaModel = limit, model
-	if dim == dimTokens {
+	if dim != dimRequests {
 		e.quotaID = "GenerateContentInputTokensPerModel" + per
 		e.quotaMetric = "generativelanguage.googleapis.com/generate_content_input_token_count"
 	} else {

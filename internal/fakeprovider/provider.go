@@ -24,6 +24,8 @@ type Provider struct {
 	mu         sync.Mutex
 	requests   limiter // nil: no request limit
 	tokens     limiter // nil: no token limit
+	input      limiter // nil: no input-token limit
+	output     limiter // nil: no output-token limit
 	quotaUsed  int64   // real tokens used since New; ResetStats keeps it
 	failLeft   int
 	failStatus int
@@ -49,6 +51,12 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.TokenLimit > 0 {
 		p.tokens = newLimiter(cfg.Mode, cfg.TokenLimit, cfg.Window, now)
+	}
+	if cfg.InputTokenLimit > 0 {
+		p.input = newLimiter(cfg.Mode, cfg.InputTokenLimit, cfg.Window, now)
+	}
+	if cfg.OutputTokenLimit > 0 {
+		p.output = newLimiter(cfg.Mode, cfg.OutputTokenLimit, cfg.Window, now)
 	}
 	return p, nil
 }

@@ -2,11 +2,16 @@ package fakeprovider
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/llmpacer/llmpacer/classify"
 )
 
 // anthropicClient is an anthropic-sdk-go client for the server, with no
@@ -86,4 +91,52 @@ func TestAnthropicSDKMessages(t *testing.T) {
 		}
 		checkUsage(t, p, Messages, anthropicSeen(acc.Usage))
 	})
+}
+
+// TestAnthropicInputOutputLimits checks Anthropic's separate input- and
+// output-token limits through the SDK: their headers, the cache reads the
+// input limit does not count, the refund of unused output, and the 429
+// that names the output limit.
+func TestAnthropicInputOutputLimits(t *testing.T) {
+	p, srv := startServer(t, Config{Style: Anthropic, InputTokenLimit: 1000, OutputTokenLimit: 120, Refund: true})
+	call := func(tk tokens) (*http.Response, error) {
+		var resp *http.Response
+		_, err := anthropicClient(srv, tk).Messages.New(context.Background(), messageParams(50), aoption.WithResponseInto(&resp))
+		return resp, err
+	}
+	resp, err := call(tokens{prompt: 100, cacheRead: 40, output: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := resp.Header
+	for name, want := range map[string]string{
+		"anthropic-ratelimit-input-tokens-limit":      "1000",
+		"anthropic-ratelimit-input-tokens-remaining":  "940", // 100 - 40 read from the cache
+		"anthropic-ratelimit-output-tokens-limit":     "120",
+		"anthropic-ratelimit-output-tokens-remaining": "110", // 50 charged, 40 unused given back
+	} {
+		if got := h.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339, h.Get("anthropic-ratelimit-output-tokens-reset")); err != nil {
+		t.Errorf("anthropic-ratelimit-output-tokens-reset = %q, not RFC 3339: %v", h.Get("anthropic-ratelimit-output-tokens-reset"), err)
+	}
+	for range 2 { // each uses all 50 of its cap: 10 output tokens remain
+		if _, err := call(tokens{prompt: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = call(tokens{prompt: 1})
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests ||
+		!strings.Contains(apiErr.RawJSON(), "output tokens") || apiErr.Response.Header.Get("retry-after") == "" {
+		t.Fatalf("fourth call error = %v, want a 429 naming the output-token limit, with retry-after", err)
+	}
+	if v := classify.FromError(err); v.Kind != classify.RateLimited {
+		t.Errorf("classify.FromError() = %v, want RateLimited", v)
+	}
+	if es := endpointStats(p, Messages); es.OK != 3 || es.RateLimited != 1 {
+		t.Errorf("Stats().Endpoints[messages] = %+v, want 3 OK, 1 rate-limited", es)
+	}
 }
