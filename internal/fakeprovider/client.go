@@ -12,7 +12,7 @@ import (
 
 // Call is one chat request to a Provider, as tests and the storm send it.
 type Call struct {
-	Style     Style // which route and answer format
+	Style     Style // which route and answer format: OpenAI or Anthropic chat, not Gemini
 	Prompt    int64 // the prompt tokens the provider should count
 	Output    int64 // the output tokens it should report (at most MaxTokens)
 	MaxTokens int64

@@ -32,16 +32,25 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// Style selects which provider is simulated: its endpoint, its request and
-// response bodies, its error bodies and its rate-limit headers.
+// Style selects which provider is simulated: its endpoints, its request
+// and response bodies, its error bodies and its rate-limit headers. One
+// Provider serves every endpoint of its style, routed by path.
 type Style int
 
 const (
-	// OpenAI serves POST /v1/chat/completions with x-ratelimit-* headers.
-	// It is the default.
+	// OpenAI serves chat completions, responses, legacy completions,
+	// embeddings and the models list, under OpenAI's /v1/ paths and Azure
+	// OpenAI's /openai/ paths, with x-ratelimit-* headers. It is the
+	// default.
 	OpenAI Style = iota
-	// Anthropic serves POST /v1/messages with anthropic-ratelimit-* headers.
+	// Anthropic serves POST /v1/messages and GET /v1/models with
+	// anthropic-ratelimit-* headers.
 	Anthropic
+	// Gemini serves generateContent and streamGenerateContent under
+	// /v1beta/models/ and answers a rate limit with Google's
+	// RESOURCE_EXHAUSTED error. Like the real Gemini API it sends no
+	// rate-limit headers.
+	Gemini
 )
 
 // String returns the name of the style, as used in Go code.
@@ -51,6 +60,8 @@ func (s Style) String() string {
 		return "OpenAI"
 	case Anthropic:
 		return "Anthropic"
+	case Gemini:
+		return "Gemini"
 	}
 	return fmt.Sprintf("Style(%d)", int(s))
 }
@@ -72,6 +83,15 @@ type Config struct {
 	// RequestLimit is the number of calls admitted per Window.
 	// 0 means no request limit.
 	RequestLimit int64
+	// InputTokenLimit is the number of prompt tokens admitted per
+	// Window, not counting those read from the prompt cache: Anthropic's
+	// input-tokens limit (ITPM). 0 means none.
+	InputTokenLimit int64
+	// OutputTokenLimit is the number of output tokens admitted per
+	// Window, charged as max_tokens × n at admission: Anthropic's
+	// output-tokens limit (OTPM). With Refund the unused part goes back
+	// when the call ends, as Anthropic documents. 0 means none.
+	OutputTokenLimit int64
 	// Window is the period both limits refer to. 0 means one minute,
 	// the period of the TPM and RPM limits real providers publish.
 	Window time.Duration
@@ -87,8 +107,9 @@ type Config struct {
 	LatencyFunc func(Usage) time.Duration
 	// QuotaTokens is the total credit in tokens of real usage. Once this
 	// many tokens have been used, every call answers 429
-	// insufficient_quota (OpenAI) or 400 "credit balance is too low"
-	// (Anthropic), and it never clears. 0 means no quota.
+	// insufficient_quota (OpenAI), 400 "credit balance is too low"
+	// (Anthropic) or a per-day 429 RESOURCE_EXHAUSTED (Gemini), and it
+	// never clears. 0 means no quota. StopQuota does the same on demand.
 	QuotaTokens int64
 	// Refund makes the token limit correct its count when a call ends:
 	// the part of max_tokens the answer did not use goes back, as
@@ -109,6 +130,8 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("fakeprovider: TokenLimit %d is negative", c.TokenLimit)
 	case c.RequestLimit < 0:
 		return c, fmt.Errorf("fakeprovider: RequestLimit %d is negative", c.RequestLimit)
+	case c.InputTokenLimit < 0 || c.OutputTokenLimit < 0:
+		return c, fmt.Errorf("fakeprovider: InputTokenLimit %d or OutputTokenLimit %d is negative", c.InputTokenLimit, c.OutputTokenLimit)
 	case c.Window < 0:
 		return c, fmt.Errorf("fakeprovider: Window %v is negative", c.Window)
 	case c.Latency < 0:
@@ -117,7 +140,7 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("fakeprovider: QuotaTokens %d is negative", c.QuotaTokens)
 	case c.Mode != TokenBucket && c.Mode != SlidingWindow:
 		return c, fmt.Errorf("fakeprovider: unknown %v", c.Mode)
-	case c.Style != OpenAI && c.Style != Anthropic:
+	case c.Style != OpenAI && c.Style != Anthropic && c.Style != Gemini:
 		return c, fmt.Errorf("fakeprovider: unknown %v", c.Style)
 	}
 	if c.Window == 0 {
@@ -125,7 +148,7 @@ func (c Config) normalize() (Config, error) {
 	}
 	// The token bucket counts in token-nanoseconds so that refill and
 	// retry delays are exact integers; limit × window must fit in int64.
-	if c.TokenLimit > math.MaxInt64/int64(c.Window) || c.RequestLimit > math.MaxInt64/int64(c.Window) {
+	if max(c.TokenLimit, c.RequestLimit, c.InputTokenLimit, c.OutputTokenLimit) > math.MaxInt64/int64(c.Window) {
 		return c, errors.New("fakeprovider: limit × Window overflows int64 nanoseconds; scale both down")
 	}
 	if c.now == nil {

@@ -3,6 +3,7 @@ package fakeprovider
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -14,12 +15,18 @@ type apiError struct {
 	param      string // OpenAI error.param; "" renders as null
 	message    string
 	retryAfter time.Duration // > 0 adds the retry-after headers
+	allow      string        // the Allow header of a 405
+	// Gemini's google.rpc.QuotaFailure violation, if any.
+	quotaID, quotaMetric, quotaModel string
+	quotaValue                       int64
 }
 
 // Limit names used in messages and in the OpenAI error.type of a 429.
 const (
-	dimTokens   = "tokens"
-	dimRequests = "requests"
+	dimTokens       = "tokens"
+	dimRequests     = "requests"
+	dimInputTokens  = "input-tokens"  // Anthropic's header name
+	dimOutputTokens = "output-tokens" // Anthropic's header name
 )
 
 const (
@@ -42,17 +49,20 @@ func belowMinimum(style Style, param string, got int64) *apiError {
 }
 
 func notFound(style Style, method, path string) *apiError {
-	if style == Anthropic {
+	switch style {
+	case Anthropic:
 		return &apiError{status: http.StatusNotFound, kind: "not_found_error", message: "Not Found"}
+	case Gemini:
+		return &apiError{status: http.StatusNotFound, message: fmt.Sprintf("Requested entity was not found: %s %s", method, path)}
 	}
 	return &apiError{status: http.StatusNotFound, kind: "invalid_request_error",
 		message: fmt.Sprintf("Invalid URL (%s %s)", method, path)}
 }
 
-func methodNotAllowed(style Style, method, path string) *apiError {
+func methodNotAllowed(style Style, method, path, allow string) *apiError {
 	e := notFound(style, method, path)
-	e.status = http.StatusMethodNotAllowed
-	e.message = fmt.Sprintf("Method %s not allowed on %s; use POST", method, path)
+	e.status, e.allow = http.StatusMethodNotAllowed, allow
+	e.message = fmt.Sprintf("Method %s not allowed on %s; use %s", method, path, allow)
 	return e
 }
 
@@ -60,14 +70,19 @@ func methodNotAllowed(style Style, method, path string) *apiError {
 // until it would fit, and limit/used/requested are in units of dim.
 func rateLimited(style Style, model, dim string, limit, used, requested int64, window, wait time.Duration) *apiError {
 	e := &apiError{status: http.StatusTooManyRequests, retryAfter: wait}
-	if style == Anthropic {
+	switch style {
+	case Gemini:
+		geminiQuota(e, model, dim, window, limit)
+		e.message += fmt.Sprintf("\nPlease retry in %gs.", ceilMillis(wait).Seconds())
+		return e
+	case Anthropic:
 		e.kind = "rate_limit_error"
 		e.message = fmt.Sprintf("This request would exceed your organization's rate limit of %d %s per %s. "+
 			"Please try again in %s, or reduce the prompt length or max_tokens.",
-			limit, dim, windowWord(window), openAIDuration(wait))
+			limit, dimWord(dim), windowWord(window), openAIDuration(wait))
 		return e
 	}
-	e.kind, e.code = dim, "rate_limit_exceeded"
+	e.kind, e.code = openAIKind(dim), "rate_limit_exceeded"
 	e.message = fmt.Sprintf("Rate limit reached for %s in organization %s on %s: Limit %d, Used %d, Requested %d. "+
 		"Please try again in %s. %s",
 		model, openAIOrg, limitName(dim, window), limit, used, requested, openAIDuration(wait), openAIRateLinks)
@@ -78,29 +93,53 @@ func rateLimited(style Style, model, dim string, limit, used, requested int64, w
 // itself: it can never fit, so it carries no retry-after. OpenAI answers
 // this case with a 429 rate_limit_exceeded whose message starts
 // "Request too large".
-func tooLarge(style Style, model string, limit, requested int64, window time.Duration) *apiError {
+func tooLarge(style Style, model, dim string, limit, requested int64, window time.Duration) *apiError {
 	e := &apiError{status: http.StatusTooManyRequests}
-	if style == Anthropic {
+	switch style {
+	case Gemini:
+		geminiQuota(e, model, dim, window, limit)
+		e.message += fmt.Sprintf("\nThis request asks for %d tokens at once.", requested)
+		return e
+	case Anthropic:
 		e.kind = "rate_limit_error"
-		e.message = fmt.Sprintf("This request asks for %d tokens, more than your organization's rate limit of "+
-			"%d tokens per %s allows at once. Reduce the prompt length or max_tokens.",
-			requested, limit, windowWord(window))
+		e.message = fmt.Sprintf("This request asks for %d %s, more than your organization's rate limit of "+
+			"%d %s per %s allows at once. Reduce the prompt length or max_tokens.",
+			requested, dimWord(dim), limit, dimWord(dim), windowWord(window))
 		return e
 	}
-	e.kind, e.code = dimTokens, "rate_limit_exceeded"
+	e.kind, e.code = openAIKind(dim), "rate_limit_exceeded"
 	e.message = fmt.Sprintf("Request too large for %s in organization %s on %s: Limit %d, Requested %d. "+
 		"The input or output tokens must be reduced in order to run successfully. %s",
-		model, openAIOrg, limitName(dimTokens, window), limit, requested, openAIRateLinks)
+		model, openAIOrg, limitName(dim, window), limit, requested, openAIRateLinks)
 	return e
+}
+
+// dimWord spells a limit's name in a message: "input tokens".
+func dimWord(dim string) string { return strings.ReplaceAll(dim, "-", " ") }
+
+// openAIKind is the error.type of an OpenAI 429 for a limit of dim:
+// "requests" or, for any token limit, "tokens".
+func openAIKind(dim string) string {
+	if dim == dimRequests {
+		return dimRequests
+	}
+	return dimTokens
 }
 
 // quotaExceeded is the answer once the credit is used up. Waiting does not
 // help, so there is no retry-after. Anthropic reports an empty balance as a
-// 400 invalid_request_error, not a 429.
-func quotaExceeded(style Style) *apiError {
-	if style == Anthropic {
+// 400 invalid_request_error, not a 429. Gemini has no credit to run out
+// of: its hard stop is a per-day quota, a 429 whose RetryInfo still says a
+// few seconds, as the real one does.
+func quotaExceeded(style Style, model string) *apiError {
+	switch style {
+	case Anthropic:
 		return invalidRequest("", "Your credit balance is too low to access the Anthropic API. "+
 			"Please go to Plans & Billing to upgrade or purchase credits.")
+	case Gemini:
+		e := &apiError{status: http.StatusTooManyRequests, retryAfter: geminiQuotaRetry}
+		geminiQuota(e, model, dimRequests, 24*time.Hour, 0)
+		return e
 	}
 	return &apiError{status: http.StatusTooManyRequests, kind: "insufficient_quota", code: "insufficient_quota",
 		message: "You exceeded your current quota, please check your plan and billing details. " +
@@ -112,15 +151,21 @@ func quotaExceeded(style Style) *apiError {
 // that status. An injected 429 asks for a one-second wait.
 func fault(style Style, status int) *apiError {
 	e := &apiError{status: status}
-	if style == Anthropic {
+	switch style {
+	case Anthropic:
 		e.kind, e.message = anthropicFaultKind(status)
-	} else {
+	case Gemini:
+		e.message = geminiFaultMessage(status)
+	default:
 		e.kind, e.message = openAIFaultKind(status)
 	}
 	if status == http.StatusTooManyRequests {
 		e.retryAfter = time.Second
-		if style == OpenAI {
+		switch style {
+		case OpenAI:
 			e.code = "rate_limit_exceeded"
+		case Gemini:
+			geminiQuota(e, "", dimRequests, time.Minute, 0)
 		}
 	}
 	return e
@@ -170,11 +215,11 @@ func limitName(dim string, window time.Duration) string {
 	}
 	switch window {
 	case time.Minute:
-		return dim + " per min (" + abbrev + "PM)"
+		return dimWord(dim) + " per min (" + abbrev + "PM)"
 	case 24 * time.Hour:
-		return dim + " per day (" + abbrev + "PD)"
+		return dimWord(dim) + " per day (" + abbrev + "PD)"
 	}
-	return dim + " per " + openAIDuration(window)
+	return dimWord(dim) + " per " + openAIDuration(window)
 }
 
 // windowWord spells a window the way Anthropic's messages do.

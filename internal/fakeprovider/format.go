@@ -12,6 +12,8 @@ type limitState struct {
 	at       time.Time // the provider's clock when the answer was decided
 	requests dimState
 	tokens   dimState
+	input    dimState // Anthropic's input-tokens limit
+	output   dimState // Anthropic's output-tokens limit
 }
 
 // dimState is one limit as seen by a caller. A zero limit means there is
@@ -39,13 +41,18 @@ func ceilMillis(d time.Duration) time.Duration {
 	return time.Duration(ceilDiv(int64(d), int64(time.Millisecond))) * time.Millisecond
 }
 
-// setRateHeaders writes the rate-limit headers of the style.
+// setRateHeaders writes the rate-limit headers of the style. Gemini sends
+// none: a client learns its limits only from a 429's body.
 func setRateHeaders(h http.Header, style Style, ls limitState) {
+	if style == Gemini {
+		return
+	}
 	for _, d := range []struct {
 		name string
 		s    dimState
-	}{{dimRequests, ls.requests}, {dimTokens, ls.tokens}} {
-		if d.s.limit == 0 {
+	}{{dimRequests, ls.requests}, {dimTokens, ls.tokens}, {dimInputTokens, ls.input}, {dimOutputTokens, ls.output}} {
+		if d.s.limit == 0 || (style != Anthropic && (d.name == dimInputTokens || d.name == dimOutputTokens)) {
+			// OpenAI has no headers for input and output limits.
 			continue
 		}
 		limit, remaining := strconv.FormatInt(d.s.limit, 10), strconv.FormatInt(d.s.remaining, 10)
@@ -97,11 +104,16 @@ type anthropicErrorBody struct {
 func writeError(w http.ResponseWriter, style Style, e *apiError, ls limitState) {
 	h := w.Header()
 	setRateHeaders(h, style, ls)
+	if e.allow != "" {
+		h.Set("Allow", e.allow)
+	}
+	if style == Gemini {
+		// Gemini's delay is in the body's RetryInfo, not in a header.
+		writeJSON(w, e.status, newGeminiErrorBody(e))
+		return
+	}
 	if e.retryAfter > 0 {
 		setRetryHeaders(h, style, e.retryAfter)
-	}
-	if e.status == http.StatusMethodNotAllowed {
-		h.Set("Allow", http.MethodPost)
 	}
 	if style == Anthropic {
 		var b anthropicErrorBody

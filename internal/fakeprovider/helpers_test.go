@@ -102,3 +102,11 @@ func headerInt(t *testing.T, h http.Header, name string) int64 {
 	}
 	return n
 }
+
+// openAIUsageMap is a chat completion's usage as decodeMap returns it.
+func openAIUsageMap(prompt, completion, cached, reasoning int64) map[string]any {
+	return map[string]any{"prompt_tokens": float64(prompt), "completion_tokens": float64(completion),
+		"total_tokens":              float64(prompt + completion),
+		"prompt_tokens_details":     map[string]any{"cached_tokens": float64(cached)},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": float64(reasoning)}}
+}

@@ -11,8 +11,8 @@ import (
 // an httptest.Server (or any server) and point a client at that URL.
 //
 // A call is decided the moment it arrives, in this order: an injected fault
-// (Fail), the quota, a call too large for the token limit, then the request
-// and token limits together. A call is admitted only if it fits both
+// (Fail), the quota (Config.QuotaTokens, StopQuota), a call too large for
+// the token limit, then the request and token limits together. A call is admitted only if it fits both
 // limits, so a call refused for tokens does not use up a request slot.
 // Only then does the call take its latency and answer; with Config.Refund
 // the token limit gets the unused part of max_tokens back at that moment.
@@ -24,12 +24,18 @@ type Provider struct {
 	mu         sync.Mutex
 	requests   limiter // nil: no request limit
 	tokens     limiter // nil: no token limit
+	input      limiter // nil: no input-token limit
+	output     limiter // nil: no output-token limit
 	quotaUsed  int64   // real tokens used since New; ResetStats keeps it
 	failLeft   int
 	failStatus int
+	quotaStop  bool  // StopQuota: every paced call gets the quota error
+	cutLeft    int   // CutStreams: streamed answers still to cut
+	cutAfter   int   // events each of them sends before the cut
 	seq        int64 // numbers the ids of admitted calls
 	inFlight   int64
 	stats      Stats
+	endpoints  map[Endpoint]*EndpointStats // Stats.Endpoints, by pointer
 }
 
 // New returns a Provider with full limits, or an error if cfg is invalid.
@@ -39,12 +45,18 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	now := cfg.now()
-	p := &Provider{cfg: cfg, stats: Stats{Start: now}}
+	p := &Provider{cfg: cfg, stats: Stats{Start: now}, endpoints: map[Endpoint]*EndpointStats{}}
 	if cfg.RequestLimit > 0 {
 		p.requests = newLimiter(cfg.Mode, cfg.RequestLimit, cfg.Window, now)
 	}
 	if cfg.TokenLimit > 0 {
 		p.tokens = newLimiter(cfg.Mode, cfg.TokenLimit, cfg.Window, now)
+	}
+	if cfg.InputTokenLimit > 0 {
+		p.input = newLimiter(cfg.Mode, cfg.InputTokenLimit, cfg.Window, now)
+	}
+	if cfg.OutputTokenLimit > 0 {
+		p.output = newLimiter(cfg.Mode, cfg.OutputTokenLimit, cfg.Window, now)
 	}
 	return p, nil
 }
@@ -71,12 +83,20 @@ func (p *Provider) Fail(n int, status int) error {
 // ServeHTTP answers one call. See the package documentation for the routes
 // and the test-only headers.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.enter()
-	defer p.leave()
 	style := p.cfg.Style
-	c, apiErr := parseCall(w, r, style)
+	rt, apiErr := findRoute(r, style)
+	p.enter(rt.ep)
+	defer p.leave()
+	var c call
+	if apiErr == nil && rt.paced() {
+		c, apiErr = parseCall(w, r, style, rt)
+	}
 	if apiErr != nil {
-		writeError(w, style, apiErr, p.rejectBad())
+		writeError(w, style, apiErr, p.rejectBad(rt.ep))
+		return
+	}
+	if !rt.paced() {
+		writeModels(w, style, p.listModels())
 		return
 	}
 	d := p.decide(c)
@@ -123,12 +143,13 @@ func sleep(r *http.Request, d time.Duration) bool {
 	}
 }
 
-// enter counts a call that has arrived.
-func (p *Provider) enter() {
+// enter counts a call that has arrived for ep.
+func (p *Provider) enter(ep Endpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.inFlight++
 	p.stats.Calls++
+	p.endpoint(ep).Calls++
 	p.stats.MaxInFlight = max(p.stats.MaxInFlight, p.inFlight)
 }
 

@@ -43,7 +43,7 @@ func TestNewValidates(t *testing.T) {
 func TestNames(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{TokenBucket.String(), "TokenBucket"}, {SlidingWindow.String(), "SlidingWindow"}, {Mode(5).String(), "Mode(5)"},
-		{OpenAI.String(), "OpenAI"}, {Anthropic.String(), "Anthropic"}, {Style(5).String(), "Style(5)"},
+		{OpenAI.String(), "OpenAI"}, {Anthropic.String(), "Anthropic"}, {Gemini.String(), "Gemini"}, {Style(5).String(), "Style(5)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("String() = %q, want %q", tc.got, tc.want)
@@ -62,20 +62,21 @@ func TestSuccessBodies(t *testing.T) {
 	}{
 		{"openai estimate", OpenAI, nil, map[string]any{
 			"id": "chatcmpl-fake000001", "object": "chat.completion", "created": float64(newClock().Now().Unix()), "model": "m1",
-			"choices": []any{map[string]any{"index": float64(0), "finish_reason": "stop",
+			"choices": []any{map[string]any{"index": float64(0), "finish_reason": "stop", "logprobs": nil,
 				"message": map[string]any{"role": "assistant", "content": "the quick brown fox jumps"}}},
 			// 12 bytes of text is 3 tokens.
-			"usage": map[string]any{"prompt_tokens": float64(3), "completion_tokens": float64(5), "total_tokens": float64(8)}}},
+			"usage": openAIUsageMap(3, 5, 0, 0)}},
 		{"openai truncated", OpenAI, []string{PromptTokensHeader, "40", OutputTokensHeader, "9"}, map[string]any{
 			"id": "chatcmpl-fake000001", "object": "chat.completion", "created": float64(newClock().Now().Unix()), "model": "m1",
-			"choices": []any{map[string]any{"index": float64(0), "finish_reason": "length",
+			"choices": []any{map[string]any{"index": float64(0), "finish_reason": "length", "logprobs": nil,
 				"message": map[string]any{"role": "assistant", "content": "the quick brown fox jumps"}}},
-			"usage": map[string]any{"prompt_tokens": float64(40), "completion_tokens": float64(5), "total_tokens": float64(45)}}},
+			"usage": openAIUsageMap(40, 5, 0, 0)}},
 		{"anthropic short", Anthropic, []string{OutputTokensHeader, "2"}, map[string]any{
 			"id": "msg_fake000001", "type": "message", "role": "assistant", "model": "m1",
 			"content":     []any{map[string]any{"type": "text", "text": "the quick"}},
 			"stop_reason": "end_turn", "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": float64(3), "output_tokens": float64(2)}}},
+			"usage": map[string]any{"input_tokens": float64(3), "output_tokens": float64(2),
+				"cache_creation_input_tokens": float64(0), "cache_read_input_tokens": float64(0)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTestProvider(t, Config{Style: tc.style}, newClock())
@@ -194,7 +195,7 @@ func TestBadInput(t *testing.T) {
 		{"content not text", "POST", openAIPath, `{"model":"m","messages":[{"role":"user","content":5}]}`, OpenAI, nil, 400, "messages[0].content"},
 		{"bad prompt header", "POST", openAIPath, valid, OpenAI, []string{PromptTokensHeader, "abc"}, 400, nil},
 		{"negative output header", "POST", openAIPath, valid, OpenAI, []string{OutputTokensHeader, "-1"}, 400, nil},
-		{"unknown path", "POST", "/v1/completions", valid, OpenAI, nil, 404, nil},
+		{"unknown path", "POST", "/v1/edits", valid, OpenAI, nil, 404, nil},
 		{"other style's path", "POST", anthropicPath, valid, OpenAI, nil, 404, nil},
 		{"GET", "GET", openAIPath, "", OpenAI, nil, 405, nil},
 		{"anthropic no max_tokens", "POST", anthropicPath, `{"model":"c","messages":[{"role":"user","content":"hi"}]}`, Anthropic, nil, 400, nil},

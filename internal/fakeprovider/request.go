@@ -12,145 +12,123 @@ import (
 // a call, so that a test can make the client's estimate differ from the
 // truth on purpose.
 const (
-	// PromptTokensHeader sets the real prompt token count. Without it the
-	// provider estimates one token per four bytes of message text,
-	// rounded up.
+	// PromptTokensHeader sets the real prompt token count, cached tokens
+	// included. Without it the provider estimates one token per four
+	// bytes of input text, rounded up.
 	PromptTokensHeader = "X-Fake-Prompt-Tokens"
-	// OutputTokensHeader sets how many tokens the answer uses. Without it
-	// the answer uses all of max_tokens; above max_tokens it is cut to
-	// max_tokens and the answer reports finish_reason "length"
-	// (stop_reason "max_tokens").
+	// OutputTokensHeader sets how many tokens each choice of the answer
+	// uses. Without it the answer uses all of its output cap; above the
+	// cap it is cut to the cap and the answer says so (finish_reason
+	// "length", stop_reason "max_tokens", status "incomplete", finishReason
+	// "MAX_TOKENS"). Embeddings have no output and ignore it.
 	OutputTokensHeader = "X-Fake-Output-Tokens"
+	// CacheReadTokensHeader sets how many of the prompt tokens were read
+	// from the prompt cache: Anthropic's cache_read_input_tokens, OpenAI's
+	// cached_tokens, Gemini's cachedContentTokenCount. Anthropic reports
+	// input_tokens without them, the others include them in the prompt.
+	CacheReadTokensHeader = "X-Fake-Cache-Read-Tokens"
+	// CacheCreationTokensHeader sets how many of the prompt tokens were
+	// written to the cache: Anthropic's cache_creation_input_tokens. The
+	// other styles do not report it.
+	CacheCreationTokensHeader = "X-Fake-Cache-Creation-Tokens"
+	// ReasoningTokensHeader sets how many of each choice's output tokens
+	// were spent reasoning (cut to the output): OpenAI's reasoning_tokens,
+	// Gemini's thoughtsTokenCount. They are part of the output tokens.
+	ReasoningTokensHeader = "X-Fake-Reasoning-Tokens"
 )
 
 const (
 	openAIPath    = "/v1/chat/completions"
 	anthropicPath = "/v1/messages"
 	maxBodyBytes  = 8 << 20
-	// defaultMaxTokens is charged when an OpenAI request sets no limit.
+	// defaultMaxTokens is charged when a request sets no output cap.
 	// OpenAI would then reserve up to the model's context; a small fixed
 	// figure keeps the simulator predictable. Anthropic requires the field.
 	defaultMaxTokens = 16
 	// maxCount bounds every token count a request can set, so that
-	// prompt + max_tokens cannot overflow.
+	// prompt + max_tokens × n cannot overflow.
 	maxCount = 1 << 40
+	// maxChoices bounds n and candidateCount, as OpenAI does.
+	maxChoices = 128
 )
 
 // call is a parsed, valid request.
 type call struct {
-	model        string
-	prompt       int64 // real prompt tokens
-	maxTokens    int64
-	output       int64 // real output tokens, <= maxTokens
+	route
+	prompt       int64 // real prompt tokens, cached ones included
+	maxTokens    int64 // output cap of one choice
+	n            int64 // choices (n, candidateCount), at least 1
+	output       int64 // real output tokens of one choice, <= maxTokens
 	truncated    bool  // output was cut at maxTokens
 	stream       bool
-	includeUsage bool // OpenAI stream_options.include_usage
+	includeUsage bool  // stream_options.include_usage
+	cacheRead    int64 // of prompt, read from the prompt cache
+	cacheWrite   int64 // of prompt, written to it (Anthropic)
+	reasoning    int64 // of output, per choice
+	inputs       int   // embeddings: one vector per input
+	dimensions   int   // embeddings: length of each vector
+	base64       bool  // embeddings: encoding_format "base64"
 }
 
 // charge is what admission costs, before any output exists.
-func (c call) charge() int64 { return c.prompt + c.maxTokens }
+func (c call) charge() int64 { return c.prompt + c.maxTokens*c.n }
+
+// outputTotal is the output of all choices together.
+func (c call) outputTotal() int64 { return c.output * c.n }
 
 // usage is what the call really used.
-func (c call) usage() Usage { return Usage{PromptTokens: c.prompt, OutputTokens: c.output} }
+func (c call) usage() Usage { return Usage{PromptTokens: c.prompt, OutputTokens: c.outputTotal()} }
 
-// wireRequest holds the fields read from both request styles.
-type wireRequest struct {
-	Model               string          `json:"model"`
-	Messages            []wireMessage   `json:"messages"`
-	System              json.RawMessage `json:"system"` // Anthropic
-	MaxTokens           *int64          `json:"max_tokens"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens"` // OpenAI
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-}
-
-type wireMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// parseCall checks the route and decodes the body of r.
-func parseCall(w http.ResponseWriter, r *http.Request, style Style) (call, *apiError) {
-	if apiErr := checkRoute(r, style); apiErr != nil {
-		return call{}, apiErr
-	}
+// parseCall decodes the body of r, a request for the paced route rt.
+func parseCall(w http.ResponseWriter, r *http.Request, style Style, rt route) (call, *apiError) {
+	c := call{route: rt}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		return call{}, invalidRequest("", "could not read the request body: "+err.Error())
+		return c, invalidRequest("", "could not read the request body: "+err.Error())
 	}
 	var req wireRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return call{}, invalidRequest("", "We could not parse the JSON body of your request: "+err.Error())
+		return c, invalidRequest("", "We could not parse the JSON body of your request: "+err.Error())
 	}
-	if req.Model == "" {
-		return call{}, invalidRequest("model", "you must provide a model parameter")
+	if apiErr := req.fill(&c, style); apiErr != nil {
+		return c, apiErr
 	}
-	if len(req.Messages) == 0 {
-		return call{}, invalidRequest("messages", "messages: at least one message is required")
+	if apiErr := c.readHeaders(r, req); apiErr != nil {
+		return c, apiErr
 	}
-	c := call{model: req.Model, stream: req.Stream}
-	if style == OpenAI && req.Stream && req.StreamOptions != nil {
-		c.includeUsage = req.StreamOptions.IncludeUsage
-	}
-	var apiErr *apiError
-	if c.maxTokens, apiErr = pickMaxTokens(style, req); apiErr != nil {
-		return call{}, apiErr
-	}
-	prompt, set, apiErr := headerCount(r, PromptTokensHeader)
-	if apiErr == nil && !set {
-		prompt, apiErr = estimatePrompt(req)
-	}
-	if apiErr != nil {
-		return call{}, apiErr
-	}
-	c.prompt = prompt
-	output, set, apiErr := headerCount(r, OutputTokensHeader)
-	if apiErr != nil {
-		return call{}, apiErr
-	}
-	c.output = c.maxTokens
-	if set {
-		c.output, c.truncated = min(output, c.maxTokens), output > c.maxTokens
+	if c.cacheRead+c.cacheWrite > c.prompt {
+		return c, invalidRequest("", fmt.Sprintf("headers %s + %s: %d cached tokens exceed the %d prompt tokens",
+			CacheReadTokensHeader, CacheCreationTokensHeader, c.cacheRead+c.cacheWrite, c.prompt))
 	}
 	return c, nil
 }
 
-// checkRoute accepts only POST to the endpoint of the style.
-func checkRoute(r *http.Request, style Style) *apiError {
-	path := openAIPath
-	if style == Anthropic {
-		path = anthropicPath
+// readHeaders applies the test-only token headers to c, whose output cap is
+// already known, and estimates the prompt of req if they do not set it.
+func (c *call) readHeaders(r *http.Request, req wireRequest) *apiError {
+	var counts [5]int64
+	var set [5]bool
+	for i, name := range []string{PromptTokensHeader, OutputTokensHeader, CacheReadTokensHeader,
+		CacheCreationTokensHeader, ReasoningTokensHeader} {
+		var apiErr *apiError
+		if counts[i], set[i], apiErr = headerCount(r, name); apiErr != nil {
+			return apiErr
+		}
 	}
-	if r.URL.Path != path {
-		return notFound(style, r.Method, r.URL.Path)
+	c.prompt = counts[0]
+	if !set[0] {
+		var apiErr *apiError
+		if c.prompt, apiErr = req.estimatePrompt(c.ep); apiErr != nil {
+			return apiErr
+		}
 	}
-	if r.Method != http.MethodPost {
-		return methodNotAllowed(style, r.Method, r.URL.Path)
+	c.output = c.maxTokens
+	if set[1] {
+		c.output, c.truncated = min(counts[1], c.maxTokens), counts[1] > c.maxTokens
 	}
+	c.cacheRead, c.cacheWrite = counts[2], counts[3]
+	c.reasoning = min(counts[4], c.output)
 	return nil
-}
-
-// pickMaxTokens returns the output limit of the request.
-func pickMaxTokens(style Style, req wireRequest) (int64, *apiError) {
-	param, v := "max_tokens", req.MaxTokens
-	if style == OpenAI && req.MaxCompletionTokens != nil {
-		// The newer OpenAI name wins, as it does for the real API's
-		// reasoning models that reject max_tokens.
-		param, v = "max_completion_tokens", req.MaxCompletionTokens
-	}
-	switch {
-	case v == nil && style == Anthropic:
-		return 0, invalidRequest(param, "max_tokens: Field required")
-	case v == nil:
-		return defaultMaxTokens, nil
-	case *v < 1:
-		return 0, belowMinimum(style, param, *v)
-	case *v > maxCount:
-		return 0, invalidRequest(param, fmt.Sprintf("%s: %d is too large", param, *v))
-	}
-	return *v, nil
 }
 
 // headerCount reads a non-negative token count from a test header and
@@ -167,46 +145,16 @@ func headerCount(r *http.Request, name string) (n int64, set bool, apiErr *apiEr
 	return n, true, nil
 }
 
-// estimatePrompt counts one token per four bytes of text, rounded up: the
-// usual rule of thumb for English, and good enough for a simulator.
-func estimatePrompt(req wireRequest) (int64, *apiError) {
-	var size int64
-	parts := []json.RawMessage{req.System}
-	for _, m := range req.Messages {
-		parts = append(parts, m.Content)
+// pickCount validates an optional positive request field, such as an
+// output cap or a number of choices: nil gives def.
+func pickCount(style Style, param string, v *int64, def, most int64) (int64, *apiError) {
+	switch {
+	case v == nil:
+		return def, nil
+	case *v < 1:
+		return 0, belowMinimum(style, param, *v)
+	case *v > most:
+		return 0, invalidRequest(param, fmt.Sprintf("%s: %d is too large", param, *v))
 	}
-	for i, raw := range parts {
-		text, err := contentText(raw)
-		if err != nil {
-			param := "system"
-			if i > 0 {
-				param = fmt.Sprintf("messages[%d].content", i-1)
-			}
-			return 0, invalidRequest(param, param+": must be a string or an array of text parts")
-		}
-		size += int64(len(text))
-	}
-	return ceilDiv(size, 4), nil
-}
-
-// contentText returns the text of a content field, which both APIs accept
-// as a string or as an array of parts with a "text" field.
-func contentText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", err
-	}
-	for _, p := range parts {
-		s += p.Text
-	}
-	return s, nil
+	return *v, nil
 }

@@ -27,6 +27,13 @@ func answerWords(n int64) []string {
 	return out
 }
 
+// words are the pieces of the text of one choice of c: its visible
+// output, without the reasoning.
+func (c call) words() []string { return answerWords(c.output - c.reasoning) }
+
+// text is the whole text of one choice of c.
+func (c call) text() string { return strings.Join(c.words(), "") }
+
 // stopReason is why the answer ended, in the words of the style.
 func stopReason(style Style, truncated bool) string {
 	switch {
@@ -34,84 +41,33 @@ func stopReason(style Style, truncated bool) string {
 		return "max_tokens"
 	case style == Anthropic:
 		return "end_turn"
+	case style == Gemini && truncated:
+		return "MAX_TOKENS"
+	case style == Gemini:
+		return "STOP"
 	case truncated:
 		return "length"
 	}
 	return "stop"
 }
 
-type openAICompletion struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	Model   string         `json:"model"`
-	Choices []openAIChoice `json:"choices"`
-	Usage   openAIUsage    `json:"usage"`
-}
-
-type openAIChoice struct {
-	Index        int           `json:"index"`
-	Message      openAIMessage `json:"message"`
-	FinishReason string        `json:"finish_reason"`
-}
-
-type openAIMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type openAIUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
-type anthropicMessage struct {
-	ID           string           `json:"id"`
-	Type         string           `json:"type"`
-	Role         string           `json:"role"`
-	Content      []anthropicBlock `json:"content"`
-	Model        string           `json:"model"`
-	StopReason   *string          `json:"stop_reason"`
-	StopSequence *string          `json:"stop_sequence"`
-	Usage        anthropicUsage   `json:"usage"`
-}
-
-type anthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-type anthropicUsage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-}
-
-func newOpenAIUsage(c call) openAIUsage {
-	return openAIUsage{PromptTokens: c.prompt, CompletionTokens: c.output, TotalTokens: c.prompt + c.output}
-}
-
 // writeAnswer writes the 200 of an admitted, non-streaming call.
 func writeAnswer(w http.ResponseWriter, style Style, c call, d decision) {
 	setRateHeaders(w.Header(), style, d.limits)
-	text := strings.Join(answerWords(c.output), "")
-	reason := stopReason(style, c.truncated)
-	if style == Anthropic {
-		writeJSON(w, http.StatusOK, anthropicMessage{
-			ID: d.id, Type: "message", Role: "assistant",
-			Content:    []anthropicBlock{{Type: "text", Text: text}},
-			Model:      c.model,
-			StopReason: &reason,
-			Usage:      anthropicUsage{InputTokens: c.prompt, OutputTokens: c.output},
-		})
-		return
+	var body any
+	switch c.ep {
+	case Messages:
+		body = newAnthropicMessage(c, d)
+	case Responses:
+		body = newResponse(c, d, true)
+	case Completions:
+		body = newTextCompletion(c, d)
+	case Embeddings:
+		body = newEmbeddings(c)
+	case GenerateContent:
+		body = newGeminiResponse(c, d, c.words(), true)
+	default:
+		body = newChatCompletion(c, d)
 	}
-	writeJSON(w, http.StatusOK, openAICompletion{
-		ID: d.id, Object: "chat.completion", Created: d.created.Unix(), Model: c.model,
-		Choices: []openAIChoice{{
-			Message:      openAIMessage{Role: "assistant", Content: text},
-			FinishReason: reason,
-		}},
-		Usage: newOpenAIUsage(c),
-	})
+	writeJSON(w, http.StatusOK, body)
 }

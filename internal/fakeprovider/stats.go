@@ -10,13 +10,14 @@ const maxTimeline = 24 * 60 * 60
 // Stats are the provider's own counters: the ground truth of what it
 // admitted and refused. Every arrival counts in Calls and, once answered,
 // in exactly one of OK, RateLimited, QuotaErrors, Faults and BadRequests.
+// Endpoints splits the same counts by endpoint.
 type Stats struct {
 	// Start is the provider's clock at New or at the last ResetStats;
 	// Timeline[i] covers [Start+i s, Start+(i+1) s).
 	Start time.Time
 	// Calls is the number of HTTP requests received.
 	Calls int64
-	// OK is the number of calls admitted.
+	// OK is the number of calls admitted, models lists included.
 	OK int64
 	// RateLimited is the number of 429s from the rate limits, including
 	// TooLarge. Injected 429s count as Faults instead.
@@ -40,8 +41,14 @@ type Stats struct {
 	// limit when calls ended (Config.Refund), whether or not the limit
 	// could still use them.
 	TokensRefunded int64
+	// StreamsCut is the number of streamed answers cut short by
+	// CutStreams; they are also in OK.
+	StreamsCut int64
 	// MaxInFlight is the largest number of calls being served at once.
 	MaxInFlight int64
+	// Endpoints has the counters of each endpoint that received a call,
+	// NoEndpoint for paths the provider does not serve.
+	Endpoints map[Endpoint]EndpointStats
 	// Timeline has one entry per second since Start, up to the last
 	// second with an admission or a rate-limit 429, at most one day.
 	Timeline []Second
@@ -57,12 +64,60 @@ type Second struct {
 	RateLimited int64
 }
 
+// EndpointStats are the counters of one endpoint. Calls counts every
+// request that reached the provider, well-formed or not; once answered it
+// is in exactly one of OK, RateLimited, QuotaErrors, Faults and
+// BadRequests. The token counts are the real usage of admitted calls, the
+// numbers their answers report.
+type EndpointStats struct {
+	Calls       int64
+	OK          int64
+	RateLimited int64 // rate-limit 429s, too-large ones included
+	QuotaErrors int64
+	Faults      int64
+	BadRequests int64
+	StreamsCut  int64 // also in OK
+	// PromptTokens is the prompt, cached tokens included.
+	PromptTokens int64
+	// OutputTokens is the output of all choices, reasoning included.
+	OutputTokens int64
+	// CacheReadTokens and CacheCreationTokens are the parts of
+	// PromptTokens read from and written to the prompt cache.
+	CacheReadTokens, CacheCreationTokens int64
+	// ReasoningTokens is the part of OutputTokens spent reasoning.
+	ReasoningTokens int64
+}
+
+// admitted counts the admission of c.
+func (s *EndpointStats) admitted(c call) {
+	s.OK++
+	s.PromptTokens += c.prompt
+	s.OutputTokens += c.outputTotal()
+	s.CacheReadTokens += c.cacheRead
+	s.CacheCreationTokens += c.cacheWrite
+	s.ReasoningTokens += c.reasoning * c.n
+}
+
+// endpoint returns the counters of ep. The caller holds p.mu.
+func (p *Provider) endpoint(ep Endpoint) *EndpointStats {
+	s := p.endpoints[ep]
+	if s == nil {
+		s = &EndpointStats{}
+		p.endpoints[ep] = s
+	}
+	return s
+}
+
 // Stats returns a copy of the counters.
 func (p *Provider) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Timeline = append([]Second(nil), p.stats.Timeline...)
+	s.Endpoints = make(map[Endpoint]EndpointStats, len(p.endpoints))
+	for ep, es := range p.endpoints {
+		s.Endpoints[ep] = *es
+	}
 	return s
 }
 
@@ -74,6 +129,7 @@ func (p *Provider) ResetStats() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats = Stats{Start: p.cfg.now(), MaxInFlight: p.inFlight}
+	p.endpoints = map[Endpoint]*EndpointStats{}
 }
 
 // admitted counts an admitted call.

@@ -31,14 +31,15 @@ func TestTimelineAndReset(t *testing.T) {
 	}
 	want := Stats{
 		Start: start, Calls: 3, OK: 2, RateLimited: 1, TokensAdmitted: 2000, TokensUsed: 2000, MaxInFlight: 1,
-		Timeline: []Second{{TokensAdmitted: 1500, OK: 1}, {}, {TokensAdmitted: 500, OK: 1, RateLimited: 1}},
+		Timeline:  []Second{{TokensAdmitted: 1500, OK: 1}, {}, {TokensAdmitted: 500, OK: 1, RateLimited: 1}},
+		Endpoints: map[Endpoint]EndpointStats{ChatCompletions: {Calls: 3, OK: 2, RateLimited: 1, OutputTokens: 2000}},
 	}
 	if diff := cmp.Diff(want, p.Stats()); diff != "" {
 		t.Errorf("Stats() mismatch (-want +got):\n%s", diff)
 	}
 
 	p.ResetStats()
-	if diff := cmp.Diff(Stats{Start: clk.Now()}, p.Stats()); diff != "" {
+	if diff := cmp.Diff(Stats{Start: clk.Now(), Endpoints: map[Endpoint]EndpointStats{}}, p.Stats()); diff != "" {
 		t.Errorf("Stats() after ResetStats mismatch (-want +got):\n%s", diff)
 	}
 	if w := job(p, OpenAI, 1); w.Code != http.StatusTooManyRequests {

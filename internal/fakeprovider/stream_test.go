@@ -93,7 +93,7 @@ func TestOpenAIStream(t *testing.T) {
 		}
 		var want []any
 		if includeUsage {
-			want = []any{map[string]any{"prompt_tokens": 11.0, "completion_tokens": 3.0, "total_tokens": 14.0}}
+			want = []any{openAIUsageMap(11, 3, 0, 0)}
 			if got := decodeMap(t, []byte(events[len(events)-2].data))["choices"]; !cmp.Equal(got, []any{}) {
 				t.Errorf("usage chunk choices = %v, want []", got)
 			}
@@ -129,7 +129,9 @@ func TestAnthropicStream(t *testing.T) {
 		}
 		switch ev.name {
 		case "message_start":
-			if diff := cmp.Diff(map[string]int64{"input_tokens": 11, "output_tokens": 1}, m.Message.Usage); diff != "" {
+			wantUsage := map[string]int64{"input_tokens": 11, "output_tokens": 1,
+				"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+			if diff := cmp.Diff(wantUsage, m.Message.Usage); diff != "" {
 				t.Errorf("message_start usage mismatch (-want +got):\n%s", diff)
 			}
 		case "content_block_delta":
