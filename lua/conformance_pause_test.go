@@ -13,14 +13,17 @@ import (
 
 type pauseCase struct {
 	Config string `json:"config"`
-	// Call is "pause" (Pacer.Pause) or "throttled" (Pacer.Throttled: a
-	// provider's 429 for Limit, refusing a call of Tokens).
-	Call   string   `json:"call"`
-	DUs    int64    `json:"d_us"` // the pause asked for, in µs
-	Limit  string   `json:"limit,omitempty"`
-	Tokens int64    `json:"tokens,omitempty"`
-	Error  string   `json:"error,omitempty"`
-	Args   []string `json:"args,omitempty"` // pause's ARGV
+	// Call is "pause" (Pacer.Pause), "throttled" (Pacer.Throttled: a
+	// provider's 429 for Limit, refusing a call of Tokens) or "sync"
+	// (Pacer.Sync: the provider's headers report Remaining room, by
+	// "requests" and "tokens").
+	Call      string           `json:"call"`
+	Remaining map[string]int64 `json:"remaining,omitempty"`
+	DUs       int64            `json:"d_us"` // the pause asked for, in µs
+	Limit     string           `json:"limit,omitempty"`
+	Tokens    int64            `json:"tokens,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	Args      []string         `json:"args,omitempty"` // pause's ARGV
 }
 
 var classifyLimits = map[string]classify.Limit{
@@ -31,6 +34,9 @@ var classifyLimits = map[string]classify.Limit{
 func pauseVectors(t *testing.T) any {
 	pause := func(config string, d time.Duration) pauseCase {
 		return pauseCase{Config: config, Call: "pause", DUs: d.Microseconds()}
+	}
+	sync := func(config string, remaining map[string]int64) pauseCase {
+		return pauseCase{Config: config, Call: "sync", Remaining: remaining}
 	}
 	throttled := func(config string, d time.Duration, limit string, tokens int64) pauseCase {
 		return pauseCase{Config: config, Call: "throttled", DUs: d.Microseconds(), Limit: limit, Tokens: tokens}
@@ -53,6 +59,12 @@ func pauseVectors(t *testing.T) any {
 		throttled("sliding", time.Second, "unknown", 5000),
 		throttled("daily", time.Second, "unknown", 5000),
 		throttled("concurrency-only", time.Second, "unknown", 5000),
+		sync("basic", map[string]int64{"requests": 40, "tokens": 1300}),
+		sync("basic", map[string]int64{"tokens": 0}),
+		sync("basic", map[string]int64{"requests": 10_000_000, "tokens": -5}),
+		sync("headroom", map[string]int64{"requests": 40, "tokens": 150_000}),
+		sync("sliding", map[string]int64{"tokens": 5000}),
+		sync("daily", map[string]int64{"requests": 3, "tokens": 5000}),
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -61,9 +73,19 @@ func pauseVectors(t *testing.T) any {
 			d := time.Duration(c.DUs) * time.Microsecond
 			f.queue([]any{max(d.Milliseconds(), 1), nowUs})
 			var err error
-			if c.Call == "pause" {
+			switch c.Call {
+			case "sync":
+				var rl classify.RateLimits
+				if n, ok := c.Remaining["requests"]; ok {
+					rl.Requests = classify.Window{Remaining: n, HasRemaining: true}
+				}
+				if n, ok := c.Remaining["tokens"]; ok {
+					rl.Tokens = classify.Window{Remaining: n, HasRemaining: true}
+				}
+				err = p.Sync(ctx, rl)
+			case "pause":
 				err = p.Pause(ctx, d)
-			} else {
+			default:
 				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens})
 			}
 			calls := f.take()
@@ -71,13 +93,18 @@ func pauseVectors(t *testing.T) any {
 				c.Error = errName(err)
 				return
 			}
+			if c.Call == "sync" && len(calls) == 0 {
+				return // nothing the budget limits: no call
+			}
 			c.Args = only(t, c.Config+" "+c.Call, calls).Args
 		})
 	}
 	return map[string]any{
 		"comment": "What pause is sent. pause: {ms}, the pause in whole ms, at least 1. throttled (a provider's 429): the same, then for " +
 			"each minute bucket the provider's limit names (requests: rpm; tokens, input_tokens, output_tokens: tpm; unknown: both) " +
-			"that the budget has, its field, span − charge(min(units, capacity)) and 2 × span, in µs. error invalid: refused before any script runs.",
+			"that the budget has, its field, span − charge(min(units, capacity)) and 2 × span, in µs. error invalid: refused before any script runs. " +
+			"sync (a provider's rate-limit headers): {0}, then for rpm (requests) and tpm (tokens) when reported and configured, its field, " +
+			"span − charge(clamp(remaining − (limit − limit after Headroom), 0, capacity)) and 2 × span; no args: no script call.",
 		"cases": cases,
 	}
 }

@@ -48,6 +48,9 @@ func acquireReplyVectors(t *testing.T) any {
 		{Name: "pending: a turn in 250 ms, then its slot claimed with the ticket", Config: "everything", Request: acq, Replies: []any{
 			[]any{int64(1), int64(250), n, "tpm", exp + 250, n + 250_000}, []any{int64(1), int64(0), n + 251_000, "", exp + 251, int64(0)}}},
 		{Name: "never fits", Config: "everything", Request: acq, Replies: []any{[]any{int64(-1), int64(0), n, "tpm", int64(0), int64(0)}}},
+		{Name: "stopped: the quota is exhausted", Config: "everything", Request: acq, Replies: []any{[]any{int64(0), int64(60000), n, "quota", int64(0), int64(0)}}},
+		{Name: "stopped by an operator", Config: "everything", Request: try, Replies: []any{[]any{int64(0), int64(90000), n, "stop", int64(0), int64(0)}}},
+		{Name: "the probe of a stopped budget", Config: "everything", Request: acq, Replies: []any{[]any{int64(1), int64(0), n, "probe", exp, int64(0)}}},
 		{Name: "four elements", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, ""}}},
 		{Name: "five elements (the contract before the slot queue)", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp}}},
 		{Name: "seven elements", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp, int64(0), int64(0)}}},

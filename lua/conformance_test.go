@@ -225,6 +225,10 @@ func errName(err error) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, pacer.ErrQuotaExhausted):
+		return "quota"
+	case errors.Is(err, pacer.ErrStopped):
+		return "stopped"
 	case errors.Is(err, pacer.ErrTooLarge):
 		return "too_large"
 	case errors.Is(err, pacer.ErrNotYet):

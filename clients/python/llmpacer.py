@@ -632,6 +632,26 @@ class Pacer:
                 args += [b.field, b.span - b.charge(units), 2 * b.span]
         return self._pause(seconds, args)
 
+    def sync(self, requests_remaining: int | None = None, tokens_remaining: int | None = None) -> None:
+        """Lower the rpm and tpm buckets to the room a provider's rate-limit headers report.
+
+        Each remaining figure (None: not reported) less the units Headroom
+        keeps, clamped to 0 .. capacity, becomes the bucket's level if it is
+        lower: a sync never raises the budget. Sends nothing if no
+        configured bucket is reported.
+        """
+        args = []
+        for b in self.settings.buckets:
+            left = {"rpm": requests_remaining, "tpm": tokens_remaining}.get(b.field)
+            if left is None:
+                continue
+            if type(left) is not int:
+                raise InvalidError(f"llmpacer: sync: remaining {left!r} must be an int")
+            units = max(min(left - (getattr(self.config.limits, b.field) - b.limit), b.capacity), 0)
+            args += [b.field, b.span - b.charge(units), 2 * b.span]
+        if args:
+            _ints(self._run("pause", [0, *args]), 2)
+
     def _pause(self, seconds: float, lower: list) -> int:
         us = round(seconds * 1_000_000)
         if not 0 < us <= _MAX_DURATION_MS * 1000:

@@ -104,6 +104,8 @@ def err_name(e):
                       (llmpacer.InvalidError, "invalid"), (llmpacer.ReplyError, "bad_reply"), (Lost, "redis")]:
         if isinstance(e, cls):
             return name
+    if isinstance(e, llmpacer.StoppedError):
+        return "quota" if e.limit == "quota" else "stopped"
     raise e
 
 
@@ -256,7 +258,13 @@ class TestPause(unittest.TestCase):
                 p, fake = pacer(c["config"])
                 fake.replies.append([max(c["d_us"] // 1000, 1), NOW_US])
                 try:
-                    if c["call"] == "pause":
+                    if c["call"] == "sync":
+                        r = c.get("remaining", {})
+                        p.sync(r.get("requests"), r.get("tokens"))
+                        if "args" not in c:
+                            self.assertEqual(fake.take(), [])
+                            continue
+                    elif c["call"] == "pause":
                         p.pause(c["d_us"] / 1e6)
                     else:
                         p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0))
