@@ -33,15 +33,21 @@ import (
 // ErrRateLimited, ErrRetriesExhausted as it applies), or an error from
 // Acquire (ErrTooLarge, ErrWaitTimeout, ErrInvalid, ctx's error).
 //
-// Turn the provider SDK's own retries off; openai-go and anthropic-sdk-go
-// take option.WithMaxRetries(0). By default they retry a 429 or a 5xx twice
-// within call, and so within one lease. The budget then charges one request
-// for up to three, and no other process hears of the 429 until the SDK
-// gives up. An insufficient_quota answer is sent three times before Run can
-// see that it must never be retried. Run instead takes a new lease for each
-// attempt, and a 429 pauses every process. An HTTP transport that paces
-// every attempt, and so makes SDK retries safe, is planned; until then, use
-// Run with SDK retries off.
+// For calls made through an SDK on net/http (openai-go, anthropic-sdk-go,
+// and most others), prefer package pacerhttp: its transport paces every
+// HTTP attempt, reads the usage from the answer (streams too), and makes
+// the SDK's own retries safe. Run is for calls the transport cannot see,
+// or when you want its retry policy.
+//
+// With Run, turn the provider SDK's own retries off; openai-go and
+// anthropic-sdk-go take option.WithMaxRetries(0). By default they retry a
+// 429 or a 5xx twice within call, and so within one lease. The budget then
+// charges one request for up to three, and no other process hears of the
+// 429 until the SDK gives up. An insufficient_quota answer is sent three
+// times before Run can see that it must never be retried. Run instead takes
+// a new lease for each attempt, and a 429 pauses every process. Run returns
+// an exhausted quota to its caller and does not stop the budget: call
+// StopQuota to stop every process, as the transport does.
 func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Context) (T, error), usage func(T) int64, opts ...RunOption) (T, error) {
 	var zero T
 	if call == nil {
