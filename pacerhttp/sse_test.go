@@ -32,6 +32,12 @@ type scanResult struct {
 // scan feeds data to a new scanner in pieces cut at the given offsets
 // and returns what it reports.
 func scan(a api, data []byte, cuts ...int) scanResult {
+	return result(scanner(a, data, cuts...))
+}
+
+// scanner feeds data to a new scanner in pieces cut at the given
+// offsets, which must be in order, and returns it.
+func scanner(a api, data []byte, cuts ...int) *streamScanner {
 	s := newStreamScanner(a)
 	prev := 0
 	for _, c := range cuts {
@@ -40,7 +46,7 @@ func scan(a api, data []byte, cuts ...int) scanResult {
 		prev = c
 	}
 	s.Write(data[prev:])
-	return result(s)
+	return s
 }
 
 // result reads a scanner's findings.
