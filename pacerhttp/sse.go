@@ -114,11 +114,16 @@ func (s *streamScanner) detect(p []byte) []byte {
 	return nil
 }
 
-// Usage returns the usage found so far, and true once the provider sent
-// it. For Anthropic that is from message_start on, with output_tokens
-// growing as message_delta events arrive.
+// Usage returns the call's usage, and true once the provider sent all of
+// it: OpenAI's usage chunk, Responses' closing event, Anthropic's
+// message_delta (message_start's figure alone is a cut stream's, with only
+// part of the output), Gemini's chunk with a finish reason. Before that it
+// returns nothing, so that a cut stream keeps its reservation.
 func (s *streamScanner) Usage() (usage, bool) {
-	return s.acc.u, s.acc.ok
+	if !s.acc.ok || !s.acc.final {
+		return usage{}, false
+	}
+	return s.acc.u, true
 }
 
 // Failure returns the first error event found inside the stream, which a

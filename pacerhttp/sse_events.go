@@ -7,16 +7,21 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// usageAcc keeps the usage a stream has reported so far.
+// usageAcc keeps the usage a stream has reported so far. final says the
+// figure is the call's whole usage: a stream cut after Anthropic's
+// message_start, or before Gemini's last chunk, has reported only part
+// of its output, and must keep its reservation rather than settle that.
 type usageAcc struct {
-	u  usage
-	ok bool
+	u         usage
+	ok, final bool
 }
 
 // set replaces the usage: OpenAI's and Gemini's usage chunks each carry
-// the whole figure, so the last one is the answer.
-func (a *usageAcc) set(u usage) {
-	a.u, a.ok = u, true
+// the whole figure, so the last one is the answer. final says whether this
+// one is the last (OpenAI's usage chunk and Responses' closing events are;
+// a Gemini chunk is when it carries a finish reason).
+func (a *usageAcc) set(u usage, final bool) {
+	a.u, a.ok, a.final = u, true, final
 }
 
 // merge folds in an Anthropic usage object. message_start carries the
@@ -122,6 +127,20 @@ type anthropicEvent struct {
 type geminiChunk struct {
 	UsageMetadata *geminiUsage    `json:"usageMetadata"`
 	Error         json.RawMessage `json:"error"`
+	Candidates    []struct {
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+}
+
+// finished reports whether the chunk ends the answer: a candidate has a
+// finish reason (or there is none left to wait for).
+func (c geminiChunk) finished() bool {
+	for _, cand := range c.Candidates {
+		if cand.FinishReason != "" {
+			return true
+		}
+	}
+	return len(c.Candidates) == 0
 }
 
 // handleEvent reads one SSE event's data.
@@ -143,7 +162,7 @@ func (s *streamScanner) handleEvent(name, data []byte) {
 			s.failure(data)
 		}
 		if c.UsageMetadata != nil {
-			s.acc.set(c.UsageMetadata.usage())
+			s.acc.set(c.UsageMetadata.usage(), c.finished())
 		}
 	default:
 		var c openAIChunk
@@ -154,7 +173,7 @@ func (s *streamScanner) handleEvent(name, data []byte) {
 			s.failure(data)
 		}
 		if c.Usage != nil {
-			s.acc.set(c.Usage.usage(s.api))
+			s.acc.set(c.Usage.usage(s.api), true)
 		}
 	}
 }
@@ -182,8 +201,10 @@ func (s *streamScanner) anthropicEvent(name, data []byte) {
 			s.acc.merge(m.Usage.usage(apiAnthropicMessages))
 		}
 	case "message_delta":
+		// The message's end: its output count is now the whole.
 		if ev.Usage != nil {
 			s.acc.merge(ev.Usage.usage(apiAnthropicMessages))
+			s.acc.final = true
 		}
 	}
 }
@@ -208,7 +229,7 @@ func (s *streamScanner) responsesEvent(name, data []byte) {
 		return
 	}
 	if ev.Response.Usage != nil {
-		s.acc.set(ev.Response.Usage.usage(apiOpenAIResponses))
+		s.acc.set(ev.Response.Usage.usage(apiOpenAIResponses), true)
 	}
 	if !isNull(ev.Response.Error) {
 		s.failure(wrapError(ev.Response.Error))
@@ -225,7 +246,7 @@ func (s *streamScanner) handleChunk(obj []byte) {
 		return
 	}
 	if u, ok := usageFromJSON(s.api, obj); ok {
-		s.acc.set(u)
+		s.acc.set(u, true)
 	}
 	var e struct {
 		Error json.RawMessage `json:"error"`
