@@ -130,17 +130,55 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
-	if l.b.NoRefund && usedTokens < l.a.Tokens {
-		usedTokens = l.a.Tokens
+	u := wire.Use{Tokens: usedTokens}
+	if r := l.reserved(); l.b.NoRefund {
+		u = wire.Use{Tokens: max(usedTokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split}
 	}
-	return l.finish(ctx, Settled, usedTokens)
+	return l.finish(ctx, Settled, u)
+}
+
+// Usage is a call's tokens as the provider reports them, input and output
+// apart, for a budget with input and output rates.
+type Usage struct {
+	// Input is the prompt's tokens, as the provider counts them toward its
+	// limits (OpenAI: prompt_tokens; Anthropic: input_tokens plus the cache
+	// reads and writes a limit counts).
+	Input int64
+	// Output is the tokens generated (reasoning included).
+	Output int64
+}
+
+// SettleUsage ends the lease like Settle, with the input and output used
+// apart: each input and output rate gets back (or is charged) its own
+// difference, and token rates their sum's. Settle with the total alone
+// can only give back to an input or output rate what its reservation
+// exceeds the total by.
+func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
+	if used.Input < 0 || used.Output < 0 || used.Input > maxTokens || used.Output > maxTokens {
+		return fmt.Errorf("%w: SettleUsage(%+v): input and output must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, used, int64(maxTokens))
+	}
+	u := wire.Use{Tokens: used.Input + used.Output, Input: used.Input, Output: used.Output, Split: true}
+	if r := l.reserved(); l.b.NoRefund {
+		u.Tokens = max(u.Tokens, r.Tokens)
+		u.Input = max(u.Input, r.Of(wire.Input))
+		u.Output = max(u.Output, r.Of(wire.Output))
+	}
+	return l.finish(ctx, Settled, u)
+}
+
+// reserved returns what the lease reserved.
+func (l *Lease) reserved() wire.Use {
+	if l.a.Split.Split {
+		return l.a.Split
+	}
+	return wire.Use{Tokens: l.a.Tokens}
 }
 
 // Release ends the lease of a call that failed, keeping the whole
 // reservation charged: the provider may have counted the call (a timeout on
 // our side is often a success on theirs). Idempotent like Settle.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.finish(ctx, Released, l.a.Tokens)
+	return l.finish(ctx, Released, l.reserved())
 }
 
 // Reject ends the lease of a call the provider refused before doing any
@@ -151,16 +189,16 @@ func (l *Lease) Release(ctx context.Context) error {
 // ran ahead of the provider, and the kept charge corrects it.) Idempotent
 // like Settle.
 func (l *Lease) Reject(ctx context.Context) error {
-	return l.finish(ctx, Rejected, 0)
+	return l.finish(ctx, Rejected, wire.Use{})
 }
 
 // Cancel ends the lease of a call that was never sent, giving back its tokens
 // and its request. Idempotent like Settle.
 func (l *Lease) Cancel(ctx context.Context) error {
-	return l.finish(ctx, Canceled, 0)
+	return l.finish(ctx, Canceled, wire.Use{})
 }
 
-func (l *Lease) finish(ctx context.Context, how End, used int64) error {
+func (l *Lease) finish(ctx context.Context, how End, used wire.Use) error {
 	l.mu.Lock()
 	end, err := l.finishLocked(ctx, how, used)
 	held := l.held
@@ -173,7 +211,7 @@ func (l *Lease) finish(ctx context.Context, how End, used int64) error {
 		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe}
 		switch end {
 		case Settled:
-			e.Used = used
+			e.Used = used.Tokens
 		case Canceled, Rejected:
 			e.Used = 0
 		}
@@ -185,7 +223,7 @@ func (l *Lease) finish(ctx context.Context, how End, used int64) error {
 // finishLocked runs the settle script unless the lease has already ended. It
 // returns how the lease ended by this call, or Held if it had ended before
 // or this attempt failed; and ErrExpired for a lease found expired.
-func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, error) {
+func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, error) {
 	switch l.end {
 	case Held:
 	case Expired:
@@ -193,7 +231,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used int64) (End, err
 	default:
 		return Held, nil
 	}
-	cs := wire.Corrections(l.b.Buckets, l.a.Tokens, used, how == Canceled)
+	cs := wire.Corrections(l.b.Buckets, l.reserved(), used, how == Canceled)
 	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
 	var res []int64
 	if err == nil {

@@ -121,18 +121,18 @@ func checkWindows(t *testing.T, calls []call, cfg vconfig) {
 	t.Helper()
 	slices.SortFunc(calls, func(x, y call) int { return cmp.Compare(x.StartUs, y.StartUs) })
 	for _, wb := range []wire.Bucket{
-		wire.NewBucket("rpm", cfg.Burst.RPM, cfg.Limits.RPM, time.Minute, false),
-		wire.NewBucket("tpm", cfg.Burst.TPM, cfg.Limits.TPM, time.Minute, true),
+		wire.NewBucket("rpm", cfg.Burst.RPM, cfg.Limits.RPM, time.Minute, wire.Requests),
+		wire.NewBucket("tpm", cfg.Burst.TPM, cfg.Limits.TPM, time.Minute, wire.Tokens),
 	} {
 		used := make([]int64, len(calls))
 		for i, c := range calls {
 			used[i] = wb.Charge(wb.Units(c.Reserved))
 			switch {
-			case wb.Tokens && c.How == "settle":
+			case wb.Unit == wire.Tokens && c.How == "settle":
 				used[i] -= wb.Refund(c.Reserved - c.Used)
-			case wb.Tokens && (c.How == "reject" || c.How == "cancel"):
+			case wb.Unit == wire.Tokens && (c.How == "reject" || c.How == "cancel"):
 				used[i] -= wb.Refund(c.Reserved)
-			case !wb.Tokens && c.How == "cancel":
+			case wb.Unit == wire.Requests && c.How == "cancel":
 				used[i] -= wb.Refund(1)
 			}
 		}

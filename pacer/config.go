@@ -2,7 +2,9 @@ package pacer
 
 import (
 	"cmp"
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unicode"
@@ -74,8 +76,16 @@ type Config struct {
 	// (they would break the Redis Cluster hash tag).
 	Name string
 
-	// Limits are the provider's limits. At least one must be set.
+	// Limits are the provider's limits. At least one of them, or a Rate,
+	// must be set.
 	Limits Limits
+
+	// Rates are limits over any window, and of input or output tokens
+	// apart, beside Limits: 200,000 tokens an hour, 10 requests a second,
+	// Anthropic's input and output tokens per minute. A rate of requests
+	// or tokens per minute or per day is the same bucket as Limits' field
+	// for it: set it in one place only. At most 16 rates.
+	Rates []Rate
 
 	// Burst optionally lowers bucket capacities below the limits.
 	Burst Burst
@@ -137,6 +147,7 @@ const (
 	maxLimit   = 1 << 50 // any limit or burst
 	maxTokens  = 1 << 50 // one call's tokens, reserved or used
 	maxNameLen = 200
+	maxRates   = 16                 // Config.Rates
 	maxDur     = 7 * 24 * time.Hour // TTLs, waits, pauses
 	maxSpan    = 1 << 50            // µs a full bucket may take to refill (35 years)
 )
@@ -150,6 +161,7 @@ type bucket struct {
 	wb       wire.Bucket   // as the scripts see it
 	perMs    float64       // refill per millisecond
 	window   time.Duration // the limit's window
+	unit     Unit
 }
 
 // settings is a validated Config with defaults applied.
@@ -157,6 +169,8 @@ type settings struct {
 	name, prefix string
 	limits       Limits
 	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
+	rates        []bucket  // the other Config.Rates, in order
+	rateOf       []Rate    // the Rate each of rates comes from
 	batchFloor   float64
 	noRefund     bool
 	leaseTTL     time.Duration
@@ -165,6 +179,18 @@ type settings struct {
 	keep         float64 // the batch floor, or 0 with no floor
 	fields       []any   // the configured buckets' fields, boxed once
 	wireBuckets  []wire.Bucket
+}
+
+// configured returns the buckets the budget has, in the scripts' order:
+// the four Limits states, then the other rates.
+func (s settings) configured() []bucket {
+	var out []bucket
+	for _, b := range s.buckets {
+		if b.limit != 0 {
+			out = append(out, b)
+		}
+	}
+	return append(out, s.rates...)
 }
 
 // settings validates c and returns it with defaults applied.
@@ -184,7 +210,11 @@ func (c Config) settings() (settings, error) {
 		s.batchFloor = 0
 	}
 	s.keep = s.batchFloor
-	for i, sp := range c.bucketSpecs() {
+	four, more, err := c.bucketSpecs()
+	if err != nil {
+		return settings{}, err
+	}
+	for i, sp := range four {
 		if sp.limit == 0 {
 			continue
 		}
@@ -193,6 +223,16 @@ func (c Config) settings() (settings, error) {
 			return settings{}, err
 		}
 		s.buckets[i] = b
+		s.fields = append(s.fields, sp.field)
+		s.wireBuckets = append(s.wireBuckets, b.wb)
+	}
+	for _, sp := range more {
+		b, err := c.newBucket(sp)
+		if err != nil {
+			return settings{}, err
+		}
+		s.rates = append(s.rates, b)
+		s.rateOf = append(s.rateOf, sp.rate)
 		s.fields = append(s.fields, sp.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}
@@ -210,8 +250,21 @@ func (c Config) validate() error {
 		return err
 	}
 	l := c.Limits
-	if l.IsZero() {
-		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency")
+	if l.IsZero() && len(c.Rates) == 0 {
+		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency, or a Config.Rates entry")
+	}
+	if len(c.Rates) > maxRates {
+		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)
+	}
+	seen := map[Limit]int{}
+	for i, r := range c.Rates {
+		if err := r.check(i); err != nil {
+			return err
+		}
+		if j, dup := seen[r.Name()]; dup {
+			return invalidf("Config.Rates[%d] and [%d] are both %s: state each rate once", j, i, r.Name())
+		}
+		seen[r.Name()] = i
 	}
 	for _, f := range []struct {
 		n string
@@ -234,7 +287,11 @@ func (c Config) validate() error {
 	if c.MaxWait < 0 || c.MaxWait > maxDur {
 		return invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, DefaultMaxWait, maxDur)
 	}
-	for _, sp := range c.bucketSpecs() {
+	four, _, err := c.bucketSpecs()
+	if err != nil {
+		return err
+	}
+	for _, sp := range four {
 		if sp.limit == 0 && sp.burst != 0 {
 			return invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
 		}
@@ -247,17 +304,35 @@ type bucketSpec struct {
 	name, field  string
 	limit, burst int64
 	window       time.Duration
-	tokens       bool
+	unit         Unit
+	rate         Rate // the Config.Rates entry, if any
 }
 
-func (c Config) bucketSpecs() [4]bucketSpec {
+// bucketSpecs returns the four buckets Limits states, in the scripts'
+// order, with a Rate that names one of them in its place; and the other
+// rates. A rate stated in both places is an error.
+func (c Config) bucketSpecs() ([4]bucketSpec, []bucketSpec, error) {
 	l := c.Limits
-	return [4]bucketSpec{
-		{"RPM", "rpm", l.RPM, c.Burst.RPM, time.Minute, false},
-		{"TPM", "tpm", l.TPM, c.Burst.TPM, time.Minute, true},
-		{"RPD", "rpd", l.RPD, c.Burst.RPD, 24 * time.Hour, false},
-		{"TPD", "tpd", l.TPD, c.Burst.TPD, 24 * time.Hour, true},
+	four := [4]bucketSpec{
+		{"RPM", "rpm", l.RPM, c.Burst.RPM, time.Minute, Requests, Rate{}},
+		{"TPM", "tpm", l.TPM, c.Burst.TPM, time.Minute, Tokens, Rate{}},
+		{"RPD", "rpd", l.RPD, c.Burst.RPD, 24 * time.Hour, Requests, Rate{}},
+		{"TPD", "tpd", l.TPD, c.Burst.TPD, 24 * time.Hour, Tokens, Rate{}},
 	}
+	var more []bucketSpec
+	for i, r := range c.Rates {
+		sp := bucketSpec{fmt.Sprintf("Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
+		k := slices.IndexFunc(four[:], func(f bucketSpec) bool { return f.field == sp.field })
+		if k < 0 {
+			more = append(more, sp)
+			continue
+		}
+		if four[k].limit != 0 || four[k].burst != 0 {
+			return four, nil, invalidf("Config.Rates[%d] is %s, which Limits.%s (or Burst.%s) already sets: state it in one place", i, sp.field, four[k].name, four[k].name)
+		}
+		four[k] = sp
+	}
+	return four, more, nil
 }
 
 // newBucket builds the bucket sp describes, after Headroom and
@@ -285,7 +360,7 @@ func (c Config) newBucket(sp bucketSpec) (bucket, error) {
 	}
 	b := bucket{
 		name: sp.name, field: sp.field, limit: limit, capacity: float64(burst),
-		wb:    wire.NewBucket(sp.field, burst, refill, sp.window, sp.tokens),
+		unit: sp.unit, wb: wire.NewBucket(sp.field, burst, refill, sp.window, sp.unit.wire()),
 		perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
 	}
 	// Times stay exact integers in a Lua double: a TAT is now plus a few

@@ -124,3 +124,7 @@ func (p *Pacer) ended(e leasing.Ending) {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
+
+// Usage is a call's input and output tokens, for Lease.SettleUsage: see
+// package lease.
+type Usage = lease.Usage

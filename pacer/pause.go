@@ -34,24 +34,32 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	if r.Tokens < 0 || r.Tokens > maxTokens {
 		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
 	}
-	lower := map[string]bool{"rpm": true, "tpm": true}
+	// The provider's limits that answer 429 are per minute or shorter:
+	// the buckets of the unit it named, with a window of a minute or less,
+	// are lowered; day buckets never are.
+	lower := map[Unit]bool{Requests: true, Tokens: true, InputTokens: true, OutputTokens: true}
 	named := LimitPause
 	switch limit {
 	case classify.LimitRequests:
-		lower, named = map[string]bool{"rpm": true}, LimitRPM
-	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
-		lower, named = map[string]bool{"tpm": true}, LimitTPM
+		lower, named = map[Unit]bool{Requests: true}, LimitRPM
+	case classify.LimitTokens:
+		lower, named = map[Unit]bool{Tokens: true, InputTokens: true, OutputTokens: true}, LimitTPM
+	case classify.LimitInputTokens:
+		lower, named = map[Unit]bool{Tokens: true, InputTokens: true}, LimitTPM
+	case classify.LimitOutputTokens:
+		lower, named = map[Unit]bool{Tokens: true, OutputTokens: true}, LimitTPM
 	}
 	// Each bucket lowered holds, when the pause ends, just the refused
 	// call's share (at most a full bucket); never less than minus one full
 	// bucket (see lua/pause.lua).
 	var args []any
-	for _, b := range p.s.wireBuckets {
-		if !lower[b.Field] {
+	use := r.withTotal().use()
+	for _, b := range p.s.configured() {
+		if !lower[b.unit] || b.window > time.Minute {
 			continue
 		}
-		offset, limit := b.Lowering(r.Tokens)
-		args = append(args, b.Field, offset, limit)
+		offset, limit := b.wb.Lowering(use.Of(b.wb.Unit))
+		args = append(args, b.field, offset, limit)
 	}
 	return p.pause(ctx, d, named, args)
 }

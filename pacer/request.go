@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // Priority orders calls when the budget runs short.
@@ -36,6 +38,13 @@ type Request struct {
 	// tokens (providers count max_tokens toward the limit when the request
 	// arrives). Settle corrects it once the real usage is known.
 	Tokens int64
+	// Input and Output optionally split the reservation: the prompt's
+	// estimated tokens and the output cap. A budget with input or output
+	// rates (Config.Rates) charges each its own part; without them, such a
+	// rate is charged all of Tokens. With either set, Tokens may be 0 (it
+	// is then their sum) or must equal their sum. Settle with
+	// Lease.SettleUsage to give each part back exactly.
+	Input, Output int64
 	// Priority of the call; the zero value is Interactive.
 	Priority Priority
 	// MaxWait, if positive, bounds this call's wait instead of
@@ -43,9 +52,33 @@ type Request struct {
 	MaxWait time.Duration
 }
 
+// use returns what r reserves: its tokens, split into input and output
+// when it says them (checkRequest has checked they add up).
+func (r Request) use() wire.Use {
+	if r.Input == 0 && r.Output == 0 {
+		return wire.Use{Tokens: r.Tokens}
+	}
+	return wire.Use{Tokens: r.Input + r.Output, Input: r.Input, Output: r.Output, Split: true}
+}
+
+// withTotal returns r with Tokens set to Input + Output when only they are
+// given.
+func (r Request) withTotal() Request {
+	if r.Tokens == 0 {
+		r.Tokens = r.Input + r.Output
+	}
+	return r
+}
+
 func (p *Pacer) checkRequest(r Request) error {
 	if r.Tokens < 0 || r.Tokens > maxTokens {
 		return invalidf("Request.Tokens = %d: must be between 0 and %d; pass prompt tokens + max output tokens", r.Tokens, int64(maxTokens))
+	}
+	if r.Input < 0 || r.Output < 0 || r.Input > maxTokens || r.Output > maxTokens || r.Input+r.Output > maxTokens {
+		return invalidf("Request.Input = %d, Output = %d: each must be between 0 and %d, and their sum too", r.Input, r.Output, int64(maxTokens))
+	}
+	if (r.Input != 0 || r.Output != 0) && r.Tokens != 0 && r.Tokens != r.Input+r.Output {
+		return invalidf("Request.Tokens = %d but Input + Output = %d: set Tokens to their sum, or leave it 0", r.Tokens, r.Input+r.Output)
 	}
 	if r.Priority != Interactive && r.Priority != Batch {
 		return invalidf("Request.Priority = %d: use pacer.Interactive or pacer.Batch", int(r.Priority))
@@ -54,16 +87,22 @@ func (p *Pacer) checkRequest(r Request) error {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
 	// The same comparison as acquire.lua's, on the same integers.
+	use := r.withTotal().use()
 	for _, b := range p.s.wireBuckets {
-		need := b.Units(r.Tokens)
+		need := use.Of(b.Unit)
 		name := strings.ToUpper(b.Field)
 		// Units first: a charge for an absurd count would not fit an int64.
 		if need > b.Capacity || b.Charge(need) > b.Allowance(0) {
-			return fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise Limits.%s/Burst.%s", ErrTooLarge, r.Tokens, name, b.Capacity, name, name)
+			return fmt.Errorf("%w: %d %s exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise its limit or burst", ErrTooLarge, need, unitWord(b.Unit), name, b.Capacity)
 		}
 		if r.Priority == Batch && b.Charge(need) > b.Allowance(p.s.keep) {
-			return fmt.Errorf("%w: a batch call may not take the last %.0f%% of the %s bucket (capacity %d), so %d tokens can never fit; send it as Interactive, split it, or lower Config.BatchFloor", ErrTooLarge, 100*p.s.keep, name, b.Capacity, r.Tokens)
+			return fmt.Errorf("%w: a batch call may not take the last %.0f%% of the %s bucket (capacity %d), so %d %s can never fit; send it as Interactive, split it, or lower Config.BatchFloor", ErrTooLarge, 100*p.s.keep, name, b.Capacity, need, unitWord(b.Unit))
 		}
 	}
 	return nil
+}
+
+// unitWord names a bucket's unit in an error.
+func unitWord(u wire.Unit) string {
+	return [...]string{wire.Requests: "requests", wire.Tokens: "tokens", wire.Input: "input tokens", wire.Output: "output tokens"}[u]
 }

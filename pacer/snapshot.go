@@ -26,6 +26,12 @@ type Bucket struct {
 	PerSecond float64
 }
 
+// RateState is one of Config.Rates as a snapshot reads it.
+type RateState struct {
+	Rate Rate
+	Bucket
+}
+
 // Snapshot is a budget's state at one moment, as an operator needs to see
 // it: each limit's level and capacity, slots held and any pause.
 type Snapshot struct {
@@ -34,6 +40,8 @@ type Snapshot struct {
 	Time time.Time
 
 	RPM, TPM, RPD, TPD Bucket
+	// Rates holds Config.Rates other than the four above, in order.
+	Rates []RateState
 
 	// InFlight counts the concurrency slots held: by leases not yet ended
 	// or expired, and by grants kept for waiters about to claim them (a
@@ -89,22 +97,35 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	}
 	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
 	j := 3
+	level := func(b bucket) (Bucket, error) {
+		str, ok := a[j].(string)
+		j++
+		if !ok {
+			return Bucket{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
+		}
+		var tat int64
+		if str != "" {
+			var err error
+			if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
+				return Bucket{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
+			}
+		}
+		return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(ints[0], tat, str != ""), PerSecond: b.perMs * 1000}, nil
+	}
 	for i, b := range p.s.buckets {
 		if b.limit == 0 {
 			continue
 		}
-		str, ok := a[j].(string)
-		j++
-		if !ok {
-			return Snapshot{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
+		if *out[i], err = level(b); err != nil {
+			return Snapshot{}, err
 		}
-		var tat int64
-		if str != "" {
-			if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
-				return Snapshot{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
-			}
+	}
+	for k, b := range p.s.rates {
+		bk, err := level(b)
+		if err != nil {
+			return Snapshot{}, err
 		}
-		*out[i] = Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(ints[0], tat, str != ""), PerSecond: b.perMs * 1000}
+		s.Rates = append(s.Rates, RateState{Rate: p.s.rateOf[k], Bucket: bk})
 	}
 	stop, ok := a[j].(string)
 	if !ok {

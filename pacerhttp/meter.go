@@ -95,7 +95,11 @@ func (m *meter) finish(eof bool) {
 		// before the stream began would be.
 		m.t.answer(m.ctx, v, m.l, m.tokens, v.Status)
 	case ok:
-		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, max(u.Total, 0)) })
+		// Input is all the prompt the provider processed (cache reads and
+		// writes included), so that input and output add up to the total.
+		out := min(max(u.Output, 0), max(u.Total, 0))
+		used := pacer.Usage{Input: max(u.Total, 0) - out, Output: out}
+		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.SettleUsage(ctx, used) })
 	default:
 		// No usage: a stream cut or closed early, or an answer without it.
 		// The provider may have counted everything: keep the reservation.

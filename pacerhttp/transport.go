@@ -96,14 +96,20 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	tokens := t.cfg.defaultTokens
+	// The prompt and the output cap apart, so that a budget with input and
+	// output rates (Anthropic's ITPM and OTPM) charges each its own.
+	r := request(ctx, t.cfg.defaultTokens)
 	if parsed {
-		tokens = c.Prompt + t.cfg.defaultMaxOutput
+		r.Tokens, r.Input, r.Output = 0, max(c.Prompt, 0), t.cfg.defaultMaxOutput
 		if c.HasMaxOutput {
-			tokens = c.Prompt + c.MaxOutput
+			r.Output = max(c.MaxOutput, 0)
+		}
+		if r.Input+r.Output == 0 {
+			r.Tokens = 0 // nothing to reserve but the request itself
 		}
 	}
-	l, err := t.p.Acquire(ctx, request(ctx, tokens))
+	tokens := r.Tokens + r.Input + r.Output
+	l, err := t.p.Acquire(ctx, r)
 	if err != nil {
 		closeBody(out)
 		return nil, err

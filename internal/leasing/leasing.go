@@ -45,6 +45,9 @@ type Ending struct {
 type Admission struct {
 	ID     string
 	Tokens int64
+	// Split is the reservation's input and output, when the request gave
+	// them (Split.Split true; Split.Tokens == Tokens).
+	Split wire.Use
 	// Start is when the call's turn begins, Expiry when the lease expires,
 	// both on the Redis clock.
 	Start, Expiry time.Time

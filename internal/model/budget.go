@@ -41,7 +41,11 @@ type Bucket struct {
 // Wire returns the bucket as the scripts' caller sees it (package wire's
 // Bucket), for bucket index i.
 func (b Bucket) Wire(i int) wire.Bucket {
-	return wire.NewBucket(Name(i), b.Cap, b.Refill, time.Duration(b.Window)*time.Millisecond, IsToken(i))
+	unit := wire.Requests
+	if IsToken(i) {
+		unit = wire.Tokens
+	}
+	return wire.NewBucket(Name(i), b.Cap, b.Refill, time.Duration(b.Window)*time.Millisecond, unit)
 }
 
 // Buckets are the four limits in the scripts' order: rpm, tpm, rpd, tpd.

@@ -29,7 +29,7 @@ func index(field string) int {
 // the floor in thousandths for a batch call.
 func Charges(bs Buckets, cost int64, batch bool, floorMilli int64) []Charge {
 	var cs []Charge
-	for _, c := range wire.Charges(bs.Wire(), cost, keep(batch, floorMilli)) {
+	for _, c := range wire.Charges(bs.Wire(), wire.Use{Tokens: cost}, keep(batch, floorMilli)) {
 		cs = append(cs, Charge{Bucket: index(c.Field), Charge: c.Charge, Allow: c.Allow})
 	}
 	return cs
@@ -67,7 +67,7 @@ func Deltas(bs Buckets, how int, reserved, used int64) []Delta {
 		used = 0
 	}
 	var ds []Delta
-	for _, c := range wire.Corrections(bs.Wire(), reserved, used, how == Canceled) {
+	for _, c := range wire.Corrections(bs.Wire(), wire.Use{Tokens: reserved}, wire.Use{Tokens: used}, how == Canceled) {
 		ds = append(ds, Delta{Bucket: index(c.Field), Us: c.Us})
 	}
 	return ds

@@ -24,7 +24,8 @@ func Lowers(bs Buckets, tokens int64, which ...int) []Lower {
 	var ls []Lower
 	for _, i := range which {
 		if bs[i].Cap > 0 {
-			off, lim := bs[i].Wire(i).Lowering(tokens)
+			wb := bs[i].Wire(i)
+			off, lim := wb.Lowering(wb.Units(tokens))
 			ls = append(ls, Lower{i, off, lim})
 		}
 	}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -12,13 +13,13 @@ type Charge struct {
 	Charge, Allow int64
 }
 
-// Charges returns what a call of tokens sends acquire for each bucket.
+// Charges returns what a call reserving r sends acquire for each bucket.
 // keep is the share of every bucket the call must leave: the batch floor
 // for a batch call, 0 for an interactive one.
-func Charges(buckets []Bucket, tokens int64, keep float64) []Charge {
+func Charges(buckets []Bucket, r Use, keep float64) []Charge {
 	cs := make([]Charge, len(buckets))
 	for i, b := range buckets {
-		cs[i] = Charge{Field: b.Field, Charge: b.Charge(b.Units(tokens)), Allow: b.Allowance(keep)}
+		cs[i] = Charge{Field: b.Field, Charge: b.Charge(r.Of(b.Unit)), Allow: b.Allowance(keep)}
 	}
 	return cs
 }
@@ -74,21 +75,29 @@ type Correction struct {
 }
 
 // Corrections returns what ending a lease sends settle for each bucket it
-// changes, when the call reserved tokens and really used used tokens
-// (used = reserved for a failed call that keeps its reservation, 0 for one
-// refused or never sent); request says whether the request itself is given
-// back too (a call never sent). A debt (used > reserved) is charged at most
-// one full bucket, so one wildly wrong estimate holds the budget back for
-// at most a window more.
-func Corrections(buckets []Bucket, reserved, used int64, request bool) []Correction {
+// changes, when the call reserved r and really used u (u = r for a failed
+// call that keeps its reservation, zero for one refused or never sent);
+// request says whether the request itself is given back too (a call never
+// sent). A debt (used > reserved) is charged at most one full bucket, so
+// one wildly wrong estimate holds the budget back for at most a window
+// more.
+//
+// A usage without its split (only Tokens known) bounds the input and the
+// output used by its total: an input or output bucket gets back what its
+// reservation exceeds that total by, and is charged no debt.
+func Corrections(buckets []Bucket, r, u Use, request bool) []Correction {
 	var cs []Correction
 	for _, b := range buckets {
 		var back int64 // units given back; negative: owed
 		switch {
-		case b.Tokens:
-			back = reserved - used
-		case request:
-			back = 1
+		case b.Unit == Requests:
+			if request {
+				back = 1
+			}
+		case b.Unit != Tokens && !u.Split:
+			back = max(r.Of(b.Unit)-u.Tokens, 0)
+		default:
+			back = r.Of(b.Unit) - u.Of(b.Unit)
 		}
 		var d int64
 		switch {
@@ -100,6 +109,14 @@ func Corrections(buckets []Bucket, reserved, used int64, request bool) []Correct
 		if d != 0 {
 			cs = append(cs, Correction{Field: b.Field, Us: d})
 		}
+	}
+	// settle.lua takes one sign per call: a give-back is bounded by what
+	// later charges left room for, a debt is not. When input and output
+	// differ in sign (less input, more output than reserved), the debts
+	// are kept and the give-backs dropped: the budget stays on the safe
+	// side, short of a refund.
+	if slices.ContainsFunc(cs, func(c Correction) bool { return c.Us > 0 }) {
+		cs = slices.DeleteFunc(cs, func(c Correction) bool { return c.Us < 0 })
 	}
 	return cs
 }

@@ -27,18 +27,49 @@ type Bucket struct {
 	// more than 1 ms short, and under half an Interval, so it never admits
 	// a unit more than the bucket holds.
 	Slack int64
-	// Tokens says the bucket counts tokens (a call is charged its tokens),
-	// not requests (a call is charged 1).
-	Tokens bool
+	// Unit says what the bucket counts: requests (a call is charged 1),
+	// tokens (input + output), or input or output tokens alone.
+	Unit Unit
+}
+
+// Unit is what a bucket counts.
+type Unit int
+
+// The units a bucket may count.
+const (
+	Requests Unit = iota // one per call
+	Tokens               // input + output tokens
+	Input                // input (prompt) tokens
+	Output               // output tokens: the cap reserved, then the output used
+)
+
+// Use is a call's tokens: reserved at admission, or used at its end. Split
+// says Input and Output are known; without it only Tokens is, and a bucket
+// of input or output tokens takes Tokens as its bound.
+type Use struct {
+	Tokens, Input, Output int64
+	Split                 bool
+}
+
+// Of returns u's units in unit: 1 for requests, the tokens otherwise.
+func (u Use) Of(unit Unit) int64 {
+	switch {
+	case unit == Requests:
+		return 1
+	case unit == Input && u.Split:
+		return u.Input
+	case unit == Output && u.Split:
+		return u.Output
+	}
+	return u.Tokens
 }
 
 // NewBucket returns the bucket for a limit that holds capacity units and
-// refills refill units per window, continuously; tokens says whether it
-// counts tokens or requests.
-func NewBucket(field string, capacity, refill int64, window time.Duration, tokens bool) Bucket {
+// refills refill units per window, continuously, counting unit.
+func NewBucket(field string, capacity, refill int64, window time.Duration, unit Unit) Bucket {
 	iv := float64(window.Microseconds()) / float64(refill)
 	return Bucket{
-		Field: field, Capacity: capacity, Interval: iv, Tokens: tokens,
+		Field: field, Capacity: capacity, Interval: iv, Unit: unit,
 		Span:  int64(math.Ceil(float64(capacity) * iv)),
 		Slack: max(0, min(999, int64(math.Ceil(iv/2))-1)),
 	}
@@ -62,12 +93,10 @@ func (b Bucket) Allowance(keep float64) int64 {
 }
 
 // Units returns what a call of tokens takes from the bucket: its tokens, or
-// one request.
+// one request. A bucket of input or output tokens takes all of them: it
+// cannot tell the two apart.
 func (b Bucket) Units(tokens int64) int64 {
-	if b.Tokens {
-		return tokens
-	}
-	return 1
+	return Use{Tokens: tokens}.Of(b.Unit)
 }
 
 // Level returns the units the bucket holds at nowUs given its stored TAT
@@ -80,11 +109,11 @@ func (b Bucket) Level(nowUs, tat int64, ok bool) float64 {
 	return math.Min(float64(b.Capacity), float64(nowUs+b.Span-tat)/b.Interval)
 }
 
-// Lowering returns what a refused call of tokens sends pause.lua to lower
+// Lowering returns what a refused call of units sends pause.lua to lower
 // the bucket: the offset, the bucket's span less the call's charge (its
 // units, at most the capacity), so that when the pause ends the bucket
 // holds just the call's share; and the limit, two spans, so that it never
 // goes below minus one full bucket.
-func (b Bucket) Lowering(tokens int64) (offset, limit int64) {
-	return b.Span - b.Charge(min(b.Units(tokens), b.Capacity)), 2 * b.Span
+func (b Bucket) Lowering(units int64) (offset, limit int64) {
+	return b.Span - b.Charge(min(units, b.Capacity)), 2 * b.Span
 }

@@ -11,8 +11,8 @@ import (
 // 500 requests and 200,000 tokens a minute: each bucket's charge and
 // allowance in microseconds (see docs/lua-contract.md).
 func ExampleNewBucket() {
-	rpm := wire.NewBucket("rpm", 500, 500, time.Minute, false)
-	tpm := wire.NewBucket("tpm", 200_000, 200_000, time.Minute, true)
+	rpm := wire.NewBucket("rpm", 500, 500, time.Minute, wire.Requests)
+	tpm := wire.NewBucket("tpm", 200_000, 200_000, time.Minute, wire.Tokens)
 	fmt.Println(rpm.Field, rpm.Charge(1), rpm.Allowance(0))
 	fmt.Println(tpm.Field, tpm.Charge(1300), tpm.Allowance(0))
 	// A batch call leaves the last 20% of each bucket to interactive calls.

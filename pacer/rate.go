@@ -1,0 +1,103 @@
+package pacer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+)
+
+// Unit says what a Rate counts.
+type Unit int
+
+// The units a Rate may count.
+const (
+	// Requests: one per call.
+	Requests Unit = iota + 1
+	// Tokens: input and output together, as Request.Tokens reserves and
+	// Settle settles them.
+	Tokens
+	// InputTokens: the prompt's tokens (Request.Input), as Anthropic's
+	// input-token limits count them.
+	InputTokens
+	// OutputTokens: the output cap reserved (Request.Output), then the
+	// output used, as Anthropic's output-token limits count them.
+	OutputTokens
+)
+
+// String names the unit: "requests", "tokens", "input_tokens" or
+// "output_tokens".
+func (u Unit) String() string {
+	switch u {
+	case Requests:
+		return "requests"
+	case Tokens:
+		return "tokens"
+	case InputTokens:
+		return "input_tokens"
+	case OutputTokens:
+		return "output_tokens"
+	}
+	return fmt.Sprintf("Unit(%d)", int(u))
+}
+
+// wire returns the unit as the caller's arithmetic knows it.
+func (u Unit) wire() wire.Unit {
+	return [...]wire.Unit{Requests: wire.Requests, Tokens: wire.Tokens, InputTokens: wire.Input, OutputTokens: wire.Output}[u]
+}
+
+// Rate is one limit over any window: Limit units of Unit per Window. Use
+// Config.Rates for what Limits' four fields cannot say: 200,000 tokens an
+// hour beside 10,000 a minute, requests per second, input and output
+// tokens apart. Each rate is a bucket like the four, checked and charged
+// with them in the same script.
+type Rate struct {
+	Unit  Unit
+	Limit int64
+	// Window is the period Limit refers to: a whole number of
+	// milliseconds, from one second to 366 days.
+	Window time.Duration
+	// Burst optionally lowers the bucket's capacity below Limit, as
+	// Config.Burst does for the four.
+	Burst int64
+}
+
+// Name returns the limit's name, as Event.Limit, WaitError.Limit and
+// NotYetError.Limit report it: "rpm", "tpm", "rpd" or "tpd" for the rates
+// Limits can state, and otherwise the unit's letter and the window, such as
+// "tokens/3600s" or "input_tokens/60s".
+func (r Rate) Name() Limit {
+	switch {
+	case r.Unit == Requests && r.Window == time.Minute:
+		return LimitRPM
+	case r.Unit == Tokens && r.Window == time.Minute:
+		return LimitTPM
+	case r.Unit == Requests && r.Window == 24*time.Hour:
+		return LimitRPD
+	case r.Unit == Tokens && r.Window == 24*time.Hour:
+		return LimitTPD
+	}
+	if r.Window%time.Second == 0 {
+		return Limit(fmt.Sprintf("%s/%ds", r.Unit, r.Window/time.Second))
+	}
+	return Limit(fmt.Sprintf("%s/%dms", r.Unit, r.Window/time.Millisecond))
+}
+
+// maxWindow bounds a Rate's window.
+const maxWindow = 366 * 24 * time.Hour
+
+// check validates the rate on its own.
+func (r Rate) check(i int) error {
+	at := fmt.Sprintf("Config.Rates[%d]", i)
+	switch {
+	case r.Unit < Requests || r.Unit > OutputTokens:
+		return invalidf("%s.Unit = %d: use pacer.Requests, Tokens, InputTokens or OutputTokens", at, int(r.Unit))
+	case r.Limit < 1 || r.Limit > maxLimit:
+		return invalidf("%s.Limit = %d: must be between 1 and %d", at, r.Limit, int64(maxLimit))
+	case r.Window < time.Second || r.Window > maxWindow || r.Window%time.Millisecond != 0:
+		return invalidf("%s.Window = %v: must be a whole number of milliseconds from 1s to %v", at, r.Window, maxWindow)
+	case r.Burst < 0 || r.Burst > r.Limit:
+		return invalidf("%s.Burst = %d: must be between 0 (the limit) and the limit %d", at, r.Burst, r.Limit)
+	}
+	return nil
+}
