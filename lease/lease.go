@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"math"
 	"context"
 	"errors"
 	"fmt"
@@ -130,9 +131,9 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
-	u := wire.Use{Tokens: usedTokens}
+	u := wire.Use{Tokens: l.weigh(usedTokens)}
 	if r := l.reserved(); l.b.NoRefund {
-		u = wire.Use{Tokens: max(usedTokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split}
+		u = wire.Use{Tokens: max(u.Tokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split}
 	}
 	return l.finish(ctx, Settled, u)
 }
@@ -157,7 +158,8 @@ func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
 	if used.Input < 0 || used.Output < 0 || used.Input > maxTokens || used.Output > maxTokens {
 		return fmt.Errorf("%w: SettleUsage(%+v): input and output must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, used, int64(maxTokens))
 	}
-	u := wire.Use{Tokens: used.Input + used.Output, Input: used.Input, Output: used.Output, Split: true}
+	in, out := l.weigh(used.Input), l.weigh(used.Output)
+	u := wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
 	if r := l.reserved(); l.b.NoRefund {
 		u.Tokens = max(u.Tokens, r.Tokens)
 		u.Input = max(u.Input, r.Of(wire.Input))
@@ -166,12 +168,21 @@ func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
 	return l.finish(ctx, Settled, u)
 }
 
-// reserved returns what the lease reserved.
+// reserved returns what the lease's buckets were charged, in their units.
 func (l *Lease) reserved() wire.Use {
-	if l.a.Split.Split {
-		return l.a.Split
+	if l.a.Reserve != (wire.Use{}) {
+		return l.a.Reserve
 	}
 	return wire.Use{Tokens: l.a.Tokens}
+}
+
+// weigh returns tokens times the model's weight, rounded up (as charges
+// are: against the caller).
+func (l *Lease) weigh(tokens int64) int64 {
+	if l.a.Weight == 0 || l.a.Weight == 1 {
+		return tokens
+	}
+	return int64(math.Ceil(float64(tokens) * l.a.Weight))
 }
 
 // Release ends the lease of a call that failed, keeping the whole

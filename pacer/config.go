@@ -3,6 +3,7 @@ package pacer
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -79,6 +80,14 @@ type Config struct {
 	// Limits are the provider's limits. At least one of them, or a Rate,
 	// must be set.
 	Limits Limits
+
+	// Weights are per-model multipliers on token rates (seed 001's cost
+	// multiplier): a call whose Request.Model is m is charged its tokens
+	// times Weights[m] on every rate of tokens, input or output tokens,
+	// so that one budget shared by several models counts a large model's
+	// tokens for more. Models not listed weigh 1. Each weight is above 0
+	// and at most 1000.
+	Weights map[string]float64
 
 	// Rates are limits over any window, and of input or output tokens
 	// apart, beside Limits: 200,000 tokens an hour, 10 requests a second,
@@ -171,6 +180,7 @@ type settings struct {
 	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
 	rates        []bucket  // the other Config.Rates, in order
 	rateOf       []Rate    // the Rate each of rates comes from
+	weights      map[string]float64
 	batchFloor   float64
 	noRefund     bool
 	leaseTTL     time.Duration
@@ -210,6 +220,7 @@ func (c Config) settings() (settings, error) {
 		s.batchFloor = 0
 	}
 	s.keep = s.batchFloor
+	s.weights = maps.Clone(c.Weights)
 	four, more, err := c.bucketSpecs()
 	if err != nil {
 		return settings{}, err
@@ -252,6 +263,11 @@ func (c Config) validate() error {
 	l := c.Limits
 	if l.IsZero() && len(c.Rates) == 0 {
 		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency, or a Config.Rates entry")
+	}
+	for m, w := range c.Weights {
+		if !(w > 0 && w <= 1000) {
+			return invalidf("Config.Weights[%q] = %v: a weight must be above 0 and at most 1000 (1 is the default)", m, w)
+		}
 	}
 	if len(c.Rates) > maxRates {
 		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)

@@ -53,7 +53,7 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	// call's share (at most a full bucket); never less than minus one full
 	// bucket (see lua/pause.lua).
 	var args []any
-	use := r.withTotal().use()
+	use := r.withTotal().use(p.weight(r))
 	for _, b := range p.s.configured() {
 		if !lower[b.unit] || b.window > time.Minute {
 			continue

@@ -201,3 +201,44 @@ func TestRatesInvalid(t *testing.T) {
 		t.Errorf("900 input and 5,000 output against an input rate alone = %v; want admitted", err)
 	}
 }
+
+// A model's weight multiplies its tokens on every token rate, at admission
+// and at settle.
+func TestWeights(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10_000},
+			Weights: map[string]float64{"gpt-4o": 10}})
+		newClock(b)
+		big, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500, Model: "gpt-4o"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500, Model: "gpt-4o-mini"}); err != nil {
+			t.Fatal(err)
+		}
+		// A real Redis refills 166 tokens a second while the test runs.
+		if lv := snap(t, p).TPM.Level; lv < 4500 || lv > 4600 {
+			t.Errorf("TPM level %.0f after 500 weighted 10 and 500 weighted 1; want 4500", lv)
+		}
+		if big.Tokens() != 500 {
+			t.Errorf("the lease reports %d tokens; want the call's own 500", big.Tokens())
+		}
+		if err := big.Settle(ctx, 200); err != nil {
+			t.Fatal(err)
+		}
+		if lv := snap(t, p).TPM.Level; lv < 7500 || lv > 7700 {
+			t.Errorf("TPM level %.0f after settling 200 of 500 weighted 10; want 7500", lv)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1001, Model: "gpt-4o"}); !errors.Is(err, pacer.ErrTooLarge) {
+			t.Errorf("1,001 tokens weighted 10 against 10,000 = %v; want ErrTooLarge", err)
+		}
+	})
+	b := redistest.Mini(t)
+	for _, w := range []float64{0, -1, math.NaN(), math.Inf(1), 1001} {
+		_, err := pacer.New(b.Client(t), pacer.Config{Name: "x", Limits: pacer.Limits{TPM: 10}, Weights: map[string]float64{"m": w}})
+		if !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("weight %v: New = %v; want ErrInvalid", w, err)
+		}
+	}
+}

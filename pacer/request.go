@@ -2,6 +2,7 @@ package pacer
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -45,6 +46,10 @@ type Request struct {
 	// is then their sum) or must equal their sum. Settle with
 	// Lease.SettleUsage to give each part back exactly.
 	Input, Output int64
+	// Model names the model called, for Config.Weights: its weight
+	// multiplies the call's tokens on every token rate. Empty, or a model
+	// the weights do not list, weighs 1.
+	Model string
 	// Priority of the call; the zero value is Interactive.
 	Priority Priority
 	// MaxWait, if positive, bounds this call's wait instead of
@@ -52,13 +57,29 @@ type Request struct {
 	MaxWait time.Duration
 }
 
-// use returns what r reserves: its tokens, split into input and output
-// when it says them (checkRequest has checked they add up).
-func (r Request) use() wire.Use {
-	if r.Input == 0 && r.Output == 0 {
-		return wire.Use{Tokens: r.Tokens}
+// use returns what r reserves in the buckets' units: its tokens, split
+// into input and output when it says them (checkRequest has checked they
+// add up), times the weight w of its model (rounded up).
+func (r Request) use(w float64) wire.Use {
+	weigh := func(n int64) int64 {
+		if w == 1 {
+			return n
+		}
+		return int64(math.Ceil(float64(n) * w))
 	}
-	return wire.Use{Tokens: r.Input + r.Output, Input: r.Input, Output: r.Output, Split: true}
+	if r.Input == 0 && r.Output == 0 {
+		return wire.Use{Tokens: weigh(r.Tokens)}
+	}
+	in, out := weigh(r.Input), weigh(r.Output)
+	return wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
+}
+
+// weight returns the weight of r's model on token rates.
+func (p *Pacer) weight(r Request) float64 {
+	if w, ok := p.s.weights[r.Model]; ok {
+		return w
+	}
+	return 1
 }
 
 // withTotal returns r with Tokens set to Input + Output when only they are
@@ -87,7 +108,7 @@ func (p *Pacer) checkRequest(r Request) error {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
 	// The same comparison as acquire.lua's, on the same integers.
-	use := r.withTotal().use()
+	use := r.withTotal().use(p.weight(r))
 	for _, b := range p.s.wireBuckets {
 		need := use.Of(b.Unit)
 		name := strings.ToUpper(b.Field)

@@ -100,6 +100,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// output rates (Anthropic's ITPM and OTPM) charges each its own.
 	r := request(ctx, t.cfg.defaultTokens)
 	if parsed {
+		r.Model = c.Model // for Config.Weights
 		r.Tokens, r.Input, r.Output = 0, max(c.Prompt, 0), t.cfg.defaultMaxOutput
 		if c.HasMaxOutput {
 			r.Output = max(c.MaxOutput, 0)

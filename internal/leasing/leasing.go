@@ -45,9 +45,13 @@ type Ending struct {
 type Admission struct {
 	ID     string
 	Tokens int64
-	// Split is the reservation's input and output, when the request gave
-	// them (Split.Split true; Split.Tokens == Tokens).
-	Split wire.Use
+	// Reserve is what the buckets were charged, in their units: the
+	// tokens (and their input and output, when the request split them)
+	// times the model's weight. Zero: Tokens, unweighted.
+	Reserve wire.Use
+	// Weight is the model's weight on token rates (0 means 1): the usage
+	// a settle reports is weighed with it too.
+	Weight float64
 	// Start is when the call's turn begins, Expiry when the lease expires,
 	// both on the Redis clock.
 	Start, Expiry time.Time
