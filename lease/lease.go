@@ -1,10 +1,10 @@
 package lease
 
 import (
-	"math"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
