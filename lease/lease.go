@@ -89,6 +89,12 @@ func init() {
 // ID returns the lease's id, the member of the budget's lease set in Redis.
 func (l *Lease) ID() string { return l.a.ID }
 
+// Shadow reports whether the budget does not count this lease: in a shadow
+// budget (pacer.Config.Shadow), the lease of a call the budget would have
+// made wait or refused, which runs at once anyway. Ending it changes
+// nothing in the budget.
+func (l *Lease) Shadow() bool { return l.a.Detached }
+
 // Tokens returns the tokens reserved.
 func (l *Lease) Tokens() int64 { return l.a.Tokens }
 
@@ -218,7 +224,8 @@ func (l *Lease) finish(ctx context.Context, how End, used wire.Use) error {
 		return err
 	}
 	// Tell the budget outside the lock: an observer may look at the lease.
-	if l.b.Ended != nil {
+	// A detached lease was never admitted, so its end is not one either.
+	if l.b.Ended != nil && !l.a.Detached {
 		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe}
 		switch end {
 		case Settled:
@@ -241,6 +248,10 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 		return Held, ErrExpired
 	default:
 		return Held, nil
+	}
+	if l.a.Detached {
+		l.end = how
+		return how, nil
 	}
 	cs := wire.Corrections(l.b.Buckets, l.reserved(), used, how == Canceled)
 	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
@@ -299,6 +310,11 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		l.mu.Unlock()
 		return ErrExpired
 	default:
+		l.mu.Unlock()
+		return nil
+	}
+	if l.a.Detached {
+		l.expiry = time.Now().Add(l.b.TTL)
 		l.mu.Unlock()
 		return nil
 	}

@@ -31,6 +31,9 @@ import (
 // across every process, and is woken when a slot is granted to it; a call
 // that waits for a pause asks again when the pause ends.
 func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
+	if p.s.shadow {
+		return p.TryAcquire(ctx, r)
+	}
 	if err := p.checkRequest(r); err != nil {
 		return nil, err
 	}
@@ -300,7 +303,24 @@ const roundTrip = 5 * time.Millisecond
 // long until r could be admitted (assuming no other caller takes the room
 // first), having charged nothing. It returns ErrTooLarge for a request that
 // can never fit.
+//
+// In a shadow budget (Config.Shadow) Acquire and TryAcquire never refuse
+// for want of room or Redis: they report the refusal as a Denied event and
+// return a lease the budget does not count (Lease.Shadow).
 func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
+	l, err := p.tryAcquire(ctx, r)
+	if err == nil || !p.s.shadow || errors.Is(err, ErrInvalid) {
+		return l, err
+	}
+	// A shadow budget reports the refusal and lets the call run.
+	if !errors.Is(err, ErrNotYet) && !errors.Is(err, ErrStopped) { // those emitted Denied already
+		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Err: err})
+	}
+	now := time.Now()
+	return p.newLease(leasing.Admission{ID: leasing.NewID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(p.s.leaseTTL), Detached: true}), nil
+}
+
+func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	if err := p.checkRequest(r); err != nil {
 		return nil, err
 	}

@@ -137,6 +137,15 @@ type Config struct {
 	// Same rules as Name.
 	KeyPrefix string
 
+	// Shadow makes the budget observe without ever holding a call, to
+	// adopt it safely: Acquire and TryAcquire never wait and never fail
+	// for want of room, nor for Redis. A call the budget has room for now
+	// is admitted and charged as usual; a call it would make wait, refuse
+	// or could not ask Redis about gets a Denied event that says how long
+	// and why, and a lease the budget does not count (Lease.Shadow), so
+	// it runs at once. Watch the Denied events, then turn Shadow off.
+	Shadow bool
+
 	// Observe, if set, is called for every admission, denial, wait and end
 	// of a lease, synchronously: keep it fast (count, log, export metrics).
 	Observe func(Event)
@@ -181,6 +190,7 @@ type settings struct {
 	rates        []bucket  // the other Config.Rates, in order
 	rateOf       []Rate    // the Rate each of rates comes from
 	weights      map[string]float64
+	shadow       bool
 	batchFloor   float64
 	noRefund     bool
 	leaseTTL     time.Duration
@@ -221,6 +231,7 @@ func (c Config) settings() (settings, error) {
 	}
 	s.keep = s.batchFloor
 	s.weights = maps.Clone(c.Weights)
+	s.shadow = c.Shadow
 	four, more, err := c.bucketSpecs()
 	if err != nil {
 		return settings{}, err

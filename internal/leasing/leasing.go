@@ -59,6 +59,10 @@ type Admission struct {
 	// the buckets, or a lower bound of it (see settle.lua).
 	ChargedUs int64
 	Waited    time.Duration
+	// Detached says the budget does not count the lease: a shadow budget's
+	// call it would have refused, which runs anyway. Ending it, or keeping
+	// it alive, changes nothing in Redis.
+	Detached bool
 	// Probe says the lease is the one call a stopped budget let through
 	// to see whether the provider serves again: its settle resumes the
 	// budget.
