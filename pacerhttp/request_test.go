@@ -362,7 +362,7 @@ func TestParseEmbeddings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseRequest() error = %v", err)
 			}
-			want := call{Model: "text-embedding-3-small", Prompt: tt.want}
+			want := call{Model: "text-embedding-3-small", Prompt: tt.want, HasMaxOutput: true}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("parseRequest() mismatch (-want +got):\n%s", diff)
 			}
