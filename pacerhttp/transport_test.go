@@ -6,111 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
-	ooption "github.com/openai/openai-go/v3/option"
 )
-
-// events records what a Pacer's Observe sees.
-type events struct {
-	mu sync.Mutex
-	ev []pacer.Event
-}
-
-func (e *events) observe(ev pacer.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ev = append(e.ev, ev)
-}
-
-// of returns the events of kind k so far.
-func (e *events) of(k pacer.EventKind) []pacer.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []pacer.Event
-	for _, ev := range e.ev {
-		if ev.Kind == k {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// ended waits up to 5 s for n leases to have ended, and returns their
-// events: a lease ends as the SDK reads or closes the answer, or in the
-// background when Redis failed.
-func (e *events) ended(t *testing.T, n int) []pacer.Event {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := e.of(pacer.Ended)
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d leases ended within 5 s; want %d", len(got), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// rig is one budget, a simulated provider and the Pacers that share them.
-type rig struct {
-	t        *testing.T
-	b        redistest.Backend
-	cfg      pacer.Config
-	provider *fakeprovider.Provider
-	server   *httptest.Server
-}
-
-func newRig(t *testing.T, b redistest.Backend, limits pacer.Limits, pcfg fakeprovider.Config) *rig {
-	t.Helper()
-	prov, err := fakeprovider.New(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(prov)
-	t.Cleanup(srv.Close)
-	return &rig{t: t, b: b, cfg: pacer.Config{Name: redistest.Name(t), Limits: limits}, provider: prov, server: srv}
-}
-
-// pacer returns a new Pacer of the rig's budget (a process of the fleet)
-// and what it observes.
-func (r *rig) pacer() (*pacer.Pacer, *events) {
-	r.t.Helper()
-	ev := &events{}
-	cfg := r.cfg
-	cfg.Observe = ev.observe
-	p, err := pacer.New(r.b.Client(r.t), cfg)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return p, ev
-}
-
-func (r *rig) openai(p *pacer.Pacer, opts ...pacerhttp.Option) openai.Client {
-	return openai.NewClient(
-		ooption.WithBaseURL(r.server.URL+"/v1/"), ooption.WithAPIKey("sk-test"),
-		ooption.WithHTTPClient(&http.Client{Transport: pacerhttp.NewTransport(p, nil, opts...)}),
-	)
-}
-
-func (r *rig) anthropic(p *pacer.Pacer, opts ...pacerhttp.Option) anthropic.Client {
-	return anthropic.NewClient(
-		aoption.WithBaseURL(r.server.URL), aoption.WithAPIKey("sk-ant-test"),
-		aoption.WithHTTPClient(&http.Client{Transport: pacerhttp.NewTransport(p, nil, opts...)}),
-	)
-}
 
 func chatParams(maxTokens int64) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{
