@@ -82,6 +82,10 @@ func (m *meter) finish(eof bool) {
 	)
 	if m.scan != nil {
 		u, ok = m.scan.Usage()
+		// A stream cut or closed before its last usage event has only a
+		// figure from on the way (Anthropic's message_start, an early
+		// Gemini chunk): the provider may have counted more.
+		ok = ok && (eof || m.scan.Final())
 		v, failure = m.scan.Failure()
 	} else if eof && !m.over {
 		u, ok = usageFromJSON(m.a, m.buf)

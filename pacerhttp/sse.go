@@ -121,6 +121,14 @@ func (s *streamScanner) Usage() (usage, bool) {
 	return s.acc.u, s.acc.ok
 }
 
+// Final reports whether the usage found is the call's whole usage: the
+// stream's last usage event has passed (OpenAI's usage chunk, a terminal
+// Responses event, Anthropic's message_delta, the Gemini chunk that
+// finishes), not only a figure sent on the way.
+func (s *streamScanner) Final() bool {
+	return s.acc.final
+}
+
 // Failure returns the first error event found inside the stream, which a
 // provider sends after its 200 when the call fails midway (Anthropic's
 // overloaded_error, an OpenAI or Gemini {"error": ...} chunk, a Responses

@@ -11,19 +11,25 @@ import (
 type usageAcc struct {
 	u  usage
 	ok bool
+	// final says the usage is the call's whole usage, not a figure the
+	// stream reports on the way (Anthropic's message_start, a Gemini
+	// chunk before the last): a stream cut after a partial figure must
+	// keep its reservation, not settle the tokens counted so far.
+	final bool
 }
 
 // set replaces the usage: OpenAI's and Gemini's usage chunks each carry
-// the whole figure, so the last one is the answer.
-func (a *usageAcc) set(u usage) {
-	a.u, a.ok = u, true
+// the whole figure so far, so the last one is the answer. final says the
+// stream will report no more.
+func (a *usageAcc) set(u usage, final bool) {
+	a.u, a.ok, a.final = u, true, final
 }
 
 // merge folds in an Anthropic usage object. message_start carries the
 // input and cache figures and a first output count; message_delta carries
 // the cumulative output and may repeat the others, as null or 0 when it
 // has nothing new. So each field keeps its latest non-zero value.
-func (a *usageAcc) merge(u usage) {
+func (a *usageAcc) merge(u usage, final bool) {
 	if u.Input != 0 {
 		a.u.Input = u.Input
 	}
@@ -38,6 +44,7 @@ func (a *usageAcc) merge(u usage) {
 	}
 	a.u.Total = a.u.anthropicTotal()
 	a.ok = true
+	a.final = a.final || final
 }
 
 // Keys whose presence makes an event worth decoding. Most events of a
@@ -118,10 +125,24 @@ type anthropicEvent struct {
 }
 
 // geminiChunk is one GenerateContentResponse of a Gemini stream, or an
-// error in its place.
+// error in its place. Every chunk may carry usageMetadata; only the last,
+// whose candidates have a finishReason, carries the whole output.
 type geminiChunk struct {
 	UsageMetadata *geminiUsage    `json:"usageMetadata"`
 	Error         json.RawMessage `json:"error"`
+	Candidates    []struct {
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+}
+
+// finished reports whether a candidate of the chunk has finished.
+func (c *geminiChunk) finished() bool {
+	for _, cand := range c.Candidates {
+		if cand.FinishReason != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // handleEvent reads one SSE event's data.
@@ -143,7 +164,7 @@ func (s *streamScanner) handleEvent(name, data []byte) {
 			s.failure(data)
 		}
 		if c.UsageMetadata != nil {
-			s.acc.set(c.UsageMetadata.usage())
+			s.acc.set(c.UsageMetadata.usage(), c.finished())
 		}
 	default:
 		var c openAIChunk
@@ -154,7 +175,8 @@ func (s *streamScanner) handleEvent(name, data []byte) {
 			s.failure(data)
 		}
 		if c.Usage != nil {
-			s.acc.set(c.Usage.usage(s.api))
+			// include_usage's chunk comes last, after every choice's.
+			s.acc.set(c.Usage.usage(s.api), true)
 		}
 	}
 }
@@ -179,11 +201,12 @@ func (s *streamScanner) anthropicEvent(name, data []byte) {
 			Usage *wireUsage `json:"usage"`
 		}
 		if json.Unmarshal(ev.Message, &m) == nil && m.Usage != nil {
-			s.acc.merge(m.Usage.usage(apiAnthropicMessages))
+			s.acc.merge(m.Usage.usage(apiAnthropicMessages), false)
 		}
 	case "message_delta":
 		if ev.Usage != nil {
-			s.acc.merge(ev.Usage.usage(apiAnthropicMessages))
+			// The cumulative usage, sent once the output is done.
+			s.acc.merge(ev.Usage.usage(apiAnthropicMessages), true)
 		}
 	}
 }
@@ -208,7 +231,8 @@ func (s *streamScanner) responsesEvent(name, data []byte) {
 		return
 	}
 	if ev.Response.Usage != nil {
-		s.acc.set(ev.Response.Usage.usage(apiOpenAIResponses))
+		// Only the terminal events carry it.
+		s.acc.set(ev.Response.Usage.usage(apiOpenAIResponses), true)
 	}
 	if !isNull(ev.Response.Error) {
 		s.failure(wrapError(ev.Response.Error))
@@ -225,7 +249,7 @@ func (s *streamScanner) handleChunk(obj []byte) {
 		return
 	}
 	if u, ok := usageFromJSON(s.api, obj); ok {
-		s.acc.set(u)
+		s.acc.set(u, true) // a whole answer
 	}
 	var e struct {
 		Error json.RawMessage `json:"error"`
