@@ -227,6 +227,19 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 		if took := time.Since(began); took > time.Second {
 			t.Errorf("the refusal took %v; want it at once", took)
 		}
+		if b.Mini != nil {
+			// The SDK retries the refusal as a connection error, twice
+			// with its default retries; on a stopped clock no probe comes
+			// due, and each retry is refused too.
+			denied := len(ev2.of(pacer.Denied))
+			c := r.openai(p2, opt)
+			if _, err := c.Chat.Completions.New(ctx, chatParams(10)); !errors.Is(err, pacer.ErrQuotaExhausted) {
+				t.Fatalf("the other process's SDK call = %v; want ErrQuotaExhausted", err)
+			}
+			if got := len(ev2.of(pacer.Denied)) - denied; got != 3 {
+				t.Errorf("%d refusals for one SDK call; want 3, the call and its two retries", got)
+			}
+		}
 		if got := r.provider.Stats().Calls; got != 1 {
 			t.Fatalf("%d requests reached the provider; want only the one that met the quota error", got)
 		}
