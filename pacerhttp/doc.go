@@ -39,6 +39,14 @@
 //   - follows the provider's rate-limit headers (pacer.Sync), so a caller
 //     outside the pacer on the same key is seen within one answer.
 //
+// An SDK takes the transport's refusal for a connection error and retries
+// it. openai-go and anthropic-sdk-go ask again MaxRetries times (twice by
+// default), after about 0.5 s and 1 s. So with their defaults a call the
+// budget refuses (stopped for quota, or no room within the wait bound)
+// fails after about 1.5 s, not at once. Each retry is refused at once and
+// sends nothing, unless the budget has room by then: a retry that comes
+// after a quota stop's probe interval is that interval's probe.
+//
 // Priority and wait bound come from the request's context: see WithPriority
 // and WithMaxWait.
 package pacerhttp

@@ -82,6 +82,10 @@ func (m *meter) finish(eof bool) {
 	)
 	if m.scan != nil {
 		u, ok = m.scan.Usage()
+		// A stream cut or closed before its last usage event has only a
+		// figure from on the way (Anthropic's message_start, an early
+		// Gemini chunk): the provider may have counted more.
+		ok = ok && (eof || m.scan.Final())
 		v, failure = m.scan.Failure()
 	} else if eof && !m.over {
 		u, ok = usageFromJSON(m.a, m.buf)
@@ -112,15 +116,17 @@ func (m *meter) finish(eof bool) {
 // caller stops reading without closing it stops renewing after two idle
 // renewal periods, and the lease then expires (its reservation kept).
 type keeper struct {
-	l      *pacer.Lease
-	active atomic.Bool
-	once   sync.Once
-	quit   chan struct{}
+	l       *pacer.Lease
+	waiting atomic.Bool // no answer yet: the provider is working, never idle
+	active  atomic.Bool
+	once    sync.Once
+	quit    chan struct{}
 }
 
 // keep starts keeping l alive.
 func keep(l *pacer.Lease) *keeper {
 	k := &keeper{l: l, quit: make(chan struct{})}
+	k.waiting.Store(true)
 	k.active.Store(true)
 	every := max(time.Until(l.Expiry())/3, 10*time.Millisecond)
 	go k.run(every)
@@ -137,7 +143,9 @@ func (k *keeper) run(every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if k.active.Swap(false) {
+		// A slow model may take minutes to answer: only the caller's
+		// reading of the body can go idle.
+		if k.active.Swap(false) || k.waiting.Load() {
 			idle = 0
 		} else if idle++; idle >= 2 {
 			return
@@ -149,6 +157,13 @@ func (k *keeper) run(every time.Duration) {
 			return // expired: nothing left to keep
 		}
 	}
+}
+
+// answered records that the answer's headers have arrived: from now on
+// the caller's reading keeps the lease alive.
+func (k *keeper) answered() {
+	k.active.Store(true)
+	k.waiting.Store(false)
 }
 
 // touch records that the body is being read.

@@ -209,7 +209,7 @@ type embeddingsBody struct {
 }
 
 // parseEmbeddings reads an embeddings body. Embeddings produce no output
-// tokens, so the call has no cap and reserves its input alone.
+// tokens, so the call's output cap is 0 and it reserves its input alone.
 func parseEmbeddings(c *call, body []byte, est func(string) *estimate.Estimator) error {
 	var b embeddingsBody
 	if err := json.Unmarshal(body, &b); err != nil {
@@ -224,6 +224,9 @@ func parseEmbeddings(c *call, body []byte, est func(string) *estimate.Estimator)
 		return err
 	}
 	c.Prompt = n
+	// A cap of 0, not none: without one the transport would add
+	// DefaultMaxOutput to a call that generates nothing.
+	c.HasMaxOutput = true
 	return nil
 }
 

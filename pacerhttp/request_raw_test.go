@@ -85,7 +85,8 @@ func TestParseEmbeddings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseRequest() error = %v", err)
 			}
-			want := call{Model: "text-embedding-3-small", Prompt: tt.want}
+			// An embedding generates nothing: its output cap is 0, set.
+			want := call{Model: "text-embedding-3-small", Prompt: tt.want, HasMaxOutput: true}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("parseRequest() mismatch (-want +got):\n%s", diff)
 			}

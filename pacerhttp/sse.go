@@ -114,16 +114,19 @@ func (s *streamScanner) detect(p []byte) []byte {
 	return nil
 }
 
-// Usage returns the call's usage, and true once the provider sent all of
-// it: OpenAI's usage chunk, Responses' closing event, Anthropic's
-// message_delta (message_start's figure alone is a cut stream's, with only
-// part of the output), Gemini's chunk with a finish reason. Before that it
-// returns nothing, so that a cut stream keeps its reservation.
+// Usage returns the usage found so far, and true once the provider sent
+// it. For Anthropic that is from message_start on, with output_tokens
+// growing as message_delta events arrive.
 func (s *streamScanner) Usage() (usage, bool) {
-	if !s.acc.ok || !s.acc.final {
-		return usage{}, false
-	}
-	return s.acc.u, true
+	return s.acc.u, s.acc.ok
+}
+
+// Final reports whether the usage found is the call's whole usage: the
+// stream's last usage event has passed (OpenAI's usage chunk, a terminal
+// Responses event, Anthropic's message_delta, the Gemini chunk that
+// finishes), not only a figure sent on the way.
+func (s *streamScanner) Final() bool {
+	return s.acc.final
 }
 
 // Failure returns the first error event found inside the stream, which a

@@ -7,19 +7,20 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// usageAcc keeps the usage a stream has reported so far. final says the
-// figure is the call's whole usage: a stream cut after Anthropic's
-// message_start, or before Gemini's last chunk, has reported only part
-// of its output, and must keep its reservation rather than settle that.
+// usageAcc keeps the usage a stream has reported so far.
 type usageAcc struct {
-	u         usage
-	ok, final bool
+	u  usage
+	ok bool
+	// final says the usage is the call's whole usage, not a figure the
+	// stream reports on the way (Anthropic's message_start, a Gemini
+	// chunk before the last): a stream cut after a partial figure must
+	// keep its reservation, not settle the tokens counted so far.
+	final bool
 }
 
 // set replaces the usage: OpenAI's and Gemini's usage chunks each carry
-// the whole figure, so the last one is the answer. final says whether this
-// one is the last (OpenAI's usage chunk and Responses' closing events are;
-// a Gemini chunk is when it carries a finish reason).
+// the whole figure so far, so the last one is the answer. final says the
+// stream will report no more.
 func (a *usageAcc) set(u usage, final bool) {
 	a.u, a.ok, a.final = u, true, final
 }
@@ -28,7 +29,7 @@ func (a *usageAcc) set(u usage, final bool) {
 // input and cache figures and a first output count; message_delta carries
 // the cumulative output and may repeat the others, as null or 0 when it
 // has nothing new. So each field keeps its latest non-zero value.
-func (a *usageAcc) merge(u usage) {
+func (a *usageAcc) merge(u usage, final bool) {
 	if u.Input != 0 {
 		a.u.Input = u.Input
 	}
@@ -43,6 +44,7 @@ func (a *usageAcc) merge(u usage) {
 	}
 	a.u.Total = a.u.anthropicTotal()
 	a.ok = true
+	a.final = a.final || final
 }
 
 // Keys whose presence makes an event worth decoding. Most events of a
@@ -123,7 +125,8 @@ type anthropicEvent struct {
 }
 
 // geminiChunk is one GenerateContentResponse of a Gemini stream, or an
-// error in its place.
+// error in its place. Every chunk may carry usageMetadata; only the last,
+// whose candidates have a finishReason, carries the whole output.
 type geminiChunk struct {
 	UsageMetadata *geminiUsage    `json:"usageMetadata"`
 	Error         json.RawMessage `json:"error"`
@@ -132,15 +135,14 @@ type geminiChunk struct {
 	} `json:"candidates"`
 }
 
-// finished reports whether the chunk ends the answer: a candidate has a
-// finish reason (or there is none left to wait for).
-func (c geminiChunk) finished() bool {
+// finished reports whether a candidate of the chunk has finished.
+func (c *geminiChunk) finished() bool {
 	for _, cand := range c.Candidates {
 		if cand.FinishReason != "" {
 			return true
 		}
 	}
-	return len(c.Candidates) == 0
+	return false
 }
 
 // handleEvent reads one SSE event's data.
@@ -173,6 +175,7 @@ func (s *streamScanner) handleEvent(name, data []byte) {
 			s.failure(data)
 		}
 		if c.Usage != nil {
+			// include_usage's chunk comes last, after every choice's.
 			s.acc.set(c.Usage.usage(s.api), true)
 		}
 	}
@@ -198,13 +201,12 @@ func (s *streamScanner) anthropicEvent(name, data []byte) {
 			Usage *wireUsage `json:"usage"`
 		}
 		if json.Unmarshal(ev.Message, &m) == nil && m.Usage != nil {
-			s.acc.merge(m.Usage.usage(apiAnthropicMessages))
+			s.acc.merge(m.Usage.usage(apiAnthropicMessages), false)
 		}
 	case "message_delta":
-		// The message's end: its output count is now the whole.
 		if ev.Usage != nil {
-			s.acc.merge(ev.Usage.usage(apiAnthropicMessages))
-			s.acc.final = true
+			// The cumulative usage, sent once the output is done.
+			s.acc.merge(ev.Usage.usage(apiAnthropicMessages), true)
 		}
 	}
 }
@@ -229,6 +231,7 @@ func (s *streamScanner) responsesEvent(name, data []byte) {
 		return
 	}
 	if ev.Response.Usage != nil {
+		// Only the terminal events carry it.
 		s.acc.set(ev.Response.Usage.usage(apiOpenAIResponses), true)
 	}
 	if !isNull(ev.Response.Error) {
@@ -246,7 +249,7 @@ func (s *streamScanner) handleChunk(obj []byte) {
 		return
 	}
 	if u, ok := usageFromJSON(s.api, obj); ok {
-		s.acc.set(u, true)
+		s.acc.set(u, true) // a whole answer
 	}
 	var e struct {
 		Error json.RawMessage `json:"error"`

@@ -87,13 +87,12 @@ var streamTests = []struct {
 	{"openai_chat.sse", apiOpenAIChat, scanResult{Usage: usage{Input: 1290, Cached: 1024, Output: 31, Total: 1321}, HasUsage: true}},
 	{"openai_chat_error.sse", apiOpenAIChat, scanResult{Kind: classify.Transient, Code: "server_error", Failed: true}},
 	{"anthropic.sse", apiAnthropicMessages, scanResult{Usage: usage{Input: 25, CacheWrite: 100, CacheRead: 2000, Output: 15, Total: 2140}, HasUsage: true}},
-	// An error after message_start: only part of the usage is known.
-	{"anthropic_error.sse", apiAnthropicMessages, scanResult{Kind: classify.Overloaded, Code: "overloaded_error", Failed: true}},
+	{"anthropic_error.sse", apiAnthropicMessages, scanResult{Usage: usage{Input: 410, Output: 1, Total: 411}, HasUsage: true, Kind: classify.Overloaded, Code: "overloaded_error", Failed: true}},
 	{"responses.sse", apiOpenAIResponses, scanResult{Usage: usage{Input: 37, Output: 11, Total: 48}, HasUsage: true}},
 	{"responses_error.sse", apiOpenAIResponses, scanResult{Kind: classify.RateLimited, Code: "rate_limit_exceeded", Failed: true}},
 	{"responses_failed.sse", apiOpenAIResponses, scanResult{Usage: usage{Input: 20, Total: 20}, HasUsage: true, Kind: classify.Transient, Code: "server_error", Failed: true}},
 	{"gemini.sse", apiGeminiStream, scanResult{Usage: usage{Input: 1008, Cached: 1000, Output: 131, Total: 1139}, HasUsage: true}},
-	{"gemini_error.sse", apiGeminiStream, scanResult{Kind: classify.Overloaded, Code: "UNAVAILABLE", Failed: true}},
+	{"gemini_error.sse", apiGeminiStream, scanResult{Usage: usage{Input: 8, Total: 8}, HasUsage: true, Kind: classify.Overloaded, Code: "UNAVAILABLE", Failed: true}},
 	{"gemini_array.json", apiGeminiStream, scanResult{Usage: usage{Input: 8, Output: 6, Total: 14}, HasUsage: true}},
 }
 
@@ -180,10 +179,7 @@ func TestScannerEdges(t *testing.T) {
 		{"gemini array without usage", apiGeminiStream, `[{"candidates":[]}]`, none},
 		{"first error wins", apiAnthropicMessages, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"x\"}}\n\n", scanResult{Kind: classify.Overloaded, Code: "overloaded_error", Failed: true}},
 		{"anthropic error event that is not JSON", apiAnthropicMessages, "event: error\ndata: upstream connect error\n\n", scanResult{Kind: classify.Permanent, Failed: true}},
-		// Cut after message_start: only part of the output is known.
-		{"anthropic usage before message_delta", apiAnthropicMessages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n", none},
-		{"gemini usage before the finish reason", apiGeminiStream, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"The\"}]},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":8,\"candidatesTokenCount\":1,\"totalTokenCount\":9}}\n\n", none},
-		{"gemini usage with the finish reason", apiGeminiStream, "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"The\"}]},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":8,\"candidatesTokenCount\":1,\"totalTokenCount\":9}}\n\ndata: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\" end\"}]},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":8,\"candidatesTokenCount\":2,\"totalTokenCount\":10}}\n\n", scanResult{Usage: usage{Input: 8, Output: 2, Total: 10}, HasUsage: true}},
+		{"anthropic usage before message_delta", apiAnthropicMessages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n", scanResult{Usage: usage{Input: 7, Output: 1, Total: 8}, HasUsage: true}},
 		{"anthropic delta may restate input", apiAnthropicMessages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":9,\"cache_read_input_tokens\":0,\"output_tokens\":30}}\n\n", scanResult{Usage: usage{Input: 9, Output: 30, Total: 39}, HasUsage: true}},
 		{"not a stream at all", apiOpenAIChat, "<html>502 Bad Gateway</html>", none},
 		{"empty", apiOpenAIChat, "", none},

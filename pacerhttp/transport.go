@@ -134,6 +134,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	stream := parsed && c.Stream || a == apiGeminiStream ||
 		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	k.answered()
 	b := &meter{t: t, ctx: ctx, l: l, k: k, a: a, tokens: tokens, rc: resp.Body}
 	if stream {
 		b.scan = newStreamScanner(a)

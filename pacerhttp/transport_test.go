@@ -6,111 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
-	ooption "github.com/openai/openai-go/v3/option"
 )
-
-// events records what a Pacer's Observe sees.
-type events struct {
-	mu sync.Mutex
-	ev []pacer.Event
-}
-
-func (e *events) observe(ev pacer.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ev = append(e.ev, ev)
-}
-
-// of returns the events of kind k so far.
-func (e *events) of(k pacer.EventKind) []pacer.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []pacer.Event
-	for _, ev := range e.ev {
-		if ev.Kind == k {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// ended waits up to 5 s for n leases to have ended, and returns their
-// events: a lease ends as the SDK reads or closes the answer, or in the
-// background when Redis failed.
-func (e *events) ended(t *testing.T, n int) []pacer.Event {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := e.of(pacer.Ended)
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d leases ended within 5 s; want %d", len(got), n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// rig is one budget, a simulated provider and the Pacers that share them.
-type rig struct {
-	t        *testing.T
-	b        redistest.Backend
-	cfg      pacer.Config
-	provider *fakeprovider.Provider
-	server   *httptest.Server
-}
-
-func newRig(t *testing.T, b redistest.Backend, limits pacer.Limits, pcfg fakeprovider.Config) *rig {
-	t.Helper()
-	prov, err := fakeprovider.New(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(prov)
-	t.Cleanup(srv.Close)
-	return &rig{t: t, b: b, cfg: pacer.Config{Name: redistest.Name(t), Limits: limits}, provider: prov, server: srv}
-}
-
-// pacer returns a new Pacer of the rig's budget (a process of the fleet)
-// and what it observes.
-func (r *rig) pacer() (*pacer.Pacer, *events) {
-	r.t.Helper()
-	ev := &events{}
-	cfg := r.cfg
-	cfg.Observe = ev.observe
-	p, err := pacer.New(r.b.Client(r.t), cfg)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return p, ev
-}
-
-func (r *rig) openai(p *pacer.Pacer, opts ...pacerhttp.Option) openai.Client {
-	return openai.NewClient(
-		ooption.WithBaseURL(r.server.URL+"/v1/"), ooption.WithAPIKey("sk-test"),
-		ooption.WithHTTPClient(&http.Client{Transport: pacerhttp.NewTransport(p, nil, opts...)}),
-	)
-}
-
-func (r *rig) anthropic(p *pacer.Pacer, opts ...pacerhttp.Option) anthropic.Client {
-	return anthropic.NewClient(
-		aoption.WithBaseURL(r.server.URL), aoption.WithAPIKey("sk-ant-test"),
-		aoption.WithHTTPClient(&http.Client{Transport: pacerhttp.NewTransport(p, nil, opts...)}),
-	)
-}
 
 func chatParams(maxTokens int64) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{
@@ -227,75 +133,6 @@ func TestAnthropicSettlesUsage(t *testing.T) {
 		want = acc.Usage.InputTokens + acc.Usage.OutputTokens + acc.Usage.CacheReadInputTokens + acc.Usage.CacheCreationInputTokens
 		if end := ev.ended(t, 2)[1]; end.End != lease.Settled || end.Used != want || want == 0 {
 			t.Errorf("stream: lease ended %v using %d; want settled with %d", end.End, end.Used, want)
-		}
-	})
-}
-
-// A 429 pauses the whole budget: another Pacer (another process) waits it
-// out, and the SDK's own retry reaches the provider only after the delay.
-func TestRateLimitPausesTheFleet(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
-		// The provider allows 2 requests per 2 s; the budget believes in
-		// 100 per minute: the third call meets a 429.
-		r := newRig(t, b, pacer.Limits{RPM: 100}, fakeprovider.Config{RequestLimit: 2, Window: 2 * time.Second})
-		p1, ev1 := r.pacer()
-		p2, _ := r.pacer()
-		c1 := r.openai(p1) // default retries on
-		ctx := context.Background()
-		for range 2 {
-			if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		began := time.Now()
-		if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err != nil {
-			t.Fatalf("the call that met a 429 = %v; want its retry to succeed after the pause", err)
-		}
-		took := time.Since(began)
-		if len(ev1.of(pacer.Paused)) == 0 {
-			t.Fatal("no Paused event after a 429")
-		}
-		// The provider asked for about 1 s (one request refills in 1 s).
-		if took < 700*time.Millisecond {
-			t.Errorf("the retried call took %v; want it to wait out the provider's delay (~1 s)", took)
-		}
-		s := r.provider.Stats()
-		if s.RateLimited != 1 || s.OK != 3 {
-			t.Errorf("provider: %d 429s, %d admitted; want exactly 1 and 3: the retry waited the pause", s.RateLimited, s.OK)
-		}
-		_ = p2
-	})
-}
-
-// A quota error stops every process: the other Pacer's transport fails at
-// once with ErrQuotaExhausted and nothing reaches the provider.
-func TestQuotaStopsTheFleet(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
-		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1_000_000}, fakeprovider.Config{QuotaTokens: 1})
-		p1, _ := r.pacer()
-		p2, _ := r.pacer()
-		ctx := context.Background()
-		c1 := r.openai(p1, pacerhttp.WithQuotaProbe(time.Hour))
-		if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err != nil {
-			t.Fatal(err) // uses up the quota
-		}
-		_, err := c1.Chat.Completions.New(ctx, chatParams(10))
-		if err == nil {
-			t.Fatal("a call past the quota succeeded")
-		}
-		calls := r.provider.Stats().Calls
-		began := time.Now()
-		c2 := r.openai(p2)
-		_, err = c2.Chat.Completions.New(ctx, chatParams(10))
-		if !errors.Is(err, pacer.ErrQuotaExhausted) {
-			t.Fatalf("another process's call = %v; want ErrQuotaExhausted", err)
-		}
-		if got := r.provider.Stats().Calls; got != calls {
-			t.Errorf("%d more requests reached the provider after the stop; want 0", got-calls)
-		}
-		_ = began
-		if s, _ := p2.Snapshot(ctx); s.StoppedBy != pacer.LimitQuota {
-			t.Errorf("snapshot stopped by %q; want quota", s.StoppedBy)
 		}
 	})
 }
