@@ -83,7 +83,7 @@ func scenarios() []scenario {
 			}, buildBursty},
 		{"priority", "interactive calls beside a saturating batch job (pacer.Interactive vs pacer.Batch)",
 			func(p *params) { p.jobs, p.speed = 60, 4 }, buildPriority},
-		{"outside", "a caller outside the pacer takes 20% of the limit; Headroom, or the transport's header sync, leaves it room",
+		{"outside", "a caller outside the pacer takes 20% of the limit: Headroom leaves it room; the transport with header sync on and off",
 			func(p *params) { p.jobs, p.speed = 40, 2 }, buildOutside},
 		{"quota", "the credit runs out mid-run: jobs stop with ErrQuotaExhausted, no retries burned",
 			func(p *params) { p.speed = 2 }, buildQuota},
