@@ -30,6 +30,12 @@ type plan struct {
 	// latencyPerKTok, if set, makes a call's latency proportional to its
 	// output: this much per 1,000 output tokens (wall time).
 	latencyPerKTok time.Duration
+	// sdkOnly makes every row an openai-go row: without pacing (the
+	// per-worker side) and through pacerhttp.NewTransport (the shared
+	// side). sdkRows adds transport rows beside the scenario's own.
+	sdkOnly, sdkRows bool
+	// stream sends the SDK rows' calls as streams (NewStreaming).
+	stream bool
 
 	provider fakeprovider.Config // Refund is set per row, from variant.providerRefund
 	rows     []variant
@@ -45,6 +51,9 @@ type variant struct {
 	slidingSafe    bool    // refill (limit - burst) per window, never over the limit in any window
 	headroom       float64 // pacer.Config.Headroom
 	noRefund       bool    // pacer.Config.NoRefund: Settle charges overruns only
+	client         clientKind
+	noHeaderSync   bool // pacerhttp.WithHeaderSync(false)
+	noIncludeUsage bool // pacerhttp.WithIncludeUsage(false)
 }
 
 // buildPlan merges the scenario's defaults with the flags and makes the jobs.
@@ -126,6 +135,9 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 	if burst < largest {
 		return nil, fmt.Errorf("scenario %s: a burst of %d tokens cannot hold the largest job (%d tokens), which could never be admitted; raise -burst", pl.name, burst, largest)
 	}
+	if pl.sdkOnly {
+		return pl.sdkVariants(mode, burst), nil
+	}
 	kinds := []bool{p.providerRefund}
 	if pl.refundRows && !pl.set["provider-refund"] {
 		kinds = []bool{false, true}
@@ -160,6 +172,12 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 			match.label = "shared budget"
 			h.label, h.headroom = fmt.Sprintf("shared, Headroom %g", pl.headroom), pl.headroom
 			shared = append(shared, match, h)
+			if pl.sdkRows {
+				sync, nosync := pl.transportRow(match), pl.transportRow(match)
+				sync.label += ", header sync"
+				nosync.label, nosync.noHeaderSync = nosync.label+", WithHeaderSync(false)", true
+				shared = append(shared, sync, nosync)
+			}
 		default:
 			match.label = "shared budget (llmpacer)"
 			shared = append(shared, match)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -59,6 +60,19 @@ func openRedis(ctx context.Context, o options) (*backend, error) {
 	rdb.AddHook(countHook{b.cmds})
 	b.close = func() { _ = rdb.Close(); close() }
 	return b, nil
+}
+
+// quiet waits until no command has been sent for idle, or at most limit.
+func (b *backend) quiet(idle, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for n := b.cmds.Load(); time.Now().Before(deadline); {
+		time.Sleep(idle)
+		m := b.cmds.Load()
+		if m == n {
+			return
+		}
+		n = m
+	}
 }
 
 // countHook counts the commands the pacer sends through the client: every

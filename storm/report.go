@@ -70,7 +70,18 @@ type rowResult struct {
 	Interactive        *waitStats    `json:"interactive_wait,omitempty"`
 	Batch              *waitStats    `json:"batch_wait,omitempty"`
 	Outside            *outsideCount `json:"outside,omitempty"`
-	Timeline           []bin         `json:"timeline"`
+	// FirstByte is, for SDK rows, each job's time from its call to the
+	// first byte of the answer's body reaching the SDK (waits and retries
+	// included), of the jobs that got one.
+	FirstByte *waitStats `json:"first_byte,omitempty"`
+	// HeadersToFirstByte is, for the same jobs, the time from the answer's
+	// headers coming off the wire (below the transport) to its first byte
+	// reaching the SDK (above it): what the transport adds, and the
+	// provider's own gap between headers and body.
+	HeadersToFirstByte *waitStats `json:"headers_to_first_byte,omitempty"`
+	// Pacer is, for transport rows, what the Pacers observed.
+	Pacer    *paceCount `json:"pacer,omitempty"`
+	Timeline []bin      `json:"timeline"`
 
 	events []event
 }
@@ -197,7 +208,7 @@ func printTable(w io.Writer, r scenarioReport) {
 		if f := r.floor(row); f != nil && *f > 0 {
 			vs = fmt.Sprintf("%+.1f%%", (row.Seconds / *f - 1)*100)
 		}
-		if row.Mode == "shared" {
+		if row.Mode == "shared" || row.Mode == "transport" {
 			redis = fmt.Sprintf("%.1f", row.RedisPerJob)
 		}
 		cells = append(cells, []string{row.Label, fmt.Sprintf("%.2f", row.Seconds), vs,
@@ -220,6 +231,15 @@ func printTable(w io.Writer, r scenarioReport) {
 		}
 		if f := r.floor(row); f != nil && row.Seconds < *f && row.Failed > 0 {
 			fmt.Fprintf(w, "    beat the floor only by giving up: %d of %d jobs failed\n", row.Failed, row.Jobs)
+		}
+		if fb := row.FirstByte; fb != nil {
+			ah := row.HeadersToFirstByte
+			fmt.Fprintf(w, "    first byte of the answer: p50 %s, p95 %s after the call began; p50 %s, p95 %s after its headers came off the wire (%d jobs)\n",
+				dur(fb.P50), dur(fb.P95), micros(ah.P50), micros(ah.P95), fb.N)
+		}
+		if pc := row.Pacer; pc != nil {
+			fmt.Fprintf(w, "    pacer: %d admissions reserved %s tokens; %d leases ended with %s used (%d settled, %d kept their reservation, %d gave it back), %d pauses\n",
+				pc.Admitted, thousands(pc.TokensReserved), pc.Ended, thousands(pc.TokensUsed), pc.Settled, pc.Kept, pc.GivenBack, pc.Pauses)
 		}
 		if o := row.Outside; o != nil {
 			fmt.Fprintf(w, "    of which the outside caller: %d calls, %d 429s\n", o.Calls, o.RateLimited)
@@ -311,6 +331,9 @@ func dur(ms float64) string {
 	}
 	return secs(ms / 1000)
 }
+
+// micros formats milliseconds as whole microseconds: "83µs".
+func micros(ms float64) string { return fmt.Sprintf("%.0fµs", ms*1000) }
 
 func secs(s float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", s), "0"), ".") + "s"

@@ -50,8 +50,28 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 	row := rowResult{Label: v.label, Mode: "per-worker", ProviderRefunds: v.providerRefund}
 	limit, window := pl.p.providerTokens, pl.provider.Window
 	var do doJob
+	var tally *paceTally
 	start := time.Now()
-	if v.shared {
+	if v.client != clientRaw {
+		row.Mode = "sdk"
+		var cfg pacer.Config
+		exact := true
+		if v.client == clientTransport {
+			row.Mode = "transport"
+			cfg, exact = pl.budgetConfig(v)
+			cfg.Name = budgetName
+			if pl.quota == 0 {
+				f := budgetFinish(pl.jobs, cfg).Seconds()
+				row.BudgetFloorSeconds = &f
+			}
+		}
+		s, err := newSDKRig(pl, v, be, cfg, srv.URL, c.hc.Transport)
+		if err != nil {
+			return rowResult{}, err
+		}
+		row.Budget = describeSDK(v, cfg, exact)
+		do, tally = s.job, s.tally
+	} else if v.shared {
 		row.Mode = "shared"
 		cfg, exact := pl.budgetConfig(v)
 		cfg.Name = budgetName
@@ -97,6 +117,16 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 	if err := ctx.Err(); err != nil {
 		return rowResult{}, err
 	}
+	if tally != nil {
+		if err := tally.waitFor(5 * time.Second); err != nil {
+			return rowResult{}, err
+		}
+		row.Pacer = tally.count()
+		// The transport syncs the provider's headers in the background:
+		// let the last Sync land, so that it is counted here and does not
+		// meet a closed client.
+		be.quiet(20*time.Millisecond, time.Second)
+	}
 	row.RedisCommands = be.cmds.Load() - cmds0
 	row.fill(fp.Stats(), results, elapsed)
 	row.events = rec.snapshot()
@@ -130,7 +160,7 @@ func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed t
 	if row.Seconds > 0 {
 		row.TokensPerSec = float64(st.TokensAdmitted) / row.Seconds
 	}
-	var all, inter, batch []time.Duration
+	var all, inter, batch, firstBytes, afterHeaders []time.Duration
 	var interFailed, batchFailed int
 	for _, r := range results {
 		row.Jobs++
@@ -140,7 +170,7 @@ func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed t
 			row.Failed++
 			// Run's error says it with a sentinel; the naive client's
 			// error is the provider's answer, read by classify.
-			if (row.Mode == "shared" && errors.Is(r.err, pacer.ErrQuotaExhausted)) ||
+			if errors.Is(r.err, pacer.ErrQuotaExhausted) ||
 				(row.Mode != "shared" && classify.FromError(r.err).Kind == classify.QuotaExhausted) {
 				row.QuotaFailed++
 			}
@@ -149,6 +179,10 @@ func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed t
 			continue
 		}
 		all = append(all, r.wait())
+		if !r.firstByte.IsZero() {
+			firstBytes = append(firstBytes, r.firstByte.Sub(r.start))
+			afterHeaders = append(afterHeaders, r.firstByte.Sub(r.answered))
+		}
 		if r.priority == pacer.Batch {
 			batch = append(batch, r.wait())
 			batchFailed += b2i(failed)
@@ -161,6 +195,10 @@ func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed t
 		row.RedisPerJob = float64(row.RedisCommands) / float64(row.Jobs)
 	}
 	row.Wait = newWaitStats(all, interFailed+batchFailed)
+	if len(firstBytes) > 0 {
+		fb, ah := newWaitStats(firstBytes, 0), newWaitStats(afterHeaders, 0)
+		row.FirstByte, row.HeadersToFirstByte = &fb, &ah
+	}
 	if len(batch) > 0 && len(inter) > 0 {
 		i, b := newWaitStats(inter, interFailed), newWaitStats(batch, batchFailed)
 		row.Interactive, row.Batch = &i, &b

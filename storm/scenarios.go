@@ -47,6 +47,7 @@ type job struct {
 	priority                  pacer.Priority
 	at                        time.Duration // arrival, wall time since the start
 	direct                    bool          // runs on its own goroutine at arrival (a request handler), not from the worker queue
+	text                      string        // the prompt the SDK rows send (sdkJobs); prompt is then its estimate
 }
 
 // charge is what the provider's limit counts: prompt + max_tokens.
@@ -82,10 +83,16 @@ func scenarios() []scenario {
 			}, buildBursty},
 		{"priority", "interactive calls beside a saturating batch job (pacer.Interactive vs pacer.Batch)",
 			func(p *params) { p.jobs, p.speed = 60, 4 }, buildPriority},
-		{"outside", "a caller outside the pacer takes 20% of the limit; Headroom leaves it room",
+		{"outside", "a caller outside the pacer takes 20% of the limit: Headroom leaves it room; the transport with header sync on and off",
 			func(p *params) { p.jobs, p.speed = 40, 2 }, buildOutside},
 		{"quota", "the credit runs out mid-run: jobs stop with ErrQuotaExhausted, no retries burned",
 			func(p *params) { p.speed = 2 }, buildQuota},
+		{"sdk", "openai-go with its default retries, alone and through pacerhttp.NewTransport",
+			func(p *params) { p.speed = 2 }, buildSDK},
+		{"stream", "streamed chat jobs (openai-go NewStreaming): tokens reserved vs used, time to first byte",
+			func(p *params) {
+				p.jobs, p.speed, p.output, p.providerRefund = 60, 4, amount{frac: 0.4, isFrac: true}, true
+			}, buildStream},
 	}
 }
 
@@ -193,7 +200,8 @@ func buildPriority(pl *plan, rng *rand.Rand) {
 // provider at 20% of its token rate, and a shared row with Headroom 0.2.
 func buildOutside(pl *plan, _ *rand.Rand) {
 	p := pl.p
-	pl.jobs = uniformJobs(p, p.jobs)
+	pl.jobs = sdkJobs(p, p.jobs) // the transport rows send them through openai-go
+	pl.sdkRows = true
 	small := p
 	small.tokens = max(p.tokens/4, 2)
 	call := uniformJobs(small, 1)[0]

@@ -22,6 +22,8 @@ type jobResult struct {
 	inCalls    time.Duration // time spent inside provider calls
 	attempts   int
 	err        error
+	firstByte  time.Time // SDK rows: the first byte of the answer's body reached the SDK; zero if none did
+	answered   time.Time // SDK rows: the answer's headers came off the wire, below the transport
 }
 
 // wait is the time the job spent outside provider calls: waiting for a
