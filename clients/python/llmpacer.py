@@ -58,10 +58,16 @@ DEFAULT_MAX_WAIT_MS = 60 * 1000
 DEFAULT_KEY_PREFIX = "llmpacer"
 
 INTERACTIVE, BATCH = "interactive", "batch"
+# What a Rate counts: requests (one a call), tokens (input and output
+# together), or input or output tokens alone.
+REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS = "requests", "tokens", "input_tokens", "output_tokens"
+UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS)
 SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot")
 
 _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
 _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
+_MAX_RATES = 16  # Config.rates
+_MAX_WINDOW_MS = 366 * 24 * 3600 * 1000  # a Rate's window
 _REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
 _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
@@ -143,11 +149,45 @@ class Burst:
 
 
 @dataclasses.dataclass(frozen=True)
+class Rate:
+    """One limit over any window: limit units of unit per window_ms, as pacer.Rate.
+
+    unit is REQUESTS, TOKENS, INPUT_TOKENS or OUTPUT_TOKENS; window_ms runs
+    from 1 second to 366 days; burst optionally lowers the bucket's
+    capacity below the limit (0: the limit), as Burst does for the four.
+    """
+
+    unit: str
+    limit: int
+    window_ms: int
+    burst: int = 0
+
+    @property
+    def name(self) -> str:
+        """The limit's name, as acquire's reason and errors report it.
+
+        "rpm", "tpm", "rpd" or "tpd" for a rate Limits can state; otherwise
+        the unit and the window, such as "tokens/3600s", or in ms when it is
+        not whole seconds ("requests/1500ms").
+        """
+        four = {(REQUESTS, 60_000): "rpm", (TOKENS, 60_000): "tpm",
+                (REQUESTS, 86_400_000): "rpd", (TOKENS, 86_400_000): "tpd"}
+        if (self.unit, self.window_ms) in four:
+            return four[self.unit, self.window_ms]
+        if self.window_ms % 1000 == 0:
+            return f"{self.unit}/{self.window_ms // 1000}s"
+        return f"{self.unit}/{self.window_ms}ms"
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     """One shared budget, as pacer.Config describes it (durations in ms).
 
     A zero field takes the Go default: batch_floor 0.2 (negative: none),
     lease_ttl_ms 10 minutes, max_wait_ms 1 minute, key_prefix "llmpacer".
+    rates are limits over any window, and of input or output tokens apart
+    (at most 16); a rate of requests or tokens per minute or per day is
+    the bucket of limits' field for it, so set it in one place only.
     """
 
     name: str
@@ -160,6 +200,7 @@ class Config:
     lease_ttl_ms: int = 0
     max_wait_ms: int = 0
     key_prefix: str = ""
+    rates: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +209,7 @@ class Bucket:
 
     interval is the µs of refill per unit, span the µs a full bucket holds,
     slack the µs added to every allowance (see docs/lua-contract.md).
+    unit is what it counts (one of UNITS).
     """
 
     field: str
@@ -175,19 +217,30 @@ class Bucket:
     capacity: int
     refill: int
     window_ms: int
-    tokens: bool
+    unit: str
     interval: float
     span: int
     slack: int
 
     @classmethod
-    def new(cls, field, limit, capacity, refill, window_ms, tokens):
+    def new(cls, field, limit, capacity, refill, window_ms, unit):
         iv = float(window_ms * 1000) / float(refill)
-        return cls(field, limit, capacity, refill, window_ms, tokens, iv,
+        return cls(field, limit, capacity, refill, window_ms, unit, iv,
                    math.ceil(float(capacity) * iv), max(0, min(999, math.ceil(iv / 2) - 1)))
 
-    def units(self, tokens: int) -> int:
-        return tokens if self.tokens else 1
+    @property
+    def tokens(self) -> bool:
+        """The bucket counts tokens of some kind, not requests."""
+        return self.unit != REQUESTS
+
+    def units(self, tokens: int, input: int = 0, output: int = 0) -> int:
+        """What a call takes from the bucket: one request, or its tokens.
+
+        A bucket of input or output tokens takes the call's input or
+        output when it gives them (tokens is then their sum), else all of
+        tokens: it cannot tell the two apart.
+        """
+        return _Use(tokens, input, output).of(self.unit)
 
     def charge(self, units: int) -> int:
         return math.ceil(float(units) * self.interval)
@@ -211,7 +264,28 @@ class Bucket:
         return float(self.refill) / float(self.window_ms) * 1000
 
 
-_SPECS = (("rpm", 60_000, False), ("tpm", 60_000, True), ("rpd", 86_400_000, False), ("tpd", 86_400_000, True))
+class _Use:
+    """A call's tokens, reserved or used: split into input and output when
+    either is given (tokens is then their sum), else only the total."""
+
+    __slots__ = ("tokens", "input", "output", "split")
+
+    def __init__(self, tokens: int, input: int = 0, output: int = 0, split: bool | None = None):
+        self.split = bool(input or output) if split is None else split
+        self.tokens = input + output if self.split and not tokens else tokens
+        self.input, self.output = input, output
+
+    def of(self, unit: str) -> int:
+        if unit == REQUESTS:
+            return 1
+        if unit == INPUT_TOKENS and self.split:
+            return self.input
+        if unit == OUTPUT_TOKENS and self.split:
+            return self.output
+        return self.tokens
+
+
+_SPECS = (("rpm", 60_000, REQUESTS), ("tpm", 60_000, TOKENS), ("rpd", 86_400_000, REQUESTS), ("tpd", 86_400_000, TOKENS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,8 +307,17 @@ def settings(c: Config) -> Settings:
     _check_name("name", c.name)
     _check_name("key_prefix", prefix)
     lim, bur = c.limits, c.burst
-    if lim == Limits():
-        raise InvalidError("llmpacer: no limit is set")
+    rates = tuple(c.rates)
+    if lim == Limits() and not rates:
+        raise InvalidError("llmpacer: no limit is set; set at least one of limits or a rate")
+    if len(rates) > _MAX_RATES:
+        raise InvalidError(f"llmpacer: {len(rates)} rates: at most {_MAX_RATES}")
+    seen = {}
+    for i, r in enumerate(rates):
+        _check_rate(i, r)
+        if r.name in seen:
+            raise InvalidError(f"llmpacer: rates[{seen[r.name]}] and rates[{i}] are both {r.name}: state each rate once")
+        seen[r.name] = i
     for what, v in [*(("limits." + f, getattr(lim, f)) for f in ("rpm", "tpm", "rpd", "tpd", "concurrency")),
                     *(("burst." + f, getattr(bur, f)) for f in ("rpm", "tpm", "rpd", "tpd"))]:
         if not 0 <= v <= _MAX_LIMIT:
@@ -247,40 +330,69 @@ def settings(c: Config) -> Settings:
         raise InvalidError(f"llmpacer: lease_ttl_ms = {c.lease_ttl_ms}: must be between 1 and {_MAX_DURATION_MS}")
     if not 0 <= c.max_wait_ms <= _MAX_DURATION_MS:
         raise InvalidError(f"llmpacer: max_wait_ms = {c.max_wait_ms}: must be between 0 and {_MAX_DURATION_MS}")
+    # The four of limits in the scripts' order, a rate that is one of them
+    # in its place; then the other rates, in the order given.
+    four = [("limits." + f, f, getattr(lim, f), getattr(bur, f), w, u) for f, w, u in _SPECS]
+    more = []
+    for i, r in enumerate(rates):
+        spec = (f"rates[{i}]", r.name, r.limit, r.burst, r.window_ms, r.unit)
+        k = next((k for k, sp in enumerate(four) if sp[1] == r.name), None)
+        if k is None:
+            more.append(spec)
+            continue
+        if four[k][2] != 0 or four[k][3] != 0:
+            raise InvalidError(f"llmpacer: rates[{i}] is {r.name}, which limits.{r.name} (or burst.{r.name}) already sets: state it in one place")
+        four[k] = spec
     buckets = []
-    for field, window_ms, tokens in _SPECS:
-        limit, burst = getattr(lim, field), getattr(bur, field)
+    for what, field, limit, burst, window_ms, unit in four:
         if limit == 0:
             if burst != 0:
                 raise InvalidError(f"llmpacer: burst.{field} = {burst} but limits.{field} is not set")
             continue
-        buckets.append(_bucket(c, field, limit, burst, window_ms, tokens))
+        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
+    for what, field, limit, burst, window_ms, unit in more:
+        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
     keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
     tag = "{" + prefix + ":" + c.name + "}"
     return Settings([tag + ":s", tag + ":l", tag + ":q"], buckets, lim.concurrency, keep,
                     c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
 
 
-def _bucket(c: Config, field: str, limit: int, burst: int, window_ms: int, tokens: bool) -> Bucket:
+def _check_rate(i: int, r: Any) -> None:
+    at = f"llmpacer: rates[{i}]"
+    if not isinstance(r, Rate):
+        raise InvalidError(f"{at} = {r!r}: use llmpacer.Rate")
+    if r.unit not in UNITS:
+        raise InvalidError(f"{at}.unit = {r.unit!r}: use one of {', '.join(UNITS)}")
+    if type(r.limit) is not int or not 1 <= r.limit <= _MAX_LIMIT:
+        raise InvalidError(f"{at}.limit = {r.limit!r}: must be an int between 1 and {_MAX_LIMIT}")
+    if type(r.window_ms) is not int or not 1000 <= r.window_ms <= _MAX_WINDOW_MS:
+        raise InvalidError(f"{at}.window_ms = {r.window_ms!r}: must be an int from 1000 (1 s) to {_MAX_WINDOW_MS} (366 days)")
+    if type(r.burst) is not int or not 0 <= r.burst <= r.limit:
+        raise InvalidError(f"{at}.burst = {r.burst!r}: must be between 0 (the limit) and the limit {r.limit}")
+
+
+def _bucket(c: Config, what: str, field: str, limit: int, burst: int, window_ms: int, unit: str) -> Bucket:
+    # what names the setting in errors: limits.rpm, rates[2].
     # Headroom scales the limit and the burst alike.
     limit = math.floor(float(limit) * (1 - c.headroom))
     if limit < 1:
-        raise InvalidError(f"llmpacer: limits.{field} leaves nothing after headroom {c.headroom}")
+        raise InvalidError(f"llmpacer: {what} leaves nothing after headroom {c.headroom}")
     burst = math.floor(float(burst) * (1 - c.headroom))
     if burst > limit:
-        raise InvalidError(f"llmpacer: burst.{field} = {burst} exceeds the limit {limit} (after headroom)")
+        raise InvalidError(f"llmpacer: the burst of {what} = {burst} exceeds the limit {limit} (after headroom)")
     refill = limit
     if c.sliding_window:
         if burst == 0:
             burst = (limit + 1) // 2  # limit − floor(limit / 2)
         if burst == limit:
-            raise InvalidError(f"llmpacer: burst.{field} = {burst} equals the limit: with sliding_window set a burst below it")
+            raise InvalidError(f"llmpacer: the burst of {what} = {burst} equals the limit: with sliding_window set a burst below it")
         refill = limit - burst
     elif burst == 0:
         burst = limit
-    b = Bucket.new(field, limit, burst, refill, window_ms, tokens)
+    b = Bucket.new(field, limit, burst, refill, window_ms, unit)
     if float(burst) * b.interval > _MAX_SPAN_US:
-        raise InvalidError(f"llmpacer: burst.{field} = {burst} would take years to refill")
+        raise InvalidError(f"llmpacer: the burst of {what} = {burst} would take years to refill")
     return b
 
 
@@ -860,8 +972,8 @@ class Lease:
 
 
 __all__ = [
-    "Config", "Limits", "Burst", "Pacer", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
-    "INTERACTIVE", "BATCH", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
+    "Config", "Limits", "Burst", "Rate", "Pacer", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
+    "INTERACTIVE", "BATCH", "REQUESTS", "TOKENS", "INPUT_TOKENS", "OUTPUT_TOKENS", "UNITS", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
     "LlmpacerError", "InvalidError", "TooLargeError", "NotYetError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",
     "settings", "source", "lua_dir", "new_id", "corrections", "decode_acquire",
 ]
