@@ -477,18 +477,42 @@ def _ints(v: Any, n: int) -> list:
     return [_int(x) for x in v]
 
 
-def corrections(buckets: list, reserved: int, used: int, request: bool) -> list:
+def _as_use(v: "int | tuple | _Use") -> "_Use":
+    if isinstance(v, _Use):
+        return v
+    if isinstance(v, tuple):
+        return _Use(0, v[0], v[1], True)
+    return _Use(v)
+
+
+def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", request: bool) -> list:
     """What ending a lease sends settle: (field, µs) for each bucket it changes.
 
-    Negative gives back; positive is a debt, at most one full bucket.
-    request says whether the request itself goes back (a call never sent).
+    reserved and used are tokens, or (input, output) pairs when known
+    apart. Negative gives back; positive is a debt, at most one full
+    bucket. request says whether the request itself goes back (a call
+    never sent). A used total without its split bounds the input and the
+    output used: an input or output bucket gets back what its part of the
+    reservation exceeds the total by, and owes nothing.
     """
+    r, u = _as_use(reserved), _as_use(used)
     out = []
     for b in buckets:
-        back = reserved - used if b.tokens else (1 if request else 0)
+        if b.unit == REQUESTS:
+            back = 1 if request else 0
+        elif b.unit != TOKENS and not u.split:
+            back = max(r.of(b.unit) - u.tokens, 0)
+        else:
+            back = r.of(b.unit) - u.of(b.unit)
         d = -b.refund(back) if back > 0 else b.charge(min(-back, b.capacity)) if back < 0 else 0
         if d:
             out.append((b.field, d))
+    # settle.lua takes one sign per call: a give-back is bounded by what
+    # later charges left room for, a debt is not. When input and output
+    # differ in sign, the debts are kept and the give-backs dropped: the
+    # budget stays on the safe side, short of a refund.
+    if any(d > 0 for _, d in out):
+        out = [(f, d) for f, d in out if d > 0]
     return out
 
 
@@ -543,20 +567,32 @@ class Pacer:
     def _run(self, name: str, args: list) -> Any:
         return self._scripts[name](keys=self.keys, args=args)
 
-    def check_request(self, tokens: int, priority: str = INTERACTIVE, max_wait_ms: int = 0) -> None:
+    def check_request(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
+                      input: int = 0, output: int = 0) -> None:
         """Raise InvalidError or TooLargeError for a request the Go client would refuse."""
+        self._use(tokens, priority, max_wait_ms, input, output)
+
+    def _use(self, tokens: int, priority: str, max_wait_ms: int, input: int, output: int) -> _Use:
+        # check_request's checks; returns what the request reserves.
         if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
+                or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
+        if (input or output) and tokens and tokens != input + output:
+            raise InvalidError(f"llmpacer: tokens = {tokens} but input + output = {input + output}: pass their sum, or 0")
         if priority not in (INTERACTIVE, BATCH):
             raise InvalidError(f"llmpacer: priority = {priority!r}: use INTERACTIVE or BATCH")
         if type(max_wait_ms) is not int or not 0 <= max_wait_ms <= _MAX_DURATION_MS:
             raise InvalidError(f"llmpacer: max_wait_ms = {max_wait_ms!r}: must be between 0 and {_MAX_DURATION_MS}")
+        use = _Use(tokens, input, output)
         for b in self.settings.buckets:
-            need = b.units(tokens)
+            need = use.of(b.unit)
             if need > b.capacity or b.charge(need) > b.allowance(0):
-                raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {b.field} bucket's capacity of {b.capacity}")
+                raise TooLargeError(f"llmpacer: {need} {b.unit} exceed the {b.field} bucket's capacity of {b.capacity}")
             if priority == BATCH and b.charge(need) > b.allowance(self.settings.keep):
-                raise TooLargeError(f"llmpacer: a batch call of {tokens} tokens can never fit the {b.field} bucket's share for batch")
+                raise TooLargeError(f"llmpacer: a batch call of {need} {b.unit} can never fit the {b.field} bucket's share for batch")
+        return use
 
     @property
     def batch_slots(self) -> int:
@@ -564,11 +600,15 @@ class Pacer:
         conc = self.settings.concurrency
         return conc - math.floor(float(conc) * self.settings.keep) if conc else 0
 
-    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int, ticket: int = 0) -> list:
+    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int, ticket: int = 0, *,
+                     input: int = 0, output: int = 0) -> list:
         """acquire.lua's ARGV for a call (see docs/lua-contract.md).
 
         ticket is 0 on a call's first attempt, then the ticket a reply gave.
         """
+        return self._acquire_args(lease_id, _Use(tokens, input, output), priority, max_wait_ms, ticket)
+
+    def _acquire_args(self, lease_id: str, use: _Use, priority: str, max_wait_ms: int, ticket: int) -> list:
         s = self.settings
         keep = s.keep if priority == BATCH else 0.0
         conc = s.concurrency
@@ -579,11 +619,18 @@ class Pacer:
         args = [lease_id, 1 if priority == BATCH else 0, max_wait_ms, s.lease_ttl_ms, conc, self.batch_slots, spacing, ticket]
         args += [b.field for b in s.buckets]
         for b in s.buckets:
-            args += [b.charge(b.units(tokens)), b.allowance(keep)]
+            args += [b.charge(use.of(b.unit)), b.allowance(keep)]
         return args
 
-    def acquire(self, tokens: int, priority: str = INTERACTIVE, max_wait_ms: int = 0) -> "Lease":
+    def acquire(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
+                input: int = 0, output: int = 0) -> "Lease":
         """Wait until every limit has room for the call, charge them all, return the lease.
+
+        tokens is the reservation: prompt tokens plus the output cap. input
+        and output optionally split it (tokens is then 0 or their sum): an
+        input_tokens or output_tokens rate is charged its own part, and
+        Lease.settle_usage gives each part back exactly; without them such
+        a rate is charged all of tokens.
 
         The wait is bounded by max_wait_ms (0: the config's). A call that
         can never fit raises TooLargeError at once; one whose wait would pass
@@ -597,7 +644,7 @@ class Pacer:
         error, or an exception such as KeyboardInterrupt while it waits)
         cancels a pending lease, or leaves the slot queue.
         """
-        self.check_request(tokens, priority, max_wait_ms)
+        use = self._use(tokens, priority, max_wait_ms, input, output)
         bound_ms = max_wait_ms or self.settings.max_wait_ms
         began = self._clock()
         deadline = began + bound_ms * 1_000_000
@@ -607,7 +654,7 @@ class Pacer:
             while True:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
-                rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, remain_ms, ticket)))
+                rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, remain_ms, ticket)))
                 if rep.code == DENIED and rep.reason in _STOPS:
                     raise StoppedError(rep.wait_ms, rep.reason)
                 if rep.code in (ADMITTED, ALREADY) and rep.ticket == 0:
@@ -616,7 +663,7 @@ class Pacer:
                         pending._claimed(rep.expiry_ms, rep.now_us)
                         lease, pending = pending, None
                         return lease
-                    lease = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                    lease = self._lease(lease_id, use, rep, rep.now_us + rep.wait_ms * 1000, began)
                     if rep.wait_ms > 0:
                         try:
                             self._sleep(rep.wait_ms / 1000)
@@ -628,13 +675,13 @@ class Pacer:
                     # Admitted with a later turn but no slot: sleep until the
                     # turn, then claim a slot with the ticket.
                     if pending is None:
-                        pending = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                        pending = self._lease(lease_id, use, rep, rep.now_us + rep.wait_ms * 1000, began)
                     ticket = rep.ticket
                     if rep.wait_ms > 0:
                         self._sleep(rep.wait_ms / 1000)
                     continue
                 if rep.code == TOO_LARGE:
-                    raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+                    raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
                 if rep.ticket != 0:
                     # Queued for a slot: ask again at the estimate, soon
                     # enough to claim a grant within its claim window.
@@ -654,20 +701,23 @@ class Pacer:
                 self._leave(lease_id)
             raise
 
-    def try_acquire(self, tokens: int, priority: str = INTERACTIVE) -> "Lease":
-        """Admit the call only if every limit has room now; else raise NotYetError."""
-        self.check_request(tokens, priority)
+    def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0) -> "Lease":
+        """Admit the call only if every limit has room now; else raise NotYetError.
+
+        tokens, input and output as for acquire.
+        """
+        use = self._use(tokens, priority, 0, input, output)
         lease_id, sent = new_id(), self._clock()
-        rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, 0)))
+        rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, 0, 0)))
         if rep.code in (ADMITTED, ALREADY):
-            return self._lease(lease_id, tokens, rep, rep.now_us, sent)
+            return self._lease(lease_id, use, rep, rep.now_us, sent)
         if rep.code == TOO_LARGE:
-            raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+            raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
         if rep.reason in _STOPS:
             raise StoppedError(rep.wait_ms, rep.reason)
         raise NotYetError(rep.wait_ms, rep.reason)
 
-    def _lease(self, lease_id: str, tokens: int, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
+    def _lease(self, lease_id: str, use: _Use, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
         charged = rep.now_us
         if rep.code == ALREADY:
             # Charged by an earlier attempt with this id, whose reply was
@@ -675,7 +725,7 @@ class Pacer:
             # first sent. A settle is sent a lower bound (it then gives back
             # only less).
             charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
-        lease = Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+        lease = Lease(self, lease_id, use.tokens, start_us, rep.expiry_ms, charged, input=use.input, output=use.output)
         lease.slot_us = rep.now_us
         lease.probe = rep.reason == "probe"
         return lease
@@ -841,8 +891,13 @@ class Lease:
     again; unended, it expires after the lease TTL and keeps its reservation.
     """
 
-    def __init__(self, pacer: Pacer, lease_id: str, tokens: int, start_us: int, expiry_ms: int, charged_us: int):
-        self.id, self.tokens = lease_id, tokens
+    def __init__(self, pacer: Pacer, lease_id: str, tokens: int, start_us: int, expiry_ms: int, charged_us: int, *,
+                 input: int = 0, output: int = 0):
+        self.id = lease_id
+        # What it reserved: tokens, split into input and output if the
+        # request gave them (else both 0).
+        self._reserved = _Use(tokens, input, output)
+        self.tokens, self.input, self.output = self._reserved.tokens, input, output
         self.start_us = start_us  # the call's turn, Redis clock
         self.charged_us = charged_us  # when acquire charged it (or a lower bound)
         # When it took its slot, with a concurrency limit (Redis clock): its
@@ -885,26 +940,46 @@ class Lease:
         """End the lease with the tokens the call used: the rest goes back, an overrun is debt.
 
         With Config.no_refund nothing goes back; overruns are still charged.
+        The total alone bounds the input and the output used: an input or
+        output rate gets back only what its part of the reservation exceeds
+        used by; settle_usage gives each part back exactly.
         """
         if type(used) is not int or not 0 <= used <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: settle({used!r}): used must be an int between 0 and {_MAX_TOKENS}")
-        if self._pacer.settings.no_refund and used < self.tokens:
-            used = self.tokens
-        self._finish("settled", used)
+        u, r = _Use(used), self._reserved
+        if self._pacer.settings.no_refund:
+            u = _Use(max(used, r.tokens), r.input, r.output, r.split)
+        self._finish("settled", u)
+
+    def settle_usage(self, input: int, output: int) -> None:
+        """End the lease with the input and output tokens the call used, apart.
+
+        Each input_tokens and output_tokens rate gets back (or is charged)
+        its own difference, token rates their sum's. When they differ in
+        sign (less input and more output than reserved) only the debts are
+        sent: settle.lua takes one sign per call. With Config.no_refund
+        nothing goes back; overruns are still charged.
+        """
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS or not 0 <= output <= _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: settle_usage({input!r}, {output!r}): input and output must be ints between 0 and {_MAX_TOKENS}")
+        u, r = _Use(input + output, input, output, True), self._reserved
+        if self._pacer.settings.no_refund:
+            u = _Use(max(u.tokens, r.tokens), max(input, r.of(INPUT_TOKENS)), max(output, r.of(OUTPUT_TOKENS)), True)
+        self._finish("settled", u)
 
     def release(self) -> None:
         """End the lease of a call that failed, keeping its whole reservation charged."""
-        self._finish("released", self.tokens)
+        self._finish("released", self._reserved)
 
     def reject(self) -> None:
         """End the lease of a call refused before any work: its tokens go back, its request stays."""
-        self._finish("rejected", 0)
+        self._finish("rejected", _Use(0))
 
     def cancel(self) -> None:
         """End the lease of a call never sent: its tokens and its request go back."""
-        self._finish("canceled", 0)
+        self._finish("canceled", _Use(0))
 
-    def _finish(self, how: str, used: int) -> None:
+    def _finish(self, how: str, used: _Use) -> None:
         with self._mu:
             end, err = self._finish_locked(how, used)
             held = self._held_us
@@ -918,14 +993,14 @@ class Lease:
         if err is not None:
             raise err
 
-    def _finish_locked(self, how: str, used: int):
+    def _finish_locked(self, how: str, used: _Use):
         if self._state == "expired":
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
         if self._state != "held":
             return None, None
         s = self._pacer
         args = [self.id, self.charged_us, s.settings.concurrency, s.batch_slots]
-        for field, us in corrections(self._pacer.settings.buckets, self.tokens, used, how == "canceled"):
+        for field, us in corrections(self._pacer.settings.buckets, self._reserved, used, how == "canceled"):
             args += [field, us]
         try:
             code, now_us = _ints(self._pacer._run("settle", args), 2)[:2]

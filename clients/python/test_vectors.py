@@ -112,9 +112,10 @@ def err_name(e):
 
 def call(p, req):
     prio = llmpacer.BATCH if req["priority"] == "batch" else llmpacer.INTERACTIVE
+    split = {"input": req.get("input", 0), "output": req.get("output", 0)}
     if req["call"] == "try":
-        return p.try_acquire(req["tokens"], prio)
-    return p.acquire(req["tokens"], prio, req.get("max_wait_ms", 0))
+        return p.try_acquire(req["tokens"], prio, **split)
+    return p.acquire(req["tokens"], prio, req.get("max_wait_ms", 0), **split)
 
 
 def admitted(p, now_us):
@@ -207,10 +208,10 @@ class TestAcquire(unittest.TestCase):
 class TestLease(unittest.TestCase):
     def test_settle_args(self):
         for c in load("settle.json")["cases"]:
-            with self.subTest(f'{c["config"]} {c["tokens"]} {c["end"]}'):
+            with self.subTest(f'{c["config"]} {c["tokens"]} {c.get("input")} {c.get("output")} {c["end"]}'):
                 p, fake = pacer(c["config"])
                 fake.replies.append(admitted(p, NOW_US))
-                lease = p.try_acquire(c["tokens"])
+                lease = p.try_acquire(c["tokens"], input=c.get("input", 0), output=c.get("output", 0))
                 fake.take()
                 fake.replies.append([1, NOW_US + 1000])
                 end(lease, c["end"])
@@ -246,6 +247,8 @@ def end(lease, e):
     how = e["how"]
     if how == "settle":
         lease.settle(e.get("used", 0))
+    elif how == "settle_usage":
+        lease.settle_usage(e.get("input", 0), e.get("output", 0))
     elif how == "keepalive":
         lease.keepalive()
     else:
