@@ -530,7 +530,7 @@ class Snapshot:
     paused_ms: int
     in_flight: int
     concurrency: int
-    buckets: dict  # field -> BucketState, for the configured buckets
+    buckets: dict  # field -> BucketState, for the configured buckets in order; a rate by its name (tokens/3600s)
     stopped_ms: int = 0  # how long the budget stays stopped; 0 if not
     stopped_by: str = ""  # "quota" or "stop" while stopped
 
@@ -777,20 +777,29 @@ class Pacer:
         """
         return self._pause(seconds, [])
 
-    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0) -> int:
-        """Report a provider's 429 for a call of tokens: pause, and lower the bucket it names.
+    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0, *, input: int = 0, output: int = 0) -> int:
+        """Report a provider's 429 for a call of tokens: pause, and lower the buckets it names.
 
-        limit is "requests" (rpm), "tokens", "input_tokens" or "output_tokens"
-        (tpm), or "unknown" (both); day buckets are never lowered.
+        limit is what the provider says ran out: "requests", "tokens",
+        "input_tokens" or "output_tokens", or "unknown" (all). The buckets
+        lowered are those of a minute or shorter counting it: requests;
+        tokens, input and output tokens for "tokens"; tokens and input (or
+        output) tokens for "input_tokens" ("output_tokens"). Day buckets and
+        other long ones never are. input and output split tokens as for
+        acquire.
         """
         if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
-        lower = {"requests": ("rpm",), "tokens": ("tpm",), "input_tokens": ("tpm",),
-                 "output_tokens": ("tpm",)}.get(limit, ("rpm", "tpm"))
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
+                or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
+        lower = {REQUESTS: (REQUESTS,), TOKENS: (TOKENS, INPUT_TOKENS, OUTPUT_TOKENS),
+                 INPUT_TOKENS: (TOKENS, INPUT_TOKENS), OUTPUT_TOKENS: (TOKENS, OUTPUT_TOKENS)}.get(limit, UNITS)
+        use = _Use(tokens, input, output)
         args = []
         for b in self.settings.buckets:
-            if b.field in lower:
-                units = min(b.units(tokens), b.capacity)
+            if b.unit in lower and b.window_ms <= 60_000:
+                units = min(use.of(b.unit), b.capacity)
                 args += [b.field, b.span - b.charge(units), 2 * b.span]
         return self._pause(seconds, args)
 
@@ -809,7 +818,9 @@ class Pacer:
                 continue
             if type(left) is not int:
                 raise InvalidError(f"llmpacer: sync: remaining {left!r} must be an int")
-            units = max(min(left - (getattr(self.config.limits, b.field) - b.limit), b.capacity), 0)
+            # The limit as stated, in limits or as a rate, less after Headroom.
+            stated = getattr(self.config.limits, b.field) or next(r.limit for r in self.config.rates if r.name == b.field)
+            units = max(min(left - (stated - b.limit), b.capacity), 0)
             args += [b.field, b.span - b.charge(units), 2 * b.span]
         if args:
             _ints(self._run("pause", [0, *args]), 2)
