@@ -1,7 +1,8 @@
 """Share an llmpacer budget from Python.
 
 llmpacer keeps one LLM provider budget (requests and tokens per minute and
-per day, calls in flight) in Redis, checked and charged by Lua scripts. This
+per day, or over any window, input and output tokens apart, calls in
+flight) in Redis, checked and charged by Lua scripts. This
 module runs the same scripts on the same keys as the Go package
 (github.com/llmpacer/llmpacer/pacer), so a notebook, a batch job or a worker
 in Python draws from the budget that Go processes use, instead of going
@@ -25,8 +26,8 @@ It needs only a Redis client with ``register_script`` (redis-py's
         raise
     lease.settle(reply.usage.total_tokens)
 
-Every process sharing a budget must use the same Config (limits, burst,
-headroom, sliding window, batch floor). A Pacer and its leases are safe to
+Every process sharing a budget must use the same Config (limits, rates,
+burst, headroom, sliding window, batch floor). A Pacer and its leases are safe to
 use from several threads. What the Go client does and this one does not: a
 process that pauses the budget does not make its own reserved turns wait the
 pause out, and there are no events or Run helper.
