@@ -12,8 +12,12 @@ import (
 type vrequest struct {
 	// Call is "acquire" (Pacer.Acquire, which may wait its bound) or "try"
 	// (TryAcquire, which sends a max wait of 0).
-	Call     string `json:"call"`
-	Tokens   int64  `json:"tokens"`
+	Call   string `json:"call"`
+	Tokens int64  `json:"tokens"`
+	// Input and Output split the reservation (Request.Input, Output):
+	// tokens is 0 (their sum) or their sum.
+	Input    int64  `json:"input,omitempty"`
+	Output   int64  `json:"output,omitempty"`
 	Priority string `json:"priority"`              // "interactive" or "batch"
 	MaxWait  int64  `json:"max_wait_ms,omitempty"` // Request.MaxWait; 0: the config's
 }
@@ -23,7 +27,7 @@ func (r vrequest) request() pacer.Request {
 	if r.Priority == "batch" {
 		pr = pacer.Batch
 	}
-	return pacer.Request{Tokens: r.Tokens, Priority: pr, MaxWait: time.Duration(r.MaxWait) * time.Millisecond}
+	return pacer.Request{Tokens: r.Tokens, Input: r.Input, Output: r.Output, Priority: pr, MaxWait: time.Duration(r.MaxWait) * time.Millisecond}
 }
 
 // call runs r on p.
@@ -47,6 +51,12 @@ type acquireCase struct {
 
 func req(call string, tokens int64, priority string) vrequest {
 	return vrequest{Call: call, Tokens: tokens, Priority: priority}
+}
+
+// split is a request of input and output tokens apart, with tokens 0 (their
+// sum) or given.
+func split(call string, tokens, input, output int64, priority string) vrequest {
+	return vrequest{Call: call, Tokens: tokens, Input: input, Output: output, Priority: priority}
 }
 
 var acquireCases = []acquireCase{
@@ -86,6 +96,28 @@ var acquireCases = []acquireCase{
 	{Config: "fast", Request: req("acquire", 120_000_000, "batch")},
 	{Config: "daily", Request: req("acquire", 5000, "interactive")},
 	{Config: "daily", Request: req("acquire", 800_000, "batch")},
+	// Input and output buckets take the request's input and output when it
+	// gives them, all of its tokens when it does not.
+	{Config: "rates", Request: req("acquire", 1300, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, 1000, 300, "interactive")},
+	{Config: "rates", Request: split("try", 1300, 1000, 300, "batch")},
+	{Config: "rates", Request: split("acquire", 0, 0, 300, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, 40_000, 0, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, 40_001, 0, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, 1000, 2000, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, 1000, 2001, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, 1000, 2000, "batch")},
+	{Config: "rates", Request: req("acquire", 2001, "interactive")},
+	{Config: "rates", Request: split("acquire", 1200, 1000, 300, "interactive")},
+	{Config: "rates", Request: split("acquire", 0, -1, 300, "interactive")},
+	{Config: "rates-sliding", Request: split("acquire", 0, 5000, 1000, "interactive")},
+	{Config: "rates-sliding", Request: split("try", 0, 5000, 1000, "batch")},
+	{Config: "rates-sliding", Request: split("acquire", 0, 13_500, 3600, "interactive")},
+	{Config: "rates-sliding", Request: split("acquire", 0, 13_501, 0, "interactive")},
+	{Config: "rates-rpm", Request: req("acquire", 1300, "interactive")},
+	{Config: "rates-rpm", Request: req("acquire", 1300, "batch")},
+	// A split on a budget without input or output rates: only the sum counts.
+	{Config: "basic", Request: split("acquire", 0, 1000, 300, "interactive")},
 }
 
 func acquireVectors(t *testing.T) any {
@@ -114,7 +146,9 @@ func acquireVectors(t *testing.T) any {
 		"comment": "What acquire is sent for a request. The lease id is \"<id>\". request.call \"acquire\" may wait its whole bound " +
 			"(Request.MaxWait, else the config's max wait), which it sends as ARGV[3] on its first attempt; \"try\" sends 0. " +
 			"holds_us: the hold times of the leases this process ended before, which set ARGV[6]. " +
-			"error: the request is refused before any script runs (too_large: it can never fit).",
+			"error: the request is refused before any script runs (too_large: it can never fit; invalid: input or output below 0, or tokens neither 0 nor their sum). " +
+			"request.input and request.output split the reservation: an input_tokens or output_tokens bucket is charged its part, every other token bucket their sum " +
+			"(request.tokens, 0 meaning the sum); without them such a bucket is charged all of tokens.",
 		"cases": out,
 	}
 }

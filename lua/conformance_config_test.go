@@ -46,6 +46,30 @@ var vectorConfigs = []namedConfig{
 	// Tokens under a microsecond each: no slack.
 	{"fast", vconfig{Budget: "fast", Limits: vlimits{RPM: 30_000, TPM: 150_000_000}}},
 	{"daily", vconfig{Budget: "daily", Limits: vlimits{RPD: 1_000, TPD: 2_000_000}, Headroom: 0.2, BatchFloor: 0.5}},
+	// Rates beyond the four: an hourly token cap, and Anthropic's input
+	// and output tokens per minute apart, the output with a burst. They
+	// follow rpm, in the order given, named <unit>/<window>.
+	{"rates", vconfig{Budget: "anthropic:claude", Limits: vlimits{RPM: 500}, Rates: []vrate{
+		{Unit: "tokens", Limit: 200_000, WindowMs: 3_600_000},
+		{Unit: "input_tokens", Limit: 40_000, WindowMs: 60_000},
+		{Unit: "output_tokens", Limit: 8_000, WindowMs: 60_000, Burst: 2_000},
+	}}},
+	// Rates under Headroom and SlidingWindow like the four, a window that
+	// is not whole seconds (named in ms), a week-long one, and NoRefund.
+	{"rates-sliding", vconfig{Budget: "rates-sliding", Limits: vlimits{RPM: 60}, Headroom: 0.1, SlidingWindow: true, NoRefund: true, Rates: []vrate{
+		{Unit: "requests", Limit: 10, WindowMs: 1_000},
+		{Unit: "input_tokens", Limit: 30_000, WindowMs: 1_500},
+		{Unit: "output_tokens", Limit: 12_000, WindowMs: 60_000, Burst: 4_000},
+		{Unit: "tokens", Limit: 5_000_000, WindowMs: 7 * 86_400_000},
+	}}},
+	// Rates of requests or tokens per minute or per day are rpm, tpm, rpd
+	// and tpd, in their places whatever the order given: this budget
+	// sends what "basic" sends, then requests/3600s.
+	{"rates-rpm", vconfig{Budget: "openai:gpt-4o-mini", Rates: []vrate{
+		{Unit: "tokens", Limit: 200_000, WindowMs: 60_000},
+		{Unit: "requests", Limit: 20_000, WindowMs: 3_600_000},
+		{Unit: "requests", Limit: 500, WindowMs: 60_000},
+	}}},
 }
 
 // invalidConfigs are configurations the Go client rejects; a port should
@@ -61,6 +85,33 @@ var invalidConfigs = []namedConfig{
 	{"batch-floor-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, BatchFloor: 1}},
 	{"name-with-brace", vconfig{Budget: "a{b}", Limits: vlimits{RPM: 10}}},
 	{"name-with-space", vconfig{Budget: "a b", Limits: vlimits{RPM: 10}}},
+	{"rate-unit-unknown", vconfig{Budget: "x", Rates: []vrate{{Unit: "words", Limit: 10, WindowMs: 60_000}}}},
+	{"rate-limit-zero", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 0, WindowMs: 3_600_000}}}},
+	{"rate-window-under-1s", vconfig{Budget: "x", Rates: []vrate{{Unit: "requests", Limit: 10, WindowMs: 999}}}},
+	{"rate-window-over-366d", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 10, WindowMs: 366*86_400_000 + 1}}}},
+	{"rate-burst-above-limit", vconfig{Budget: "x", Rates: []vrate{{Unit: "output_tokens", Limit: 8_000, WindowMs: 60_000, Burst: 8_001}}}},
+	{"rate-burst-negative", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 8_000, WindowMs: 60_000, Burst: -1}}}},
+	{"rate-twice", vconfig{Budget: "x", Rates: []vrate{
+		{Unit: "tokens", Limit: 200_000, WindowMs: 3_600_000}, {Unit: "tokens", Limit: 100_000, WindowMs: 3_600_000}}}},
+	{"rate-rpm-twice", vconfig{Budget: "x", Rates: []vrate{
+		{Unit: "requests", Limit: 500, WindowMs: 60_000}, {Unit: "requests", Limit: 400, WindowMs: 60_000}}}},
+	{"rate-also-in-limits", vconfig{Budget: "x", Limits: vlimits{TPM: 10_000}, Rates: []vrate{{Unit: "tokens", Limit: 10_000, WindowMs: 60_000}}}},
+	{"rate-also-in-burst", vconfig{Budget: "x", Burst: vlimits{RPD: 100}, Rates: []vrate{{Unit: "requests", Limit: 1_000, WindowMs: 86_400_000}}}},
+	{"rates-seventeen", vconfig{Budget: "x", Rates: seventeenRates()}},
+	{"rate-headroom-leaves-nothing", vconfig{Budget: "x", Headroom: 0.5, Rates: []vrate{{Unit: "requests", Limit: 1, WindowMs: 1_000}}}},
+	{"rate-sliding-burst-equals-limit", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 3_600_000, Burst: 1_000}}}},
+	// A bucket that would take more than 2^50 µs (35 years) to refill.
+	{"rate-refill-too-slow", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000_000, WindowMs: 366 * 86_400_000, Burst: 999_999}}}},
+}
+
+// seventeenRates is one rate more than a Config may have: requests over
+// windows of 2 to 18 seconds.
+func seventeenRates() []vrate {
+	var rs []vrate
+	for i := range 17 {
+		rs = append(rs, vrate{Unit: "requests", Limit: 100, WindowMs: int64(i+2) * 1000})
+	}
+	return rs
 }
 
 func configByName(t *testing.T, name string) vconfig {
@@ -137,13 +188,20 @@ func configVectors(t *testing.T) any {
 				batch = only(t, nc.Name+" TryAcquire batch", f.take()).Args
 				v.Slots = append(v.Slots, atoi(batch[5]))
 			}
-			f.queue([]any{nowUs, int64(0), int64(0), "", "", "", "", ""}[:4+n])
+			reply := []any{nowUs, int64(0), int64(0)}
+			for range n + 1 {
+				reply = append(reply, "")
+			}
+			f.queue(reply)
 			snap, err := p.Snapshot(ctx)
 			if err != nil {
 				t.Fatalf("%s: Snapshot: %v", nc.Name, err)
 			}
 			f.take()
 			levels := map[string]pacer.Bucket{"rpm": snap.RPM, "tpm": snap.TPM, "rpd": snap.RPD, "tpd": snap.TPD}
+			for _, r := range snap.Rates {
+				levels[string(r.Rate.Name())] = r.Bucket
+			}
 			for k := range n {
 				field := inter.Args[8+k]
 				b := vbucket{

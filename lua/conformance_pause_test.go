@@ -22,8 +22,12 @@ type pauseCase struct {
 	DUs       int64            `json:"d_us"` // the pause asked for, in µs
 	Limit     string           `json:"limit,omitempty"`
 	Tokens    int64            `json:"tokens,omitempty"`
-	Error     string           `json:"error,omitempty"`
-	Args      []string         `json:"args,omitempty"` // pause's ARGV
+	// Input and Output split the refused call's tokens (Tokens is 0 or
+	// their sum).
+	Input  int64    `json:"input,omitempty"`
+	Output int64    `json:"output,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	Args   []string `json:"args,omitempty"` // pause's ARGV
 }
 
 var classifyLimits = map[string]classify.Limit{
@@ -40,6 +44,11 @@ func pauseVectors(t *testing.T) any {
 	}
 	throttled := func(config string, d time.Duration, limit string, tokens int64) pauseCase {
 		return pauseCase{Config: config, Call: "throttled", DUs: d.Microseconds(), Limit: limit, Tokens: tokens}
+	}
+	splitThrottled := func(config string, d time.Duration, limit string, input, output int64) pauseCase {
+		c := throttled(config, d, limit, 0)
+		c.Input, c.Output = input, output
+		return c
 	}
 	cases := []pauseCase{
 		pause("basic", 1500*time.Millisecond),
@@ -65,6 +74,19 @@ func pauseVectors(t *testing.T) any {
 		sync("headroom", map[string]int64{"requests": 40, "tokens": 150_000}),
 		sync("sliding", map[string]int64{"tokens": 5000}),
 		sync("daily", map[string]int64{"requests": 3, "tokens": 5000}),
+		// Rates: the buckets of a minute or shorter whose unit the
+		// provider's limit names; an input or output bucket is lowered by
+		// the refused call's input or output when it gives them.
+		throttled("rates", 2*time.Second, "requests", 1300),
+		throttled("rates", 2*time.Second, "tokens", 1300),
+		throttled("rates", 2*time.Second, "unknown", 1300),
+		splitThrottled("rates", 2*time.Second, "tokens", 1000, 300),
+		splitThrottled("rates", 2*time.Second, "input_tokens", 1000, 300),
+		splitThrottled("rates", 2*time.Second, "output_tokens", 1000, 300),
+		splitThrottled("rates", 2*time.Second, "unknown", 50_000, 10_000),
+		splitThrottled("rates-sliding", time.Second, "unknown", 5000, 1000),
+		throttled("rates-rpm", time.Second, "unknown", 1300),
+		sync("rates", map[string]int64{"requests": 40, "tokens": 1300}),
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -86,7 +108,7 @@ func pauseVectors(t *testing.T) any {
 			case "pause":
 				err = p.Pause(ctx, d)
 			default:
-				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens})
+				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output})
 			}
 			calls := f.take()
 			if err != nil {
@@ -101,8 +123,10 @@ func pauseVectors(t *testing.T) any {
 	}
 	return map[string]any{
 		"comment": "What pause is sent. pause: {ms}, the pause in whole ms, at least 1. throttled (a provider's 429): the same, then for " +
-			"each minute bucket the provider's limit names (requests: rpm; tokens, input_tokens, output_tokens: tpm; unknown: both) " +
-			"that the budget has, its field, span − charge(min(units, capacity)) and 2 × span, in µs. error invalid: refused before any script runs. " +
+			"each bucket with a window of a minute or less that counts what the provider's limit names (requests: requests; tokens: tokens, input and output tokens; " +
+			"input_tokens: tokens and input tokens; output_tokens: tokens and output tokens; unknown: all), in the buckets' order, " +
+			"its field, span − charge(min(units, capacity)) and 2 × span, in µs, where units are the refused call's, as acquire counts them " +
+			"(input and output, when given, split tokens). error invalid: refused before any script runs. " +
 			"sync (a provider's rate-limit headers): {0}, then for rpm (requests) and tpm (tokens) when reported and configured, its field, " +
 			"span − charge(clamp(remaining − (limit − limit after Headroom), 0, capacity)) and 2 × span; no args: no script call.",
 		"cases": cases,
@@ -157,6 +181,10 @@ func snapshotVectors(t *testing.T) any {
 		{Name: "a TAT that is not an integer", Config: "basic", Reply: []any{n, int64(0), int64(0), "12.5", ""}},
 		{Name: "a missing TAT", Config: "basic", Reply: []any{n, int64(0), int64(0), ""}},
 		{Name: "a TAT as a number", Config: "basic", Reply: []any{n, int64(0), int64(0), n, ""}},
+		// Rates follow the four, in the order configured.
+		{Name: "rates", Config: "rates", Reply: []any{n, int64(0), int64(0), s(n + 30_000_000), s(n + 1_800_000_000), "", s(n + 20_000_000), ""}},
+		{Name: "rates given for rpm and tpm", Config: "rates-rpm", Reply: []any{n, int64(0), int64(0), s(n), s(n + 60_000_000), s(n + 3_600_000_000), ""}},
+		{Name: "the stop missing after the rates", Config: "rates", Reply: []any{n, int64(0), int64(0), "", "", "", ""}},
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -177,6 +205,9 @@ func snapshotVectors(t *testing.T) any {
 				if b.b.Limit != 0 {
 					r.Buckets = append(r.Buckets, vsnapBuck{b.f, b.b.Limit, b.b.Capacity, b.b.Level, b.b.PerSecond})
 				}
+			}
+			for _, b := range snap.Rates {
+				r.Buckets = append(r.Buckets, vsnapBuck{string(b.Rate.Name()), b.Limit, b.Capacity, b.Level, b.PerSecond})
 			}
 			c.Result = r
 		})

@@ -10,8 +10,11 @@ import (
 
 // vend is how a lease ends, or a keep-alive.
 type vend struct {
-	How  string `json:"how"`            // settle, release, reject, cancel or keepalive
+	How  string `json:"how"`            // settle, settle_usage, release, reject, cancel or keepalive
 	Used int64  `json:"used,omitempty"` // settle's used tokens
+	// settle_usage's input and output used (Lease.SettleUsage).
+	Input  int64 `json:"input,omitempty"`
+	Output int64 `json:"output,omitempty"`
 }
 
 func (e vend) run(l *pacer.Lease) error {
@@ -19,6 +22,8 @@ func (e vend) run(l *pacer.Lease) error {
 	switch e.How {
 	case "settle":
 		return l.Settle(ctx, e.Used)
+	case "settle_usage":
+		return l.SettleUsage(ctx, pacer.Usage{Input: e.Input, Output: e.Output})
 	case "release":
 		return l.Release(ctx)
 	case "reject":
@@ -34,7 +39,10 @@ func (e vend) run(l *pacer.Lease) error {
 type settleCase struct {
 	Config string `json:"config"`
 	Tokens int64  `json:"tokens"` // reserved
-	End    vend   `json:"end"`
+	// Input and Output split the reservation (Tokens is their sum).
+	Input  int64 `json:"input,omitempty"`
+	Output int64 `json:"output,omitempty"`
+	End    vend  `json:"end"`
 	// Args is settle's ARGV for a lease admitted at now_us (its charge
 	// time); the lease id is "<id>".
 	Args []string `json:"args"`
@@ -48,7 +56,15 @@ func settleVectors(t *testing.T) any {
 		}
 		return cs
 	}
-	s := func(used int64) vend { return vend{"settle", used} }
+	s := func(used int64) vend { return vend{How: "settle", Used: used} }
+	su := func(in, out int64) vend { return vend{How: "settle_usage", Input: in, Output: out} }
+	splitEnds := func(config string, in, out int64, es ...vend) []settleCase {
+		cs := ends(config, in+out, es...)
+		for i := range cs {
+			cs[i].Input, cs[i].Output = in, out
+		}
+		return cs
+	}
 	release, reject, cancel := vend{How: "release"}, vend{How: "reject"}, vend{How: "cancel"}
 	var cases []settleCase
 	cases = append(cases, ends("basic", 1300, s(1000), s(1300), s(1700), s(0), s(10_000_000), release, reject, cancel)...)
@@ -59,12 +75,29 @@ func settleVectors(t *testing.T) any {
 	cases = append(cases, ends("concurrency-only", 0, s(10), cancel)...)
 	cases = append(cases, ends("fast", 3, s(1), s(0), cancel)...)
 	cases = append(cases, ends("daily", 5000, s(4999), cancel)...)
+	// A split reservation: each input and output bucket gets its own
+	// difference, token buckets the sum's. Less input and more output than
+	// reserved (and the reverse) send the debts only. Settle with the
+	// total alone gives an input or output bucket back only what its part
+	// exceeds the total by, and charges it nothing.
+	cases = append(cases, splitEnds("rates", 1000, 300,
+		su(800, 200), su(1000, 300), su(1200, 500), su(800, 500), su(1100, 100), su(0, 0), su(50_000, 10_000),
+		s(1000), s(200), s(1300), s(5000), release, reject, cancel)...)
+	// A reservation not split: an input or output bucket was charged all
+	// of it.
+	cases = append(cases, ends("rates", 1300, su(800, 200), su(1000, 600), s(1000), s(1500), cancel)...)
+	// NoRefund: nothing back; debts still charged, each part's own.
+	cases = append(cases, splitEnds("rates-sliding", 5000, 1000,
+		su(4000, 500), su(6000, 500), su(4000, 1500), s(5000), s(7000), release, reject, cancel)...)
+	cases = append(cases, ends("rates-sliding", 3000, su(2000, 500), su(4000, 200), s(3500))...)
+	// Without input or output rates a split changes nothing: the sum counts.
+	cases = append(cases, splitEnds("basic", 1000, 300, su(800, 200), su(1000, 700), s(1000))...)
 	for i := range cases {
 		c := &cases[i]
 		cfg := configByName(t, c.Config)
 		inBubble(t, cfg.config(), func(p *pacer.Pacer, f *fakeWire) {
 			f.queue(admitted(cfg.ttl()))
-			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: c.Tokens})
+			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output})
 			if err != nil {
 				t.Fatalf("%s: TryAcquire(%d): %v", c.Config, c.Tokens, err)
 			}
@@ -78,7 +111,8 @@ func settleVectors(t *testing.T) any {
 	}
 	return map[string]any{
 		"comment": "What settle is sent when a lease of tokens, charged at now_us = " + itoa(nowUs) + ", ends: " +
-			"ARGV = {<id>, charged_us, then a field and its correction in µs for each bucket it changes}.",
+			"ARGV = {<id>, charged_us, then a field and its correction in µs for each bucket it changes}. " +
+			"input and output: the reservation split (tokens their sum). end.how settle_usage: the input and output used apart (Lease.SettleUsage).",
 		"cases": cases,
 	}
 }
@@ -114,7 +148,7 @@ func leaseReplyVectors(t *testing.T) any {
 	code := func(e vend, c, at int64) vstep { return vstep{vend: e, Reply: []any{c, at}} }
 	fail := func(e vend) vstep { return vstep{vend: e, Fail: true} }
 	skip := func(e vend) vstep { return vstep{vend: e} } // no call expected
-	settle, release, reject, cancel, keep := vend{"settle", 1000}, vend{How: "release"}, vend{How: "reject"}, vend{How: "cancel"}, vend{How: "keepalive"}
+	settle, release, reject, cancel, keep := vend{How: "settle", Used: 1000}, vend{How: "release"}, vend{How: "reject"}, vend{How: "cancel"}, vend{How: "keepalive"}
 	keepTo := func(at, exp int64) vstep { return vstep{vend: keep, Reply: []any{int64(1), at, exp}} }
 	keepGone := func(at int64) vstep { return vstep{vend: keep, Reply: []any{int64(0), at, int64(0)}} }
 	seqs := []leaseSequence{

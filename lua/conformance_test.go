@@ -268,6 +268,7 @@ type vconfig struct {
 	LeaseTTLMs    int64   `json:"lease_ttl_ms,omitempty"`
 	MaxWaitMs     int64   `json:"max_wait_ms,omitempty"`
 	KeyPrefix     string  `json:"key_prefix,omitempty"`
+	Rates         []vrate `json:"rates,omitempty"`
 }
 
 type vlimits struct {
@@ -278,13 +279,33 @@ type vlimits struct {
 	Concurrency int64 `json:"concurrency,omitempty"`
 }
 
+// vrate is a Config.Rates entry as the vectors write it: the unit as
+// Unit.String() names it, the window in ms.
+type vrate struct {
+	Unit     string `json:"unit"`
+	Limit    int64  `json:"limit"`
+	WindowMs int64  `json:"window_ms"`
+	Burst    int64  `json:"burst,omitempty"`
+}
+
+// units maps a unit's name to the Unit; any other name is Unit(0), which
+// the Go client rejects.
+var units = map[string]pacer.Unit{
+	"requests": pacer.Requests, "tokens": pacer.Tokens, "input_tokens": pacer.InputTokens, "output_tokens": pacer.OutputTokens,
+}
+
 func (c vconfig) config() pacer.Config {
+	var rates []pacer.Rate
+	for _, r := range c.Rates {
+		rates = append(rates, pacer.Rate{Unit: units[r.Unit], Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond, Burst: r.Burst})
+	}
 	return pacer.Config{
 		Name: c.Budget, KeyPrefix: c.KeyPrefix,
 		Limits:   pacer.Limits{RPM: c.Limits.RPM, TPM: c.Limits.TPM, RPD: c.Limits.RPD, TPD: c.Limits.TPD, Concurrency: c.Limits.Concurrency},
 		Burst:    pacer.Burst{RPM: c.Burst.RPM, TPM: c.Burst.TPM, RPD: c.Burst.RPD, TPD: c.Burst.TPD},
 		Headroom: c.Headroom, SlidingWindow: c.SlidingWindow, NoRefund: c.NoRefund, BatchFloor: c.BatchFloor,
 		LeaseTTL: time.Duration(c.LeaseTTLMs) * time.Millisecond, MaxWait: time.Duration(c.MaxWaitMs) * time.Millisecond,
+		Rates: rates,
 	}
 }
 

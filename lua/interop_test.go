@@ -23,6 +23,11 @@ import (
 //     the order they queued; a Python keep-alive moves its lease's expiry;
 //   - pauses: each side's pause (and Python's report of a 429, which also
 //     lowers the token bucket) holds the other side's calls back;
+//   - rates: on an hourly token rate beside input and output rates, each
+//     side's split reservation is room the other is refused for, by the
+//     rate that lacks most, and each side's give-backs (by input and
+//     output apart, or by the total alone) are room the other is
+//     admitted into;
 //   - a load phase: four Go callers in two "processes" and three Python
 //     threads run against one budget at once, settling with refunds,
 //     releasing and rejecting, and no window of any bucket holds more than
@@ -46,6 +51,13 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 		"refund": {Budget: name + ":refund", Limits: vlimits{TPM: 60}},
 		"slots":  {Budget: name + ":slots", Limits: vlimits{Concurrency: 2}, LeaseTTLMs: 30_000},
 		"pause":  {Budget: name + ":pause", Limits: vlimits{TPM: 60_000}},
+		// Each rate refills one token a second: 100 tokens at most of
+		// 3,600 an hour, 60 input and 60 output tokens a minute.
+		"rates": {Budget: name + ":rates", Rates: []vrate{
+			{Unit: "tokens", Limit: 3600, WindowMs: 3_600_000, Burst: 100},
+			{Unit: "input_tokens", Limit: 60, WindowMs: 60_000},
+			{Unit: "output_tokens", Limit: 60, WindowMs: 60_000},
+		}},
 		"load": {Budget: name + ":load", Limits: vlimits{RPM: 1800, TPM: 120_000, Concurrency: 4},
 			Burst: vlimits{RPM: 10, TPM: 3000}, LeaseTTLMs: 30_000},
 	}
@@ -70,6 +82,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
 	t.Run("slots", func(t *testing.T) { interopSlots(t, w, rdb, pacers["slots"][0]) })
 	t.Run("pauses", func(t *testing.T) { interopPauses(t, w, pacers["pause"][0]) })
+	t.Run("rates", func(t *testing.T) { interopRates(t, w, pacers["rates"][0]) })
 	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
 	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
 }
@@ -295,4 +308,95 @@ func waitQueued(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer, n int) 
 			t.Fatalf("%d waiters in the slot queue, not %d, after a minute: %v", len(ids), n, ids)
 		}
 	}
+}
+
+// interopRates: on 100 tokens an hour (at most), 60 input and 60 output
+// tokens a minute, each refilling one token a second, each side's split
+// reservation refuses the other's call by the rate that lacks most, and
+// each side's give-backs admit the other's: by input and output apart
+// (SettleUsage), by the total alone on a split reservation (Python's
+// settle), and by the total on a reservation not split (Go's Settle,
+// which gives an input or output rate back what its charge exceeds the
+// total by). The comments give the levels (tokens, input, output) after
+// each step. Every refusal holds for at least 25 s, and each snapshot
+// tells a give-back from refill for 30 s: the checks hold on a loaded
+// machine.
+func interopRates(t *testing.T, w *worker, p *pacer.Pacer) {
+	ctx := context.Background()
+	const hourly, input, output = "tokens/3600s", "input_tokens/60s", "output_tokens/60s"
+	pyTrySplit := func(in, out int64) pyAnswer {
+		return w.do(map[string]any{"op": "try", "budget": "rates", "input": in, "output": out})
+	}
+	pyAdmitted := func(a pyAnswer, what string) string {
+		t.Helper()
+		if a.Error != "" {
+			t.Fatalf("Python %s: %s %s", what, a.Error, a.Message)
+		}
+		return a.Lease
+	}
+	goTry := func(r pacer.Request, what string, refusedBy pacer.Limit) *pacer.Lease {
+		t.Helper()
+		l, err := p.TryAcquire(ctx, r)
+		var ny *pacer.NotYetError
+		switch {
+		case refusedBy == "" && err != nil:
+			t.Fatalf("Go TryAcquire(%+v) %s: %v; want admitted", r, what, err)
+		case refusedBy != "" && (!errors.As(err, &ny) || ny.Limit != refusedBy):
+			t.Fatalf("Go TryAcquire(%+v) %s = %v, %v; want ErrNotYet for %s", r, what, l, err, refusedBy)
+		}
+		return l
+	}
+	levels := func() map[string]float64 {
+		t.Helper()
+		s, err := p.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]float64{}
+		for _, r := range s.Rates {
+			m[string(r.Rate.Name())] = r.Level
+		}
+		return m
+	}
+	atLeast := func(side string, got map[string]float64, want map[string]float64) {
+		t.Helper()
+		for f, min := range want {
+			if got[f] < min-0.01 {
+				t.Fatalf("%s snapshot: %s level %.2f, want at least %v (all: %v)", side, f, got[f], min, got)
+			}
+		}
+	}
+
+	l1 := pyAdmitted(pyTrySplit(40, 40), "try 40 in, 40 out of full rates") // 20, 20, 20
+	goTry(pacer.Request{Input: 10, Output: 40}, "with 20 tokens and 20 output left", hourly)
+	pyEnd := func(lease string, cmd map[string]any) {
+		t.Helper()
+		cmd["op"], cmd["lease"] = "end", lease
+		if a := w.do(cmd); a.Error != "" {
+			t.Fatalf("Python end %v: %s %s", cmd, a.Error, a.Message)
+		}
+	}
+	pyEnd(l1, map[string]any{"how": "settle_usage", "input": 10, "output": 5}) // 85, 50, 55
+	atLeast("Go", levels(), map[string]float64{hourly: 85, input: 50, output: 55})
+	g1 := goTry(pacer.Request{Input: 10, Output: 40}, "after Python's settle_usage", "") // 35, 40, 15
+	if a := pyTrySplit(10, 40); a.Error != "not_yet" || a.Limit != output {
+		t.Fatalf("Python try 10 in, 40 out with 15 output left = %+v; want not_yet for %s", a, output)
+	}
+	if err := g1.SettleUsage(ctx, pacer.Usage{Input: 10, Output: 5}); err != nil { // 70, 40, 50
+		t.Fatal(err)
+	}
+	a := w.do(map[string]any{"op": "snapshot", "budget": "rates"})
+	if a.Error != "" {
+		t.Fatalf("Python snapshot: %s %s", a.Error, a.Message)
+	}
+	atLeast("Python", a.Levels, map[string]float64{hourly: 70, input: 40, output: 50})
+	l2 := pyAdmitted(pyTrySplit(10, 40), "try 10 in, 40 out after Go's SettleUsage") // 20, 30, 10
+	goTry(pacer.Request{Tokens: 35}, "of 35 tokens not split, with 10 output left", output)
+	pyEnd(l2, map[string]any{"how": "settle", "used": 0})                            // 70, 40, 50
+	g2 := goTry(pacer.Request{Tokens: 35}, "after Python's settle of its total", "") // 35, 5, 15
+	if err := g2.Settle(ctx, 5); err != nil {                                        // 65, 35, 45
+		t.Fatal(err)
+	}
+	l3 := pyAdmitted(pyTrySplit(20, 40), "try 20 in, 40 out after Go's Settle of its total") // 5, 15, 5
+	pyEnd(l3, map[string]any{"how": "release"})
 }

@@ -5,9 +5,9 @@ The Go test starts this worker with a JSON argument, {"addr": "host:port",
 sends one JSON command a line on stdin and reads one JSON answer a line on
 stdout. Commands run one at a time, in order:
 
-  {"op": "try" | "acquire", "budget", "tokens", "priority", "max_wait_ms"}
+  {"op": "try" | "acquire", "budget", "tokens", "input", "output", "priority", "max_wait_ms"}
       -> {"lease": handle, "start_us", "charged_us", "expiry_ms", "waited_ms"}
-  {"op": "end", "lease", "how": settle|release|reject|cancel, "used"}
+  {"op": "end", "lease", "how": settle|settle_usage|release|reject|cancel, "used", "input", "output"}
       -> {"state", "end_us"}  (end_us: the end on the Redis clock; 0 for cancel)
   {"op": "keepalive", "lease"} -> {"expiry_ms"}
   {"op": "pause", "budget", "seconds"} -> {"remaining_ms"}
@@ -35,12 +35,15 @@ def config(d):
         name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
         headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
         no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
-        lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""))
+        lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""),
+        rates=tuple(llmpacer.Rate(**r) for r in d.get("rates", ())))
 
 
-def end(lease, how, used):
+def end(lease, how, used, input=0, output=0):
     if how == "settle":
         lease.settle(used)
+    elif how == "settle_usage":
+        lease.settle_usage(input, output)
     else:
         getattr(lease, how)()
     return lease.start_us + lease.held_us if lease.held_us else 0
@@ -101,17 +104,19 @@ def main():
             if op in ("try", "acquire"):
                 p, t0 = pacers[cmd["budget"]], time.monotonic()
                 prio = cmd.get("priority", llmpacer.INTERACTIVE)
+                split = {"input": cmd.get("input", 0), "output": cmd.get("output", 0)}
                 if op == "try":
-                    lease = p.try_acquire(cmd["tokens"], prio)
+                    lease = p.try_acquire(cmd.get("tokens", 0), prio, **split)
                 else:
-                    lease = p.acquire(cmd["tokens"], prio, cmd.get("max_wait_ms", 0))
+                    lease = p.acquire(cmd.get("tokens", 0), prio, cmd.get("max_wait_ms", 0), **split)
                 h = f"py{len(leases) + 1}"
                 leases[h] = lease
                 out = {"lease": h, "start_us": lease.start_us, "charged_us": lease.charged_us, "slot_us": lease.slot_us,
                        "expiry_ms": lease.expiry_ms, "waited_ms": (time.monotonic() - t0) * 1000}
             elif op == "end":
                 lease = leases[cmd["lease"]]
-                out = {"end_us": end(lease, cmd["how"], cmd.get("used", 0)), "state": lease.state}
+                out = {"end_us": end(lease, cmd["how"], cmd.get("used", 0), cmd.get("input", 0), cmd.get("output", 0)),
+                       "state": lease.state}
             elif op == "keepalive":
                 lease = leases[cmd["lease"]]
                 lease.keepalive()

@@ -1,7 +1,8 @@
 """Share an llmpacer budget from Python.
 
 llmpacer keeps one LLM provider budget (requests and tokens per minute and
-per day, calls in flight) in Redis, checked and charged by Lua scripts. This
+per day, or over any window, input and output tokens apart, calls in
+flight) in Redis, checked and charged by Lua scripts. This
 module runs the same scripts on the same keys as the Go package
 (github.com/llmpacer/llmpacer/pacer), so a notebook, a batch job or a worker
 in Python draws from the budget that Go processes use, instead of going
@@ -25,8 +26,8 @@ It needs only a Redis client with ``register_script`` (redis-py's
         raise
     lease.settle(reply.usage.total_tokens)
 
-Every process sharing a budget must use the same Config (limits, burst,
-headroom, sliding window, batch floor). A Pacer and its leases are safe to
+Every process sharing a budget must use the same Config (limits, rates,
+burst, headroom, sliding window, batch floor). A Pacer and its leases are safe to
 use from several threads. What the Go client does and this one does not: a
 process that pauses the budget does not make its own reserved turns wait the
 pause out, and there are no events or Run helper.
@@ -58,10 +59,16 @@ DEFAULT_MAX_WAIT_MS = 60 * 1000
 DEFAULT_KEY_PREFIX = "llmpacer"
 
 INTERACTIVE, BATCH = "interactive", "batch"
+# What a Rate counts: requests (one a call), tokens (input and output
+# together), or input or output tokens alone.
+REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS = "requests", "tokens", "input_tokens", "output_tokens"
+UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS)
 SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot")
 
 _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
 _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
+_MAX_RATES = 16  # Config.rates
+_MAX_WINDOW_MS = 366 * 24 * 3600 * 1000  # a Rate's window
 _REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
 _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
@@ -143,11 +150,45 @@ class Burst:
 
 
 @dataclasses.dataclass(frozen=True)
+class Rate:
+    """One limit over any window: limit units of unit per window_ms, as pacer.Rate.
+
+    unit is REQUESTS, TOKENS, INPUT_TOKENS or OUTPUT_TOKENS; window_ms runs
+    from 1 second to 366 days; burst optionally lowers the bucket's
+    capacity below the limit (0: the limit), as Burst does for the four.
+    """
+
+    unit: str
+    limit: int
+    window_ms: int
+    burst: int = 0
+
+    @property
+    def name(self) -> str:
+        """The limit's name, as acquire's reason and errors report it.
+
+        "rpm", "tpm", "rpd" or "tpd" for a rate Limits can state; otherwise
+        the unit and the window, such as "tokens/3600s", or in ms when it is
+        not whole seconds ("requests/1500ms").
+        """
+        four = {(REQUESTS, 60_000): "rpm", (TOKENS, 60_000): "tpm",
+                (REQUESTS, 86_400_000): "rpd", (TOKENS, 86_400_000): "tpd"}
+        if (self.unit, self.window_ms) in four:
+            return four[self.unit, self.window_ms]
+        if self.window_ms % 1000 == 0:
+            return f"{self.unit}/{self.window_ms // 1000}s"
+        return f"{self.unit}/{self.window_ms}ms"
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     """One shared budget, as pacer.Config describes it (durations in ms).
 
     A zero field takes the Go default: batch_floor 0.2 (negative: none),
     lease_ttl_ms 10 minutes, max_wait_ms 1 minute, key_prefix "llmpacer".
+    rates are limits over any window, and of input or output tokens apart
+    (at most 16); a rate of requests or tokens per minute or per day is
+    the bucket of limits' field for it, so set it in one place only.
     """
 
     name: str
@@ -160,6 +201,7 @@ class Config:
     lease_ttl_ms: int = 0
     max_wait_ms: int = 0
     key_prefix: str = ""
+    rates: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +210,7 @@ class Bucket:
 
     interval is the µs of refill per unit, span the µs a full bucket holds,
     slack the µs added to every allowance (see docs/lua-contract.md).
+    unit is what it counts (one of UNITS).
     """
 
     field: str
@@ -175,19 +218,30 @@ class Bucket:
     capacity: int
     refill: int
     window_ms: int
-    tokens: bool
+    unit: str
     interval: float
     span: int
     slack: int
 
     @classmethod
-    def new(cls, field, limit, capacity, refill, window_ms, tokens):
+    def new(cls, field, limit, capacity, refill, window_ms, unit):
         iv = float(window_ms * 1000) / float(refill)
-        return cls(field, limit, capacity, refill, window_ms, tokens, iv,
+        return cls(field, limit, capacity, refill, window_ms, unit, iv,
                    math.ceil(float(capacity) * iv), max(0, min(999, math.ceil(iv / 2) - 1)))
 
-    def units(self, tokens: int) -> int:
-        return tokens if self.tokens else 1
+    @property
+    def tokens(self) -> bool:
+        """The bucket counts tokens of some kind, not requests."""
+        return self.unit != REQUESTS
+
+    def units(self, tokens: int, input: int = 0, output: int = 0) -> int:
+        """What a call takes from the bucket: one request, or its tokens.
+
+        A bucket of input or output tokens takes the call's input or
+        output when it gives them (tokens is then their sum), else all of
+        tokens: it cannot tell the two apart.
+        """
+        return _Use(tokens, input, output).of(self.unit)
 
     def charge(self, units: int) -> int:
         return math.ceil(float(units) * self.interval)
@@ -211,7 +265,28 @@ class Bucket:
         return float(self.refill) / float(self.window_ms) * 1000
 
 
-_SPECS = (("rpm", 60_000, False), ("tpm", 60_000, True), ("rpd", 86_400_000, False), ("tpd", 86_400_000, True))
+class _Use:
+    """A call's tokens, reserved or used: split into input and output when
+    either is given (tokens is then their sum), else only the total."""
+
+    __slots__ = ("tokens", "input", "output", "split")
+
+    def __init__(self, tokens: int, input: int = 0, output: int = 0, split: bool | None = None):
+        self.split = bool(input or output) if split is None else split
+        self.tokens = input + output if self.split and not tokens else tokens
+        self.input, self.output = input, output
+
+    def of(self, unit: str) -> int:
+        if unit == REQUESTS:
+            return 1
+        if unit == INPUT_TOKENS and self.split:
+            return self.input
+        if unit == OUTPUT_TOKENS and self.split:
+            return self.output
+        return self.tokens
+
+
+_SPECS = (("rpm", 60_000, REQUESTS), ("tpm", 60_000, TOKENS), ("rpd", 86_400_000, REQUESTS), ("tpd", 86_400_000, TOKENS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,8 +308,17 @@ def settings(c: Config) -> Settings:
     _check_name("name", c.name)
     _check_name("key_prefix", prefix)
     lim, bur = c.limits, c.burst
-    if lim == Limits():
-        raise InvalidError("llmpacer: no limit is set")
+    rates = tuple(c.rates)
+    if lim == Limits() and not rates:
+        raise InvalidError("llmpacer: no limit is set; set at least one of limits or a rate")
+    if len(rates) > _MAX_RATES:
+        raise InvalidError(f"llmpacer: {len(rates)} rates: at most {_MAX_RATES}")
+    seen = {}
+    for i, r in enumerate(rates):
+        _check_rate(i, r)
+        if r.name in seen:
+            raise InvalidError(f"llmpacer: rates[{seen[r.name]}] and rates[{i}] are both {r.name}: state each rate once")
+        seen[r.name] = i
     for what, v in [*(("limits." + f, getattr(lim, f)) for f in ("rpm", "tpm", "rpd", "tpd", "concurrency")),
                     *(("burst." + f, getattr(bur, f)) for f in ("rpm", "tpm", "rpd", "tpd"))]:
         if not 0 <= v <= _MAX_LIMIT:
@@ -247,40 +331,69 @@ def settings(c: Config) -> Settings:
         raise InvalidError(f"llmpacer: lease_ttl_ms = {c.lease_ttl_ms}: must be between 1 and {_MAX_DURATION_MS}")
     if not 0 <= c.max_wait_ms <= _MAX_DURATION_MS:
         raise InvalidError(f"llmpacer: max_wait_ms = {c.max_wait_ms}: must be between 0 and {_MAX_DURATION_MS}")
+    # The four of limits in the scripts' order, a rate that is one of them
+    # in its place; then the other rates, in the order given.
+    four = [("limits." + f, f, getattr(lim, f), getattr(bur, f), w, u) for f, w, u in _SPECS]
+    more = []
+    for i, r in enumerate(rates):
+        spec = (f"rates[{i}]", r.name, r.limit, r.burst, r.window_ms, r.unit)
+        k = next((k for k, sp in enumerate(four) if sp[1] == r.name), None)
+        if k is None:
+            more.append(spec)
+            continue
+        if four[k][2] != 0 or four[k][3] != 0:
+            raise InvalidError(f"llmpacer: rates[{i}] is {r.name}, which limits.{r.name} (or burst.{r.name}) already sets: state it in one place")
+        four[k] = spec
     buckets = []
-    for field, window_ms, tokens in _SPECS:
-        limit, burst = getattr(lim, field), getattr(bur, field)
+    for what, field, limit, burst, window_ms, unit in four:
         if limit == 0:
             if burst != 0:
                 raise InvalidError(f"llmpacer: burst.{field} = {burst} but limits.{field} is not set")
             continue
-        buckets.append(_bucket(c, field, limit, burst, window_ms, tokens))
+        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
+    for what, field, limit, burst, window_ms, unit in more:
+        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
     keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
     tag = "{" + prefix + ":" + c.name + "}"
     return Settings([tag + ":s", tag + ":l", tag + ":q"], buckets, lim.concurrency, keep,
                     c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
 
 
-def _bucket(c: Config, field: str, limit: int, burst: int, window_ms: int, tokens: bool) -> Bucket:
+def _check_rate(i: int, r: Any) -> None:
+    at = f"llmpacer: rates[{i}]"
+    if not isinstance(r, Rate):
+        raise InvalidError(f"{at} = {r!r}: use llmpacer.Rate")
+    if r.unit not in UNITS:
+        raise InvalidError(f"{at}.unit = {r.unit!r}: use one of {', '.join(UNITS)}")
+    if type(r.limit) is not int or not 1 <= r.limit <= _MAX_LIMIT:
+        raise InvalidError(f"{at}.limit = {r.limit!r}: must be an int between 1 and {_MAX_LIMIT}")
+    if type(r.window_ms) is not int or not 1000 <= r.window_ms <= _MAX_WINDOW_MS:
+        raise InvalidError(f"{at}.window_ms = {r.window_ms!r}: must be an int from 1000 (1 s) to {_MAX_WINDOW_MS} (366 days)")
+    if type(r.burst) is not int or not 0 <= r.burst <= r.limit:
+        raise InvalidError(f"{at}.burst = {r.burst!r}: must be between 0 (the limit) and the limit {r.limit}")
+
+
+def _bucket(c: Config, what: str, field: str, limit: int, burst: int, window_ms: int, unit: str) -> Bucket:
+    # what names the setting in errors: limits.rpm, rates[2].
     # Headroom scales the limit and the burst alike.
     limit = math.floor(float(limit) * (1 - c.headroom))
     if limit < 1:
-        raise InvalidError(f"llmpacer: limits.{field} leaves nothing after headroom {c.headroom}")
+        raise InvalidError(f"llmpacer: {what} leaves nothing after headroom {c.headroom}")
     burst = math.floor(float(burst) * (1 - c.headroom))
     if burst > limit:
-        raise InvalidError(f"llmpacer: burst.{field} = {burst} exceeds the limit {limit} (after headroom)")
+        raise InvalidError(f"llmpacer: the burst of {what} = {burst} exceeds the limit {limit} (after headroom)")
     refill = limit
     if c.sliding_window:
         if burst == 0:
             burst = (limit + 1) // 2  # limit − floor(limit / 2)
         if burst == limit:
-            raise InvalidError(f"llmpacer: burst.{field} = {burst} equals the limit: with sliding_window set a burst below it")
+            raise InvalidError(f"llmpacer: the burst of {what} = {burst} equals the limit: with sliding_window set a burst below it")
         refill = limit - burst
     elif burst == 0:
         burst = limit
-    b = Bucket.new(field, limit, burst, refill, window_ms, tokens)
+    b = Bucket.new(field, limit, burst, refill, window_ms, unit)
     if float(burst) * b.interval > _MAX_SPAN_US:
-        raise InvalidError(f"llmpacer: burst.{field} = {burst} would take years to refill")
+        raise InvalidError(f"llmpacer: the burst of {what} = {burst} would take years to refill")
     return b
 
 
@@ -365,18 +478,42 @@ def _ints(v: Any, n: int) -> list:
     return [_int(x) for x in v]
 
 
-def corrections(buckets: list, reserved: int, used: int, request: bool) -> list:
+def _as_use(v: "int | tuple | _Use") -> "_Use":
+    if isinstance(v, _Use):
+        return v
+    if isinstance(v, tuple):
+        return _Use(0, v[0], v[1], True)
+    return _Use(v)
+
+
+def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", request: bool) -> list:
     """What ending a lease sends settle: (field, µs) for each bucket it changes.
 
-    Negative gives back; positive is a debt, at most one full bucket.
-    request says whether the request itself goes back (a call never sent).
+    reserved and used are tokens, or (input, output) pairs when known
+    apart. Negative gives back; positive is a debt, at most one full
+    bucket. request says whether the request itself goes back (a call
+    never sent). A used total without its split bounds the input and the
+    output used: an input or output bucket gets back what its part of the
+    reservation exceeds the total by, and owes nothing.
     """
+    r, u = _as_use(reserved), _as_use(used)
     out = []
     for b in buckets:
-        back = reserved - used if b.tokens else (1 if request else 0)
+        if b.unit == REQUESTS:
+            back = 1 if request else 0
+        elif b.unit != TOKENS and not u.split:
+            back = max(r.of(b.unit) - u.tokens, 0)
+        else:
+            back = r.of(b.unit) - u.of(b.unit)
         d = -b.refund(back) if back > 0 else b.charge(min(-back, b.capacity)) if back < 0 else 0
         if d:
             out.append((b.field, d))
+    # settle.lua takes one sign per call: a give-back is bounded by what
+    # later charges left room for, a debt is not. When input and output
+    # differ in sign, the debts are kept and the give-backs dropped: the
+    # budget stays on the safe side, short of a refund.
+    if any(d > 0 for _, d in out):
+        out = [(f, d) for f, d in out if d > 0]
     return out
 
 
@@ -394,7 +531,7 @@ class Snapshot:
     paused_ms: int
     in_flight: int
     concurrency: int
-    buckets: dict  # field -> BucketState, for the configured buckets
+    buckets: dict  # field -> BucketState, for the configured buckets in order; a rate by its name (tokens/3600s)
     stopped_ms: int = 0  # how long the budget stays stopped; 0 if not
     stopped_by: str = ""  # "quota" or "stop" while stopped
 
@@ -431,20 +568,32 @@ class Pacer:
     def _run(self, name: str, args: list) -> Any:
         return self._scripts[name](keys=self.keys, args=args)
 
-    def check_request(self, tokens: int, priority: str = INTERACTIVE, max_wait_ms: int = 0) -> None:
+    def check_request(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
+                      input: int = 0, output: int = 0) -> None:
         """Raise InvalidError or TooLargeError for a request the Go client would refuse."""
+        self._use(tokens, priority, max_wait_ms, input, output)
+
+    def _use(self, tokens: int, priority: str, max_wait_ms: int, input: int, output: int) -> _Use:
+        # check_request's checks; returns what the request reserves.
         if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
+                or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
+        if (input or output) and tokens and tokens != input + output:
+            raise InvalidError(f"llmpacer: tokens = {tokens} but input + output = {input + output}: pass their sum, or 0")
         if priority not in (INTERACTIVE, BATCH):
             raise InvalidError(f"llmpacer: priority = {priority!r}: use INTERACTIVE or BATCH")
         if type(max_wait_ms) is not int or not 0 <= max_wait_ms <= _MAX_DURATION_MS:
             raise InvalidError(f"llmpacer: max_wait_ms = {max_wait_ms!r}: must be between 0 and {_MAX_DURATION_MS}")
+        use = _Use(tokens, input, output)
         for b in self.settings.buckets:
-            need = b.units(tokens)
+            need = use.of(b.unit)
             if need > b.capacity or b.charge(need) > b.allowance(0):
-                raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {b.field} bucket's capacity of {b.capacity}")
+                raise TooLargeError(f"llmpacer: {need} {b.unit} exceed the {b.field} bucket's capacity of {b.capacity}")
             if priority == BATCH and b.charge(need) > b.allowance(self.settings.keep):
-                raise TooLargeError(f"llmpacer: a batch call of {tokens} tokens can never fit the {b.field} bucket's share for batch")
+                raise TooLargeError(f"llmpacer: a batch call of {need} {b.unit} can never fit the {b.field} bucket's share for batch")
+        return use
 
     @property
     def batch_slots(self) -> int:
@@ -452,11 +601,15 @@ class Pacer:
         conc = self.settings.concurrency
         return conc - math.floor(float(conc) * self.settings.keep) if conc else 0
 
-    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int, ticket: int = 0) -> list:
+    def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int, ticket: int = 0, *,
+                     input: int = 0, output: int = 0) -> list:
         """acquire.lua's ARGV for a call (see docs/lua-contract.md).
 
         ticket is 0 on a call's first attempt, then the ticket a reply gave.
         """
+        return self._acquire_args(lease_id, _Use(tokens, input, output), priority, max_wait_ms, ticket)
+
+    def _acquire_args(self, lease_id: str, use: _Use, priority: str, max_wait_ms: int, ticket: int) -> list:
         s = self.settings
         keep = s.keep if priority == BATCH else 0.0
         conc = s.concurrency
@@ -467,11 +620,18 @@ class Pacer:
         args = [lease_id, 1 if priority == BATCH else 0, max_wait_ms, s.lease_ttl_ms, conc, self.batch_slots, spacing, ticket]
         args += [b.field for b in s.buckets]
         for b in s.buckets:
-            args += [b.charge(b.units(tokens)), b.allowance(keep)]
+            args += [b.charge(use.of(b.unit)), b.allowance(keep)]
         return args
 
-    def acquire(self, tokens: int, priority: str = INTERACTIVE, max_wait_ms: int = 0) -> "Lease":
+    def acquire(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
+                input: int = 0, output: int = 0) -> "Lease":
         """Wait until every limit has room for the call, charge them all, return the lease.
+
+        tokens is the reservation: prompt tokens plus the output cap. input
+        and output optionally split it (tokens is then 0 or their sum): an
+        input_tokens or output_tokens rate is charged its own part, and
+        Lease.settle_usage gives each part back exactly; without them such
+        a rate is charged all of tokens.
 
         The wait is bounded by max_wait_ms (0: the config's). A call that
         can never fit raises TooLargeError at once; one whose wait would pass
@@ -485,7 +645,7 @@ class Pacer:
         error, or an exception such as KeyboardInterrupt while it waits)
         cancels a pending lease, or leaves the slot queue.
         """
-        self.check_request(tokens, priority, max_wait_ms)
+        use = self._use(tokens, priority, max_wait_ms, input, output)
         bound_ms = max_wait_ms or self.settings.max_wait_ms
         began = self._clock()
         deadline = began + bound_ms * 1_000_000
@@ -495,7 +655,7 @@ class Pacer:
             while True:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
-                rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, remain_ms, ticket)))
+                rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, remain_ms, ticket)))
                 if rep.code == DENIED and rep.reason in _STOPS:
                     raise StoppedError(rep.wait_ms, rep.reason)
                 if rep.code in (ADMITTED, ALREADY) and rep.ticket == 0:
@@ -504,7 +664,7 @@ class Pacer:
                         pending._claimed(rep.expiry_ms, rep.now_us)
                         lease, pending = pending, None
                         return lease
-                    lease = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                    lease = self._lease(lease_id, use, rep, rep.now_us + rep.wait_ms * 1000, began)
                     if rep.wait_ms > 0:
                         try:
                             self._sleep(rep.wait_ms / 1000)
@@ -516,13 +676,13 @@ class Pacer:
                     # Admitted with a later turn but no slot: sleep until the
                     # turn, then claim a slot with the ticket.
                     if pending is None:
-                        pending = self._lease(lease_id, tokens, rep, rep.now_us + rep.wait_ms * 1000, began)
+                        pending = self._lease(lease_id, use, rep, rep.now_us + rep.wait_ms * 1000, began)
                     ticket = rep.ticket
                     if rep.wait_ms > 0:
                         self._sleep(rep.wait_ms / 1000)
                     continue
                 if rep.code == TOO_LARGE:
-                    raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+                    raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
                 if rep.ticket != 0:
                     # Queued for a slot: ask again at the estimate, soon
                     # enough to claim a grant within its claim window.
@@ -542,20 +702,23 @@ class Pacer:
                 self._leave(lease_id)
             raise
 
-    def try_acquire(self, tokens: int, priority: str = INTERACTIVE) -> "Lease":
-        """Admit the call only if every limit has room now; else raise NotYetError."""
-        self.check_request(tokens, priority)
+    def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0) -> "Lease":
+        """Admit the call only if every limit has room now; else raise NotYetError.
+
+        tokens, input and output as for acquire.
+        """
+        use = self._use(tokens, priority, 0, input, output)
         lease_id, sent = new_id(), self._clock()
-        rep = decode_acquire(self._run("acquire", self.acquire_args(lease_id, tokens, priority, 0)))
+        rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, 0, 0)))
         if rep.code in (ADMITTED, ALREADY):
-            return self._lease(lease_id, tokens, rep, rep.now_us, sent)
+            return self._lease(lease_id, use, rep, rep.now_us, sent)
         if rep.code == TOO_LARGE:
-            raise TooLargeError(f"llmpacer: {tokens} tokens exceed the {rep.reason} bucket's capacity")
+            raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
         if rep.reason in _STOPS:
             raise StoppedError(rep.wait_ms, rep.reason)
         raise NotYetError(rep.wait_ms, rep.reason)
 
-    def _lease(self, lease_id: str, tokens: int, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
+    def _lease(self, lease_id: str, use: _Use, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
         charged = rep.now_us
         if rep.code == ALREADY:
             # Charged by an earlier attempt with this id, whose reply was
@@ -563,7 +726,7 @@ class Pacer:
             # first sent. A settle is sent a lower bound (it then gives back
             # only less).
             charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
-        lease = Lease(self, lease_id, tokens, start_us, rep.expiry_ms, charged)
+        lease = Lease(self, lease_id, use.tokens, start_us, rep.expiry_ms, charged, input=use.input, output=use.output)
         lease.slot_us = rep.now_us
         lease.probe = rep.reason == "probe"
         return lease
@@ -615,20 +778,29 @@ class Pacer:
         """
         return self._pause(seconds, [])
 
-    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0) -> int:
-        """Report a provider's 429 for a call of tokens: pause, and lower the bucket it names.
+    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0, *, input: int = 0, output: int = 0) -> int:
+        """Report a provider's 429 for a call of tokens: pause, and lower the buckets it names.
 
-        limit is "requests" (rpm), "tokens", "input_tokens" or "output_tokens"
-        (tpm), or "unknown" (both); day buckets are never lowered.
+        limit is what the provider says ran out: "requests", "tokens",
+        "input_tokens" or "output_tokens", or "unknown" (all). The buckets
+        lowered are those of a minute or shorter counting it: requests;
+        tokens, input and output tokens for "tokens"; tokens and input (or
+        output) tokens for "input_tokens" ("output_tokens"). Day buckets and
+        other long ones never are. input and output split tokens as for
+        acquire.
         """
         if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
-        lower = {"requests": ("rpm",), "tokens": ("tpm",), "input_tokens": ("tpm",),
-                 "output_tokens": ("tpm",)}.get(limit, ("rpm", "tpm"))
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
+                or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
+        lower = {REQUESTS: (REQUESTS,), TOKENS: (TOKENS, INPUT_TOKENS, OUTPUT_TOKENS),
+                 INPUT_TOKENS: (TOKENS, INPUT_TOKENS), OUTPUT_TOKENS: (TOKENS, OUTPUT_TOKENS)}.get(limit, UNITS)
+        use = _Use(tokens, input, output)
         args = []
         for b in self.settings.buckets:
-            if b.field in lower:
-                units = min(b.units(tokens), b.capacity)
+            if b.unit in lower and b.window_ms <= 60_000:
+                units = min(use.of(b.unit), b.capacity)
                 args += [b.field, b.span - b.charge(units), 2 * b.span]
         return self._pause(seconds, args)
 
@@ -647,7 +819,9 @@ class Pacer:
                 continue
             if type(left) is not int:
                 raise InvalidError(f"llmpacer: sync: remaining {left!r} must be an int")
-            units = max(min(left - (getattr(self.config.limits, b.field) - b.limit), b.capacity), 0)
+            # The limit as stated, in limits or as a rate, less after Headroom.
+            stated = getattr(self.config.limits, b.field) or next(r.limit for r in self.config.rates if r.name == b.field)
+            units = max(min(left - (stated - b.limit), b.capacity), 0)
             args += [b.field, b.span - b.charge(units), 2 * b.span]
         if args:
             _ints(self._run("pause", [0, *args]), 2)
@@ -729,8 +903,13 @@ class Lease:
     again; unended, it expires after the lease TTL and keeps its reservation.
     """
 
-    def __init__(self, pacer: Pacer, lease_id: str, tokens: int, start_us: int, expiry_ms: int, charged_us: int):
-        self.id, self.tokens = lease_id, tokens
+    def __init__(self, pacer: Pacer, lease_id: str, tokens: int, start_us: int, expiry_ms: int, charged_us: int, *,
+                 input: int = 0, output: int = 0):
+        self.id = lease_id
+        # What it reserved: tokens, split into input and output if the
+        # request gave them (else both 0).
+        self._reserved = _Use(tokens, input, output)
+        self.tokens, self.input, self.output = self._reserved.tokens, input, output
         self.start_us = start_us  # the call's turn, Redis clock
         self.charged_us = charged_us  # when acquire charged it (or a lower bound)
         # When it took its slot, with a concurrency limit (Redis clock): its
@@ -773,26 +952,46 @@ class Lease:
         """End the lease with the tokens the call used: the rest goes back, an overrun is debt.
 
         With Config.no_refund nothing goes back; overruns are still charged.
+        The total alone bounds the input and the output used: an input or
+        output rate gets back only what its part of the reservation exceeds
+        used by; settle_usage gives each part back exactly.
         """
         if type(used) is not int or not 0 <= used <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: settle({used!r}): used must be an int between 0 and {_MAX_TOKENS}")
-        if self._pacer.settings.no_refund and used < self.tokens:
-            used = self.tokens
-        self._finish("settled", used)
+        u, r = _Use(used), self._reserved
+        if self._pacer.settings.no_refund:
+            u = _Use(max(used, r.tokens), r.input, r.output, r.split)
+        self._finish("settled", u)
+
+    def settle_usage(self, input: int, output: int) -> None:
+        """End the lease with the input and output tokens the call used, apart.
+
+        Each input_tokens and output_tokens rate gets back (or is charged)
+        its own difference, token rates their sum's. When they differ in
+        sign (less input and more output than reserved) only the debts are
+        sent: settle.lua takes one sign per call. With Config.no_refund
+        nothing goes back; overruns are still charged.
+        """
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS or not 0 <= output <= _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: settle_usage({input!r}, {output!r}): input and output must be ints between 0 and {_MAX_TOKENS}")
+        u, r = _Use(input + output, input, output, True), self._reserved
+        if self._pacer.settings.no_refund:
+            u = _Use(max(u.tokens, r.tokens), max(input, r.of(INPUT_TOKENS)), max(output, r.of(OUTPUT_TOKENS)), True)
+        self._finish("settled", u)
 
     def release(self) -> None:
         """End the lease of a call that failed, keeping its whole reservation charged."""
-        self._finish("released", self.tokens)
+        self._finish("released", self._reserved)
 
     def reject(self) -> None:
         """End the lease of a call refused before any work: its tokens go back, its request stays."""
-        self._finish("rejected", 0)
+        self._finish("rejected", _Use(0))
 
     def cancel(self) -> None:
         """End the lease of a call never sent: its tokens and its request go back."""
-        self._finish("canceled", 0)
+        self._finish("canceled", _Use(0))
 
-    def _finish(self, how: str, used: int) -> None:
+    def _finish(self, how: str, used: _Use) -> None:
         with self._mu:
             end, err = self._finish_locked(how, used)
             held = self._held_us
@@ -806,14 +1005,14 @@ class Lease:
         if err is not None:
             raise err
 
-    def _finish_locked(self, how: str, used: int):
+    def _finish_locked(self, how: str, used: _Use):
         if self._state == "expired":
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
         if self._state != "held":
             return None, None
         s = self._pacer
         args = [self.id, self.charged_us, s.settings.concurrency, s.batch_slots]
-        for field, us in corrections(self._pacer.settings.buckets, self.tokens, used, how == "canceled"):
+        for field, us in corrections(self._pacer.settings.buckets, self._reserved, used, how == "canceled"):
             args += [field, us]
         try:
             code, now_us = _ints(self._pacer._run("settle", args), 2)[:2]
@@ -860,8 +1059,8 @@ class Lease:
 
 
 __all__ = [
-    "Config", "Limits", "Burst", "Pacer", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
-    "INTERACTIVE", "BATCH", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
+    "Config", "Limits", "Burst", "Rate", "Pacer", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
+    "INTERACTIVE", "BATCH", "REQUESTS", "TOKENS", "INPUT_TOKENS", "OUTPUT_TOKENS", "UNITS", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
     "LlmpacerError", "InvalidError", "TooLargeError", "NotYetError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",
     "settings", "source", "lua_dir", "new_id", "corrections", "decode_acquire",
 ]

@@ -36,7 +36,8 @@ def config(d):
         name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
         headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
         no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
-        lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""))
+        lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""),
+        rates=tuple(llmpacer.Rate(**r) for r in d.get("rates", ())))
 
 
 def as_redis(v):
@@ -111,9 +112,10 @@ def err_name(e):
 
 def call(p, req):
     prio = llmpacer.BATCH if req["priority"] == "batch" else llmpacer.INTERACTIVE
+    split = {"input": req.get("input", 0), "output": req.get("output", 0)}
     if req["call"] == "try":
-        return p.try_acquire(req["tokens"], prio)
-    return p.acquire(req["tokens"], prio, req.get("max_wait_ms", 0))
+        return p.try_acquire(req["tokens"], prio, **split)
+    return p.acquire(req["tokens"], prio, req.get("max_wait_ms", 0), **split)
 
 
 def admitted(p, now_us):
@@ -206,10 +208,10 @@ class TestAcquire(unittest.TestCase):
 class TestLease(unittest.TestCase):
     def test_settle_args(self):
         for c in load("settle.json")["cases"]:
-            with self.subTest(f'{c["config"]} {c["tokens"]} {c["end"]}'):
+            with self.subTest(f'{c["config"]} {c["tokens"]} {c.get("input")} {c.get("output")} {c["end"]}'):
                 p, fake = pacer(c["config"])
                 fake.replies.append(admitted(p, NOW_US))
-                lease = p.try_acquire(c["tokens"])
+                lease = p.try_acquire(c["tokens"], input=c.get("input", 0), output=c.get("output", 0))
                 fake.take()
                 fake.replies.append([1, NOW_US + 1000])
                 end(lease, c["end"])
@@ -245,6 +247,8 @@ def end(lease, e):
     how = e["how"]
     if how == "settle":
         lease.settle(e.get("used", 0))
+    elif how == "settle_usage":
+        lease.settle_usage(e.get("input", 0), e.get("output", 0))
     elif how == "keepalive":
         lease.keepalive()
     else:
@@ -267,7 +271,7 @@ class TestPause(unittest.TestCase):
                     elif c["call"] == "pause":
                         p.pause(c["d_us"] / 1e6)
                     else:
-                        p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0))
+                        p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0), input=c.get("input", 0), output=c.get("output", 0))
                 except llmpacer.LlmpacerError as e:
                     self.assertEqual(err_name(e), c.get("error"))
                     continue
