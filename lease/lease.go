@@ -141,7 +141,7 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if r := l.reserved(); l.b.NoRefund {
 		u = wire.Use{Tokens: max(u.Tokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split}
 	}
-	return l.finish(ctx, Settled, u)
+	return l.finish(ctx, Settled, u, usedTokens)
 }
 
 // Usage is a call's tokens as the provider reports them, input and output
@@ -171,7 +171,7 @@ func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
 		u.Input = max(u.Input, r.Of(wire.Input))
 		u.Output = max(u.Output, r.Of(wire.Output))
 	}
-	return l.finish(ctx, Settled, u)
+	return l.finish(ctx, Settled, u, used.Input+used.Output)
 }
 
 // reserved returns what the lease's buckets were charged, in their units.
@@ -195,7 +195,7 @@ func (l *Lease) weigh(tokens int64) int64 {
 // reservation charged: the provider may have counted the call (a timeout on
 // our side is often a success on theirs). Idempotent like Settle.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.finish(ctx, Released, l.reserved())
+	return l.finish(ctx, Released, l.reserved(), l.a.Tokens)
 }
 
 // Reject ends the lease of a call the provider refused before doing any
@@ -206,16 +206,18 @@ func (l *Lease) Release(ctx context.Context) error {
 // ran ahead of the provider, and the kept charge corrects it.) Idempotent
 // like Settle.
 func (l *Lease) Reject(ctx context.Context) error {
-	return l.finish(ctx, Rejected, wire.Use{})
+	return l.finish(ctx, Rejected, wire.Use{}, 0)
 }
 
 // Cancel ends the lease of a call that was never sent, giving back its tokens
 // and its request. Idempotent like Settle.
 func (l *Lease) Cancel(ctx context.Context) error {
-	return l.finish(ctx, Canceled, wire.Use{})
+	return l.finish(ctx, Canceled, wire.Use{}, 0)
 }
 
-func (l *Lease) finish(ctx context.Context, how End, used wire.Use) error {
+// finish ends the lease as how says, correcting the buckets by used (in
+// their units); reported is the call's own usage, for the Ended event.
+func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int64) error {
 	l.mu.Lock()
 	end, err := l.finishLocked(ctx, how, used)
 	held := l.held
@@ -229,7 +231,7 @@ func (l *Lease) finish(ctx context.Context, how End, used wire.Use) error {
 		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe}
 		switch end {
 		case Settled:
-			e.Used = used.Tokens
+			e.Used = reported
 		case Canceled, Rejected:
 			e.Used = 0
 		}

@@ -87,6 +87,7 @@ func pauseVectors(t *testing.T) any {
 		splitThrottled("rates-sliding", time.Second, "unknown", 5000, 1000),
 		throttled("rates-rpm", time.Second, "unknown", 1300),
 		sync("rates", map[string]int64{"requests": 40, "tokens": 1300}),
+		sync("rates-rpm", map[string]int64{"requests": 40, "tokens": 1300}),
 	}
 	for i := range cases {
 		c := &cases[i]

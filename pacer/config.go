@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -175,6 +176,7 @@ type bucket struct {
 	name     string        // RPM, TPM, RPD, TPD
 	field    string        // its state hash field: rpm, tpm, rpd, tpd
 	limit    int64         // per window, after headroom
+	stated   int64         // per window, as configured
 	capacity float64       // burst
 	wb       wire.Bucket   // as the scripts see it
 	perMs    float64       // refill per millisecond
@@ -335,6 +337,22 @@ type bucketSpec struct {
 	rate         Rate // the Config.Rates entry, if any
 }
 
+// limitName and burstName name the spec's limit and burst as Config
+// states them, for errors.
+func (sp bucketSpec) limitName() string {
+	if strings.HasPrefix(sp.name, "Rates[") {
+		return "Config." + sp.name + ".Limit"
+	}
+	return "Limits." + sp.name
+}
+
+func (sp bucketSpec) burstName() string {
+	if strings.HasPrefix(sp.name, "Rates[") {
+		return "Config." + sp.name + ".Burst"
+	}
+	return "Config.Burst." + sp.name
+}
+
 // bucketSpecs returns the four buckets Limits states, in the scripts'
 // order, with a Rate that names one of them in its place; and the other
 // rates. A rate stated in both places is an error.
@@ -367,11 +385,11 @@ func (c Config) bucketSpecs() ([4]bucketSpec, []bucketSpec, error) {
 func (c Config) newBucket(sp bucketSpec) (bucket, error) {
 	limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
 	if limit < 1 {
-		return bucket{}, invalidf("Limits.%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.name, sp.limit, c.Headroom)
+		return bucket{}, invalidf("%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.limitName(), sp.limit, c.Headroom)
 	}
 	burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
 	if burst > limit {
-		return bucket{}, invalidf("Config.Burst.%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.name, burst, limit)
+		return bucket{}, invalidf("%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.burstName(), burst, limit)
 	}
 	refill := limit
 	if c.SlidingWindow {
@@ -379,22 +397,22 @@ func (c Config) newBucket(sp bucketSpec) (bucket, error) {
 			burst = (limit + 1) / 2
 		}
 		if burst == limit {
-			return bucket{}, invalidf("Config.Burst.%s = %d equals the limit: with SlidingWindow the bucket refills at (limit - burst)/window, so set a burst below the limit", sp.name, burst)
+			return bucket{}, invalidf("%s = %d equals the limit: with SlidingWindow the bucket refills at (limit - burst)/window, so set a burst below the limit", sp.burstName(), burst)
 		}
 		refill = limit - burst
 	} else if burst == 0 {
 		burst = limit
 	}
 	b := bucket{
-		name: sp.name, field: sp.field, limit: limit, capacity: float64(burst),
+		name: sp.name, field: sp.field, limit: limit, stated: sp.limit, capacity: float64(burst),
 		unit: sp.unit, wb: wire.NewBucket(sp.field, burst, refill, sp.window, sp.unit.wire()),
 		perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
 	}
 	// Times stay exact integers in a Lua double: a TAT is now plus a few
 	// spans, so a span must stay far below 2^53 µs.
 	if span := float64(burst) * b.wb.Interval; span > maxSpan {
-		return bucket{}, invalidf("Config.Burst.%s = %d refills at %d per %v with SlidingWindow: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
-			sp.name, burst, refill, sp.window, span/(365*24*3600e6))
+		return bucket{}, invalidf("%s = %d refills at %d per %v with SlidingWindow: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
+			sp.burstName(), burst, refill, sp.window, span/(365*24*3600e6))
 	}
 	return b, nil
 }

@@ -31,8 +31,8 @@ func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 // provider did not have, and a pause alone would leave it as far ahead, with
 // the pause's refill banked on top. Run calls it on every rate-limit answer.
 func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.Limit, r Request) error {
-	if r.Tokens < 0 || r.Tokens > maxTokens {
-		return invalidf("Throttled: Request.Tokens = %d: must be between 0 and %d", r.Tokens, int64(maxTokens))
+	if err := checkTokens("Throttled: ", r); err != nil {
+		return err
 	}
 	// The provider's limits that answer 429 are per minute or shorter:
 	// the buckets of the unit it named, with a window of a minute or less,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 )
@@ -240,5 +241,52 @@ func TestWeights(t *testing.T) {
 		if !errors.Is(err, pacer.ErrInvalid) {
 			t.Errorf("weight %v: New = %v; want ErrInvalid", w, err)
 		}
+	}
+}
+
+// Sync follows the provider for a request or token minute given as a
+// Rate as it does for one given in Limits.
+func TestSyncRateAsRPM(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 100, Window: time.Minute}}})
+	newClock(b)
+	if err := p.Sync(ctx, classify.RateLimits{Requests: classify.Window{Remaining: 40, HasRemaining: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if lv := snap(t, p).RPM.Level; math.Abs(lv-40) > 0.01 {
+		t.Errorf("RPM level %.2f after the provider reported 40 left; want 40", lv)
+	}
+}
+
+// On a NoRefund budget, the Ended event still says what the call used,
+// though the reservation stays charged.
+func TestNoRefundEndedReportsUsage(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	var used []int64
+	var mu sync.Mutex
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 1000}, NoRefund: true, Observe: func(e pacer.Event) {
+		if e.Kind == pacer.Ended {
+			mu.Lock()
+			used = append(used, e.Used)
+			mu.Unlock()
+		}
+	}})
+	newClock(b)
+	l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settle(ctx, 120); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(used) != 1 || used[0] != 120 {
+		t.Errorf("Ended.Used = %v; want [120]", used)
+	}
+	if lv := snap(t, p).TPM.Level; lv != 500 {
+		t.Errorf("TPM level %.0f; want 500: NoRefund keeps the reservation", lv)
 	}
 }

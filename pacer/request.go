@@ -91,15 +91,23 @@ func (r Request) withTotal() Request {
 	return r
 }
 
-func (p *Pacer) checkRequest(r Request) error {
+// checkTokens checks r's token counts; what names the call, for errors.
+func checkTokens(what string, r Request) error {
 	if r.Tokens < 0 || r.Tokens > maxTokens {
-		return invalidf("Request.Tokens = %d: must be between 0 and %d; pass prompt tokens + max output tokens", r.Tokens, int64(maxTokens))
+		return invalidf("%sRequest.Tokens = %d: must be between 0 and %d; pass prompt tokens + max output tokens", what, r.Tokens, int64(maxTokens))
 	}
 	if r.Input < 0 || r.Output < 0 || r.Input > maxTokens || r.Output > maxTokens || r.Input+r.Output > maxTokens {
-		return invalidf("Request.Input = %d, Output = %d: each must be between 0 and %d, and their sum too", r.Input, r.Output, int64(maxTokens))
+		return invalidf("%sRequest.Input = %d, Output = %d: each must be between 0 and %d, and their sum too", what, r.Input, r.Output, int64(maxTokens))
 	}
 	if (r.Input != 0 || r.Output != 0) && r.Tokens != 0 && r.Tokens != r.Input+r.Output {
-		return invalidf("Request.Tokens = %d but Input + Output = %d: set Tokens to their sum, or leave it 0", r.Tokens, r.Input+r.Output)
+		return invalidf("%sRequest.Tokens = %d but Input + Output = %d: set Tokens to their sum, or leave it 0", what, r.Tokens, r.Input+r.Output)
+	}
+	return nil
+}
+
+func (p *Pacer) checkRequest(r Request) error {
+	if err := checkTokens("", r); err != nil {
+		return err
 	}
 	if r.Priority != Interactive && r.Priority != Batch {
 		return invalidf("Request.Priority = %d: use pacer.Interactive or pacer.Batch", int(r.Priority))

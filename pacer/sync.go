@@ -47,8 +47,8 @@ func (p *Pacer) syncArgs(rl classify.RateLimits) []any {
 		if b.limit == 0 || !w.HasRemaining {
 			continue
 		}
-		configured := [2]int64{p.s.limits.RPM, p.s.limits.TPM}[i]
-		units := min(w.Remaining-(configured-b.limit), b.wb.Capacity)
+		// The provider's room less the units Headroom keeps unused.
+		units := min(w.Remaining-(b.stated-b.limit), b.wb.Capacity)
 		units = max(units, 0)
 		args = append(args, b.field, b.wb.Span-b.wb.Charge(units), 2*b.wb.Span)
 	}
