@@ -18,7 +18,10 @@ import (
 // flight that the provider has not seen yet.
 //
 // A caller outside the pacer on the same API key is then seen within one
-// answer instead of through 429s. Package pacerhttp calls Sync for every
+// answer instead of through 429s, while the budget has room. A budget whose
+// callers queue believes in less room than any header can report (a
+// provider's remaining never goes below zero): an outsider is then seen
+// only through the 429s it causes; keep Headroom for a known one. Package pacerhttp calls Sync for every
 // answer that carries the headers; call it yourself after a call made any
 // other way. A window the headers leave out (or the budget does not limit)
 // is skipped; with none left Sync makes no Redis call.
