@@ -30,8 +30,8 @@ func New(opts ...Option) *Collector {
 	cfg := config{
 		timeout:     DefaultScrapeTimeout,
 		concurrency: DefaultScrapeConcurrency,
-		waitBuckets: DefaultWaitBuckets,
-		holdBuckets: DefaultHoldBuckets,
+		waitBuckets: defaultWaitBuckets,
+		holdBuckets: defaultHoldBuckets,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -77,6 +77,9 @@ func (c *Collector) Watch(ps ...*pacer.Pacer) {
 // Unwatch stops reading the budget of p's name at scrape time. Its event
 // counters stay.
 func (c *Collector) Unwatch(p *pacer.Pacer) {
+	if p == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.watched[p.Name()] == p {

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerprom"
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,4 +105,17 @@ func TestManyGoroutinesAndPacers(t *testing.T) {
 		"llmpacer_snapshot_errors_total"); err != nil {
 		t.Error(err)
 	}
+}
+
+// Observe is on every call's path: it should cost well under a Redis
+// round trip.
+func BenchmarkObserve(b *testing.B) {
+	m := pacerprom.New()
+	e := pacer.Event{Kind: pacer.Ended, Name: "chat", Tokens: 1000, Used: 400, Held: time.Second, End: lease.Settled}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Observe(e)
+		}
+	})
 }

@@ -20,14 +20,15 @@ const (
 	OtherTenant = "other"
 )
 
-// Default histogram buckets, in seconds.
+// The histograms' default buckets, in seconds. They are unexported so that
+// no caller can change another's defaults; the options copy what they get.
 var (
-	// DefaultWaitBuckets spans a call admitted at once (the first bucket
+	// defaultWaitBuckets spans a call admitted at once (the first bucket
 	// holds every call that did not wait) to pacer.DefaultMaxWait.
-	DefaultWaitBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
-	// DefaultHoldBuckets spans LLM calls from a short completion to a
-	// long generation.
-	DefaultHoldBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+	defaultWaitBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
+	// defaultHoldBuckets spans LLM calls from a short completion to a long
+	// generation.
+	defaultHoldBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
 )
 
 // Option changes how New builds a Collector. Every option is a With
@@ -66,15 +67,16 @@ func WithScrapeConcurrency(n int) Option {
 	}
 }
 
-// WithWaitBuckets sets the buckets of llmpacer_wait_seconds (default
-// DefaultWaitBuckets). Put your queue-wait SLA on a bucket boundary, so
-// that the share of calls above it is exact.
+// WithWaitBuckets sets the buckets of llmpacer_wait_seconds, in seconds
+// (default 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30 and 60). Put
+// your queue-wait SLA on a bucket boundary, so that the share of calls
+// above it is exact.
 func WithWaitBuckets(b ...float64) Option {
 	return func(c *config) { c.waitBuckets = append([]float64(nil), b...) }
 }
 
-// WithHoldBuckets sets the buckets of llmpacer_hold_seconds (default
-// DefaultHoldBuckets).
+// WithHoldBuckets sets the buckets of llmpacer_hold_seconds, in seconds
+// (default 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300 and 600).
 func WithHoldBuckets(b ...float64) Option {
 	return func(c *config) { c.holdBuckets = append([]float64(nil), b...) }
 }
