@@ -22,19 +22,19 @@ func TestCorrectionsSplit(t *testing.T) {
 		}
 		return m
 	}
-	got := sum(wire.Corrections(bs, r, wire.Use{Tokens: 600, Input: 500, Output: 100, Split: true}, false))
+	got := sum(wire.Corrections(bs, r, wire.Use{Tokens: 600, Input: 500, Output: 100, Split: true}, false, 0))
 	if got[out.Field] != -out.Refund(300) || got[tok.Field] != -tok.Refund(300) || got[in.Field] != 0 {
 		t.Errorf("split usage: %v; want 300 back to output and tokens, nothing to input", got)
 	}
-	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 300}, false))
+	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 300}, false, 0))
 	if got[in.Field] != -in.Refund(200) || got[out.Field] != -out.Refund(100) || got[tok.Field] != -tok.Refund(600) {
 		t.Errorf("total alone: %v; want input 200 back, output 100 back, tokens 600 back", got)
 	}
-	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 1000, Input: 300, Output: 700, Split: true}, false))
+	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 1000, Input: 300, Output: 700, Split: true}, false, 0))
 	if got[in.Field] != 0 || got[out.Field] != out.Charge(300) || got[tok.Field] != tok.Charge(100) {
 		t.Errorf("mixed signs: %v; want the debts only (output 300, tokens 100)", got)
 	}
-	for _, c := range wire.Corrections(bs, r, wire.Use{}, true) {
+	for _, c := range wire.Corrections(bs, r, wire.Use{}, true, 0) {
 		if c.Us >= 0 {
 			t.Errorf("a canceled call corrects %s by %d; want a give-back", c.Field, c.Us)
 		}
