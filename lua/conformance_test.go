@@ -90,7 +90,7 @@ func scriptVectors(*testing.T) any {
 		Bytes int    `json:"bytes"`
 	}
 	var out []script
-	for _, name := range []string{"acquire", "settle", "keepalive", "pause", "snapshot"} {
+	for _, name := range []string{"acquire", "settle", "keepalive", "pause", "stop", "snapshot"} {
 		src := lua.Source(name)
 		sum := sha1.Sum([]byte(src))
 		out = append(out, script{name, hex.EncodeToString(sum[:]), len(src)})
@@ -127,7 +127,7 @@ var errLost = errors.New("fake: connection reset")
 
 var scriptNames = map[string]string{
 	lua.Acquire.Hash(): "acquire", lua.Settle.Hash(): "settle", lua.KeepAlive.Hash(): "keepalive",
-	lua.Pause.Hash(): "pause", lua.Snapshot.Hash(): "snapshot",
+	lua.Pause.Hash(): "pause", lua.Snapshot.Hash(): "snapshot", lua.Stop.Hash(): "stop",
 }
 
 func (f *fakeWire) DialHook(redis.DialHook) redis.DialHook {

@@ -90,6 +90,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			return nil, err
 		}
 		if err := stopped(rep); err != nil {
+			p.stoppedAt.Store(time.Now().UnixNano())
 			a.abandon()
 			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
 			return nil, err
@@ -250,6 +251,15 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration) err
 		}
 		// Redis could not take the turn back: use it rather than lose it.
 	}
+	if wait > 0 && p.stoppedAt.Load() > reserved.UnixNano() {
+		// A stop came after the turn was reserved: a pending lease's claim
+		// would be refused, and this turn must be too. One read, on this
+		// rare path, says whether the stop still holds.
+		if s, err := p.Snapshot(ctx); err == nil && s.Stopped > 0 {
+			p.giveBack(l)
+			return &StoppedError{Limit: s.StoppedBy, RetryAfter: s.Stopped}
+		}
+	}
 	return nil
 }
 
@@ -311,6 +321,9 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	l, err := p.tryAcquire(ctx, r)
 	if err == nil || !p.s.shadow || errors.Is(err, ErrInvalid) {
 		return l, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the caller gave up: nothing to let run
 	}
 	// A shadow budget reports the refusal and lets the call run.
 	if !errors.Is(err, ErrNotYet) && !errors.Is(err, ErrStopped) { // those emitted Denied already

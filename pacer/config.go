@@ -82,12 +82,13 @@ type Config struct {
 	// must be set.
 	Limits Limits
 
-	// Weights are per-model multipliers on token rates (seed 001's cost
-	// multiplier): a call whose Request.Model is m is charged its tokens
-	// times Weights[m] on every rate of tokens, input or output tokens,
-	// so that one budget shared by several models counts a large model's
-	// tokens for more. Models not listed weigh 1. Each weight is above 0
-	// and at most 1000.
+	// Weights are per-model multipliers on token rates: a call whose
+	// Request.Model is m is charged its tokens times Weights[m] on every
+	// rate of tokens, input or output tokens, so that one budget shared by
+	// several models counts a large model's tokens for more. Models not
+	// listed weigh 1. Each weight is above 0 and at most 1000. A
+	// provider's headers count raw tokens: Sync reads them as they are,
+	// so weigh the models of a budget that follows headers with care.
 	Weights map[string]float64
 
 	// Rates are limits over any window, and of input or output tokens

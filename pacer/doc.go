@@ -28,7 +28,8 @@
 // Run does all of this around any call, with retries that tell a rate limit
 // from an exhausted quota; TryRun is its form for job queues.
 //
-// Out of scope here: token counting (package estimate), telling a rate limit
-// from an exhausted quota (package classify), and metrics libraries (use
-// Config.Observe).
+// Elsewhere: token counting (package estimate), telling a rate limit from
+// an exhausted quota (package classify), pacing an SDK at its HTTP
+// transport (package pacerhttp), and Prometheus metrics (package
+// pacerprom, fed by Config.Observe; SlogObserver logs the same events).
 package pacer

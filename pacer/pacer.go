@@ -45,6 +45,11 @@ type Pacer struct {
 	// before that pause sleeps past it and queues again; calls in other
 	// processes meet the pause at their next acquire.
 	pausedUntil, pausedAt atomic.Int64
+	// stoppedAt is when this process last stopped the budget or was
+	// refused by a stop (UnixNano; 0: never): a call that reserved its
+	// turn before then asks the budget at its turn whether it may still
+	// go (see untilTurn).
+	stoppedAt atomic.Int64
 	// hold is the mean time this process's calls held their slot, in ms
 	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
 	// estimated from it.

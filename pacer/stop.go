@@ -71,7 +71,8 @@ func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 // Stop refuses every call of the budget, in every process, for d (at most
 // 7 days), with a *StoppedError that matches ErrStopped: an operator's
 // brake, for an incident or a runaway job. Calls already admitted run on.
-// Resume ends the stop sooner. A stop only grows, as for StopQuota.
+// Resume ends the stop sooner. A stop only grows, as for StopQuota; while
+// it lasts, a StopQuota only extends it, and no probe lifts it.
 func (p *Pacer) Stop(ctx context.Context, d time.Duration) error {
 	return p.stop(ctx, d, 0, LimitStop)
 }
@@ -101,6 +102,7 @@ func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind Limit) er
 	if err != nil {
 		return fmt.Errorf("pacer: stop of %q: %w", p.s.name, err)
 	}
+	p.stoppedAt.Store(time.Now().UnixNano())
 	p.emit(Event{Kind: Stopped, Wait: time.Duration(vals[0]) * time.Millisecond, Limit: kind})
 	return nil
 }
@@ -121,6 +123,10 @@ func (p *Pacer) probeSucceeded() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = p.Resume(ctx)
+		// A quota stop only: an operator's stop set since the probe was
+		// admitted stays.
+		if _, err := p.call(ctx, lua.Stop, []any{0, 0, string(LimitQuota)}, nil); err == nil {
+			p.emit(Event{Kind: Resumed, Limit: LimitQuota})
+		}
 	}()
 }

@@ -198,3 +198,91 @@ func TestSyncWithNothingToLower(t *testing.T) {
 		t.Errorf("Sync of a window the budget does not limit = %v; want nil, no call", err)
 	}
 }
+
+// An operator's stop is never turned into a quota stop, nor lifted by a
+// probe: a StopQuota meanwhile only extends it.
+func TestOperatorStopOutlivesQuotaMachinery(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100}})
+		c := newClock(b)
+		const probe = 200 * time.Millisecond
+		// A probe admitted under a quota stop...
+		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(probe + 50*time.Millisecond)
+		l, err := ps[1].Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatalf("the probe = %v", err)
+		}
+		// ... then an operator stops the budget, and the transport meets
+		// another quota error.
+		if err := ps[0].Stop(ctx, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Settle(ctx, 0); err != nil { // the probe succeeds
+			t.Fatal(err)
+		}
+		c.advance(probe + 50*time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the probe's resume runs in the background
+		_, err = ps[1].Acquire(ctx, pacer.Request{})
+		if !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Fatalf("Acquire after a probe succeeded under an operator's stop = %v; want ErrStopped, not a quota error", err)
+		}
+		if s := snap(t, ps[0]); s.StoppedBy != pacer.LimitStop {
+			t.Errorf("stopped by %q; want the operator's stop", s.StoppedBy)
+		}
+		if err := ps[0].Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ps[1].Acquire(ctx, pacer.Request{}); err != nil {
+			t.Errorf("Acquire after Resume = %v", err)
+		}
+	})
+}
+
+// A call that reserved its turn before a stop does not go at its turn:
+// it learns of the stop then, and its tokens go back.
+func TestStopReachesReservedTurns(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 600}})
+	newClock(b)
+	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600}); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(ctx, pacer.Request{Tokens: 3}) // a turn 300 ms ahead
+		errc <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for snap(t, p).TPM.Level > -1 { // the turn is reserved
+		if time.Now().After(deadline) {
+			t.Fatal("the call reserved no turn")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.StopQuota(ctx, time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Fatalf("the reserved call at its turn = %v; want ErrQuotaExhausted", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reserved call did not return")
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for snap(t, p).TPM.Level < -0.5 { // its 3 tokens come back
+		if time.Now().After(deadline) {
+			t.Fatalf("TPM level %.1f; want the reserved turn given back", snap(t, p).TPM.Level)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -103,8 +103,9 @@ func TestUnreadableAnswersKeepTheReservation(t *testing.T) {
 				t.Fatalf("answer %d %q, %v; want 200 and the server's bytes unchanged", status, data, err)
 			}
 			end := ev.ended(t, 1)[0]
-			if end.End != lease.Released || end.Used != end.Tokens {
-				t.Errorf("lease ended %v using %d of %d; want released, the reservation kept", end.End, end.Used, end.Tokens)
+			// A whole 200 answer without usage: settled at its reservation.
+			if end.End != lease.Settled || end.Used != end.Tokens {
+				t.Errorf("lease ended %v using %d of %d; want settled at the reservation, kept whole", end.End, end.Used, end.Tokens)
 			}
 			ev.balanced(t)
 		})

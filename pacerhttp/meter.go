@@ -15,6 +15,9 @@ import (
 // (a big batch of embeddings) keep their reservation instead.
 const maxAnswer = 32 << 20
 
+// maxUsage caps a usage figure an answer reports: the most a lease takes.
+const maxUsage = 1 << 50
+
 // meter is a successful answer's body as the caller reads it: every byte
 // passes through unchanged as it arrives, while the usage is read on the
 // side (a stream's events as they pass, a JSON answer at its end). The
@@ -100,13 +103,21 @@ func (m *meter) finish(eof bool) {
 		m.t.answer(m.ctx, v, m.l, m.tokens, v.Status)
 	case ok:
 		// Input is all the prompt the provider processed (cache reads and
-		// writes included), so that input and output add up to the total.
-		out := min(max(u.Output, 0), max(u.Total, 0))
-		used := pacer.Usage{Input: max(u.Total, 0) - out, Output: out}
+		// writes included), so that input and output add up to the total;
+		// a figure past any real call's (a broken server's) is capped.
+		total := min(max(u.Total, 0), maxUsage)
+		out := min(max(u.Output, 0), total)
+		used := pacer.Usage{Input: total - out, Output: out}
 		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.SettleUsage(ctx, used) })
+	case eof && !failure:
+		// A whole answer that reports no usage: the call succeeded, and
+		// the provider may have counted all it reserved. Settled at the
+		// reservation (never 0), so that a stopped budget's probe counts
+		// as the success it is.
+		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, m.l.Tokens()) })
 	default:
-		// No usage: a stream cut or closed early, or an answer without it.
-		// The provider may have counted everything: keep the reservation.
+		// A stream cut or closed early: the provider may have counted
+		// everything. Keep the reservation.
 		end(m.ctx, m.l, m.l.Release)
 	}
 }

@@ -105,9 +105,6 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if c.HasMaxOutput {
 			r.Output = max(c.MaxOutput, 0)
 		}
-		if r.Input+r.Output == 0 {
-			r.Tokens = 0 // nothing to reserve but the request itself
-		}
 	}
 	tokens := r.Tokens + r.Input + r.Output
 	l, err := t.p.Acquire(ctx, r)
@@ -222,12 +219,16 @@ func (t *transport) answer(ctx context.Context, v classify.Verdict, l *pacer.Lea
 // own: a pause or stop must reach the fleet even when the caller has given
 // up. A failure is dropped: the next answer of the kind tries again.
 func bounded(ctx context.Context, f func(context.Context) error) {
-	if ctx.Err() != nil {
+	if ctx.Err() == nil {
+		_ = f(ctx)
+		return
+	}
+	// The caller has given up: not held for it.
+	go func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		ctx = c
-	}
-	_ = f(ctx)
+		_ = f(c)
+	}()
 }
 
 // end ends a lease with f: at once with ctx while it lasts; if that fails
@@ -236,7 +237,16 @@ func bounded(ctx context.Context, f func(context.Context) error) {
 // side). A caller is never held past its context.
 func end(ctx context.Context, l *pacer.Lease, f func(context.Context) error) {
 	done := func(err error) bool {
-		return err == nil || errors.Is(err, pacer.ErrLeaseExpired) || errors.Is(err, pacer.ErrInvalid)
+		return err == nil || errors.Is(err, pacer.ErrLeaseExpired)
+	}
+	// An end the lease refuses (a usage it cannot take) must not leave it
+	// held: it is released instead, keeping its reservation.
+	g := f
+	f = func(ctx context.Context) error {
+		if err := g(ctx); !errors.Is(err, pacer.ErrInvalid) {
+			return err
+		}
+		return l.Release(ctx)
 	}
 	if ctx.Err() == nil && done(f(ctx)) {
 		return

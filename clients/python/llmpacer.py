@@ -999,7 +999,7 @@ class Lease:
             self._pacer._ended(held)
             if end == "settled" and self.probe:
                 try:
-                    self._pacer.resume()
+                    self._pacer._run("stop", [0, 0, "quota"])  # a quota stop only
                 except Exception:  # the next probe resumes it
                     pass
         if err is not None:

@@ -1,0 +1,151 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/lease"
+)
+
+// Observers returns one observer for Config.Observe that calls each of fs
+// in turn, skipping nil ones: a metrics collector and a logger, say. It
+// returns nil if every f is nil. Like any observer, each f runs
+// synchronously in the calling goroutine.
+func Observers(fs ...func(Event)) func(Event) {
+	var all []func(Event)
+	for _, f := range fs {
+		if f != nil {
+			all = append(all, f)
+		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
+	}
+	return func(e Event) {
+		for _, f := range all {
+			f(e)
+		}
+	}
+}
+
+// SlogObserver returns an observer for Config.Observe that logs every event
+// to l (slog.Default() if nil), with the budget and what the event carries
+// as attributes: tokens, priority, limit, wait, how a lease ended, the
+// tokens it used and how long it was held, a failure's verdict, the error.
+//
+// Levels say who should look:
+//   - Debug: admissions, waits, leases ended as expected, and TryAcquire's
+//     ErrNotYet (a job queue's normal answer, not a failure);
+//   - Info: pauses and resumes, and calls whose own context ended;
+//   - Warn: denials, stops (an exhausted quota or an operator's Stop),
+//     expired leases, and failed calls.
+//
+// Attributes are built only for the levels l has enabled.
+func SlogObserver(l *slog.Logger) func(Event) {
+	return func(e Event) {
+		log := l
+		if log == nil {
+			log = slog.Default()
+		}
+		level, msg := slogLevel(e)
+		ctx := context.Background()
+		if !log.Enabled(ctx, level) {
+			return
+		}
+		log.LogAttrs(ctx, level, msg, slogAttrs(e)...)
+	}
+}
+
+func slogLevel(e Event) (slog.Level, string) {
+	switch e.Kind {
+	case Admitted:
+		return slog.LevelDebug, "llmpacer: call admitted"
+	case Waiting:
+		return slog.LevelDebug, "llmpacer: call waiting"
+	case Denied:
+		if errors.Is(e.Err, ErrNotYet) {
+			return slog.LevelDebug, "llmpacer: no room yet"
+		}
+		return slog.LevelWarn, "llmpacer: call denied"
+	case Ended:
+		if e.End == lease.Expired {
+			return slog.LevelWarn, "llmpacer: lease expired"
+		}
+		return slog.LevelDebug, "llmpacer: lease ended"
+	case Paused:
+		return slog.LevelInfo, "llmpacer: budget paused"
+	case Stopped:
+		if e.Limit == LimitQuota {
+			return slog.LevelWarn, "llmpacer: budget stopped, provider quota exhausted"
+		}
+		return slog.LevelWarn, "llmpacer: budget stopped"
+	case Resumed:
+		return slog.LevelInfo, "llmpacer: budget resumed"
+	case Failed:
+		if e.Verdict.Kind == classify.Canceled {
+			return slog.LevelInfo, "llmpacer: call canceled"
+		}
+		return slog.LevelWarn, "llmpacer: call failed"
+	}
+	return slog.LevelWarn, "llmpacer: " + e.Kind.String()
+}
+
+func slogAttrs(e Event) []slog.Attr {
+	a := []slog.Attr{slog.String("budget", e.Name)}
+	request := func() {
+		a = append(a, slog.Int64("tokens", e.Tokens), slog.String("priority", e.Priority.String()))
+	}
+	limit := func() {
+		if e.Limit != "" {
+			a = append(a, slog.String("limit", string(e.Limit)))
+		}
+	}
+	// Event.Wait means something else for each kind: each gets its name.
+	switch e.Kind {
+	case Admitted:
+		request()
+		a = append(a, slog.Duration("waited", e.Wait))
+	case Waiting:
+		request()
+		limit()
+		a = append(a, slog.Duration("wait", e.Wait))
+	case Denied:
+		request()
+		limit()
+		a = append(a, slog.Duration("retry_after", e.Wait))
+	case Ended:
+		a = append(a, slog.String("end", e.End.String()), slog.Int64("tokens", e.Tokens),
+			slog.Int64("used", e.Used), slog.Duration("held", e.Held))
+	case Paused:
+		limit()
+		a = append(a, slog.Duration("pause", e.Wait))
+	case Stopped:
+		limit()
+		a = append(a, slog.Duration("stop", e.Wait))
+	case Failed:
+		request()
+		v := e.Verdict
+		a = append(a, slog.String("verdict", v.Kind.String()))
+		if v.Status != 0 {
+			a = append(a, slog.Int("status", v.Status))
+		}
+		if v.Code != "" {
+			a = append(a, slog.String("code", v.Code))
+		}
+		if v.Provider != "" {
+			a = append(a, slog.String("provider", v.Provider))
+		}
+		if v.RetryAfter > 0 {
+			a = append(a, slog.Duration("retry_after", v.RetryAfter))
+		}
+	}
+	if e.Err != nil {
+		a = append(a, slog.Any("err", e.Err))
+	}
+	return a
+}

@@ -1,0 +1,137 @@
+package pacer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// Each kind of event is logged at the level that says who should look,
+// with the attributes it carries.
+func TestSlogObserverLevels(t *testing.T) {
+	boom := errors.New("boom")
+	cases := []struct {
+		name  string
+		e     pacer.Event
+		level slog.Level
+		attrs string // in the text handler's form, after msg
+	}{
+		{"admitted", pacer.Event{Kind: pacer.Admitted, Tokens: 10, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive waited=1s"},
+		{"waiting", pacer.Event{Kind: pacer.Waiting, Tokens: 10, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive limit=tpm wait=1s"},
+		{"denied", pacer.Event{Kind: pacer.Denied, Tokens: 10, Priority: pacer.Batch, Limit: pacer.LimitRPM, Wait: 2 * time.Minute, Err: boom}, slog.LevelWarn, "budget=b tokens=10 priority=batch limit=rpm retry_after=2m0s err=boom"},
+		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: pacer.LimitRPM, Wait: time.Second, Err: &pacer.NotYetError{RetryAfter: time.Second, Limit: pacer.LimitRPM}}, slog.LevelDebug, ""},
+		{"settled", pacer.Event{Kind: pacer.Ended, End: lease.Settled, Tokens: 10, Used: 7, Held: time.Second}, slog.LevelDebug, "budget=b end=settled tokens=10 used=7 held=1s"},
+		{"expired", pacer.Event{Kind: pacer.Ended, End: lease.Expired, Tokens: 10, Used: 10, Err: pacer.ErrLeaseExpired}, slog.LevelWarn, ""},
+		{"paused", pacer.Event{Kind: pacer.Paused, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelInfo, "budget=b limit=tpm pause=1s"},
+		{"quota", pacer.Event{Kind: pacer.Stopped, Limit: pacer.LimitQuota, Wait: time.Hour}, slog.LevelWarn, "budget=b limit=quota stop=1h0m0s"},
+		{"stop", pacer.Event{Kind: pacer.Stopped, Limit: pacer.LimitStop, Wait: time.Hour}, slog.LevelWarn, ""},
+		{"resumed", pacer.Event{Kind: pacer.Resumed}, slog.LevelInfo, "budget=b"},
+		{"failed", pacer.Event{Kind: pacer.Failed, Tokens: 10, Verdict: classify.Verdict{Kind: classify.RateLimited, Status: 429, Code: "rate_limit_exceeded", Provider: "openai", RetryAfter: time.Second}, Err: boom}, slog.LevelWarn,
+			"budget=b tokens=10 priority=interactive verdict=rate_limited status=429 code=rate_limit_exceeded provider=openai retry_after=1s err=boom"},
+		{"canceled", pacer.Event{Kind: pacer.Failed, Verdict: classify.Verdict{Kind: classify.Canceled}, Err: context.Canceled}, slog.LevelInfo, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: dropTime}))
+			c.e.Name = "b"
+			pacer.SlogObserver(log)(c.e)
+			line := strings.TrimSpace(buf.String())
+			if want := "level=" + c.level.String(); !strings.HasPrefix(line, want+" ") {
+				t.Errorf("logged %q; want it at %s", line, want)
+			}
+			if c.attrs != "" && !strings.HasSuffix(line, `" `+c.attrs) {
+				t.Errorf("logged %q; want attributes %q", line, c.attrs)
+			}
+		})
+	}
+}
+
+// Levels below the logger's build no attributes and log nothing.
+func TestSlogObserverDisabled(t *testing.T) {
+	var buf bytes.Buffer
+	observe := pacer.SlogObserver(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	observe(pacer.Event{Kind: pacer.Admitted, Name: "b"})
+	observe(pacer.Event{Kind: pacer.Paused, Name: "b"})
+	if buf.Len() != 0 {
+		t.Errorf("logged %q at level Warn; want nothing", buf.String())
+	}
+	if n := testing.AllocsPerRun(100, func() { observe(pacer.Event{Kind: pacer.Admitted, Name: "b"}) }); n != 0 {
+		t.Errorf("a disabled event allocates %v times; want 0", n)
+	}
+}
+
+// Observers calls each observer in order, and skips nil ones.
+func TestObservers(t *testing.T) {
+	var got []string
+	f := func(tag string) func(pacer.Event) {
+		return func(e pacer.Event) { got = append(got, tag+":"+e.Kind.String()) }
+	}
+	if pacer.Observers() != nil || pacer.Observers(nil, nil) != nil {
+		t.Error("Observers() of no observer is not nil")
+	}
+	pacer.Observers(f("a"), nil, f("b"))(pacer.Event{Kind: pacer.Paused})
+	pacer.Observers(nil, f("c"))(pacer.Event{Kind: pacer.Resumed})
+	if want := "a:paused b:paused c:resumed"; strings.Join(got, " ") != want {
+		t.Errorf("observers called: %q; want %q", strings.Join(got, " "), want)
+	}
+}
+
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// Log what a budget does, at Info and above: pauses, quota stops and the
+// calls they refuse, resumes and expired leases. Chain it with a metrics
+// collector through Observers.
+func ExampleSlogObserver() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mr.SetTime(now) // a still clock: exact output
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: dropTime})) // Info and above
+	count := 0
+	p, err := pacer.New(rdb, pacer.Config{
+		Name:     "openai:gpt-4o-mini",
+		Limits:   pacer.Limits{RPM: 500, TPM: 200_000},
+		LeaseTTL: time.Minute,
+		Observe:  pacer.Observers(pacer.SlogObserver(log), func(pacer.Event) { count++ }), // e.g. pacerprom's Observe
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 1300}) // Debug: not shown
+	_ = p.StopQuota(ctx, time.Hour, 0)
+	_, err = p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+	_ = p.Resume(ctx)
+	_ = p.Pause(ctx, 2*time.Second)
+	mr.SetTime(now.Add(2 * time.Minute)) // past the lease's TTL
+	_ = l.Settle(ctx, 420)
+	fmt.Println(count, "events;", errors.Is(err, pacer.ErrQuotaExhausted))
+	// Output:
+	// level=WARN msg="llmpacer: budget stopped, provider quota exhausted" budget=openai:gpt-4o-mini limit=quota stop=1h0m0s
+	// level=WARN msg="llmpacer: call denied" budget=openai:gpt-4o-mini tokens=100 priority=interactive limit=quota retry_after=1m0s err="pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in 1m0s (add credit or raise the quota, then Resume)"
+	// level=INFO msg="llmpacer: budget resumed" budget=openai:gpt-4o-mini
+	// level=INFO msg="llmpacer: budget paused" budget=openai:gpt-4o-mini limit=pause pause=2s
+	// level=WARN msg="llmpacer: lease expired" budget=openai:gpt-4o-mini end=expired tokens=1300 used=1300 held=0s err="lease: expired before it ended; its reserved tokens stay charged"
+	// 6 events; true
+}

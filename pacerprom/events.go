@@ -1,0 +1,113 @@
+package pacerprom
+
+import (
+	"github.com/llmpacer/llmpacer/lease"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// eventMetrics are counted from events, by Observe.
+type eventMetrics struct {
+	admissions, waits, denials, failures *prometheus.CounterVec
+	throttles, pauses, stops, resumes    *prometheus.CounterVec
+	ended                                *prometheus.CounterVec
+	reserved, used, refunded, debt       *prometheus.CounterVec
+	wait, hold                           *prometheus.HistogramVec
+}
+
+func newEventMetrics(cfg config) eventMetrics {
+	tenant := cfg.tenant != nil
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		if tenant {
+			labels = append(labels, "tenant")
+		}
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmpacer_" + name, Help: help}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		if tenant {
+			labels = append(labels, "tenant")
+		}
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmpacer_" + name, Help: help, Buckets: buckets}, labels)
+	}
+	return eventMetrics{
+		admissions: counter("admissions_total", "Leases granted (Admitted events).", "budget", "priority"),
+		waits:      counter("waits_total", "Sleeps in Acquire for a limit without room (Waiting events); a call may sleep more than once.", "budget", "limit", "priority"),
+		denials:    counter("denials_total", "Calls refused: wait bound too short, no room now for TryAcquire, or the budget stopped (Denied events).", "budget", "limit", "priority"),
+		failures:   counter("failures_total", "Calls made by Run or TryRun that failed, by what the failure means (Failed events).", "budget", "verdict"),
+		throttles:  counter("throttles_total", "Provider 429s that named the limit hit, each pausing the budget (Paused events with limit rpm or tpm).", "budget", "limit"),
+		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Throttled (Paused events).", "budget", "limit"),
+		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Stopped events).", "budget", "limit"),
+		resumes:    counter("resumes_total", "Stops ended by Resume or by a probe that succeeded (Resumed events).", "budget"),
+		ended:      counter("leases_ended_total", "Leases ended, by how: settled, released, canceled, expired, rejected (Ended events).", "budget", "end"),
+		reserved:   counter("reserved_tokens_total", "Tokens reserved by leases that ended.", "budget"),
+		used:       counter("used_tokens_total", "Tokens charged for leases that ended: the settled usage, or the reservation of a released or expired lease.", "budget"),
+		refunded:   counter("refunded_tokens_total", "Tokens given back as leases ended: reserved but not used.", "budget"),
+		debt:       counter("debt_tokens_total", "Tokens used beyond the reservation, charged to the budget as debt.", "budget"),
+		wait:       histogram("wait_seconds", "Time Acquire waited before a lease was granted.", cfg.waitBuckets, "budget", "priority"),
+		hold:       histogram("hold_seconds", "Time a lease was held, from its turn to its settle, release or rejection.", cfg.holdBuckets, "budget"),
+	}
+}
+
+func (m *eventMetrics) all() []prometheus.Collector {
+	return []prometheus.Collector{m.admissions, m.waits, m.denials, m.failures, m.throttles, m.pauses,
+		m.stops, m.resumes, m.ended, m.reserved, m.used, m.refunded, m.debt, m.wait, m.hold}
+}
+
+func (m *eventMetrics) describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all() {
+		c.Describe(ch)
+	}
+}
+
+func (m *eventMetrics) collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all() {
+		c.Collect(ch)
+	}
+}
+
+// Observe counts one event. Set it as Config.Observe, or chain it with
+// others (pacer.Observers). It is safe for simultaneous use, never calls
+// Redis and never panics on odd label values.
+func (c *Collector) Observe(e pacer.Event) {
+	budget := label(e.Name)
+	var tenant []string
+	if c.tenants != nil {
+		tenant = []string{c.tenants.label(c.cfg.tenant(e))}
+	}
+	lv := func(v ...string) []string { return append(v, tenant...) }
+	m := &c.ev
+	switch e.Kind {
+	case pacer.Admitted:
+		m.admissions.WithLabelValues(lv(budget, e.Priority.String())...).Inc()
+		m.wait.WithLabelValues(lv(budget, e.Priority.String())...).Observe(e.Wait.Seconds())
+	case pacer.Waiting:
+		m.waits.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
+	case pacer.Denied:
+		m.denials.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
+	case pacer.Failed:
+		m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
+	case pacer.Paused:
+		m.pauses.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+		// Throttled names the limit a 429 hit; Pause, and a 429 that
+		// named none, pause with LimitPause and are not told apart.
+		if e.Limit != pacer.LimitPause && e.Limit != "" {
+			m.throttles.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+		}
+	case pacer.Stopped:
+		m.stops.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+	case pacer.Resumed:
+		m.resumes.WithLabelValues(lv(budget)...).Inc()
+	case pacer.Ended:
+		m.ended.WithLabelValues(lv(budget, e.End.String())...).Inc()
+		m.reserved.WithLabelValues(lv(budget)...).Add(float64(max(e.Tokens, 0)))
+		m.used.WithLabelValues(lv(budget)...).Add(float64(max(e.Used, 0)))
+		m.refunded.WithLabelValues(lv(budget)...).Add(float64(max(e.Tokens-e.Used, 0)))
+		m.debt.WithLabelValues(lv(budget)...).Add(float64(max(e.Used-e.Tokens, 0)))
+		switch e.End {
+		case lease.Settled, lease.Released, lease.Rejected:
+			// A canceled lease never ran and an expired one's end is
+			// unknown: both report no hold time.
+			m.hold.WithLabelValues(lv(budget)...).Observe(e.Held.Seconds())
+		}
+	}
+}
