@@ -24,7 +24,9 @@
 -- ARGV[9+n..]   for each bucket in the same order, two integers: the call's
 --          charge (µs of the bucket's time) and its allowance (how far past
 --          now the TAT may lie after the charge: the bucket's span, less for
---          batch the share it leaves)
+--          batch the share it leaves). A sliding rate (its field begins with
+--          '~', see prelude.lua) takes its charge and allowance in units:
+--          the call's, and what its window may hold with it.
 --
 -- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
 --   code  1: admitted; every bucket charged; the call's turn comes in

@@ -20,7 +20,9 @@
 --          charges an overrun as debt. The caller computes them, and caps a
 --          debt at one bucket's span, so one wildly wrong estimate holds the
 --          budget back for at most a window more. All of one settle's
---          corrections have the same sign.
+--          corrections have the same sign. A sliding rate's (its field
+--          begins with '~') is '<units>@<j>', in units: a give-back off
+--          sub-window j, where the call was counted; a debt counted now.
 --
 -- Returns {code, now_us}:
 --   1: ended now.
