@@ -255,7 +255,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 		l.end = how
 		return how, nil
 	}
-	cs := wire.Corrections(l.b.Buckets, l.reserved(), used, how == Canceled)
+	cs := wire.Corrections(l.b.Buckets, l.reserved(), used, how == Canceled, l.a.TurnMs)
 	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
 	var res []int64
 	if err == nil {

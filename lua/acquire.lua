@@ -24,7 +24,9 @@
 -- ARGV[9+n..]   for each bucket in the same order, two integers: the call's
 --          charge (µs of the bucket's time) and its allowance (how far past
 --          now the TAT may lie after the charge: the bucket's span, less for
---          batch the share it leaves)
+--          batch the share it leaves). A sliding rate (its field begins with
+--          '~', see prelude.lua) takes its charge and allowance in units:
+--          the call's, and what its window may hold with it.
 --
 -- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
 --   code  1: admitted; every bucket charged; the call's turn comes in
@@ -76,6 +78,14 @@ local names = {'xp', 'pause'}
 for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
 names[3 + 2 * n] = 'qs'
 local h = redis.call('HMGET', state, unpack(names, 1, 3 + 2 * n))
+
+-- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
+-- µs, and slides[k] its counts once read.
+local sl, slides = {}, {}
+for k = 1, n do
+  local f = ARGV[8 + k]
+  if byte(f, 1) == 126 then sl[k] = string.match(f, '^~(%d+):') + 0 end
+end
 
 -- A stop (see stop.lua) refuses every call until it ends, but one call per
 -- probe interval that fits now: the probe. stop is false, or the stop's
@@ -138,11 +148,32 @@ repeat
     for k = 1, n do
       local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
       if charge > allow then return {-1, 0, us, field, 0, 0} end
-      local tat = h[2 + k]
-      if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-      froms[k], tats[k] = tat, tat + charge
-      local w = tats[k] - us - allow
-      if w > wait then wait, reason, step = w, field, charge end
+      local g, w = sl[k], 0
+      if g then
+        -- A sliding rate: the first sub-window j, at or after now and
+        -- after every turn already counted, whose window has room for the
+        -- charge (allow is the units the call may see used, its own
+        -- included). Past the last count the sum only falls, so SK + 1
+        -- steps at most.
+        local cur = floor(now * 1000 / g)
+        local base, cs = sread(h[2 + k], cur - SK)
+        local j = max(cur, base + #cs - 1)
+        local sum = 0
+        for i = j - SK, j do sum = sum + (cs[i - base + 1] or 0) end
+        while sum + charge > allow do
+          sum = sum - (cs[j - SK - base + 1] or 0)
+          j = j + 1
+        end
+        slides[k] = {base, cs}
+        if j > cur then w = j * g - now * 1000 end
+        if w > wait then wait, reason, step = w, field, g end
+      else
+        local tat = h[2 + k]
+        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+        froms[k], tats[k] = tat, tat + charge
+        w = tats[k] - us - allow
+        if w > wait then wait, reason, step = w, field, charge end
+      end
     end
     wait, step = wait / 1000, step / 1000
 
@@ -264,20 +295,34 @@ repeat
   end
   -- Each bucket's give-back stack records the charge, whose headroom is
   -- how far the TAT lay past the call's turn.
-  local turn, args, ms = us + wait * 1000, {}, expiry
+  -- A sliding rate counts the call in the sub-window of its turn (in ms,
+  -- as the caller knows it), and keeps its counts until that one rolls
+  -- out of every window.
+  local turn, args, ms, a = us + wait * 1000, {}, expiry, 0
   for k = 1, n do
-    args[4 * k - 3], args[4 * k - 2] = ARGV[8 + k], fmt('%d', tats[k])
-    args[4 * k - 1], args[4 * k] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
-    if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+    local g = sl[k]
+    if g then
+      local base, cs = slides[k][1], slides[k][2]
+      local jt = floor((now + wait) * 1000 / g)
+      sadd(base, cs, jt, ARGV[7 + n + 2 * k] + 0)
+      args[a + 1], args[a + 2] = ARGV[8 + k], swrite(base, cs)
+      a = a + 2
+      if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
+    else
+      args[a + 1], args[a + 2] = ARGV[8 + k], fmt('%d', tats[k])
+      args[a + 3], args[a + 4] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
+      a = a + 4
+      if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+    end
   end
   if probe then
     -- The probe: the next one is due an interval from now.
-    args[4 * n + 1], args[4 * n + 2] = 'qs', probe
-    cover(now, (h[1] or 0) + 0, ms, args, 4 * n + 2)
+    args[a + 1], args[a + 2] = 'qs', probe
+    cover(now, (h[1] or 0) + 0, ms, args, a + 2)
     reply = {1, 0, us, 'probe', expiry, 0}
     break
   end
-  cover(now, (h[1] or 0) + 0, ms, args, 4 * n)
+  cover(now, (h[1] or 0) + 0, ms, args, a)
   if slot or not conc then
     reply = {1, wait, us, reason, expiry, 0}
   else

@@ -246,3 +246,50 @@ local function push(s, us, d)
   end
   return s .. enc(e, d)
 end
+
+-- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',
+-- g the width of its sub-windows in µs (a window is SK of them, or less).
+-- Its value counts the units charged in each sub-window: '<base> <count>
+-- <count> ...', the first count for sub-window base (floor(time / g)),
+-- zeros trimmed at both ends. A window ending in sub-window j is counted
+-- as the SK + 1 sub-windows j - SK .. j, the oldest whole: never less
+-- than what a window of SK × g really holds.
+local SK = 32
+
+-- sread returns the counts of v from sub-window lo on: their base (at
+-- least lo) and a table whose first entry counts base.
+local function sread(v, lo)
+  local cs, base, b0, i = {}, lo, nil, 0
+  if v then
+    for x in string.gmatch(v, '%d+') do
+      if not b0 then
+        b0 = x + 0
+        if b0 > lo then base = b0 end
+      else
+        if b0 + i >= base then cs[b0 + i - base + 1] = x + 0 end
+        i = i + 1
+      end
+    end
+  end
+  return base, cs
+end
+
+-- sadd adds u (which may be negative) to sub-window j's count, never
+-- below 0, filling the table up to j with zeros.
+local function sadd(base, cs, j, u)
+  if j < base then return end -- rolled out of every window
+  for i = #cs + 1, j - base do cs[i] = 0 end
+  local c = (cs[j - base + 1] or 0) + u
+  if c < 0 then c = 0 end
+  cs[j - base + 1] = c
+end
+
+-- swrite returns the counts as stored: zeros trimmed at both ends.
+local function swrite(base, cs)
+  local first, last = 1, #cs
+  while first <= last and cs[first] == 0 do first = first + 1 end
+  while last >= first and cs[last] == 0 do last = last - 1 end
+  local parts = {fmt('%d', base + first - 1)}
+  for i = first, last do parts[#parts + 1] = fmt('%d', cs[i]) end
+  return table.concat(parts, ' ')
+end

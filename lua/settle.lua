@@ -20,7 +20,9 @@
 --          charges an overrun as debt. The caller computes them, and caps a
 --          debt at one bucket's span, so one wildly wrong estimate holds the
 --          budget back for at most a window more. All of one settle's
---          corrections have the same sign.
+--          corrections have the same sign. A sliding rate's (its field
+--          begins with '~') is '<units>@<j>', in units: a give-back off
+--          sub-window j, where the call was counted; a debt counted now.
 --
 -- Returns {code, now_us}:
 --   1: ended now.
@@ -74,10 +76,43 @@ if not live then return {2, us} end
 local n = (#ARGV - 4) / 2
 if n == 0 then return {1, us} end
 
--- fields[k] is bucket k's field, delta[k] its correction.
-local fields, delta = {}, {}
+-- fields[k] is bucket k's field, delta[k] its correction. A sliding
+-- rate's (its field begins with '~', see prelude.lua) is '<units>@<j>':
+-- a give-back comes off sub-window j, where the call was counted (if it
+-- has not rolled out of every window); a debt is counted now.
+local fields, delta, m = {}, {}, 0
+local sfields, svals = nil, nil
 for k = 1, n do
-  fields[k], delta[k] = ARGV[3 + 2 * k], ARGV[4 + 2 * k] + 0
+  local f, v = ARGV[3 + 2 * k], ARGV[4 + 2 * k]
+  if byte(f, 1) == 126 then
+    sfields, svals = sfields or {}, svals or {}
+    sfields[#sfields + 1], svals[#svals + 1] = f, v
+  else
+    m = m + 1
+    fields[m], delta[m] = f, v + 0
+  end
+end
+if sfields then
+  local hv = redis.call('HMGET', state, 'xp', unpack(sfields))
+  local args, ms = {}, 0
+  for i = 1, #sfields do
+    local g = string.match(sfields[i], '^~(%d+):') + 0
+    local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
+    u, j = u + 0, j + 0
+    local cur = floor(now * 1000 / g)
+    local base, cs = sread(hv[1 + i], cur - SK)
+    if u > 0 then j = cur end
+    sadd(base, cs, j, u)
+    args[2 * i - 1], args[2 * i] = sfields[i], swrite(base, cs)
+    if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
+  end
+  if ms > 0 then
+    cover(now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
+  else
+    redis.call('HSET', state, unpack(args, 1, 2 * #sfields))
+  end
+  n = m
+  if n == 0 then return {1, us} end
 end
 
 if delta[1] < 0 then

@@ -65,6 +65,7 @@ type acquisition struct {
 	ticket  int64
 	pending *Lease
 	charged int64              // when the pending lease was charged (µs)
+	turnMs  int64              // the pending lease's turn (see wire.AcquireReply.TurnMs)
 	denied  *wire.AcquireReply // the last denial slept on
 }
 
@@ -101,7 +102,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			// The pending lease claimed its slot at its turn.
 			l := p.newLease(leasing.Admission{
 				ID: a.id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: a.pending.Start(), Expiry: rep.Expiry,
-				ChargedUs: a.charged, Waited: time.Since(a.began),
+				ChargedUs: a.charged, Waited: time.Since(a.began), TurnMs: a.turnMs,
 			})
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
 			return l, nil
@@ -154,10 +155,10 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charged int64) error {
 	p, r := a.p, a.r
 	if a.pending == nil {
-		a.charged = charged
+		a.charged, a.turnMs = charged, rep.TurnMs()
 		a.pending = p.newLease(leasing.Admission{
 			ID: a.id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait,
+			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(),
 		})
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
@@ -199,7 +200,7 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
 	l := p.newLease(leasing.Admission{
 		ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe,
+		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs(),
 	})
 	if rep.Reason == reasonProbe {
 		rep.Reason = ""
@@ -349,7 +350,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	switch rep.Code {
 	case wire.Admitted, wire.Already:
-		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe})
+		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
 		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
 		return l, nil
 	case wire.TooLarge:
@@ -374,7 +375,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		switch {
 		case err != nil:
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent)}))
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs()}))
 		case rep.Ticket != 0:
 			p.leave(id)
 		}

@@ -103,7 +103,9 @@ type Config struct {
 
 	// SlidingWindow says the provider enforces its limits over a strict
 	// sliding window. Each bucket then refills at (limit - burst)/window, and
-	// a bucket with no Burst set gets half its limit as burst.
+	// a bucket with no Burst set gets half its limit as burst. It never
+	// admits more than a window's limit, at the cost of speed; a Rate with
+	// Sliding set counts the window exactly instead, and loses at most 3%.
 	SlidingWindow bool
 
 	// Headroom is the fraction of every rate limit (not Concurrency) kept
@@ -248,7 +250,7 @@ func (c Config) settings() (settings, error) {
 			return settings{}, err
 		}
 		s.buckets[i] = b
-		s.fields = append(s.fields, sp.field)
+		s.fields = append(s.fields, b.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}
 	for _, sp := range more {
@@ -258,7 +260,7 @@ func (c Config) settings() (settings, error) {
 		}
 		s.rates = append(s.rates, b)
 		s.rateOf = append(s.rateOf, sp.rate)
-		s.fields = append(s.fields, sp.field)
+		s.fields = append(s.fields, b.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}
 	return s, nil
@@ -369,7 +371,7 @@ func (c Config) bucketSpecs() ([4]bucketSpec, []bucketSpec, error) {
 	for i, r := range c.Rates {
 		sp := bucketSpec{fmt.Sprintf("Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
 		k := slices.IndexFunc(four[:], func(f bucketSpec) bool { return f.field == sp.field })
-		if k < 0 {
+		if k < 0 || r.Sliding {
 			more = append(more, sp)
 			continue
 		}
@@ -387,6 +389,15 @@ func (c Config) newBucket(sp bucketSpec) (bucket, error) {
 	limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
 	if limit < 1 {
 		return bucket{}, invalidf("%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.limitName(), sp.limit, c.Headroom)
+	}
+	if sp.rate.Sliding {
+		// A strict sliding window: counted, not refilled (see
+		// wire.NewSliding). SlidingWindow's bucket arithmetic is not for it.
+		wb := wire.NewSliding(sp.field, limit, sp.window, sp.unit.wire())
+		return bucket{
+			name: sp.name, field: wb.Field, limit: limit, stated: sp.limit, capacity: float64(limit),
+			unit: sp.unit, wb: wb, perMs: float64(limit) / float64(sp.window.Milliseconds()), window: sp.window,
+		}, nil
 	}
 	burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
 	if burst > limit {

@@ -55,7 +55,8 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	var args []any
 	use := r.withTotal().use(p.weight(r))
 	for _, b := range p.s.configured() {
-		if !lower[b.unit] || b.window > time.Minute {
+		// A sliding window has no TAT to lower: the pause holds it back.
+		if !lower[b.unit] || b.window > time.Minute || b.wb.Sub > 0 {
 			continue
 		}
 		offset, limit := b.wb.Lowering(use.Of(b.wb.Unit))

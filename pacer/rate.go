@@ -58,8 +58,17 @@ type Rate struct {
 	// milliseconds, from one second to 366 days.
 	Window time.Duration
 	// Burst optionally lowers the bucket's capacity below Limit, as
-	// Config.Burst does for the four.
+	// Config.Burst does for the four. Not for a sliding rate.
 	Burst int64
+	// Sliding makes the rate a strict sliding window instead of a
+	// refilling bucket: what is admitted in any window of length Window
+	// never exceeds Limit, whatever the pattern, phase or number of
+	// processes, as providers and gateways that count the last Window
+	// exactly (Azure OpenAI's sub-minute checks, spend caps) require. It
+	// is counted per sub-window of Window/32, the oldest counted whole, so
+	// steady throughput is at most 32/33 of Limit (3% short); a waiting
+	// call still learns the exact time room appears and keeps its place.
+	Sliding bool
 }
 
 // Name returns the limit's name, as Event.Limit, WaitError.Limit and
@@ -68,6 +77,7 @@ type Rate struct {
 // "tokens/3600s" or "input_tokens/60s".
 func (r Rate) Name() Limit {
 	switch {
+	case r.Sliding: // always named by unit and window, below
 	case r.Unit == Requests && r.Window == time.Minute:
 		return LimitRPM
 	case r.Unit == Tokens && r.Window == time.Minute:
@@ -98,6 +108,8 @@ func (r Rate) check(i int) error {
 		return invalidf("%s.Window = %v: must be a whole number of milliseconds from 1s to %v", at, r.Window, maxWindow)
 	case r.Burst < 0 || r.Burst > r.Limit:
 		return invalidf("%s.Burst = %d: must be between 0 (the limit) and the limit %d", at, r.Burst, r.Limit)
+	case r.Sliding && r.Burst != 0:
+		return invalidf("%s.Burst = %d on a sliding rate: a sliding window has no burst; leave it 0", at, r.Burst)
 	}
 	return nil
 }

@@ -103,6 +103,13 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		if !ok {
 			return Bucket{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 		}
+		if b.wb.Sub > 0 {
+			lv, err := b.wb.SlidingLevel(ints[0], str)
+			if err != nil {
+				return Bucket{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
+			}
+			return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
+		}
 		var tat int64
 		if str != "" {
 			var err error

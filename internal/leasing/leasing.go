@@ -59,6 +59,11 @@ type Admission struct {
 	// the buckets, or a lower bound of it (see settle.lua).
 	ChargedUs int64
 	Waited    time.Duration
+	// TurnMs is the call's turn in ms on the Redis clock as acquire.lua
+	// computed it (its now in ms plus the wait), when the admission's
+	// reply gave it exactly; 0 otherwise. A sliding window's give-back
+	// comes off the sub-window it names.
+	TurnMs int64
 	// Detached says the budget does not count the lease: a shadow budget's
 	// call it would have refused, which runs anyway. Ending it, or keeping
 	// it alive, changes nothing in Redis.

@@ -67,7 +67,7 @@ func Deltas(bs Buckets, how int, reserved, used int64) []Delta {
 		used = 0
 	}
 	var ds []Delta
-	for _, c := range wire.Corrections(bs.Wire(), wire.Use{Tokens: reserved}, wire.Use{Tokens: used}, how == Canceled) {
+	for _, c := range wire.Corrections(bs.Wire(), wire.Use{Tokens: reserved}, wire.Use{Tokens: used}, how == Canceled, 0) {
 		ds = append(ds, Delta{Bucket: index(c.Field), Us: c.Us})
 	}
 	return ds

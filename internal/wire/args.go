@@ -3,6 +3,7 @@ package wire
 import (
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -72,6 +73,10 @@ func (a Acquire) Args() []any {
 type Correction struct {
 	Field string
 	Us    int64
+	// At is, for a sliding window's give-back, the sub-window the call was
+	// counted in (sent as "<units>@<at>").
+	At      int64
+	Sliding bool
 }
 
 // Corrections returns what ending a lease sends settle for each bucket it
@@ -85,7 +90,11 @@ type Correction struct {
 // A usage without its split (only Tokens known) bounds the input and the
 // output used by its total: an input or output bucket gets back what its
 // reservation exceeds that total by, and is charged no debt.
-func Corrections(buckets []Bucket, r, u Use, request bool) []Correction {
+//
+// A sliding window's give-back comes off the sub-window of the call's turn,
+// turnMs on the Redis clock; with turnMs 0 (not known exactly) it gives
+// nothing back, the safe side.
+func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Correction {
 	var cs []Correction
 	for _, b := range buckets {
 		var back int64 // units given back; negative: owed
@@ -106,7 +115,12 @@ func Corrections(buckets []Bucket, r, u Use, request bool) []Correction {
 		case back < 0:
 			d = b.Charge(min(-back, b.Capacity))
 		}
-		if d != 0 {
+		switch {
+		case d == 0:
+		case b.Sub > 0 && d < 0 && turnMs <= 0:
+		case b.Sub > 0:
+			cs = append(cs, Correction{Field: b.Field, Us: d, At: turnMs * 1000 / b.Sub, Sliding: true})
+		default:
 			cs = append(cs, Correction{Field: b.Field, Us: d})
 		}
 	}
@@ -129,6 +143,10 @@ func SettleArgs(id string, chargedUs, limit, bslots int64, cs []Correction) []an
 	args := make([]any, 0, 4+2*len(cs))
 	args = append(args, id, chargedUs, limit, bslots)
 	for _, c := range cs {
+		if c.Sliding {
+			args = append(args, c.Field, strconv.FormatInt(c.Us, 10)+"@"+strconv.FormatInt(c.At, 10))
+			continue
+		}
 		args = append(args, c.Field, c.Us)
 	}
 	return args

@@ -22,21 +22,49 @@ func TestCorrectionsSplit(t *testing.T) {
 		}
 		return m
 	}
-	got := sum(wire.Corrections(bs, r, wire.Use{Tokens: 600, Input: 500, Output: 100, Split: true}, false))
+	got := sum(wire.Corrections(bs, r, wire.Use{Tokens: 600, Input: 500, Output: 100, Split: true}, false, 0))
 	if got[out.Field] != -out.Refund(300) || got[tok.Field] != -tok.Refund(300) || got[in.Field] != 0 {
 		t.Errorf("split usage: %v; want 300 back to output and tokens, nothing to input", got)
 	}
-	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 300}, false))
+	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 300}, false, 0))
 	if got[in.Field] != -in.Refund(200) || got[out.Field] != -out.Refund(100) || got[tok.Field] != -tok.Refund(600) {
 		t.Errorf("total alone: %v; want input 200 back, output 100 back, tokens 600 back", got)
 	}
-	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 1000, Input: 300, Output: 700, Split: true}, false))
+	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 1000, Input: 300, Output: 700, Split: true}, false, 0))
 	if got[in.Field] != 0 || got[out.Field] != out.Charge(300) || got[tok.Field] != tok.Charge(100) {
 		t.Errorf("mixed signs: %v; want the debts only (output 300, tokens 100)", got)
 	}
-	for _, c := range wire.Corrections(bs, r, wire.Use{}, true) {
+	for _, c := range wire.Corrections(bs, r, wire.Use{}, true, 0) {
 		if c.Us >= 0 {
 			t.Errorf("a canceled call corrects %s by %d; want a give-back", c.Field, c.Us)
 		}
+	}
+}
+
+// A sliding window's corrections are units, sent with the sub-window of
+// the call's turn; without the turn, a give-back is dropped.
+func TestSlidingCorrections(t *testing.T) {
+	s := wire.NewSliding("tokens/10s", 1000, 10*time.Second, wire.Tokens)
+	if s.Field != "~312500:tokens/10s" || s.Charge(300) != 300 || s.Allowance(0.2) != 800 {
+		t.Fatalf("%+v: want field ~312500:tokens/10s, charges in units, a batch allowance of 800", s)
+	}
+	r := wire.Use{Tokens: 500}
+	cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 200}, false, 1_000_000)
+	if len(cs) != 1 || cs[0].Us != -300 || cs[0].At != 3200 || !cs[0].Sliding {
+		t.Errorf("give-back %+v; want -300 at sub-window 3200", cs)
+	}
+	args := wire.SettleArgs("id", 1, 0, 0, cs)
+	if got := args[len(args)-1]; got != "-300@3200" {
+		t.Errorf("sent %v; want -300@3200", got)
+	}
+	if cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 200}, false, 0); len(cs) != 0 {
+		t.Errorf("a give-back without the turn: %+v; want none", cs)
+	}
+	if cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 700}, false, 0); len(cs) != 1 || cs[0].Us != 200 {
+		t.Errorf("a debt: %+v; want +200", cs)
+	}
+	lv, err := s.SlidingLevel(1_000_000_000, "3199 100 250")
+	if err != nil || lv != 650 {
+		t.Errorf("SlidingLevel = %v, %v; want 650", lv, err)
 	}
 }

@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,6 +33,25 @@ type Bucket struct {
 	// Unit says what the bucket counts: requests (a call is charged 1),
 	// tokens (input + output), or input or output tokens alone.
 	Unit Unit
+	// Sub is, for a strict sliding window, the width of its sub-windows
+	// in µs (see NewSliding); 0 for a GCRA bucket. A sliding bucket's
+	// charges, refunds and allowances are in units, not µs.
+	Sub int64
+}
+
+// SlidingParts is how many sub-windows make a sliding window: the scripts
+// count a window as SlidingParts + 1 of them, the oldest whole, so the
+// check is exact in the safe direction, and steady throughput is at most
+// SlidingParts / (SlidingParts + 1) of the limit (3% short).
+const SlidingParts = 32
+
+// NewSliding returns the bucket of a strict sliding window: at most limit
+// units in any window, counted per sub-window of window / SlidingParts
+// (rounded up to a µs). Its field is name marked for the scripts:
+// "~<sub-window µs>:<name>".
+func NewSliding(name string, limit int64, window time.Duration, unit Unit) Bucket {
+	g := (window.Microseconds() + SlidingParts - 1) / SlidingParts
+	return Bucket{Field: "~" + strconv.FormatInt(g, 10) + ":" + name, Capacity: limit, Interval: 1, Span: limit, Unit: unit, Sub: g}
 }
 
 // Unit is what a bucket counts.
@@ -75,17 +97,33 @@ func NewBucket(field string, capacity, refill int64, window time.Duration, unit 
 	}
 }
 
-// Charge returns the µs a call of units takes from the bucket, rounded up.
-func (b Bucket) Charge(units int64) int64 { return int64(math.Ceil(float64(units) * b.Interval)) }
+// Charge returns the µs a call of units takes from the bucket, rounded up
+// (for a sliding window, the units).
+func (b Bucket) Charge(units int64) int64 {
+	if b.Sub > 0 {
+		return units
+	}
+	return int64(math.Ceil(float64(units) * b.Interval))
+}
 
-// Refund returns the µs that giving back units returns, rounded down.
-func (b Bucket) Refund(units int64) int64 { return int64(math.Floor(float64(units) * b.Interval)) }
+// Refund returns the µs that giving back units returns, rounded down (for
+// a sliding window, the units).
+func (b Bucket) Refund(units int64) int64 {
+	if b.Sub > 0 {
+		return units
+	}
+	return int64(math.Floor(float64(units) * b.Interval))
+}
 
 // Allowance returns how far past now the bucket's TAT may move for a call
 // to be admitted without waiting: Span for interactive calls, and for batch
 // calls Span less the share keep (a fraction) that batch calls leave; plus
 // Slack.
 func (b Bucket) Allowance(keep float64) int64 {
+	if b.Sub > 0 {
+		// The units of the window the call may see used, its own included.
+		return b.Capacity - int64(math.Floor(float64(b.Capacity)*keep))
+	}
 	if keep == 0 {
 		return b.Span + b.Slack
 	}
@@ -97,6 +135,33 @@ func (b Bucket) Allowance(keep float64) int64 {
 // cannot tell the two apart.
 func (b Bucket) Units(tokens int64) int64 {
 	return Use{Tokens: tokens}.Of(b.Unit)
+}
+
+// SlidingLevel returns what a sliding window has room for at nowUs, from
+// its counts as stored (see NewSliding): its capacity less the window
+// ending now, counted as the scripts count it. Turns reserved ahead are
+// not in it.
+func (b Bucket) SlidingLevel(nowUs int64, v string) (float64, error) {
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return float64(b.Capacity), nil
+	}
+	base, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	cur := nowUs / 1000 * 1000 / b.Sub
+	var sum int64
+	for i, x := range f[1:] {
+		c, err := strconv.ParseInt(x, 10, 64)
+		if err != nil || c < 0 {
+			return 0, fmt.Errorf("count %q", x)
+		}
+		if j := base + int64(i); j >= cur-SlidingParts && j <= cur {
+			sum += c
+		}
+	}
+	return float64(b.Capacity - sum), nil
 }
 
 // Level returns the units the bucket holds at nowUs given its stored TAT

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,27 @@ func Int64s(v any, n int) ([]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// Unmark returns a field without the mark a sliding window's carries
+// (see NewSliding): the limit's name.
+func Unmark(field string) string {
+	if strings.HasPrefix(field, "~") {
+		if i := strings.IndexByte(field, ':'); i > 0 {
+			return field[i+1:]
+		}
+	}
+	return field
+}
+
+// TurnMs returns an admission's turn in ms on the Redis clock, as
+// acquire.lua counts it (its now in ms plus the wait), or 0 for a reply
+// that does not give it exactly (code Already: admitted before).
+func (r AcquireReply) TurnMs() int64 {
+	if r.Code != Admitted {
+		return 0
+	}
+	return r.NowUs/1000 + r.Wait.Milliseconds()
 }
 
 // Codes of acquire.lua's reply.
@@ -69,6 +91,6 @@ func DecodeAcquire(v any) (AcquireReply, error) {
 	}
 	return AcquireReply{
 		Code: code, Wait: time.Duration(wait) * time.Millisecond,
-		Now: time.UnixMicro(now), NowUs: now, Reason: reason, Expiry: time.UnixMilli(expiry), Ticket: ticket,
+		Now: time.UnixMicro(now), NowUs: now, Reason: Unmark(reason), Expiry: time.UnixMilli(expiry), Ticket: ticket,
 	}, nil
 }

@@ -1,0 +1,187 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// A sliding rate admits its limit, then says exactly when the oldest of
+// what it counted rolls out.
+func TestSlidingAdmitsItsLimitThenWaits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		r := pacer.Rate{Unit: pacer.Requests, Limit: 5, Window: time.Second, Sliding: true}
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{r}})
+		c := newClock(b)
+		for i := range 5 {
+			if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+				t.Fatalf("call %d = %v", i, err)
+			}
+		}
+		_, err := p.TryAcquire(ctx, pacer.Request{})
+		ny := notYet(t, "the sixth call", err)
+		if ny.Limit != "requests/1s" || ny.RetryAfter < 900*time.Millisecond || ny.RetryAfter > 1100*time.Millisecond {
+			t.Fatalf("%+v; want requests/1s and about a second", *ny)
+		}
+		if b.Mini == nil {
+			return
+		}
+		c.advance(ny.RetryAfter)
+		if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Errorf("a call at the time it was given = %v", err)
+		}
+	})
+}
+
+// admission is one admitted call in the independent log: its turn in ms on
+// the Redis clock, as the budget counted it, and its tokens.
+type admission struct {
+	turn   int64
+	tokens int64
+}
+
+// maxWindow returns the most tokens the log holds in any window of w ms
+// (a window (t - w, t] ending at an admission holds the most).
+func maxWindow(log []admission, w int64) int64 {
+	sort.Slice(log, func(i, j int) bool { return log[i].turn < log[j].turn })
+	var most, sum int64
+	lo := 0
+	for hi := range log {
+		sum += log[hi].tokens
+		for log[lo].turn <= log[hi].turn-w {
+			sum -= log[lo].tokens
+			lo++
+		}
+		most = max(most, sum)
+	}
+	return most
+}
+
+// Many Pacers and goroutines waiting their turns never put more than the
+// limit in any window, checked against a log of every admission, while a
+// bucket limit beside it is charged all or nothing.
+func TestSlidingNeverExceedsAnyWindow(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		const limit, window = 1500, time.Second
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100_000},
+			Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: limit, Window: window, Sliding: true}}}
+		ps := newPacers(t, b, 4, cfg)
+		var mu sync.Mutex
+		var log []admission
+		var wg sync.WaitGroup
+		stop := time.Now().Add(2 * time.Second)
+		for i, p := range ps {
+			for g := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(i), uint64(g)))
+					for time.Now().Before(stop) {
+						n := 50 + rng.Int64N(400)
+						l, err := p.Acquire(ctx, pacer.Request{Tokens: n, MaxWait: 30 * time.Second})
+						if err != nil {
+							t.Errorf("Acquire = %v", err)
+							return
+						}
+						mu.Lock()
+						log = append(log, admission{l.Start().UnixMilli(), n})
+						mu.Unlock()
+						if err := l.Settle(ctx, n); err != nil {
+							t.Errorf("Settle = %v", err)
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		var total int64
+		for _, a := range log {
+			total += a.tokens
+		}
+		if most := maxWindow(log, window.Milliseconds()); most > limit {
+			t.Errorf("a window of %v held %d tokens; the limit is %d", window, most, limit)
+		}
+		// The budget ran at its limit, not far below: over 2 s of demand
+		// far above it, at least a window and a half's worth.
+		if total < 3*limit/2 {
+			t.Errorf("%d tokens admitted in 2 s; want at least %d", total, 3*limit/2)
+		}
+	})
+}
+
+// A refund comes off the sub-window the call was counted in: its room is
+// back within the window.
+func TestSlidingRefund(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t),
+			Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1000, Window: time.Minute, Sliding: true}}})
+		newClock(b)
+		l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 800})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500}); !errors.Is(err, pacer.ErrNotYet) {
+			t.Fatalf("500 more = %v; want ErrNotYet", err)
+		}
+		if err := l.Settle(ctx, 300); err != nil {
+			t.Fatal(err)
+		}
+		if s := snap(t, p); len(s.Rates) != 1 || s.Rates[0].Level != 700 {
+			t.Fatalf("Snapshot.Rates = %+v; want 700 left", s.Rates)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500}); err != nil {
+			t.Errorf("500 after 500 came back = %v", err)
+		}
+	})
+}
+
+// Memory stays bounded whatever the call rate: the counts cover one window
+// and what is reserved ahead.
+func TestSlidingMemoryBounded(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 1_000_000, Window: time.Second, Sliding: true}}})
+	c := newClock(b)
+	for range 2000 {
+		if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(3 * time.Millisecond)
+	}
+	var longest int
+	for _, k := range b.Mini.Keys() {
+		if strings.HasSuffix(k, ":s") {
+			fields, _ := b.Mini.HKeys(k)
+			for _, f := range fields {
+				if strings.HasPrefix(f, "~") {
+					longest = max(longest, len(strings.Fields(b.Mini.HGet(k, f))))
+				}
+			}
+		}
+	}
+	if longest == 0 || longest > 34 {
+		t.Errorf("the counts hold %d numbers after 2,000 calls over 6 s; want at most a base and 33 counts", longest)
+	}
+}
+
+// A sliding rate has no burst.
+func TestSlidingInvalid(t *testing.T) {
+	b := redistest.Mini(t)
+	_, err := pacer.New(b.Client(t), pacer.Config{Name: "x", Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 10, Window: time.Minute, Burst: 5, Sliding: true}}})
+	if !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("a sliding rate with a burst: New = %v; want ErrInvalid", err)
+	}
+}
