@@ -254,7 +254,7 @@ end
 -- zeros trimmed at both ends. A window ending in sub-window j is counted
 -- as the SK + 1 sub-windows j - SK .. j, the oldest whole: never less
 -- than what a window of SK × g really holds.
-local SK = 32
+local SK = 64
 
 -- sread returns the counts of v from sub-window lo on: their base (at
 -- least lo) and a table whose first entry counts base.

@@ -105,7 +105,7 @@ type Config struct {
 	// sliding window. Each bucket then refills at (limit - burst)/window, and
 	// a bucket with no Burst set gets half its limit as burst. It never
 	// admits more than a window's limit, at the cost of speed; a Rate with
-	// Sliding set counts the window exactly instead, and loses at most 3%.
+	// Sliding set counts the window exactly instead, and loses at most 1.5%.
 	SlidingWindow bool
 
 	// Headroom is the fraction of every rate limit (not Concurrency) kept

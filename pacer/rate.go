@@ -65,8 +65,8 @@ type Rate struct {
 	// never exceeds Limit, whatever the pattern, phase or number of
 	// processes, as providers and gateways that count the last Window
 	// exactly (Azure OpenAI's sub-minute checks, spend caps) require. It
-	// is counted per sub-window of Window/32, the oldest counted whole, so
-	// steady throughput is at most 32/33 of Limit (3% short); a waiting
+	// is counted per sub-window of Window/64, the oldest counted whole, so
+	// steady throughput is at most 64/65 of Limit (1.5% short); a waiting
 	// call still learns the exact time room appears and keeps its place.
 	Sliding bool
 }

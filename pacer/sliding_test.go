@@ -172,8 +172,8 @@ func TestSlidingMemoryBounded(t *testing.T) {
 			}
 		}
 	}
-	if longest == 0 || longest > 34 {
-		t.Errorf("the counts hold %d numbers after 2,000 calls over 6 s; want at most a base and 33 counts", longest)
+	if longest == 0 || longest > 66 {
+		t.Errorf("the counts hold %d numbers after 2,000 calls over 6 s; want at most a base and 65 counts", longest)
 	}
 }
 

@@ -125,6 +125,7 @@ func TestProviderRefundRows(t *testing.T) {
 		{[]string{"-scenario", "sliding", "-mode", "shared", "-provider-refund"}, []row{
 			{"shared, burst = limit", true, false},
 			{"shared, sliding-safe burst 1,000", true, false},
+			{"shared, exact sliding window", true, false},
 		}},
 		{[]string{"-scenario", "mixed"}, []row{
 			{"no-refund provider, per-worker limiters, 6 retries", false, false},

@@ -45,6 +45,10 @@ func (pl *plan) idealFinish(refunds bool) time.Duration {
 // the budget's shape costs; the gap between it and the measured time is
 // what pacing costs.
 func budgetFinish(jobs []job, cfg pacer.Config) time.Duration {
+	if len(cfg.Rates) == 1 && cfg.Rates[0].Sliding {
+		r := cfg.Rates[0]
+		return slidingFinish(jobs, math.Floor(float64(r.Limit)*(1-cfg.Headroom)), r.Window.Seconds(), !cfg.NoRefund)
+	}
 	tpm := math.Floor(float64(cfg.Limits.TPM) * (1 - cfg.Headroom))
 	burst := math.Floor(float64(cfg.Burst.TPM) * (1 - cfg.Headroom))
 	refill := tpm

@@ -49,6 +49,7 @@ type variant struct {
 	shared         bool
 	burst          int64   // the budget's capacity in tokens
 	slidingSafe    bool    // refill (limit - burst) per window, never over the limit in any window
+	exactSliding   bool    // a pacer.Rate with Sliding: the provider's own window, counted
 	headroom       float64 // pacer.Config.Headroom
 	noRefund       bool    // pacer.Config.NoRefund: Settle charges overruns only
 	client         clientKind
@@ -156,7 +157,9 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 			full, safe := match, match
 			full.label, full.burst = "shared, burst = limit", limit
 			safe.label, safe.slidingSafe = fmt.Sprintf("shared, sliding-safe burst %s", thousands(burst)), true
-			shared = append(shared, full, safe)
+			exact := match
+			exact.label, exact.exactSliding = "shared, exact sliding window", true
+			shared = append(shared, full, safe, exact)
 		case pl.refundRows:
 			other := match
 			other.noRefund = !match.noRefund
@@ -230,6 +233,13 @@ func (pl *plan) largestJob() int64 {
 // provider did not give back.
 func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 	w := pl.provider.Window
+	if v.exactSliding {
+		// The provider's own limit and window, counted as it counts them.
+		return pacer.Config{
+			Rates:    []pacer.Rate{{Unit: pacer.Tokens, Limit: pl.p.providerTokens, Window: w, Sliding: true}},
+			Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour,
+		}, true
+	}
 	refill := pl.p.providerTokens
 	if v.slidingSafe {
 		refill -= v.burst

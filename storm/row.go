@@ -135,6 +135,14 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 
 // describeBudget says how the shared budget was set up, for the report.
 func describeBudget(cfg pacer.Config, exact bool) string {
+	if len(cfg.Rates) == 1 && cfg.Rates[0].Sliding {
+		r := cfg.Rates[0]
+		s := fmt.Sprintf("pacer Rate{Tokens, %s per %v, Sliding}", thousands(r.Limit), r.Window)
+		if cfg.NoRefund {
+			s += ", NoRefund"
+		}
+		return s
+	}
 	s := fmt.Sprintf("pacer Limits.TPM %s, Burst.TPM %s", thousands(cfg.Limits.TPM), thousands(cfg.Burst.TPM))
 	if cfg.SlidingWindow {
 		s += ", SlidingWindow"

@@ -45,17 +45,17 @@ func TestCorrectionsSplit(t *testing.T) {
 // the call's turn; without the turn, a give-back is dropped.
 func TestSlidingCorrections(t *testing.T) {
 	s := wire.NewSliding("tokens/10s", 1000, 10*time.Second, wire.Tokens)
-	if s.Field != "~312500:tokens/10s" || s.Charge(300) != 300 || s.Allowance(0.2) != 800 {
-		t.Fatalf("%+v: want field ~312500:tokens/10s, charges in units, a batch allowance of 800", s)
+	if s.Field != "~156250:tokens/10s" || s.Charge(300) != 300 || s.Allowance(0.2) != 800 {
+		t.Fatalf("%+v: want field ~156250:tokens/10s, charges in units, a batch allowance of 800", s)
 	}
 	r := wire.Use{Tokens: 500}
 	cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 200}, false, 1_000_000)
-	if len(cs) != 1 || cs[0].Us != -300 || cs[0].At != 3200 || !cs[0].Sliding {
-		t.Errorf("give-back %+v; want -300 at sub-window 3200", cs)
+	if len(cs) != 1 || cs[0].Us != -300 || cs[0].At != 6400 || !cs[0].Sliding {
+		t.Errorf("give-back %+v; want -300 at sub-window 6400", cs)
 	}
 	args := wire.SettleArgs("id", 1, 0, 0, cs)
-	if got := args[len(args)-1]; got != "-300@3200" {
-		t.Errorf("sent %v; want -300@3200", got)
+	if got := args[len(args)-1]; got != "-300@6400" {
+		t.Errorf("sent %v; want -300@6400", got)
 	}
 	if cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 200}, false, 0); len(cs) != 0 {
 		t.Errorf("a give-back without the turn: %+v; want none", cs)
@@ -63,7 +63,7 @@ func TestSlidingCorrections(t *testing.T) {
 	if cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 700}, false, 0); len(cs) != 1 || cs[0].Us != 200 {
 		t.Errorf("a debt: %+v; want +200", cs)
 	}
-	lv, err := s.SlidingLevel(1_000_000_000, "3199 100 250")
+	lv, err := s.SlidingLevel(1_000_000_000, "6399 100 250")
 	if err != nil || lv != 650 {
 		t.Errorf("SlidingLevel = %v, %v; want 650", lv, err)
 	}
