@@ -90,6 +90,8 @@ func (m *meter) finish(eof bool) {
 		// Gemini chunk): the provider may have counted more.
 		ok = ok && (eof || m.scan.Final())
 		v, failure = m.scan.Failure()
+		// Closed after its end marker, a stream was read whole.
+		eof = eof || m.scan.Done()
 	} else if eof && !m.over {
 		u, ok = usageFromJSON(m.a, m.buf)
 	}

@@ -70,6 +70,7 @@ type streamScanner struct {
 	chunkOver  bool   // the chunk passed maxEvent: skip it
 
 	// Findings.
+	ended  bool // the stream's own end marker passed: [DONE], message_stop
 	acc    usageAcc
 	fail   classify.Verdict
 	failed bool
@@ -119,6 +120,14 @@ func (s *streamScanner) detect(p []byte) []byte {
 // growing as message_delta events arrive.
 func (s *streamScanner) Usage() (usage, bool) {
 	return s.acc.u, s.acc.ok
+}
+
+// Done reports whether the stream said it is whole: its end marker
+// ([DONE], message_stop) or its final usage passed. A caller that closes
+// the body right after it (SDKs stop reading at [DONE]) closed a whole
+// answer, not a cut one.
+func (s *streamScanner) Done() bool {
+	return s.ended || s.acc.final
 }
 
 // Final reports whether the usage found is the call's whole usage: the

@@ -147,7 +147,11 @@ func (c *geminiChunk) finished() bool {
 
 // handleEvent reads one SSE event's data.
 func (s *streamScanner) handleEvent(name, data []byte) {
-	if string(data) == "[DONE]" || !interesting(name, data) {
+	if string(data) == "[DONE]" || string(name) == "message_stop" {
+		s.ended = true // OpenAI's and Anthropic's end of a whole stream
+		return
+	}
+	if !interesting(name, data) {
 		return
 	}
 	switch s.api {

@@ -316,3 +316,25 @@ func TestScannerMatchesSDK(t *testing.T) {
 		}
 	})
 }
+
+// Done says a stream passed its own end marker, so that a body closed
+// right after it counts as whole; a stream cut before it is not done.
+func TestScannerDone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		a      api
+		stream string
+		done   bool
+	}{
+		{"openai [DONE]", apiOpenAIChat, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", true},
+		{"openai cut", apiOpenAIChat, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", false},
+		{"anthropic message_stop", apiAnthropicMessages, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", true},
+		{"anthropic cut after message_start", apiAnthropicMessages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n", false},
+	} {
+		s := newStreamScanner(tc.a)
+		s.Write([]byte(tc.stream))
+		if got := s.Done(); got != tc.done {
+			t.Errorf("%s: Done() = %v; want %v", tc.name, got, tc.done)
+		}
+	}
+}
