@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
@@ -60,8 +61,8 @@ func (b *bench) instr(ctx context.Context) error {
 	}
 	row("trivial `return 1`", base)
 	row("redis_rate GCRA, one limit", g)
-	for _, c := range budgets {
-		p, err := b.pacer(pacer.Config{Limits: c.limits})
+	one := func(name string, cfg pacer.Config) error {
+		p, err := b.pacer(cfg)
 		if err != nil {
 			return err
 		}
@@ -70,12 +71,22 @@ func (b *bench) instr(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		row(c.name+": acquire", acq)
-		row(c.name+": settle", set)
-		row(c.name+": acquire + settle", acq+set)
-		_ = b.rdb.Del(ctx, p.Keys()...).Err()
+		row(name+": acquire", acq)
+		row(name+": settle", set)
+		row(name+": acquire + settle", acq+set)
+		return b.rdb.Del(ctx, p.Keys()...).Err()
 	}
-	return nil
+	for _, c := range budgets {
+		if err := one(c.name, pacer.Config{Limits: c.limits}); err != nil {
+			return err
+		}
+	}
+	// The same two limits as strict sliding windows (issue 12: within
+	// 1.5x of the bucket budget's).
+	return one("sliding RPM + TPM", pacer.Config{Rates: []pacer.Rate{
+		{Unit: pacer.Requests, Limit: 1 << 40, Window: time.Minute, Sliding: true},
+		{Unit: pacer.Tokens, Limit: 1 << 45, Window: time.Minute, Sliding: true},
+	}})
 }
 
 // dumpInstr returns the instructions callgrind counted since the last
