@@ -32,7 +32,7 @@ func ExampleRate() {
 	}})
 	ctx := context.Background()
 	l, _ := p.Acquire(ctx, pacer.Request{Input: 12_000, Output: 4_000}) // prompt estimate, max_tokens
-	_ = l.SettleUsage(ctx, pacer.Usage{Input: 11_800, Output: 900})      // what the answer reported
+	_ = l.SettleUsage(ctx, pacer.Usage{Input: 11_800, Output: 900})     // what the answer reported
 
 	_, err := p.TryAcquire(ctx, pacer.Request{Input: 2_000, Output: 7_500})
 	var notYet *pacer.NotYetError
