@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmpacer/llmpacer/concurrency"
@@ -77,13 +78,19 @@ type Lease struct {
 	tried  End // how the first attempt to end it whose reply was lost tried; Held if none
 	expiry time.Time
 	held   time.Duration
+	// quiet: not yet announced to its caller, so its end is not reported
+	// (see leasing.Admission.Quiet).
+	quiet atomic.Bool
 }
 
 func init() {
 	// See leasing.Open: pacer opens leases through it.
 	leasing.Open = func(b *leasing.Budget, a leasing.Admission) any {
-		return &Lease{b: b, a: a, expiry: a.Expiry}
+		l := &Lease{b: b, a: a, expiry: a.Expiry}
+		l.quiet.Store(a.Quiet)
+		return l
 	}
+	leasing.Announce = func(l any) { l.(*Lease).quiet.Store(false) }
 }
 
 // ID returns the lease's id, the member of the budget's lease set in Redis.
@@ -138,8 +145,11 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
 	u := wire.Use{Tokens: l.weigh(usedTokens)}
+	if l.a.Priced {
+		u.Spend = l.a.Price.Bound(usedTokens) // the split unknown: at most this
+	}
 	if r := l.reserved(); l.b.NoRefund {
-		u = wire.Use{Tokens: max(u.Tokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split}
+		u = wire.Use{Tokens: max(u.Tokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split, Spend: max(u.Spend, r.Spend)}
 	}
 	return l.finish(ctx, Settled, u, usedTokens)
 }
@@ -153,6 +163,10 @@ type Usage struct {
 	Input int64
 	// Output is the tokens generated (reasoning included).
 	Output int64
+	// CachedInput is the part of Input read from the provider's prompt
+	// cache, priced at Price.CachedInput by Spend rates (OpenAI's
+	// cached_tokens, Anthropic's cache_read_input_tokens).
+	CachedInput int64
 }
 
 // SettleUsage ends the lease like Settle, with the input and output used
@@ -161,15 +175,19 @@ type Usage struct {
 // can only give back to an input or output rate what its reservation
 // exceeds the total by.
 func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
-	if used.Input < 0 || used.Output < 0 || used.Input > maxTokens || used.Output > maxTokens {
+	if used.Input < 0 || used.Output < 0 || used.Input > maxTokens || used.Output > maxTokens || used.CachedInput < 0 || used.CachedInput > used.Input {
 		return fmt.Errorf("%w: SettleUsage(%+v): input and output must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, used, int64(maxTokens))
 	}
 	in, out := l.weigh(used.Input), l.weigh(used.Output)
 	u := wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
+	if l.a.Priced {
+		u.Spend = l.a.Price.Spent(used.Input, used.CachedInput, used.Output)
+	}
 	if r := l.reserved(); l.b.NoRefund {
 		u.Tokens = max(u.Tokens, r.Tokens)
 		u.Input = max(u.Input, r.Of(wire.Input))
 		u.Output = max(u.Output, r.Of(wire.Output))
+		u.Spend = max(u.Spend, r.Spend)
 	}
 	return l.finish(ctx, Settled, u, used.Input+used.Output)
 }
@@ -227,7 +245,7 @@ func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int
 	}
 	// Tell the budget outside the lock: an observer may look at the lease.
 	// A detached lease was never admitted, so its end is not one either.
-	if l.b.Ended != nil && !l.a.Detached {
+	if l.b.Ended != nil && !l.a.Detached && !l.quiet.Load() {
 		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe}
 		switch end {
 		case Settled:
@@ -342,7 +360,7 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 	}
 	l.end = Expired
 	l.mu.Unlock()
-	if l.b.Ended != nil {
+	if l.b.Ended != nil && !l.quiet.Load() {
 		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired, Probe: l.a.Probe})
 	}
 	return ErrExpired

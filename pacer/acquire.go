@@ -101,7 +101,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		case admitted && rep.Ticket == 0 && a.pending != nil:
 			// The pending lease claimed its slot at its turn.
 			l := p.newLease(leasing.Admission{
-				ID: a.id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: a.pending.Start(), Expiry: rep.Expiry,
+				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: a.pending.Start(), Expiry: rep.Expiry,
 				ChargedUs: a.charged, Waited: time.Since(a.began), TurnMs: a.turnMs,
 			})
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
@@ -157,8 +157,8 @@ func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charg
 	if a.pending == nil {
 		a.charged, a.turnMs = charged, rep.TurnMs()
 		a.pending = p.newLease(leasing.Admission{
-			ID: a.id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(),
+			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(), Quiet: true,
 		})
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
@@ -199,8 +199,9 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 // (see giveBack), so nothing stays charged for a call that is never made.
 func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
 	l := p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
 		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs(),
+		Quiet: rep.Wait > 0,
 	})
 	if rep.Reason == reasonProbe {
 		rep.Reason = ""
@@ -211,6 +212,7 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.Acquir
 	if err := p.untilTurn(ctx, l, rep.Wait); err != nil {
 		return nil, err
 	}
+	leasing.Announce(l)
 	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: Limit(rep.Reason)})
 	return l, nil
 }
@@ -350,7 +352,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	switch rep.Code {
 	case wire.Admitted, wire.Already:
-		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
+		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
 		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
 		return l, nil
 	case wire.TooLarge:
@@ -375,7 +377,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		switch {
 		case err != nil:
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: r.use(p.weight(r)), Weight: p.weight(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs()}))
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
 		case rep.Ticket != 0:
 			p.leave(id)
 		}
@@ -407,7 +409,7 @@ func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket 
 	a := wire.Acquire{
 		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s.leaseTTL,
 		Limit: p.s.limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
-		Charges: wire.Charges(p.s.wireBuckets, r.use(p.weight(r)), keep),
+		Charges: wire.Charges(p.s.wireBuckets, p.use(r), keep),
 	}
 	if c := p.s.limits.Concurrency; c > 0 {
 		// Slots free up one every mean hold time / limit: how long each

@@ -91,6 +91,11 @@ type Config struct {
 	// so weigh the models of a budget that follows headers with care.
 	Weights map[string]float64
 
+	// Prices are the models' prices, for Spend rates: Request.Model picks
+	// one; the entry "" is the price of a model not listed. A budget with
+	// a Spend rate refuses (ErrInvalid) a call whose model has no price.
+	Prices map[string]Price
+
 	// Rates are limits over any window, and of input or output tokens
 	// apart, beside Limits: 200,000 tokens an hour, 10 requests a second,
 	// Anthropic's input and output tokens per minute. A rate of requests
@@ -195,6 +200,8 @@ type settings struct {
 	rates        []bucket  // the other Config.Rates, in order
 	rateOf       []Rate    // the Rate each of rates comes from
 	weights      map[string]float64
+	prices       map[string]wire.Price
+	spend        bool // a Spend rate is configured
 	shadow       bool
 	batchFloor   float64
 	noRefund     bool
@@ -236,6 +243,15 @@ func (c Config) settings() (settings, error) {
 	}
 	s.keep = s.batchFloor
 	s.weights = maps.Clone(c.Weights)
+	for m, pr := range c.Prices {
+		if s.prices == nil {
+			s.prices = map[string]wire.Price{}
+		}
+		s.prices[m] = wire.Price(pr)
+	}
+	for _, r := range c.Rates {
+		s.spend = s.spend || r.Unit == Spend
+	}
 	s.shadow = c.Shadow
 	four, more, err := c.bucketSpecs()
 	if err != nil {
@@ -280,6 +296,13 @@ func (c Config) validate() error {
 	if l.IsZero() && len(c.Rates) == 0 {
 		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency, or a Config.Rates entry")
 	}
+	for m, pr := range c.Prices {
+		for _, v := range []float64{pr.Input, pr.CachedInput, pr.Output} {
+			if !(v >= 0 && v <= 1e12) {
+				return invalidf("Config.Prices[%q] = %+v: prices are per million tokens, from 0 to 1e12", m, pr)
+			}
+		}
+	}
 	for m, w := range c.Weights {
 		if !(w > 0 && w <= 1000) {
 			return invalidf("Config.Weights[%q] = %v: a weight must be above 0 and at most 1000 (1 is the default)", m, w)
@@ -292,6 +315,9 @@ func (c Config) validate() error {
 	for i, r := range c.Rates {
 		if err := r.check(i); err != nil {
 			return err
+		}
+		if r.Unit == Spend && len(c.Prices) == 0 {
+			return invalidf("Config.Rates[%d] is a Spend rate but Config.Prices is empty: give the models' prices per million tokens", i)
 		}
 		if j, dup := seen[r.Name()]; dup {
 			return invalidf("Config.Rates[%d] and [%d] are both %s: state each rate once", j, i, r.Name())

@@ -18,7 +18,9 @@ const (
 	Waiting
 	// Denied: Acquire or TryAcquire gave up; Err says why.
 	Denied
-	// Ended: a lease ended; End says how.
+	// Ended: a lease ended; End says how. Every Ended follows the
+	// Admitted of its lease: a turn reserved ahead and given back before
+	// it came (its caller gave up) ends unreported.
 	Ended
 	// Paused: the budget was paused; Wait is the pause now in force, Limit
 	// the limit the provider named (LimitPause for Pause, or a 429 that

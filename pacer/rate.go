@@ -23,6 +23,12 @@ const (
 	// OutputTokens: the output cap reserved (Request.Output), then the
 	// output used, as Anthropic's output-token limits count them.
 	OutputTokens
+	// Spend: money, in the unit of Config.Prices (micro-dollars, say). A
+	// call reserves its worst case (input and output cap at their
+	// prices) and settles what its usage cost, so what is in flight can
+	// never push spend past the limit. Make a spend cap Sliding, so that
+	// no window of its length ever holds more.
+	Spend
 )
 
 // String names the unit: "requests", "tokens", "input_tokens" or
@@ -37,13 +43,15 @@ func (u Unit) String() string {
 		return "input_tokens"
 	case OutputTokens:
 		return "output_tokens"
+	case Spend:
+		return "spend"
 	}
 	return fmt.Sprintf("Unit(%d)", int(u))
 }
 
 // wire returns the unit as the caller's arithmetic knows it.
 func (u Unit) wire() wire.Unit {
-	return [...]wire.Unit{Requests: wire.Requests, Tokens: wire.Tokens, InputTokens: wire.Input, OutputTokens: wire.Output}[u]
+	return [...]wire.Unit{Requests: wire.Requests, Tokens: wire.Tokens, InputTokens: wire.Input, OutputTokens: wire.Output, Spend: wire.Spend}[u]
 }
 
 // Rate is one limit over any window: Limit units of Unit per Window. Use
@@ -93,6 +101,13 @@ func (r Rate) Name() Limit {
 	return Limit(fmt.Sprintf("%s/%dms", r.Unit, r.Window/time.Millisecond))
 }
 
+// Price is what a model's tokens cost per million, in the unit of the
+// budget's Spend rates: {Input: 150_000, CachedInput: 75_000, Output:
+// 600_000} is $0.15, $0.075 and $0.60 a million in micro-dollars.
+type Price struct {
+	Input, CachedInput, Output float64
+}
+
 // maxWindow bounds a Rate's window.
 const maxWindow = 366 * 24 * time.Hour
 
@@ -100,8 +115,8 @@ const maxWindow = 366 * 24 * time.Hour
 func (r Rate) check(i int) error {
 	at := fmt.Sprintf("Config.Rates[%d]", i)
 	switch {
-	case r.Unit < Requests || r.Unit > OutputTokens:
-		return invalidf("%s.Unit = %d: use pacer.Requests, Tokens, InputTokens or OutputTokens", at, int(r.Unit))
+	case r.Unit < Requests || r.Unit > Spend:
+		return invalidf("%s.Unit = %d: use pacer.Requests, Tokens, InputTokens, OutputTokens or Spend", at, int(r.Unit))
 	case r.Limit < 1 || r.Limit > maxLimit:
 		return invalidf("%s.Limit = %d: must be between 1 and %d", at, r.Limit, int64(maxLimit))
 	case r.Window < time.Second || r.Window > maxWindow || r.Window%time.Millisecond != 0:

@@ -290,3 +290,83 @@ func TestNoRefundEndedReportsUsage(t *testing.T) {
 		t.Errorf("TPM level %.0f; want 500: NoRefund keeps the reservation", lv)
 	}
 }
+
+// A spend cap reserves each call's worst case and settles what it cost:
+// what is in flight can never push the spend past the cap.
+func TestSpendRate(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		// $1.00 a day in micro-dollars, as a strict sliding window.
+		spend := pacer.Rate{Unit: pacer.Spend, Limit: 1_000_000, Window: 24 * time.Hour, Sliding: true}
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 10_000_000}, Rates: []pacer.Rate{spend},
+			Prices: map[string]pacer.Price{"gpt-4o": {Input: 2_500_000, CachedInput: 1_250_000, Output: 10_000_000}}})
+		newClock(b)
+		// 100k input + 50k output at most: $0.25 + $0.50 = 750,000 µ$.
+		l, err := p.TryAcquire(ctx, pacer.Request{Input: 100_000, Output: 50_000, Model: "gpt-4o"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Input: 100_000, Output: 10_000, Model: "gpt-4o"}); !errors.Is(err, pacer.ErrNotYet) {
+			t.Fatalf("a call whose worst case passes the cap while the first is in flight = %v; want ErrNotYet", err)
+		}
+		// It used 100k input (40k cached) and 20k output: 150,000 + 50,000
+		// + 200,000 = 400,000 µ$; 350,000 come back.
+		if err := l.SettleUsage(ctx, pacer.Usage{Input: 100_000, CachedInput: 40_000, Output: 20_000}); err != nil {
+			t.Fatal(err)
+		}
+		s := snap(t, p)
+		if len(s.Rates) != 1 || s.Rates[0].Level != 600_000 {
+			t.Fatalf("spend left %+v; want 600,000", s.Rates)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Input: 100_000, Output: 10_000, Model: "gpt-4o"}); err != nil {
+			t.Errorf("a call within the cap after the settle = %v", err)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 10, Model: "unknown"}); !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("a model without a price = %v; want ErrInvalid", err)
+		}
+	})
+	b := redistest.Mini(t)
+	_, err := pacer.New(b.Client(t), pacer.Config{Name: "x", Rates: []pacer.Rate{{Unit: pacer.Spend, Limit: 10, Window: time.Hour}}})
+	if !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("a Spend rate without prices: New = %v; want ErrInvalid", err)
+	}
+}
+
+// A turn reserved ahead and given back because its caller gave up is no
+// lease the caller ever had: no Ended event reports it.
+func TestGivenBackTurnEndsUnreported(t *testing.T) {
+	b := redistest.Mini(t)
+	var mu sync.Mutex
+	kinds := map[pacer.EventKind]int{}
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 600}, Observe: func(e pacer.Event) {
+		mu.Lock()
+		kinds[e.Kind]++
+		mu.Unlock()
+	}})
+	newClock(b)
+	if _, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: 600}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for snap(t, p).TPM.Level > -1 { // wait until the turn is reserved
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := p.Acquire(ctx, pacer.Request{Tokens: 30, MaxWait: 10 * time.Second}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire = %v; want context.Canceled (its turn was 3 s away)", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for snap(t, p).TPM.Level < -0.5 { // the turn went back
+		if time.Now().After(deadline) {
+			t.Fatal("the reserved turn was not given back")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if kinds[pacer.Admitted] != 1 || kinds[pacer.Ended] != 0 {
+		t.Errorf("events %v; want 1 Admitted (the first call) and no Ended", kinds)
+	}
+}

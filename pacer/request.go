@@ -74,6 +74,34 @@ func (r Request) use(w float64) wire.Use {
 	return wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
 }
 
+// use returns what r reserves in the buckets' units: its tokens weighed,
+// and for a budget with Spend rates what it may cost at most.
+func (p *Pacer) use(r Request) wire.Use {
+	u := r.use(p.weight(r))
+	if pr, ok := p.price(r); ok {
+		u.Spend = pr.Reserve(r.use(1))
+	}
+	return u
+}
+
+// price returns the price of r's model, for a budget with Spend rates.
+func (p *Pacer) price(r Request) (wire.Price, bool) {
+	if !p.s.spend {
+		return wire.Price{}, false
+	}
+	if pr, ok := p.s.prices[r.Model]; ok {
+		return pr, true
+	}
+	pr, ok := p.s.prices[""]
+	return pr, ok
+}
+
+// priceOf returns the price of r's model, or none.
+func (p *Pacer) priceOf(r Request) wire.Price {
+	pr, _ := p.price(r)
+	return pr
+}
+
 // weight returns the weight of r's model on token rates.
 func (p *Pacer) weight(r Request) float64 {
 	if w, ok := p.s.weights[r.Model]; ok {
@@ -116,7 +144,10 @@ func (p *Pacer) checkRequest(r Request) error {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
 	// The same comparison as acquire.lua's, on the same integers.
-	use := r.withTotal().use(p.weight(r))
+	if _, ok := p.price(r); p.s.spend && !ok {
+		return invalidf("Request.Model = %q has no price in Config.Prices: a Spend rate needs one; add it, or a \"\" entry for models not listed", r.Model)
+	}
+	use := p.use(r.withTotal())
 	for _, b := range p.s.wireBuckets {
 		need := use.Of(b.Unit)
 		name := strings.ToUpper(b.Field)

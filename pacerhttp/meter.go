@@ -110,6 +110,8 @@ func (m *meter) finish(eof bool) {
 		total := min(max(u.Total, 0), maxUsage)
 		out := min(max(u.Output, 0), total)
 		used := pacer.Usage{Input: total - out, Output: out}
+		// Read from the provider's cache, priced apart by Spend rates.
+		used.CachedInput = min(max(u.Cached, u.CacheRead, 0), used.Input)
 		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.SettleUsage(ctx, used) })
 	case eof && !failure:
 		// A whole answer that reports no usage: the call succeeded, and

@@ -52,6 +52,10 @@ type Admission struct {
 	// Weight is the model's weight on token rates (0 means 1): the usage
 	// a settle reports is weighed with it too.
 	Weight float64
+	// Price is the model's price, for a budget with Spend rates (Priced
+	// false: none): a settle prices the usage with it.
+	Price  wire.Price
+	Priced bool
 	// Start is when the call's turn begins, Expiry when the lease expires,
 	// both on the Redis clock.
 	Start, Expiry time.Time
@@ -68,6 +72,11 @@ type Admission struct {
 	// call it would have refused, which runs anyway. Ending it, or keeping
 	// it alive, changes nothing in Redis.
 	Detached bool
+	// Quiet says the caller has not been told of the lease yet (a turn
+	// reserved ahead, a late reply to a caller who gave up): its end is
+	// not reported unless Announce is called first, so that every Ended
+	// event follows an Admitted one.
+	Quiet bool
 	// Probe says the lease is the one call a stopped budget let through
 	// to see whether the provider serves again: its settle resumes the
 	// budget.
@@ -80,6 +89,10 @@ type Admission struct {
 // constructor users would never call. Package pacer imports lease, so Open
 // is set before pacer can run.
 var Open func(b *Budget, a Admission) any
+
+// Announce marks a quiet lease (see Admission.Quiet) as told to its
+// caller: its end is reported from then on. Package lease sets it.
+var Announce func(lease any)
 
 // NewID returns a random lease id: 96 bits, so ids from every process of a
 // fleet never collide.

@@ -103,6 +103,8 @@ func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Corre
 			if request {
 				back = 1
 			}
+		case b.Unit == Spend && !u.Split:
+			back = max(r.Spend-u.Spend, 0) // u.Spend is only a bound
 		case b.Unit != Tokens && !u.Split:
 			back = max(r.Of(b.Unit)-u.Tokens, 0)
 		default:

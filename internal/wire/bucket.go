@@ -65,6 +65,7 @@ const (
 	Tokens               // input + output tokens
 	Input                // input (prompt) tokens
 	Output               // output tokens: the cap reserved, then the output used
+	Spend                // money, in the unit of the budget's prices
 )
 
 // Use is a call's tokens: reserved at admission, or used at its end. Split
@@ -73,13 +74,49 @@ const (
 type Use struct {
 	Tokens, Input, Output int64
 	Split                 bool
+	// Spend is the money, in the unit of the budget's prices: reserved at
+	// the worst case, or spent (an upper bound when Split is false).
+	Spend int64
 }
+
+// Price is what a model's tokens cost per million, in the unit of a
+// budget's Spend rates.
+type Price struct {
+	Input, CachedInput, Output float64
+}
+
+// Reserve returns what a reservation r may cost at most: input and output
+// at their prices, or without the split all of r's tokens at the dearest.
+func (p Price) Reserve(r Use) int64 {
+	if r.Split {
+		return perMillion(float64(r.Input)*p.Input + float64(r.Output)*p.Output)
+	}
+	return p.Bound(r.Tokens)
+}
+
+// Bound returns what tokens cost at most, each at the dearest price.
+func (p Price) Bound(tokens int64) int64 {
+	return perMillion(float64(tokens) * max(p.Input, p.CachedInput, p.Output))
+}
+
+// Spent returns what a call cost: its input, of which cached was read from
+// the provider's cache, and its output.
+func (p Price) Spent(input, cached, output int64) int64 {
+	cached = min(max(cached, 0), input)
+	return perMillion(float64(input-cached)*p.Input + float64(cached)*p.CachedInput + float64(output)*p.Output)
+}
+
+// perMillion returns x / 1e6 rounded up: money is charged against the
+// caller, as tokens are.
+func perMillion(x float64) int64 { return int64(math.Ceil(x / 1e6)) }
 
 // Of returns u's units in unit: 1 for requests, the tokens otherwise.
 func (u Use) Of(unit Unit) int64 {
 	switch {
 	case unit == Requests:
 		return 1
+	case unit == Spend:
+		return u.Spend
 	case unit == Input && u.Split:
 		return u.Input
 	case unit == Output && u.Split:
