@@ -19,7 +19,12 @@ func TestQuotaStopAndProbe(t *testing.T) {
 		ctx := context.Background()
 		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10000}})
 		c := newClock(b)
-		const probe = 300 * time.Millisecond
+		// On a real Redis the clock runs: the refusals must come before
+		// the probe is due, however loaded the machine.
+		probe := 300 * time.Millisecond
+		if b.Mini == nil {
+			probe = 2 * time.Second
+		}
 		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
 			t.Fatalf("StopQuota = %v", err)
 		}
@@ -147,9 +152,9 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 		newClock(b) // a still clock on miniredis
 		near := func(what string, got, want float64) {
 			t.Helper()
-			// A real Redis refills while the test runs: at 150 tokens/s,
-			// a tolerance of 50 leaves a third of a second.
-			if math.Abs(got-want) > 50 {
+			// A real Redis refills while the test runs: at 150 tokens/s
+			// (and 1.5 requests/s), a tolerance of 300 leaves 2 s.
+			if math.Abs(got-want) > 300 {
 				t.Errorf("%s = %.1f; want %.0f", what, got, want)
 			}
 		}
@@ -171,7 +176,7 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		s2 := snap(t, p)
-		if s2.TPM.Level > s.TPM.Level+60 || s2.RPM.Level > s.RPM.Level+1 {
+		if s2.TPM.Level > s.TPM.Level+300 || s2.RPM.Level > s.RPM.Level+3 {
 			t.Errorf("Sync with more room raised the budget: TPM %.0f -> %.0f, RPM %.1f -> %.1f", s.TPM.Level, s2.TPM.Level, s.RPM.Level, s2.RPM.Level)
 		}
 
