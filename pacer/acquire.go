@@ -163,7 +163,7 @@ func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charg
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
 	a.ticket = rep.Ticket
-	err := p.untilTurn(ctx, a.pending, rep.Wait)
+	err := p.untilTurn(ctx, a.pending, rep.Wait, a.began)
 	if err == errRequeue {
 		a.id, a.ticket, a.pending = leasing.NewID(), 0, nil
 	} else if err != nil {
@@ -209,7 +209,7 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.Acquir
 	if rep.Wait > 0 {
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
-	if err := p.untilTurn(ctx, l, rep.Wait); err != nil {
+	if err := p.untilTurn(ctx, l, rep.Wait, began); err != nil {
 		return nil, err
 	}
 	leasing.Announce(l)
@@ -223,7 +223,10 @@ func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.Acquir
 // gives the turn back and returns errRequeue, to queue again behind the
 // corrected budget (see Throttled). A ctx canceled during the sleep
 // returns ctx's error at once, the turn given back in the background.
-func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration) error {
+//
+// A stop this process set or met since asked (when Acquire began: the turn
+// was reserved after it) makes it ask once more at the turn.
+func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time) error {
 	reserved := time.Now()
 	turn := reserved.Add(wait)
 	requeue := false
@@ -254,7 +257,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration) err
 		}
 		// Redis could not take the turn back: use it rather than lose it.
 	}
-	if wait > 0 && p.stoppedAt.Load() > reserved.UnixNano() {
+	if wait > 0 && p.stoppedAt.Load() > asked.UnixNano() {
 		// A stop came after the turn was reserved: a pending lease's claim
 		// would be refused, and this turn must be too. One read, on this
 		// rare path, says whether the stop still holds.
