@@ -262,7 +262,9 @@ func TestStopReachesReservedTurns(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.Acquire(ctx, pacer.Request{Tokens: 3}) // a turn 300 ms ahead
+		// A turn 3 s ahead: time enough to stop the budget first, however
+		// loaded the machine.
+		_, err := p.Acquire(ctx, pacer.Request{Tokens: 30})
 		errc <- err
 	}()
 	deadline := time.Now().Add(5 * time.Second)
@@ -280,11 +282,11 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		if !errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("the reserved call at its turn = %v; want ErrQuotaExhausted", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("the reserved call did not return")
 	}
 	deadline = time.Now().Add(5 * time.Second)
-	for snap(t, p).TPM.Level < -0.5 { // its 3 tokens come back
+	for snap(t, p).TPM.Level < -0.5 { // its 30 tokens come back
 		if time.Now().After(deadline) {
 			t.Fatalf("TPM level %.1f; want the reserved turn given back", snap(t, p).TPM.Level)
 		}
