@@ -159,7 +159,10 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 type Usage struct {
 	// Input is the prompt's tokens, as the provider counts them toward its
 	// limits (OpenAI: prompt_tokens; Anthropic: input_tokens plus the cache
-	// reads and writes a limit counts).
+	// reads and writes a limit counts). Package pacerhttp counts all of
+	// Anthropic's cache reads in it, which Anthropic's input limits leave
+	// out for most models: with heavy caching, an input rate then runs
+	// below the provider's limit.
 	Input int64
 	// Output is the tokens generated (reasoning included).
 	Output int64

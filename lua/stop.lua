@@ -26,7 +26,8 @@
 -- <interval ms> <kind>".
 --
 -- Returns {remaining_ms, now_us}: the stop in force after this call (0
--- after a resume).
+-- after a resume; an operator's stop's remaining time when a probe's
+-- resume, ARGV[3] 'quota', leaves it).
 
 local state = KEYS[1]
 local us, now = clock()
@@ -35,7 +36,9 @@ local u, kind
 if h[1] then u, kind = string.match(h[1], '^(%d+) %d+ %d+ (%a+)$') end
 local operator = u and u + 0 > now and kind == 'stop'
 if ARGV[1] == '0' then
-  if not (operator and ARGV[3] == 'quota') then redis.call('HDEL', state, 'qs') end
+  -- An operator's stop outlives a probe's resume: its remaining time.
+  if operator and ARGV[3] == 'quota' then return {u - now, us} end
+  redis.call('HDEL', state, 'qs')
   return {0, us}
 end
 local stop, every, kind = now + ARGV[1], ARGV[2] + 0, ARGV[3]

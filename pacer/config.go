@@ -152,7 +152,9 @@ type Config struct {
 	// is admitted and charged as usual; a call it would make wait, refuse
 	// or could not ask Redis about gets a Denied event that says how long
 	// and why, and a lease the budget does not count (Lease.Shadow), so
-	// it runs at once. Watch the Denied events, then turn Shadow off.
+	// it runs at once. Watch the Denied events (a call that would have
+	// waited is one wrapping ErrNotYet, which SlogObserver logs at Debug;
+	// pacerprom counts them all), then turn Shadow off.
 	Shadow bool
 
 	// Observe, if set, is called for every admission, denial, wait and end

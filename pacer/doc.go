@@ -13,7 +13,7 @@
 //
 //	l, err := p.Acquire(ctx, pacer.Request{Tokens: 1300})
 //	if err != nil {
-//		return err // ErrTooLarge, ErrWaitTimeout, ErrInvalid or ctx's error
+//		return err // ErrTooLarge, ErrWaitTimeout, ErrStopped, ErrInvalid or ctx's error
 //	}
 //	reply, err := callModel(ctx)
 //	if err != nil {

@@ -31,8 +31,8 @@ const (
 	Spend
 )
 
-// String names the unit: "requests", "tokens", "input_tokens" or
-// "output_tokens".
+// String names the unit: "requests", "tokens", "input_tokens",
+// "output_tokens" or "spend".
 func (u Unit) String() string {
 	switch u {
 	case Requests:
@@ -81,7 +81,7 @@ type Rate struct {
 
 // Name returns the limit's name, as Event.Limit, WaitError.Limit and
 // NotYetError.Limit report it: "rpm", "tpm", "rpd" or "tpd" for the rates
-// Limits can state, and otherwise the unit's letter and the window, such as
+// Limits can state, and otherwise the unit's name and the window, such as
 // "tokens/3600s" or "input_tokens/60s".
 func (r Rate) Name() Limit {
 	switch {

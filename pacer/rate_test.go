@@ -378,3 +378,16 @@ func TestGivenBackTurnEndsUnreported(t *testing.T) {
 		t.Errorf("events %v; want 1 Admitted (the first call) and no Ended", kinds)
 	}
 }
+
+// A call whose worst case can never fit a spend cap is refused with
+// ErrTooLarge, never a panic.
+func TestSpendTooLarge(t *testing.T) {
+	b := redistest.Mini(t)
+	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Spend, Limit: 10, Window: time.Hour}},
+		Prices: map[string]pacer.Price{"": {Output: 1e9}}})
+	for _, r := range []pacer.Request{{Tokens: 100}, {Tokens: 5, Priority: pacer.Batch}} {
+		if _, err := p.TryAcquire(context.Background(), r); !errors.Is(err, pacer.ErrTooLarge) {
+			t.Errorf("TryAcquire(%+v) = %v; want ErrTooLarge", r, err)
+		}
+	}
+}

@@ -164,5 +164,15 @@ func (p *Pacer) checkRequest(r Request) error {
 
 // unitWord names a bucket's unit in an error.
 func unitWord(u wire.Unit) string {
-	return [...]string{wire.Requests: "requests", wire.Tokens: "tokens", wire.Input: "input tokens", wire.Output: "output tokens"}[u]
+	switch u {
+	case wire.Requests:
+		return "requests"
+	case wire.Input:
+		return "input tokens"
+	case wire.Output:
+		return "output tokens"
+	case wire.Spend:
+		return "units of spend"
+	}
+	return "tokens"
 }

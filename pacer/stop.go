@@ -125,7 +125,8 @@ func (p *Pacer) probeSucceeded() {
 		defer cancel()
 		// A quota stop only: an operator's stop set since the probe was
 		// admitted stays.
-		if _, err := p.call(ctx, lua.Stop, []any{0, 0, string(LimitQuota)}, nil); err == nil {
+		v, err := p.call(ctx, lua.Stop, []any{0, 0, string(LimitQuota)}, nil)
+		if vals, err2 := wire.Int64s(v, 2); err == nil && err2 == nil && vals[0] == 0 {
 			p.emit(Event{Kind: Resumed, Limit: LimitQuota})
 		}
 	}()

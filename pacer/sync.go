@@ -21,10 +21,14 @@ import (
 // answer instead of through 429s, while the budget has room. A budget whose
 // callers queue believes in less room than any header can report (a
 // provider's remaining never goes below zero): an outsider is then seen
-// only through the 429s it causes; keep Headroom for a known one. Package pacerhttp calls Sync for every
-// answer that carries the headers; call it yourself after a call made any
-// other way. A window the headers leave out (or the budget does not limit)
-// is skipped; with none left Sync makes no Redis call.
+// only through the 429s it causes; keep Headroom for a known one.
+//
+// Only the per-minute request and token buckets follow headers: input- and
+// output-token rates, other windows and sliding rates never do. Package
+// pacerhttp calls Sync for every answer that carries the headers; call it
+// yourself after a call made any other way. A window the headers leave out
+// (or the budget does not limit) is skipped; with none left Sync makes no
+// Redis call.
 func (p *Pacer) Sync(ctx context.Context, rl classify.RateLimits) error {
 	args := p.syncArgs(rl)
 	if args == nil {

@@ -34,8 +34,9 @@
 //     retry waits in Acquire); an exhausted quota stops the budget in every
 //     process (their calls fail at once with an error matching
 //     pacer.ErrQuotaExhausted, sending nothing) until one probe succeeds;
-//     a 5xx or a network failure keeps the reservation; another 4xx gives
-//     the tokens back;
+//     a 5xx (Anthropic's 529 overloaded included, unlike pacer.Run) or a
+//     network failure keeps the reservation; another 4xx gives the
+//     tokens back;
 //   - follows the provider's rate-limit headers (pacer.Sync), so a caller
 //     outside the pacer on the same key is seen within one answer.
 //

@@ -69,7 +69,8 @@ func WithHeaderSync(on bool) Option { return func(c *config) { c.headerSync = on
 
 // WithQuotaProbe sets how often a budget stopped for an exhausted quota
 // lets one call through to see whether the provider serves again (default
-// pacer.DefaultProbeInterval).
+// pacer.DefaultProbeInterval). d must be at least 1ms: 0 is invalid here,
+// not the default.
 func WithQuotaProbe(d time.Duration) Option { return func(c *config) { c.probe = d } }
 
 // WithEstimateOptions passes options to every estimate.New the transport
