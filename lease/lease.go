@@ -276,8 +276,12 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 		l.end = how
 		return how, nil
 	}
-	cs := wire.Corrections(l.b.Buckets, l.reserved(), used, how == Canceled, l.a.TurnMs)
-	v, err := wire.Run(ctx, lua.Settle, l.b.Client, l.b.Keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
+	buckets, keys := l.b.Buckets, l.b.Keys
+	if l.a.TenantKey != "" {
+		buckets, keys = l.b.WithTenant, append(keys[:len(keys):len(keys)], l.a.TenantKey)
+	}
+	cs := wire.Corrections(buckets, l.reserved(), used, how == Canceled, l.a.TurnMs)
+	v, err := wire.Run(ctx, lua.Settle, l.b.Client, keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
 	var res []int64
 	if err == nil {
 		res, err = wire.Int64s(v, 2)

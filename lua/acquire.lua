@@ -6,8 +6,12 @@
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases and grants (see prelude.lua)
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   member = waiter id, score = ticket;
 --          its name is also the channel on which grants are published
+-- KEYS[4]  tenant hash  {<prefix>:<name>}:t:<32 hex digits>   (optional): the
+--          tenant's buckets, charged with the budget's (see below)
 -- ARGV[1]  lease id (string, unique per call; a repeated id is answered, not re-admitted)
--- ARGV[2]  priority: 0 interactive, 1 batch
+-- ARGV[2]  priority: 0 interactive, 1 batch; or, for a tenant's interactive
+--          call, '0:<ppm>': over its share, it is served as a batch call
+--          that leaves <ppm> millionths of each budget bucket
 -- ARGV[3]  max wait in ms (integer >= 0): how far ahead an interactive call may
 --          reserve its turn, and how long a caller may wait for a slot; 0
 --          admits only what fits now
@@ -27,6 +31,16 @@
 --          batch the share it leaves). A sliding rate (its field begins with
 --          '~', see prelude.lua) takes its charge and allowance in units:
 --          the call's, and what its window may hold with it.
+--          A field that begins with '@' is a bucket of the tenant, kept in
+--          KEYS[4] (its sliding rates begin '@~'). One that begins with '%'
+--          is the tenant's share of a budget bucket, also in KEYS[4]: it
+--          never holds a call back, but a call it finds past its allowance
+--          is over the tenant's share. Such a call never reserves a later
+--          turn of the budget's buckets, may not take the share ARGV[2]
+--          gives of them, and a waiting one is spaced along the tenant's
+--          own batch queue (field qb of KEYS[4]), so that tenants within
+--          their share are served first and a heavy tenant fills only the
+--          room they leave.
 --
 -- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
 --   code  1: admitted; every bucket charged; the call's turn comes in
@@ -79,12 +93,47 @@ for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h
 names[3 + 2 * n] = 'qs'
 local h = redis.call('HMGET', state, unpack(names, 1, 3 + 2 * n))
 
+-- A tenant's buckets live in its own hash, which expires when the tenant
+-- is idle: their TATs and stacks come from there. th: its xp and qb, then
+-- what was asked. share: the call is over the tenant's share.
+local tkey, th, share = KEYS[4], nil, false
+local keep = nil
+if tkey then
+  local tn, at = {'xp', 'qb'}, {}
+  for k = 1, n do
+    local f = ARGV[8 + k]
+    local b = byte(f, 1)
+    if b == 64 then
+      tn[#tn + 1], tn[#tn + 2], at[k] = f, f .. '.h', #tn + 1
+    elseif b == 37 then
+      tn[#tn + 1], at[k] = f, #tn + 1
+    end
+  end
+  th = redis.call('HMGET', tkey, unpack(tn))
+  for k, i in pairs(at) do
+    h[2 + k] = th[i]
+    if byte(ARGV[8 + k], 1) == 64 then h[2 + n + k] = th[i + 1] end
+  end
+  local ppm = string.match(ARGV[2], '^0:(%d+)$')
+  if ppm then keep = ppm / 1000000 end
+end
+
 -- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
 -- µs, and slides[k] its counts once read.
 local sl, slides = {}, {}
 for k = 1, n do
   local f = ARGV[8 + k]
-  if byte(f, 1) == 126 then sl[k] = string.match(f, '^~(%d+):') + 0 end
+  local b = byte(f, 1)
+  if b == 126 then
+    sl[k] = string.match(f, '^~(%d+):') + 0
+  elseif b == 64 and byte(f, 2) == 126 then
+    sl[k] = string.match(f, '^@~(%d+):') + 0
+  elseif b == 37 then
+    -- The tenant's share: is the call past it?
+    local tat = h[2 + k]
+    if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+    if tat + ARGV[7 + n + 2 * k] - us > ARGV[8 + n + 2 * k] + 0 then share = true end
+  end
 end
 
 -- A stop (see stop.lua) refuses every call until it ends, but one call per
@@ -147,9 +196,18 @@ repeat
     local step = 0
     for k = 1, n do
       local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
-      if charge > allow then return {-1, 0, us, field, 0, 0} end
+      local b = byte(field, 1)
+      if charge > allow and b ~= 37 then return {-1, 0, us, field, 0, 0} end
+      if share and keep and b ~= 64 and b ~= 37 then allow = allow - floor(allow * keep) end
       local g, w = sl[k], 0
-      if g then
+      if b == 37 then
+        -- A share never holds a call back. Its TAT lies at most a span
+        -- past the allowance: a tenant is over its share for at most a
+        -- window after its heavy use ends.
+        local tat = h[2 + k]
+        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+        froms[k], tats[k] = tat, math.min(tat + charge, us + 2 * allow)
+      elseif g then
         -- A sliding rate: the first sub-window j, at or after now and
         -- after every turn already counted, whose window has room for the
         -- charge (allow is the units the call may see used, its own
@@ -212,17 +270,23 @@ repeat
 
     local bound = 0
     if wait > 0 then bound = maxwait + 0 end
-    if wait > 0 and (batch or wait > bound) then
+    if wait > 0 and (batch or share or wait > bound) then
       -- Batch calls never reserve ahead (an interactive call arriving
-      -- later must not queue behind them), and no call reserves beyond
-      -- its max wait. A batch waiter willing to wait is spaced along qb
-      -- instead.
-      if batch and bound > 0 then
-        local qb = (redis.call('HGET', state, 'qb') or 0) + 0
+      -- later must not queue behind them), nor do a tenant's calls over
+      -- its share, and no call reserves beyond its max wait. A batch
+      -- waiter willing to wait is spaced along qb instead (a tenant's over
+      -- its share along its own).
+      if (batch or share) and bound > 0 then
+        local qb
+        if share then qb = (th[2] or 0) + 0 else qb = (redis.call('HGET', state, 'qb') or 0) + 0 end
         if qb < now + wait then qb = now + wait else qb = qb + step end
         if qb - now <= bound then
           qb = ceil(qb)
-          cover(now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
+          if share then
+            tcover(tkey, now, (th[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
+          else
+            cover(now, (h[1] or 0) + 0, qb, {'qb', fmt('%d', qb)}, 2)
+          end
           wait = qb - now
         end
       end
@@ -298,23 +362,33 @@ repeat
   -- A sliding rate counts the call in the sub-window of its turn (in ms,
   -- as the caller knows it), and keeps its counts until that one rolls
   -- out of every window.
+  -- A tenant's buckets go to its hash (targs, until tms).
   local turn, args, ms, a = us + wait * 1000, {}, expiry, 0
+  local targs, tms, ta = {}, 0, 0
   for k = 1, n do
-    local g = sl[k]
+    local g, f = sl[k], ARGV[8 + k]
+    local b = byte(f, 1)
+    local out, j, m = args, a, ms
+    if b == 64 or b == 37 then out, j, m = targs, ta, tms end
     if g then
       local base, cs = slides[k][1], slides[k][2]
       local jt = floor((now + wait) * 1000 / g)
       sadd(base, cs, jt, ARGV[7 + n + 2 * k] + 0)
-      args[a + 1], args[a + 2] = ARGV[8 + k], swrite(base, cs)
-      a = a + 2
-      if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
+      out[j + 1], out[j + 2] = f, swrite(base, cs)
+      j = j + 2
+      if (jt + SK + 1) * g / 1000 > m then m = (jt + SK + 1) * g / 1000 end
     else
-      args[a + 1], args[a + 2] = ARGV[8 + k], fmt('%d', tats[k])
-      args[a + 3], args[a + 4] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
-      a = a + 4
-      if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+      out[j + 1], out[j + 2] = f, fmt('%d', tats[k])
+      j = j + 2
+      if b ~= 37 then
+        out[j + 1], out[j + 2] = names[2 + n + k], push(h[2 + n + k], us, max(froms[k] - turn, 0))
+        j = j + 2
+      end
+      if tats[k] / 1000 > m then m = tats[k] / 1000 end
     end
+    if out == targs then ta, tms = j, m else a, ms = j, m end
   end
+  if tkey then tcover(tkey, now, (th[1] or 0) + 0, max(tms, now), targs, ta) end
   if probe then
     -- The probe: the next one is due an interval from now.
     args[a + 1], args[a + 2] = 'qs', probe

@@ -38,6 +38,11 @@
 -- last set on the keys, in ms: every bucket is full again, and every lease
 -- has expired, before it).
 --
+-- Tenants. A tenant's hash (KEYS[4] of acquire and settle, when given)
+-- holds its buckets as fields that begin with '@' (its own limits, with
+-- their give-back stacks) or '%' (its share of a budget bucket: a TAT
+-- only, never given a stack), its own xp and its qb (see acquire.lua).
+--
 -- Concurrency slots. The lease set (KEYS[2]) holds, scored in ms:
 --   <id>     a lease holding a slot, scored by its expiry;
 --   g:<id>   a grant: a slot kept for the queued waiter <id> until the end
@@ -120,6 +125,25 @@ local function cover(now, xp, ms, args, j)
     redis.call('PEXPIRE', KEYS[k], ttl)
   end
   redis.call('PEXPIRE', KEYS[1], ttl)
+end
+
+-- tcover writes args[1..j] to a tenant's hash tkey and keeps it until ms
+-- plus a second, as cover does for the budget's keys, with the tenant's own
+-- xp: an idle tenant's hash expires on its own. Made only for a call that
+-- names a tenant: a closure costs every script that makes it.
+local tcover
+if KEYS[4] then
+  tcover = function(tkey, now, xp, ms, args, j)
+    local need = math.ceil(ms) + 1000
+    if need > xp then
+      xp = need + math.ceil((need - now) / 4)
+      args[j + 1], args[j + 2] = 'xp', string.format('%d', xp)
+      redis.call('HSET', tkey, unpack(args, 1, j + 2))
+      redis.call('PEXPIRE', tkey, string.format('%d', xp - now))
+    elseif j > 0 then
+      redis.call('HSET', tkey, unpack(args, 1, j))
+    end
+  end
 end
 
 -- give gives the free slots to the slot queue's head, first come, first

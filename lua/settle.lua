@@ -7,6 +7,7 @@
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   (see acquire.lua)
+-- KEYS[4]  tenant hash  (optional, as acquire's): the lease's tenant
 -- ARGV[1]  lease id
 -- ARGV[2]  charged: the µs, on the Redis clock, at which acquire charged the
 --          lease (its reply's now_us). A caller that cannot know it sends a
@@ -23,6 +24,8 @@
 --          corrections have the same sign. A sliding rate's (its field
 --          begins with '~') is '<units>@<j>', in units: a give-back off
 --          sub-window j, where the call was counted; a debt counted now.
+--          Fields that begin with '@' or '%' are the tenant's (see
+--          acquire.lua): corrected in KEYS[4].
 --
 -- Returns {code, now_us}:
 --   1: ended now.
@@ -76,114 +79,142 @@ if not live then return {2, us} end
 local n = (#ARGV - 4) / 2
 if n == 0 then return {1, us} end
 
+-- The corrections go to the key their bucket lives in: the budget's state
+-- hash, or for fields that begin with '@' or '%' the tenant's hash
+-- (KEYS[4]; see prelude.lua). Each key's are applied alike, in turn.
 -- fields[k] is bucket k's field, delta[k] its correction. A sliding
--- rate's (its field begins with '~', see prelude.lua) is '<units>@<j>':
--- a give-back comes off sub-window j, where the call was counted (if it
--- has not rolled out of every window); a debt is counted now.
-local fields, delta, m = {}, {}, 0
-local sfields, svals = nil, nil
-for k = 1, n do
-  local f, v = ARGV[3 + 2 * k], ARGV[4 + 2 * k]
-  if byte(f, 1) == 126 then
-    sfields, svals = sfields or {}, svals or {}
-    sfields[#sfields + 1], svals[#svals + 1] = f, v
-  else
-    m = m + 1
-    fields[m], delta[m] = f, v + 0
+-- rate's (its field begins with '~', or '@~') is '<units>@<j>': a
+-- give-back comes off sub-window j, where the call was counted (if it has
+-- not rolled out of every window); a debt is counted now.
+local tkey = KEYS[4]
+for pass = 1, 2 do repeat
+  local st = state
+  if pass == 2 then
+    if not tkey then break end
+    st = tkey
   end
-end
-if sfields then
-  local hv = redis.call('HMGET', state, 'xp', unpack(sfields))
-  local args, ms = {}, 0
-  for i = 1, #sfields do
-    local g = string.match(sfields[i], '^~(%d+):') + 0
-    local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
-    u, j = u + 0, j + 0
-    local cur = floor(now * 1000 / g)
-    local base, cs = sread(hv[1 + i], cur - SK)
-    if u > 0 then j = cur end
-    sadd(base, cs, j, u)
-    args[2 * i - 1], args[2 * i] = sfields[i], swrite(base, cs)
-    if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
-  end
-  if ms > 0 then
-    cover(now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
-  else
-    redis.call('HSET', state, unpack(args, 1, 2 * #sfields))
-  end
-  n = m
-  if n == 0 then return {1, us} end
-end
-
-if delta[1] < 0 then
-  -- Giving back: read each TAT and give-back stack. A bucket that is full
-  -- now takes nothing; another moves back by at most the headroom of the
-  -- first event after the charge (see prelude.lua), and never before now.
-  -- Moving a TAT back never lengthens the keys' life, so no expiry
-  -- changes.
-  local names = {}
-  for k = 1, n do names[2 * k - 1], names[2 * k] = fields[k], fields[k] .. '.h' end
-  local h = redis.call('HMGET', state, unpack(names))
-  local t = math.min(charged, us) -- a charge time after now counts as now
-  local args, j = {}, 0
+  local fields, delta, m = {}, {}, 0
+  local sfields, svals = nil, nil
   for k = 1, n do
-    local tat, s = h[2 * k - 1], h[2 * k] or ''
-    if tat and tat - us > 0 then
-      tat = tat + 0
-      -- The first event after t: a binary search, the times increasing.
-      local m = #s / 14
-      local lo, hi = 1, m + 1
-      while lo < hi do
-        local mid = floor((lo + hi) / 2)
-        if dec(s, mid) - t > 0 then hi = mid else lo = mid + 1 end
-      end
-      local r, first = -delta[k], 0
-      if lo <= m then
-        local _, d = dec(s, lo)
-        first = d
-        if d < r then r = d end
-      end
-      if r > 0 then
-        local to = max(tat - r, us)
-        args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
-        j = j + 2
-        if lo <= m then
-          -- The events from the first after t lose what the TAT moved;
-          -- those before it whose headroom is now no lower go.
-          local moved, parts = tat - to, {}
-          first = first - moved
-          local p = lo - 1
-          while p > 0 and select(2, dec(s, p)) - first >= 0 do p = p - 1 end
-          parts[1] = sub(s, 1, 14 * p)
-          for x = lo, m do
-            local tx, dx = dec(s, x)
-            parts[2 + x - lo] = enc(tx, dx - moved)
+    local f, v = ARGV[3 + 2 * k], ARGV[4 + 2 * k]
+    local b = byte(f, 1)
+    local mine = b ~= 64 and b ~= 37
+    if pass == 2 then mine = not mine end
+    if not mine or not tkey and pass == 2 then
+    elseif b == 126 or b == 64 and byte(f, 2) == 126 then
+      sfields, svals = sfields or {}, svals or {}
+      sfields[#sfields + 1], svals[#svals + 1] = f, v
+    else
+      m = m + 1
+      fields[m], delta[m] = f, v + 0
+    end
+  end
+  if sfields then
+    local hv = redis.call('HMGET', st, 'xp', unpack(sfields))
+    local args, ms = {}, 0
+    for i = 1, #sfields do
+      local g = string.match(sfields[i], '^@?~(%d+):') + 0
+      local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
+      u, j = u + 0, j + 0
+      local cur = floor(now * 1000 / g)
+      local base, cs = sread(hv[1 + i], cur - SK)
+      if u > 0 then j = cur end
+      sadd(base, cs, j, u)
+      args[2 * i - 1], args[2 * i] = sfields[i], swrite(base, cs)
+      if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
+    end
+    if ms == 0 then
+      redis.call('HSET', st, unpack(args, 1, 2 * #sfields))
+    elseif pass == 2 then
+      tcover(st, now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
+    else
+      cover(now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
+    end
+  end
+  if m == 0 then break end
+
+  if delta[1] < 0 then
+    -- Giving back: read each TAT and give-back stack. A bucket that is
+    -- full now takes nothing; another moves back by at most the headroom
+    -- of the first event after the charge (see prelude.lua), and never
+    -- before now. A tenant's share has no stack: it only ever judges
+    -- whether a tenant is past its share, and moves back by the whole
+    -- give-back. Moving a TAT back never lengthens the keys' life, so no
+    -- expiry changes.
+    local names = {}
+    for k = 1, m do names[2 * k - 1], names[2 * k] = fields[k], fields[k] .. '.h' end
+    local h = redis.call('HMGET', st, unpack(names))
+    local t = math.min(charged, us) -- a charge time after now counts as now
+    local args, j = {}, 0
+    for k = 1, m do
+      local tat, s = h[2 * k - 1], h[2 * k] or ''
+      if tat and tat - us > 0 then
+        tat = tat + 0
+        local r, first, lo, m2 = -delta[k], 0, 1, 0
+        if byte(fields[k], 1) ~= 37 then
+          -- The first event after t: a binary search, the times increasing.
+          m2 = #s / 14
+          local hi = m2 + 1
+          while lo < hi do
+            local mid = floor((lo + hi) / 2)
+            if dec(s, mid) - t > 0 then hi = mid else lo = mid + 1 end
           end
-          args[j + 1], args[j + 2] = names[2 * k], table.concat(parts, '', 1, 1 + m - lo + 1)
+          if lo <= m2 then
+            local _, d = dec(s, lo)
+            first = d
+            if d < r then r = d end
+          end
+        end
+        if r > 0 then
+          local to = max(tat - r, us)
+          args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
           j = j + 2
+          if lo <= m2 then
+            -- The events from the first after t lose what the TAT moved;
+            -- those before it whose headroom is now no lower go.
+            local moved, parts = tat - to, {}
+            first = first - moved
+            local p = lo - 1
+            while p > 0 and select(2, dec(s, p)) - first >= 0 do p = p - 1 end
+            parts[1] = sub(s, 1, 14 * p)
+            for x = lo, m2 do
+              local tx, dx = dec(s, x)
+              parts[2 + x - lo] = enc(tx, dx - moved)
+            end
+            args[j + 1], args[j + 2] = names[2 * k], table.concat(parts, '', 1, 1 + m2 - lo + 1)
+            j = j + 2
+          end
         end
       end
     end
+    if j > 0 then redis.call('HSET', st, unpack(args, 1, j)) end
+    break
   end
-  if j > 0 then redis.call('HSET', state, unpack(args, 1, j)) end
-  return {1, us}
-end
 
--- A debt starts from now if the bucket is full (a full bucket's surplus is
--- not spent twice). It is a charge event whose turn is now, recorded like
--- an admission.
-local names = {'xp', 'pause'}
-for k = 1, n do names[2 + k], names[2 + n + k] = fields[k], fields[k] .. '.h' end
-local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))
-local args = {}
-local ms = (h[2] or 0) + 0 -- a pause in force must outlive this write
-for k = 1, n do
-  local tat = h[2 + k]
-  if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-  args[4 * k - 1], args[4 * k] = names[2 + n + k], push(h[2 + n + k], us, tat - us)
-  tat = tat + delta[k]
-  args[4 * k - 3], args[4 * k - 2] = fields[k], fmt('%d', tat)
-  if tat / 1000 > ms then ms = tat / 1000 end
-end
-cover(now, (h[1] or 0) + 0, max(ms, now), args, 4 * n)
+  -- A debt starts from now if the bucket is full (a full bucket's surplus
+  -- is not spent twice). It is a charge event whose turn is now, recorded
+  -- like an admission (a tenant's share keeps no record).
+  local names = {'xp', 'pause'}
+  for k = 1, m do names[2 + k], names[2 + m + k] = fields[k], fields[k] .. '.h' end
+  local h = redis.call('HMGET', st, unpack(names, 1, 2 + 2 * m))
+  local args, a = {}, 0
+  local ms = (h[2] or 0) + 0 -- a pause in force must outlive this write
+  for k = 1, m do
+    local tat = h[2 + k]
+    if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+    if byte(fields[k], 1) ~= 37 then
+      args[a + 1], args[a + 2] = names[2 + m + k], push(h[2 + m + k], us, tat - us)
+      a = a + 2
+    end
+    tat = tat + delta[k]
+    args[a + 1], args[a + 2] = fields[k], fmt('%d', tat)
+    a = a + 2
+    if tat / 1000 > ms then ms = tat / 1000 end
+  end
+  if pass == 2 then
+    tcover(st, now, (h[1] or 0) + 0, max(ms, now), args, a)
+  else
+    cover(now, (h[1] or 0) + 0, max(ms, now), args, a)
+  end
+until true end
 return {1, us}

@@ -101,7 +101,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		case admitted && rep.Ticket == 0 && a.pending != nil:
 			// The pending lease claimed its slot at its turn.
 			l := p.newLease(leasing.Admission{
-				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: a.pending.Start(), Expiry: rep.Expiry,
+				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: a.pending.Start(), Expiry: rep.Expiry,
 				ChargedUs: a.charged, Waited: time.Since(a.began), TurnMs: a.turnMs,
 			})
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
@@ -157,7 +157,7 @@ func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charg
 	if a.pending == nil {
 		a.charged, a.turnMs = charged, rep.TurnMs()
 		a.pending = p.newLease(leasing.Admission{
-			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
 			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(), Quiet: true,
 		})
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
@@ -199,7 +199,7 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 // (see giveBack), so nothing stays charged for a call that is never made.
 func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
 	l := p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
 		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs(),
 		Quiet: rep.Wait > 0,
 	})
@@ -355,7 +355,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	switch rep.Code {
 	case wire.Admitted, wire.Already:
-		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
+		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
 		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
 		return l, nil
 	case wire.TooLarge:
@@ -373,14 +373,14 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 // less the time since this call began.
 func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64) (wire.AcquireReply, int64, error) {
 	sent := time.Now()
-	v, err := p.call(ctx, lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
+	v, err := p.callKeys(ctx, p.keysOf(r), lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
 		// The reply came after the caller gave up: give the lease back, or
 		// leave the slot queue.
 		rep, err := wire.DecodeAcquire(v)
 		switch {
 		case err != nil:
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
 		case rep.Ticket != 0:
 			p.leave(id)
 		}
@@ -412,7 +412,12 @@ func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket 
 	a := wire.Acquire{
 		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s.leaseTTL,
 		Limit: p.s.limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
-		Charges: wire.Charges(p.s.wireBuckets, p.use(r), keep),
+		Charges: wire.Charges(p.bucketsOf(r), p.use(r), keep),
+	}
+	if r.Tenant != "" && r.Priority == Interactive && p.s.share > 0 {
+		// Over its share, the call leaves the batch floor of the budget.
+		a.OverShare = true
+		a.KeepPPM = int64(math.Round(p.s.keep * 1e6))
 	}
 	if c := p.s.limits.Concurrency; c > 0 {
 		// Slots free up one every mean hold time / limit: how long each

@@ -103,6 +103,11 @@ type Config struct {
 	// for it: set it in one place only. At most 16 rates.
 	Rates []Rate
 
+	// Tenants gives the budget's tenants (named by Request.Tenant) their
+	// own limits and a fair share of the budget's: see Tenants. The zero
+	// value has no tenants.
+	Tenants Tenants
+
 	// Burst optionally lowers bucket capacities below the limits.
 	Burst Burst
 
@@ -211,8 +216,14 @@ type settings struct {
 	maxWait      time.Duration
 	observe      func(Event)
 	keep         float64 // the batch floor, or 0 with no floor
-	fields       []any   // the configured buckets' fields, boxed once
-	wireBuckets  []wire.Bucket
+	// tenants are every tenant's buckets (see Config.tenantBuckets), and
+	// withTenant the budget's wire buckets followed by theirs.
+	tenants     []bucket
+	withTenant  []wire.Bucket
+	share       float64 // Config.Tenants.Share
+	tenantRates []Rate  // Config.Tenants.Rates
+	fields      []any   // the configured buckets' fields, boxed once
+	wireBuckets []wire.Bucket
 }
 
 // configured returns the buckets the budget has, in the scripts' order:
@@ -281,6 +292,16 @@ func (c Config) settings() (settings, error) {
 		s.fields = append(s.fields, b.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}
+	if !c.Tenants.IsZero() {
+		if s.tenants, err = c.tenantBuckets(s.configured()); err != nil {
+			return settings{}, err
+		}
+		s.share, s.tenantRates = c.Tenants.Share, c.Tenants.Rates
+		s.withTenant = append([]wire.Bucket(nil), s.wireBuckets...)
+		for _, b := range s.tenants {
+			s.withTenant = append(s.withTenant, b.wb)
+		}
+	}
 	return s, nil
 }
 
@@ -309,6 +330,9 @@ func (c Config) validate() error {
 		if !(w > 0 && w <= 1000) {
 			return invalidf("Config.Weights[%q] = %v: a weight must be above 0 and at most 1000 (1 is the default)", m, w)
 		}
+	}
+	if err := c.Tenants.validate(); err != nil {
+		return err
 	}
 	if len(c.Rates) > maxRates {
 		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)

@@ -36,6 +36,7 @@ type Pacer struct {
 	sub    redis.UniversalClient // for the subscription to slot grants
 	s      settings
 	keys   []string
+	tag    string // the budget's hash tag, "{<prefix>:<name>}"
 	budget *leasing.Budget
 	// grants wakes this process's waiters for a concurrency slot when the
 	// budget grants them one (nil without a concurrency limit).
@@ -75,9 +76,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	tag := "{" + s.prefix + ":" + s.name + "}"
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
-	p := &Pacer{rdb: sc, sub: rdb, s: s, keys: []string{tag + ":s", tag + ":l", tag + ":q"}}
+	p := &Pacer{rdb: sc, sub: rdb, s: s, tag: tag, keys: []string{tag + ":s", tag + ":l", tag + ":q"}}
 	p.budget = &leasing.Budget{
-		Client: sc, Keys: p.keys, Buckets: s.wireBuckets, TTL: s.leaseTTL,
+		Client: sc, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
 		Limit: s.limits.Concurrency, BatchSlots: p.batchSlots(),
 		NoRefund: s.noRefund, Ended: p.ended,
 	}

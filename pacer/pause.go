@@ -92,9 +92,14 @@ func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower [
 	return nil
 }
 
-// call runs a script bounded by ctx (see wire.Run).
+// call runs a script on the budget's keys, bounded by ctx (see wire.Run).
 func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func(any)) (any, error) {
-	v, err := wire.Run(ctx, s, p.rdb, p.keys, args, late)
+	return p.callKeys(ctx, p.keys, s, args, late)
+}
+
+// callKeys runs a script on keys, bounded by ctx (see wire.Run).
+func (p *Pacer) callKeys(ctx context.Context, keys []string, s *redis.Script, args []any, late func(any)) (any, error) {
+	v, err := wire.Run(ctx, s, p.rdb, keys, args, late)
 	if err != nil && ctx.Err() == nil {
 		return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, err)
 	}

@@ -112,8 +112,10 @@ type Price struct {
 const maxWindow = 366 * 24 * time.Hour
 
 // check validates the rate on its own.
-func (r Rate) check(i int) error {
-	at := fmt.Sprintf("Config.Rates[%d]", i)
+func (r Rate) check(i int) error { return r.checkAt(fmt.Sprintf("Config.Rates[%d]", i)) }
+
+// checkAt checks a rate, named at in errors.
+func (r Rate) checkAt(at string) error {
 	switch {
 	case r.Unit < Requests || r.Unit > Spend:
 		return invalidf("%s.Unit = %d: use pacer.Requests, Tokens, InputTokens, OutputTokens or Spend", at, int(r.Unit))

@@ -50,6 +50,13 @@ type Request struct {
 	// multiplies the call's tokens on every token rate. Empty, or a model
 	// the weights do not list, weighs 1.
 	Model string
+	// Tenant names who the call is for (a customer, an API key, an
+	// operation), in a budget with Config.Tenants: the call is charged
+	// to the tenant's limits and share as well as the budget's. Take it
+	// from the caller's authenticated session, never from what a client
+	// may write: any string of up to 64 KiB is safe as an id, and none
+	// can reach another tenant's state. Empty: the budget alone.
+	Tenant string
 	// Priority of the call; the zero value is Interactive.
 	Priority Priority
 	// MaxWait, if positive, bounds this call's wait instead of
@@ -140,6 +147,12 @@ func (p *Pacer) checkRequest(r Request) error {
 	if r.Priority != Interactive && r.Priority != Batch {
 		return invalidf("Request.Priority = %d: use pacer.Interactive or pacer.Batch", int(r.Priority))
 	}
+	if r.Tenant != "" && p.s.withTenant == nil {
+		return invalidf("Request.Tenant is set but Config.Tenants is empty: give tenants their Rates or a Share, or leave Tenant empty")
+	}
+	if len(r.Tenant) > maxTenantLen {
+		return invalidf("Request.Tenant is %d bytes long: use at most %d (an id, not a payload)", len(r.Tenant), maxTenantLen)
+	}
 	if r.MaxWait < 0 || r.MaxWait > maxDur {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
@@ -148,7 +161,10 @@ func (p *Pacer) checkRequest(r Request) error {
 		return invalidf("Request.Model = %q has no price in Config.Prices: a Spend rate needs one; add it, or a \"\" entry for models not listed", r.Model)
 	}
 	use := p.use(r.withTotal())
-	for _, b := range p.s.wireBuckets {
+	for _, b := range p.bucketsOf(r) {
+		if strings.HasPrefix(b.Field, "%") {
+			continue // a share never holds a call back
+		}
 		need := use.Of(b.Unit)
 		name := strings.ToUpper(b.Field)
 		// Units first: a charge for an absurd count would not fit an int64.

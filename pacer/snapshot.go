@@ -103,21 +103,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		if !ok {
 			return Bucket{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 		}
-		if b.wb.Sub > 0 {
-			lv, err := b.wb.SlidingLevel(ints[0], str)
-			if err != nil {
-				return Bucket{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
-			}
-			return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
-		}
-		var tat int64
-		if str != "" {
-			var err error
-			if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
-				return Bucket{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
-			}
-		}
-		return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(ints[0], tat, str != ""), PerSecond: b.perMs * 1000}, nil
+		return b.state(ints[0], str)
 	}
 	for i, b := range p.s.buckets {
 		if b.limit == 0 {
@@ -149,4 +135,24 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// state returns the bucket's state at nowUs, from its field's value as
+// stored ("" when none: full).
+func (b bucket) state(nowUs int64, str string) (Bucket, error) {
+	if b.wb.Sub > 0 {
+		lv, err := b.wb.SlidingLevel(nowUs, str)
+		if err != nil {
+			return Bucket{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
+		}
+		return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
+	}
+	var tat int64
+	if str != "" {
+		var err error
+		if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
+			return Bucket{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
+		}
+	}
+	return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(nowUs, tat, str != ""), PerSecond: b.perMs * 1000}, nil
 }

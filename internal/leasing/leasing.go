@@ -19,7 +19,11 @@ type Budget struct {
 	Client  redis.Scripter
 	Keys    []string      // state hash, lease zset, slot queue: the KEYS of every script
 	Buckets []wire.Bucket // the configured buckets
-	TTL     time.Duration
+	// WithTenant is Buckets followed by every tenant's buckets (its own
+	// rates and its shares of the budget's), in the order acquire charged
+	// them: what a tenant's lease settles.
+	WithTenant []wire.Bucket
+	TTL        time.Duration
 	// Limit is the concurrency limit (0: none), and BatchSlots the slots a
 	// batch call may use: a lease that ends gives its slot to the next
 	// waiter.
@@ -43,8 +47,11 @@ type Ending struct {
 
 // Admission is what acquire.lua said about an admitted lease.
 type Admission struct {
-	ID     string
-	Tokens int64
+	ID string
+	// TenantKey is the hash of the call's tenant (see Budget.WithTenant),
+	// or "" for a call charged to the budget alone.
+	TenantKey string
+	Tokens    int64
 	// Reserve is what the buckets were charged, in their units: the
 	// tokens (and their input and output, when the request split them)
 	// times the model's weight. Zero: Tokens, unweighted.

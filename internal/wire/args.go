@@ -49,6 +49,11 @@ type Acquire struct {
 	// it keeps the call's place in the slot queue and claims its slot.
 	Ticket  int64
 	Charges []Charge
+	// OverShare says the call is a tenant's interactive one: past its
+	// share, it is served as a batch call that leaves KeepPPM millionths
+	// of each of the budget's buckets (sent as priority "0:<ppm>").
+	OverShare bool
+	KeepPPM   int64
 }
 
 // Args returns acquire.lua's ARGV.
@@ -58,7 +63,11 @@ func (a Acquire) Args() []any {
 		batch = 1
 	}
 	args := make([]any, 0, 8+3*len(a.Charges))
-	args = append(args, a.ID, batch, a.MaxWait.Milliseconds(), a.TTL.Milliseconds(), a.Limit, a.BatchSlots, max(1, a.Spacing), a.Ticket)
+	var priority any = batch
+	if a.OverShare && !a.Batch {
+		priority = "0:" + strconv.FormatInt(a.KeepPPM, 10)
+	}
+	args = append(args, a.ID, priority, a.MaxWait.Milliseconds(), a.TTL.Milliseconds(), a.Limit, a.BatchSlots, max(1, a.Spacing), a.Ticket)
 	for _, c := range a.Charges {
 		args = append(args, c.Field)
 	}

@@ -1,0 +1,214 @@
+package pacer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lua"
+)
+
+// Tenants divides a budget among its tenants: customers, API keys, or
+// operations (embeddings apart from chat). A call names its tenant in
+// Request.Tenant, and one script checks and charges the tenant's limits
+// with the budget's, all or nothing: the budget empty holds the call back
+// even when its tenant has room, and the tenant empty holds it back even
+// when the budget has room.
+//
+// Each tenant's state is its own Redis hash, in the budget's hash tag, that
+// expires when the tenant is idle: a call touches only its own tenant's
+// key, so a hundred thousand tenants cost per call what one does. The key
+// names the tenant by the first 32 hex digits of its id's SHA-256, so no
+// id (braces, newlines, 10 kB of lookalike Unicode) can reach another
+// tenant's key, the budget's keys, or another Redis Cluster slot.
+type Tenants struct {
+	// Rates are every tenant's own limits, the same for each tenant (at
+	// most 16): for example 200,000 tokens an hour, or a daily Spend cap.
+	// A rate here is checked and charged exactly as one of Config.Rates
+	// is, and Headroom and SlidingWindow apply to it alike. A tenant has
+	// no concurrency limit of its own.
+	Rates []Rate
+
+	// Share is the fraction of each of the budget's rates that a tenant
+	// may use before it yields, from 0 (none: tenants have only their
+	// Rates) to 1. Each tenant keeps a soft bucket per budget rate,
+	// Share of its size: a call that finds it spent is over its share,
+	// and is served the way a batch call is: it never reserves a later
+	// turn of the budget, may not take the budget's last BatchFloor, and
+	// waits spaced along its tenant's own queue. A heavy tenant then
+	// fills whatever room the others leave, and the budget stays used,
+	// but it never queues ahead of a tenant within its share.
+	//
+	// With n tenants of equal standing, 1/n is each one's fair share; a
+	// larger Share lets a tenant burst alone before it yields.
+	Share float64
+}
+
+// IsZero reports whether t sets nothing: a budget without tenants.
+func (t Tenants) IsZero() bool { return len(t.Rates) == 0 && t.Share == 0 }
+
+// validate checks the tenants' configuration.
+func (t Tenants) validate() error {
+	if math.IsNaN(t.Share) || t.Share < 0 || t.Share > 1 {
+		return invalidf("Config.Tenants.Share = %v: must be a fraction from 0 (no share) to 1, e.g. 0.1 for ten tenants of equal standing", t.Share)
+	}
+	if len(t.Rates) > maxRates {
+		return invalidf("Config.Tenants.Rates has %d rates: at most %d, so that one script call stays bounded", len(t.Rates), maxRates)
+	}
+	seen := map[Limit]int{}
+	for i, r := range t.Rates {
+		if err := r.checkAt(fmt.Sprintf("Config.Tenants.Rates[%d]", i)); err != nil {
+			return err
+		}
+		if j, dup := seen[r.Name()]; dup {
+			return invalidf("Config.Tenants.Rates[%d] and [%d] are both %s: state each rate once", j, i, r.Name())
+		}
+		seen[r.Name()] = i
+	}
+	return nil
+}
+
+// tenantBuckets returns every tenant's buckets, as each tenant's hash holds
+// them: its own rates (fields "@<name>"), then its share of each of the
+// budget's buckets (fields "%<name>").
+func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
+	var out []bucket
+	for i, r := range c.Tenants.Rates {
+		sp := bucketSpec{fmt.Sprintf("Tenants.Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
+		b, err := c.newBucket(sp)
+		if err != nil {
+			return nil, err
+		}
+		if r.Unit == Spend && len(c.Prices) == 0 {
+			return nil, invalidf("Config.Tenants.Rates[%d] is a Spend rate but Config.Prices is empty: give the models' prices per million tokens", i)
+		}
+		b.wb.Field = "@" + b.wb.Field
+		b.field = b.wb.Field
+		out = append(out, b)
+	}
+	if c.Tenants.Share == 0 {
+		return out, nil
+	}
+	for _, pb := range budget {
+		name := pb.field
+		if pb.wb.Sub > 0 {
+			name = name[strings.IndexByte(name, ':')+1:]
+		}
+		// The share refills at Share of the budget's refill, and holds
+		// Share of its capacity: never less than one unit, so that a call
+		// can ever be within it.
+		refill := pb.perMs * float64(pb.window.Milliseconds()) * c.Tenants.Share
+		capacity := pb.capacity * c.Tenants.Share
+		wb := wire.NewBucket("%"+name, max(1, int64(capacity)), max(1, int64(refill)), pb.window, pb.wb.Unit)
+		out = append(out, bucket{name: "share of " + pb.name, field: wb.Field, limit: wb.Capacity, stated: wb.Capacity,
+			capacity: float64(wb.Capacity), wb: wb, perMs: refill / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
+	}
+	return out, nil
+}
+
+// maxTenantLen bounds a tenant id: it is hashed, never stored, but a caller
+// passing megabytes by mistake should hear of it.
+const maxTenantLen = 64 << 10
+
+// tenantKey returns the key of tenant id's hash: in the budget's hash tag,
+// named by a digest of the id, so that no id can name another key.
+func (p *Pacer) tenantKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return p.tag + ":t:" + hex.EncodeToString(sum[:16])
+}
+
+// TenantKey returns the Redis key that holds tenant's state in this
+// budget: for operators, and for tests that must delete what they wrote.
+func (p *Pacer) TenantKey(tenant string) string { return p.tenantKey(tenant) }
+
+// tkey returns the key of r's tenant, or "" for a call charged to the
+// budget alone.
+func (p *Pacer) tkey(r Request) string {
+	if r.Tenant == "" {
+		return ""
+	}
+	return p.tenantKey(r.Tenant)
+}
+
+// keysOf returns the keys a call for r runs its scripts on: the budget's,
+// and its tenant's hash.
+func (p *Pacer) keysOf(r Request) []string {
+	if r.Tenant == "" {
+		return p.keys
+	}
+	return append(p.keys[:len(p.keys):len(p.keys)], p.tenantKey(r.Tenant))
+}
+
+// bucketsOf returns the buckets a call for r is charged: the budget's, and
+// its tenant's.
+func (p *Pacer) bucketsOf(r Request) []wire.Bucket {
+	if r.Tenant == "" {
+		return p.s.wireBuckets
+	}
+	return p.s.withTenant
+}
+
+// TenantSnapshot is one tenant's state at one moment.
+type TenantSnapshot struct {
+	Tenant string
+	// Time is the moment read, on the Redis clock.
+	Time time.Time
+	// Rates are the tenant's own rates (Config.Tenants.Rates), in order.
+	Rates []RateState
+	// Shares are the tenant's shares of the budget's rates, in the order
+	// the budget's snapshot lists them (RPM, TPM, RPD, TPD, then Rates):
+	// each Rate is the share's, and a Level below what a call needs means
+	// the tenant's calls yield to tenants within their share.
+	Shares []RateState
+}
+
+// TenantSnapshot reads tenant's state in the budget without changing it.
+// A tenant never seen, or idle long enough for its state to expire, reads
+// full.
+func (p *Pacer) TenantSnapshot(ctx context.Context, tenant string) (TenantSnapshot, error) {
+	if p.s.withTenant == nil {
+		return TenantSnapshot{}, invalidf("TenantSnapshot: Config.Tenants is empty: the budget has no tenants")
+	}
+	if len(tenant) > maxTenantLen {
+		return TenantSnapshot{}, invalidf("TenantSnapshot: the tenant id is %d bytes long: use at most %d", len(tenant), maxTenantLen)
+	}
+	fields := make([]any, len(p.s.tenants))
+	for i, b := range p.s.tenants {
+		fields[i] = b.field
+	}
+	keys := []string{p.tenantKey(tenant), p.keys[1], p.keys[2]}
+	v, err := p.callKeys(ctx, keys, lua.Snapshot, fields, nil)
+	if err != nil {
+		return TenantSnapshot{}, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 3+len(fields) {
+		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s.name, wire.ErrReply, v)
+	}
+	now, ok := a[0].(int64)
+	if !ok {
+		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s.name, wire.ErrReply, v)
+	}
+	s := TenantSnapshot{Tenant: tenant, Time: time.UnixMicro(now)}
+	budget := p.s.configured()
+	for i, b := range p.s.tenants {
+		str, _ := a[3+i].(string)
+		st, err := b.state(now, str)
+		if err != nil {
+			return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w", p.s.name, err)
+		}
+		if i < len(p.s.tenantRates) {
+			s.Rates = append(s.Rates, RateState{Rate: p.s.tenantRates[i], Bucket: st})
+			continue
+		}
+		pb := budget[i-len(p.s.tenantRates)]
+		s.Shares = append(s.Shares, RateState{Rate: Rate{Unit: pb.unit, Limit: b.limit, Window: pb.window, Sliding: false}, Bucket: st})
+	}
+	return s, nil
+}
