@@ -6,7 +6,10 @@
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases and grants (see prelude.lua)
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   member = waiter id, score = ticket;
 --          its name is also the channel on which grants are published
--- KEYS[4]  tenant hash  {<prefix>:<name>}:t:<32 hex digits>   (optional): the
+-- KEYS[4]  definition   {<prefix>:<name>}:d   (optional, with ARGV's last
+--          argument): the stored definition's version, field v (see
+--          define.lua)
+-- KEYS[5]  tenant hash  {<prefix>:<name>}:t:<32 hex digits>   (optional): the
 --          tenant's buckets, charged with the budget's (see below)
 -- ARGV[1]  lease id (string, unique per call; a repeated id is answered, not re-admitted)
 -- ARGV[2]  priority: 0 interactive, 1 batch; or, for a tenant's interactive
@@ -25,22 +28,24 @@
 --          reply gave it (µs), which keeps its place in the slot queue and
 --          claims a slot granted to it, or the slot of its pending lease
 -- ARGV[9..8+n]  the n configured buckets' fields (rpm, tpm, rpd, tpd)
--- ARGV[9+n..]   for each bucket in the same order, two integers: the call's
+-- ARGV[9+n..9+3n-1]   for each bucket in the same order, two integers: the call's
 --          charge (µs of the bucket's time) and its allowance (how far past
 --          now the TAT may lie after the charge: the bucket's span, less for
 --          batch the share it leaves). A sliding rate (its field begins with
 --          '~', see prelude.lua) takes its charge and allowance in units:
 --          the call's, and what its window may hold with it.
 --          A field that begins with '@' is a bucket of the tenant, kept in
---          KEYS[4] (its sliding rates begin '@~'). One that begins with '%'
---          is the tenant's share of a budget bucket, also in KEYS[4]: it
+--          KEYS[5] (its sliding rates begin '@~'). One that begins with '%'
+--          is the tenant's share of a budget bucket, also in KEYS[5]: it
 --          never holds a call back, but a call it finds past its allowance
 --          is over the tenant's share. Such a call never reserves a later
 --          turn of the budget's buckets, may not take the share ARGV[2]
 --          gives of them, and a waiting one is spaced along the tenant's
---          own batch queue (field qb of KEYS[4]), so that tenants within
+--          own batch queue (field qb of KEYS[5]), so that tenants within
 --          their share are served first and a heavy tenant fills only the
 --          room they leave.
+-- ARGV[9+3n] (optional, with KEYS[4]): the version of the definition the
+--          caller runs (0: none stored when it loaded it)
 --
 -- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
 --   code  1: admitted; every bucket charged; the call's turn comes in
@@ -55,6 +60,9 @@
 --            queued for a slot: retry with ticket t when the id is
 --            published on KEYS[3] (a grant) or after wait_ms, whichever is
 --            first. ticket 0: not queued.
+--   code  3: the caller runs another definition than the one stored
+--            (see KEYS[4]): nothing done; ticket is the stored version
+--            (0: none). The caller loads it and asks again.
 --   code -1: can never be admitted: its charge exceeds its allowance in
 --            bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency,
@@ -82,7 +90,9 @@ local maxwait = ARGV[3] -- parsed only where read: most admissions do not
 local ttl = ARGV[4] + 0
 local limit = ARGV[5]
 local ticket = ARGV[8]
-local n = (#ARGV - 8) / 3
+local n = floor((#ARGV - 8) / 3)
+-- mine: the version of the definition the caller runs, if it sends one.
+local mine = KEYS[4] and ARGV[9 + 3 * n]
 -- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
 -- and ARGV[8 + n + 2k].
 local us, now = clock()
@@ -91,12 +101,33 @@ local us, now = clock()
 local names = {'xp', 'pause'}
 for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
 names[3 + 2 * n] = 'qs'
-local h = redis.call('HMGET', state, unpack(names, 1, 3 + 2 * n))
+if mine then names[4 + 2 * n] = 'dv' end
+local h = redis.call('HMGET', state, unpack(names))
+
+-- The definition. A caller that sends the version of the definition it
+-- runs is told when another is stored: code 3, with the stored version
+-- in place of the ticket, nothing changed. The state keeps a copy of the
+-- version (field dv), read with the buckets; a state without one (new,
+-- or expired) asks KEYS[4], and the admission records what it found.
+-- dvw: the copy to write.
+local dvw = nil
+if mine then
+  local dv = h[4 + 2 * n]
+  if not dv then
+    dv = redis.call('HGET', KEYS[4], 'v') or '0'
+    dvw = dv
+  end
+  if dv ~= mine then
+    if not dvw then dv = redis.call('HGET', KEYS[4], 'v') or '0' end
+    if dv ~= mine then return {3, 0, us, 'definition', 0, dv + 0} end
+    dvw = dv -- the copy was wrong: the definition changed under it
+  end
+end
 
 -- A tenant's buckets live in its own hash, which expires when the tenant
 -- is idle: their TATs and stacks come from there. th: its xp and qb, then
 -- what was asked. share: the call is over the tenant's share.
-local tkey, th, share = KEYS[4], nil, false
+local tkey, th, share = KEYS[5], nil, false
 local keep = nil
 if tkey then
   local tn, at = {'xp', 'qb'}, {}
@@ -389,6 +420,7 @@ repeat
     if out == targs then ta, tms = j, m else a, ms = j, m end
   end
   if tkey then tcover(tkey, now, (th[1] or 0) + 0, max(tms, now), targs, ta) end
+  if dvw then args[a + 1], args[a + 2] = 'dv', dvw; a = a + 2 end
   if probe then
     -- The probe: the next one is due an interval from now.
     args[a + 1], args[a + 2] = 'qs', probe

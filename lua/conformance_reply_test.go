@@ -55,7 +55,11 @@ func acquireReplyVectors(t *testing.T) any {
 		{Name: "five elements (the contract before the slot queue)", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp}}},
 		{Name: "seven elements", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp, int64(0), int64(0)}}},
 		{Name: "negative wait", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(-5), n, "", exp, int64(0)}}},
-		{Name: "unknown code", Config: "basic", Request: try, Replies: []any{[]any{int64(3), int64(0), n, "", exp, int64(0)}}},
+		{Name: "unknown code", Config: "basic", Request: try, Replies: []any{[]any{int64(4), int64(0), n, "", exp, int64(0)}}},
+		{Name: "another definition stored: read it, ask again", Config: "basic", Request: try, Replies: []any{
+			[]any{int64(3), int64(0), n, "definition", int64(0), int64(2)},
+			[]any{int64(0), int64(2), `{"limits":{"RPM":0,"TPM":0,"RPD":0,"TPD":0,"Concurrency":0},"burst":{"RPM":0,"TPM":0,"RPD":0,"TPD":0},"rates":[{"Unit":1,"Limit":7,"Window":3600000000000,"Burst":0,"Sliding":false}],"tenants":{"Rates":null,"Share":0}}`},
+			[]any{int64(1), int64(0), n, "", exp, int64(0)}}},
 		{Name: "reason not a string", Config: "basic", Request: try, Replies: []any{[]any{int64(1), int64(0), n, int64(7), exp, int64(0)}}},
 		{Name: "code as a string", Config: "basic", Request: try, Replies: []any{[]any{"1", int64(0), n, "", exp, int64(0)}}},
 		{Name: "not an array", Config: "basic", Request: try, Replies: []any{"OK"}},
@@ -68,7 +72,9 @@ func acquireReplyVectors(t *testing.T) any {
 			l, err := c.Request.call(p)
 			c.Calls = f.take()
 			for j := 1; j < len(c.Calls); j++ {
-				c.Calls[j].Args[2] = "<remaining>"
+				if len(c.Calls[j].Args) > 2 {
+					c.Calls[j].Args[2] = "<remaining>"
+				}
 			}
 			for j := range c.Calls {
 				c.Calls[j].Keys = nil

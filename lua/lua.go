@@ -39,6 +39,8 @@ var (
 	stopSrc string
 	//go:embed snapshot.lua
 	snapshotSrc string
+	//go:embed define.lua
+	defineSrc string
 )
 
 // The scripts, ready to run with Script.Run, which sends EVALSHA and falls
@@ -58,6 +60,9 @@ var (
 	Stop = redis.NewScript(Source("stop"))
 	// Snapshot reads a budget without changing it (snapshot.lua).
 	Snapshot = redis.NewScript(Source("snapshot"))
+	// Define stores a budget's definition if it is newer, or reads the
+	// one stored (define.lua).
+	Define = redis.NewScript(Source("define"))
 )
 
 // Source returns the full text sent to Redis for the named script
@@ -78,6 +83,8 @@ func Source(name string) string {
 		s = stopSrc
 	case "snapshot":
 		s = snapshotSrc
+	case "define":
+		s = defineSrc
 	default:
 		return ""
 	}

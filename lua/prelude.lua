@@ -38,7 +38,7 @@
 -- last set on the keys, in ms: every bucket is full again, and every lease
 -- has expired, before it).
 --
--- Tenants. A tenant's hash (KEYS[4] of acquire and settle, when given)
+-- Tenants. A tenant's hash (KEYS[5] of acquire and settle, when given)
 -- holds its buckets as fields that begin with '@' (its own limits, with
 -- their give-back stacks) or '%' (its share of a budget bucket: a TAT
 -- only, never given a stack), its own xp and its qb (see acquire.lua).
@@ -132,7 +132,7 @@ end
 -- xp: an idle tenant's hash expires on its own. Made only for a call that
 -- names a tenant: a closure costs every script that makes it.
 local tcover
-if KEYS[4] then
+if KEYS[5] then
   tcover = function(tkey, now, xp, ms, args, j)
     local need = math.ceil(ms) + 1000
     if need > xp then

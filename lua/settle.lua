@@ -7,7 +7,8 @@
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   (see acquire.lua)
--- KEYS[4]  tenant hash  (optional, as acquire's): the lease's tenant
+-- KEYS[4]  definition   (not read; as acquire's)
+-- KEYS[5]  tenant hash  (optional, as acquire's): the lease's tenant
 -- ARGV[1]  lease id
 -- ARGV[2]  charged: the µs, on the Redis clock, at which acquire charged the
 --          lease (its reply's now_us). A caller that cannot know it sends a
@@ -25,7 +26,7 @@
 --          begins with '~') is '<units>@<j>', in units: a give-back off
 --          sub-window j, where the call was counted; a debt counted now.
 --          Fields that begin with '@' or '%' are the tenant's (see
---          acquire.lua): corrected in KEYS[4].
+--          acquire.lua): corrected in KEYS[5].
 --
 -- Returns {code, now_us}:
 --   1: ended now.
@@ -81,12 +82,12 @@ if n == 0 then return {1, us} end
 
 -- The corrections go to the key their bucket lives in: the budget's state
 -- hash, or for fields that begin with '@' or '%' the tenant's hash
--- (KEYS[4]; see prelude.lua). Each key's are applied alike, in turn.
+-- (KEYS[5]; see prelude.lua). Each key's are applied alike, in turn.
 -- fields[k] is bucket k's field, delta[k] its correction. A sliding
 -- rate's (its field begins with '~', or '@~') is '<units>@<j>': a
 -- give-back comes off sub-window j, where the call was counted (if it has
 -- not rolled out of every window); a debt is counted now.
-local tkey = KEYS[4]
+local tkey = KEYS[5]
 for pass = 1, 2 do repeat
   local st = state
   if pass == 2 then

@@ -31,15 +31,18 @@ import (
 // across every process, and is woken when a slot is granted to it; a call
 // that waits for a pause asks again when the pause ends.
 func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
-	if p.s.shadow {
+	if p.s().shadow {
 		return p.TryAcquire(ctx, r)
+	}
+	if err := p.settleDefinition(ctx); err != nil {
+		return nil, err
 	}
 	if err := p.checkRequest(r); err != nil {
 		return nil, err
 	}
 	r = r.withTotal()
 	a := acquisition{p: p, r: r, began: time.Now(), id: leasing.NewID()}
-	a.bound = p.s.maxWait
+	a.bound = p.s().maxWait
 	if r.MaxWait > 0 {
 		a.bound = r.MaxWait
 	}
@@ -67,6 +70,7 @@ type acquisition struct {
 	charged int64              // when the pending lease was charged (µs)
 	turnMs  int64              // the pending lease's turn (see wire.AcquireReply.TurnMs)
 	denied  *wire.AcquireReply // the last denial slept on
+	stale   int                // definitions followed during this call
 }
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
@@ -83,6 +87,12 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		}
 		remain := max(time.Until(a.deadline), 0)
 		rep, charged, err := p.acquireOnce(ctx, a.id, r, remain, a.ticket)
+		if err == nil && rep.Code == wire.Stale {
+			err = p.redefined(ctx, r, &a.stale)
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // the loop's top says which error
@@ -101,7 +111,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		case admitted && rep.Ticket == 0 && a.pending != nil:
 			// The pending lease claimed its slot at its turn.
 			l := p.newLease(leasing.Admission{
-				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: a.pending.Start(), Expiry: rep.Expiry,
+				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: a.pending.Start(), Expiry: rep.Expiry,
 				ChargedUs: a.charged, Waited: time.Since(a.began), TurnMs: a.turnMs,
 			})
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
@@ -157,7 +167,7 @@ func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charg
 	if a.pending == nil {
 		a.charged, a.turnMs = charged, rep.TurnMs()
 		a.pending = p.newLease(leasing.Admission{
-			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
 			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(), Quiet: true,
 		})
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
@@ -199,7 +209,7 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 // (see giveBack), so nothing stays charged for a call that is never made.
 func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
 	l := p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
+		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
 		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs(),
 		Quiet: rep.Wait > 0,
 	})
@@ -325,7 +335,7 @@ const roundTrip = 5 * time.Millisecond
 // return a lease the budget does not count (Lease.Shadow).
 func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	l, err := p.tryAcquire(ctx, r)
-	if err == nil || !p.s.shadow || errors.Is(err, ErrInvalid) {
+	if err == nil || !p.s().shadow || errors.Is(err, ErrInvalid) {
 		return l, err
 	}
 	if ctx.Err() != nil {
@@ -336,18 +346,32 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Err: err})
 	}
 	now := time.Now()
-	return p.newLease(leasing.Admission{ID: leasing.NewID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(p.s.leaseTTL), Detached: true}), nil
+	return p.newLease(leasing.Admission{ID: leasing.NewID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(p.s().leaseTTL), Detached: true}), nil
 }
 
 func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
+	if err := p.settleDefinition(ctx); err != nil {
+		return nil, err
+	}
 	if err := p.checkRequest(r); err != nil {
 		return nil, err
 	}
 	r = r.withTotal()
 	id := leasing.NewID()
-	rep, charged, err := p.acquireOnce(ctx, id, r, 0, 0)
-	if err != nil {
-		return nil, err
+	var rep wire.AcquireReply
+	var charged int64
+	var err error
+	for stale := 0; ; {
+		rep, charged, err = p.acquireOnce(ctx, id, r, 0, 0)
+		if err == nil && rep.Code == wire.Stale {
+			if err = p.redefined(ctx, r, &stale); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
 	if err := stopped(rep); err != nil {
 		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
@@ -355,7 +379,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	switch rep.Code {
 	case wire.Admitted, wire.Already:
-		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
+		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
 		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
 		return l, nil
 	case wire.TooLarge:
@@ -380,7 +404,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		switch {
 		case err != nil:
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
 		case rep.Ticket != 0:
 			p.leave(id)
 		}
@@ -390,7 +414,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	}
 	rep, err := wire.DecodeAcquire(v)
 	if err != nil {
-		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s.name, err)
+		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s().name, err)
 	}
 	return rep, chargedAt(rep, sent), nil
 }
@@ -407,19 +431,20 @@ func chargedAt(rep wire.AcquireReply, sent time.Time) int64 {
 func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket int64) []any {
 	keep := 0.0
 	if r.Priority == Batch {
-		keep = p.s.keep
+		keep = p.s().keep
 	}
 	a := wire.Acquire{
-		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s.leaseTTL,
-		Limit: p.s.limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
+		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s().leaseTTL,
+		Limit: p.s().limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
 		Charges: wire.Charges(p.bucketsOf(r), p.use(r), keep),
+		Versioned: true, Version: p.s().version,
 	}
-	if r.Tenant != "" && r.Priority == Interactive && p.s.share > 0 {
+	if r.Tenant != "" && r.Priority == Interactive && p.s().share > 0 {
 		// Over its share, the call leaves the batch floor of the budget.
 		a.OverShare = true
-		a.KeepPPM = int64(math.Round(p.s.keep * 1e6))
+		a.KeepPPM = int64(math.Round(p.s().keep * 1e6))
 	}
-	if c := p.s.limits.Concurrency; c > 0 {
+	if c := p.s().limits.Concurrency; c > 0 {
 		// Slots free up one every mean hold time / limit: how long each
 		// waiter ahead in the slot queue adds (100 ms until a lease of this
 		// Pacer ends).

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
@@ -102,6 +103,17 @@ type Config struct {
 	// or tokens per minute or per day is the same bucket as Limits' field
 	// for it: set it in one place only. At most 16 rates.
 	Rates []Rate
+
+	// Version is the version of this Config's definition of the budget:
+	// its Limits, Burst, Rates, Tenants, Weights, Prices, SlidingWindow,
+	// Headroom, NoRefund, BatchFloor and LeaseTTL. A positive version is
+	// stored in Redis at the Pacer's first call if no newer one is
+	// stored; every process of the budget then follows the newest, so a
+	// rolling deploy that raises the version moves the whole fleet at
+	// once, and an older process runs the newer definition rather than
+	// its own. 0 (the default) stores nothing and follows a definition
+	// stored by another process or by Define. See Pacer.Define.
+	Version int64
 
 	// Tenants gives the budget's tenants (named by Request.Tenant) their
 	// own limits and a fair share of the budget's: see Tenants. The zero
@@ -220,7 +232,9 @@ type settings struct {
 	// withTenant the budget's wire buckets followed by theirs.
 	tenants     []bucket
 	withTenant  []wire.Bucket
-	share       float64 // Config.Tenants.Share
+	budget      *leasing.Budget // what leases admitted under this definition end against
+	version     int64           // the stored definition's version; 0: none
+	share       float64         // Config.Tenants.Share
 	tenantRates []Rate  // Config.Tenants.Rates
 	fields      []any   // the configured buckets' fields, boxed once
 	wireBuckets []wire.Bucket
@@ -330,6 +344,9 @@ func (c Config) validate() error {
 		if !(w > 0 && w <= 1000) {
 			return invalidf("Config.Weights[%q] = %v: a weight must be above 0 and at most 1000 (1 is the default)", m, w)
 		}
+	}
+	if c.Version < 0 {
+		return invalidf("Config.Version = %d: must be 0 (follow what is stored) or positive", c.Version)
 	}
 	if err := c.Tenants.validate(); err != nil {
 		return err

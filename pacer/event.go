@@ -36,10 +36,14 @@ const (
 	// Resumed: the budget's stop was ended, by Resume or by a probe that
 	// succeeded.
 	Resumed
+	// Redefined: the Pacer found another definition of the budget stored
+	// in Redis (see Pacer.Define) and follows it from now on; Version is
+	// its version. Err is set if it could not be used.
+	Redefined
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed", "stopped", "resumed".
+// "failed", "stopped", "resumed", "redefined".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -58,6 +62,8 @@ func (k EventKind) String() string {
 		return "stopped"
 	case Resumed:
 		return "resumed"
+	case Redefined:
+		return "redefined"
 	}
 	return "unknown"
 }
@@ -82,14 +88,16 @@ type Event struct {
 	End  lease.End
 	Used int64
 	Held time.Duration
+	// Version is, for Redefined, the version now followed.
+	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
 	Err     error // for Denied, Failed (the call's error), and Ended when the lease expired
 }
 
 func (p *Pacer) emit(e Event) {
-	if p.s.observe != nil {
-		e.Name = p.s.name
-		p.s.observe(e)
+	if p.s().observe != nil {
+		e.Name = p.s().name
+		p.s().observe(e)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/internal/cluster"
 	"github.com/llmpacer/llmpacer/internal/leasing"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,10 +36,18 @@ type Lease = lease.Lease
 type Pacer struct {
 	rdb    redis.Scripter
 	sub    redis.UniversalClient // for the subscription to slot grants
-	s      settings
-	keys   []string
-	tag    string // the budget's hash tag, "{<prefix>:<name>}"
-	budget *leasing.Budget
+	// cur is the budget's definition in force: the Config's, or one
+	// stored in Redis (see Define). Read it with s().
+	cur  atomic.Pointer[settings]
+	keys []string // state hash, lease zset, slot queue, definition hash
+	tag  string   // the budget's hash tag, "{<prefix>:<name>}"
+	// local is the Config New was given: a stored definition replaces its
+	// budget fields, never its Name, KeyPrefix, Observe or Shadow.
+	local Config
+	// defining is held while the Pacer stores or loads a definition;
+	// defined says its first call settled which definition it runs.
+	defining sync.Mutex
+	defined  atomic.Bool
 	// grants wakes this process's waiters for a concurrency slot when the
 	// budget grants them one (nil without a concurrency limit).
 	grants *concurrency.Grants
@@ -76,23 +86,33 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	tag := "{" + s.prefix + ":" + s.name + "}"
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
-	p := &Pacer{rdb: sc, sub: rdb, s: s, tag: tag, keys: []string{tag + ":s", tag + ":l", tag + ":q"}}
-	p.budget = &leasing.Budget{
-		Client: sc, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
-		Limit: s.limits.Concurrency, BatchSlots: p.batchSlots(),
-		NoRefund: s.noRefund, Ended: p.ended,
-	}
-	if s.limits.Concurrency > 0 {
-		p.grants = concurrency.NewGrants(p.listen, p.granted, linger)
-	}
+	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: []string{tag + ":s", tag + ":l", tag + ":q", tag + ":d"}}
+	p.adopt(&s)
+	// Slot grants are listened for whatever the definition: one stored
+	// later may set a concurrency limit.
+	p.grants = concurrency.NewGrants(p.listen, p.granted, linger)
 	return p, nil
 }
 
+// s returns the budget's definition in force.
+func (p *Pacer) s() *settings { return p.cur.Load() }
+
+// adopt makes s the definition in force, with the lease budget its leases
+// end against.
+func (p *Pacer) adopt(s *settings) {
+	s.budget = &leasing.Budget{
+		Client: p.rdb, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
+		Limit: s.limits.Concurrency, BatchSlots: wire.Slots(s.limits.Concurrency, s.keep),
+		NoRefund: s.noRefund, Ended: p.ended,
+	}
+	p.cur.Store(s)
+}
+
 // Name returns the budget's name.
-func (p *Pacer) Name() string { return p.s.name }
+func (p *Pacer) Name() string { return p.s().name }
 
 // Limits returns the limits the Pacer was configured with.
-func (p *Pacer) Limits() Limits { return p.s.limits }
+func (p *Pacer) Limits() Limits { return p.s().limits }
 
 // Keys returns the Redis keys of the budget: the state hash, the lease
 // sorted set and the slot queue (a sorted set, whose name is also the
@@ -101,7 +121,7 @@ func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
 // newLease returns the lease for an admission (see leasing.Open).
 func (p *Pacer) newLease(a leasing.Admission) *Lease {
-	return leasing.Open(p.budget, a).(*Lease)
+	return leasing.Open(p.s().budget, a).(*Lease)
 }
 
 // ended is told of every lease's end: it keeps the mean hold time and

@@ -54,7 +54,7 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	// bucket (see lua/pause.lua).
 	var args []any
 	use := p.use(r.withTotal())
-	for _, b := range p.s.configured() {
+	for _, b := range p.s().configured() {
 		// A sliding window has no TAT to lower: the pause holds it back.
 		if !lower[b.unit] || b.window > time.Minute || b.wb.Sub > 0 {
 			continue
@@ -76,7 +76,7 @@ func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower [
 	}
 	vals, err := wire.Int64s(v, 2)
 	if err != nil {
-		return fmt.Errorf("pacer: pause on %q: %w", p.s.name, err)
+		return fmt.Errorf("pacer: pause on %q: %w", p.s().name, err)
 	}
 	remaining := time.Duration(vals[0]) * time.Millisecond
 	now := time.Now()
@@ -101,7 +101,7 @@ func (p *Pacer) call(ctx context.Context, s *redis.Script, args []any, late func
 func (p *Pacer) callKeys(ctx context.Context, keys []string, s *redis.Script, args []any, late func(any)) (any, error) {
 	v, err := wire.Run(ctx, s, p.rdb, keys, args, late)
 	if err != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("pacer: redis on %q: %w", p.s.name, err)
+		return nil, fmt.Errorf("pacer: redis on %q: %w", p.s().name, err)
 	}
 	return v, err
 }

@@ -93,13 +93,13 @@ func (p *Pacer) use(r Request) wire.Use {
 
 // price returns the price of r's model, for a budget with Spend rates.
 func (p *Pacer) price(r Request) (wire.Price, bool) {
-	if !p.s.spend {
+	if !p.s().spend {
 		return wire.Price{}, false
 	}
-	if pr, ok := p.s.prices[r.Model]; ok {
+	if pr, ok := p.s().prices[r.Model]; ok {
 		return pr, true
 	}
-	pr, ok := p.s.prices[""]
+	pr, ok := p.s().prices[""]
 	return pr, ok
 }
 
@@ -111,7 +111,7 @@ func (p *Pacer) priceOf(r Request) wire.Price {
 
 // weight returns the weight of r's model on token rates.
 func (p *Pacer) weight(r Request) float64 {
-	if w, ok := p.s.weights[r.Model]; ok {
+	if w, ok := p.s().weights[r.Model]; ok {
 		return w
 	}
 	return 1
@@ -147,7 +147,7 @@ func (p *Pacer) checkRequest(r Request) error {
 	if r.Priority != Interactive && r.Priority != Batch {
 		return invalidf("Request.Priority = %d: use pacer.Interactive or pacer.Batch", int(r.Priority))
 	}
-	if r.Tenant != "" && p.s.withTenant == nil {
+	if r.Tenant != "" && p.s().withTenant == nil {
 		return invalidf("Request.Tenant is set but Config.Tenants is empty: give tenants their Rates or a Share, or leave Tenant empty")
 	}
 	if len(r.Tenant) > maxTenantLen {
@@ -157,7 +157,7 @@ func (p *Pacer) checkRequest(r Request) error {
 		return invalidf("Request.MaxWait = %v: must be between 0 (Config.MaxWait) and %v", r.MaxWait, maxDur)
 	}
 	// The same comparison as acquire.lua's, on the same integers.
-	if _, ok := p.price(r); p.s.spend && !ok {
+	if _, ok := p.price(r); p.s().spend && !ok {
 		return invalidf("Request.Model = %q has no price in Config.Prices: a Spend rate needs one; add it, or a \"\" entry for models not listed", r.Model)
 	}
 	use := p.use(r.withTotal())
@@ -171,8 +171,8 @@ func (p *Pacer) checkRequest(r Request) error {
 		if need > b.Capacity || b.Charge(need) > b.Allowance(0) {
 			return fmt.Errorf("%w: %d %s exceed the %s bucket's capacity of %d; split the call, lower max output tokens, or raise its limit or burst", ErrTooLarge, need, unitWord(b.Unit), name, b.Capacity)
 		}
-		if r.Priority == Batch && b.Charge(need) > b.Allowance(p.s.keep) {
-			return fmt.Errorf("%w: a batch call may not take the last %.0f%% of the %s bucket (capacity %d), so %d %s can never fit; send it as Interactive, split it, or lower Config.BatchFloor", ErrTooLarge, 100*p.s.keep, name, b.Capacity, need, unitWord(b.Unit))
+		if r.Priority == Batch && b.Charge(need) > b.Allowance(p.s().keep) {
+			return fmt.Errorf("%w: a batch call may not take the last %.0f%% of the %s bucket (capacity %d), so %d %s can never fit; send it as Interactive, split it, or lower Config.BatchFloor", ErrTooLarge, 100*p.s().keep, name, b.Capacity, need, unitWord(b.Unit))
 		}
 	}
 	return nil

@@ -25,7 +25,7 @@ const linger = 5 * time.Second
 
 // batchSlots returns the slots a batch call may use.
 func (p *Pacer) batchSlots() int64 {
-	return wire.Slots(p.s.limits.Concurrency, p.s.keep)
+	return wire.Slots(p.s().limits.Concurrency, p.s().keep)
 }
 
 // listen subscribes to the budget's grants until ctx is done (see
@@ -126,6 +126,6 @@ func (p *Pacer) leave(id string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, _ = wire.Run(ctx, lua.Settle, p.rdb, p.keys, wire.SettleArgs(id, 0, p.s.limits.Concurrency, p.batchSlots(), nil), nil)
+		_, _ = wire.Run(ctx, lua.Settle, p.rdb, p.keys, wire.SettleArgs(id, 0, p.s().limits.Concurrency, p.batchSlots(), nil), nil)
 	}()
 }

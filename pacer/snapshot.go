@@ -65,20 +65,20 @@ type Snapshot struct {
 func (p *Pacer) Snapshot(ctx context.Context) (Snapshot, error) {
 	// The stop (see lua/stop.lua) is read as one more field after the
 	// buckets'.
-	v, err := p.call(ctx, lua.Snapshot, append(append([]any(nil), p.s.fields...), "qs"), nil)
+	v, err := p.call(ctx, lua.Snapshot, append(append([]any(nil), p.s().fields...), "qs"), nil)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	s, err := p.decodeSnapshot(v)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("pacer: snapshot of %q: %w", p.s.name, err)
+		return Snapshot{}, fmt.Errorf("pacer: snapshot of %q: %w", p.s().name, err)
 	}
 	return s, nil
 }
 
 func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 4+len(p.s.fields) {
+	if !ok || len(a) != 4+len(p.s().fields) {
 		return Snapshot{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 	}
 	ints, err := wire.Int64s(a[:3], 3)
@@ -86,11 +86,11 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	s := Snapshot{
-		Name:        p.s.name,
+		Name:        p.s().name,
 		Time:        time.UnixMicro(ints[0]),
 		Paused:      time.Duration(ints[1]) * time.Millisecond,
 		InFlight:    ints[2],
-		Concurrency: p.s.limits.Concurrency,
+		Concurrency: p.s().limits.Concurrency,
 	}
 	if h := p.hold.Load(); h != 0 {
 		s.MeanHold = time.Duration(math.Round(math.Float64frombits(h) * float64(time.Millisecond)))
@@ -105,7 +105,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 		}
 		return b.state(ints[0], str)
 	}
-	for i, b := range p.s.buckets {
+	for i, b := range p.s().buckets {
 		if b.limit == 0 {
 			continue
 		}
@@ -113,12 +113,12 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 			return Snapshot{}, err
 		}
 	}
-	for k, b := range p.s.rates {
+	for k, b := range p.s().rates {
 		bk, err := level(b)
 		if err != nil {
 			return Snapshot{}, err
 		}
-		s.Rates = append(s.Rates, RateState{Rate: p.s.rateOf[k], Bucket: bk})
+		s.Rates = append(s.Rates, RateState{Rate: p.s().rateOf[k], Bucket: bk})
 	}
 	stop, ok := a[j].(string)
 	if !ok {

@@ -84,7 +84,7 @@ func (p *Pacer) Resume(ctx context.Context) error {
 		return err
 	}
 	if _, err := wire.Int64s(v, 2); err != nil {
-		return fmt.Errorf("pacer: resume of %q: %w", p.s.name, err)
+		return fmt.Errorf("pacer: resume of %q: %w", p.s().name, err)
 	}
 	p.emit(Event{Kind: Resumed})
 	return nil
@@ -100,7 +100,7 @@ func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind Limit) er
 	}
 	vals, err := wire.Int64s(v, 2)
 	if err != nil {
-		return fmt.Errorf("pacer: stop of %q: %w", p.s.name, err)
+		return fmt.Errorf("pacer: stop of %q: %w", p.s().name, err)
 	}
 	p.stoppedAt.Store(time.Now().UnixNano())
 	p.emit(Event{Kind: Stopped, Wait: time.Duration(vals[0]) * time.Millisecond, Limit: kind})

@@ -39,7 +39,7 @@ func (p *Pacer) Sync(ctx context.Context, rl classify.RateLimits) error {
 		return err
 	}
 	if _, err := wire.Int64s(v, 2); err != nil {
-		return fmt.Errorf("pacer: sync of %q: %w", p.s.name, err)
+		return fmt.Errorf("pacer: sync of %q: %w", p.s().name, err)
 	}
 	return nil
 }
@@ -50,7 +50,7 @@ func (p *Pacer) Sync(ctx context.Context, rl classify.RateLimits) error {
 func (p *Pacer) syncArgs(rl classify.RateLimits) []any {
 	var args []any
 	for i, w := range [2]classify.Window{rl.Requests, rl.Tokens} {
-		b := p.s.buckets[i] // rpm, tpm
+		b := p.s().buckets[i] // rpm, tpm
 		if b.limit == 0 || !w.HasRemaining {
 			continue
 		}

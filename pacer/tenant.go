@@ -149,9 +149,9 @@ func (p *Pacer) keysOf(r Request) []string {
 // its tenant's.
 func (p *Pacer) bucketsOf(r Request) []wire.Bucket {
 	if r.Tenant == "" {
-		return p.s.wireBuckets
+		return p.s().wireBuckets
 	}
-	return p.s.withTenant
+	return p.s().withTenant
 }
 
 // TenantSnapshot is one tenant's state at one moment.
@@ -172,14 +172,14 @@ type TenantSnapshot struct {
 // A tenant never seen, or idle long enough for its state to expire, reads
 // full.
 func (p *Pacer) TenantSnapshot(ctx context.Context, tenant string) (TenantSnapshot, error) {
-	if p.s.withTenant == nil {
+	if p.s().withTenant == nil {
 		return TenantSnapshot{}, invalidf("TenantSnapshot: Config.Tenants is empty: the budget has no tenants")
 	}
 	if len(tenant) > maxTenantLen {
 		return TenantSnapshot{}, invalidf("TenantSnapshot: the tenant id is %d bytes long: use at most %d", len(tenant), maxTenantLen)
 	}
-	fields := make([]any, len(p.s.tenants))
-	for i, b := range p.s.tenants {
+	fields := make([]any, len(p.s().tenants))
+	for i, b := range p.s().tenants {
 		fields[i] = b.field
 	}
 	keys := []string{p.tenantKey(tenant), p.keys[1], p.keys[2]}
@@ -189,25 +189,25 @@ func (p *Pacer) TenantSnapshot(ctx context.Context, tenant string) (TenantSnapsh
 	}
 	a, ok := v.([]any)
 	if !ok || len(a) != 3+len(fields) {
-		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s.name, wire.ErrReply, v)
+		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s().name, wire.ErrReply, v)
 	}
 	now, ok := a[0].(int64)
 	if !ok {
-		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s.name, wire.ErrReply, v)
+		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s().name, wire.ErrReply, v)
 	}
 	s := TenantSnapshot{Tenant: tenant, Time: time.UnixMicro(now)}
-	budget := p.s.configured()
-	for i, b := range p.s.tenants {
+	budget := p.s().configured()
+	for i, b := range p.s().tenants {
 		str, _ := a[3+i].(string)
 		st, err := b.state(now, str)
 		if err != nil {
-			return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w", p.s.name, err)
+			return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w", p.s().name, err)
 		}
-		if i < len(p.s.tenantRates) {
-			s.Rates = append(s.Rates, RateState{Rate: p.s.tenantRates[i], Bucket: st})
+		if i < len(p.s().tenantRates) {
+			s.Rates = append(s.Rates, RateState{Rate: p.s().tenantRates[i], Bucket: st})
 			continue
 		}
-		pb := budget[i-len(p.s.tenantRates)]
+		pb := budget[i-len(p.s().tenantRates)]
 		s.Shares = append(s.Shares, RateState{Rate: Rate{Unit: pb.unit, Limit: b.limit, Window: pb.window, Sliding: false}, Bucket: st})
 	}
 	return s, nil

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import math
 import os
 import random
@@ -63,7 +64,7 @@ INTERACTIVE, BATCH = "interactive", "batch"
 # together), or input or output tokens alone.
 REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS = "requests", "tokens", "input_tokens", "output_tokens"
 UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS)
-SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot")
+SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define")
 
 _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
 _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
@@ -355,7 +356,7 @@ def settings(c: Config) -> Settings:
         buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
     keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
     tag = "{" + prefix + ":" + c.name + "}"
-    return Settings([tag + ":s", tag + ":l", tag + ":q"], buckets, lim.concurrency, keep,
+    return Settings([tag + ":s", tag + ":l", tag + ":q", tag + ":d"], buckets, lim.concurrency, keep,
                     c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
 
 
@@ -435,7 +436,7 @@ def new_id() -> str:
 
 
 # acquire's reply codes.
-TOO_LARGE, DENIED, ADMITTED, ALREADY = -1, 0, 1, 2
+TOO_LARGE, DENIED, ADMITTED, ALREADY, STALE = -1, 0, 1, 2, 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,7 +468,7 @@ def decode_acquire(v: Any) -> AcquireReply:
     if not isinstance(v, (list, tuple)) or len(v) != 6:
         raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
     r = AcquireReply(_int(v[0]), _int(v[1]), _int(v[2]), _str(v[3]), _int(v[4]), _int(v[5]))
-    if not TOO_LARGE <= r.code <= ALREADY or r.wait_ms < 0 or r.ticket < 0:
+    if not TOO_LARGE <= r.code <= STALE or r.wait_ms < 0 or r.ticket < 0:
         raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
     return r
 
@@ -550,6 +551,7 @@ class Pacer:
                  _jitter: Callable[[int], int] = lambda n: random.randint(0, n)):
         self.config = config
         self.settings = settings(config)
+        self.version = 0  # of the stored definition followed (0: none, this config)
         self.keys = list(self.settings.keys)
         self._scripts = {n: client.register_script(source(n, lua_dir)) for n in SCRIPTS}
         # Seams for tests: a monotonic clock in ns, a sleep in seconds, and
@@ -621,7 +623,41 @@ class Pacer:
         args += [b.field for b in s.buckets]
         for b in s.buckets:
             args += [b.charge(use.of(b.unit)), b.allowance(keep)]
+        args.append(self.version)  # acquire answers STALE if another is stored
         return args
+
+    def _follow(self, n: int) -> None:
+        """Follow the definition stored in Redis (see define.lua), which acquire said differs.
+
+        The stored definition is the Go pacer's JSON. A definition with
+        parts this client does not support (tenants, weights, prices, spend
+        or sliding rates) raises InvalidError rather than run a different
+        budget.
+        """
+        if n > 3:
+            raise LlmpacerError("llmpacer: the budget's definition changed 3 times during one call; retry")
+        _, v, body = self._run("define", [0, ""])
+        v = int(v)
+        if v == 0:
+            self.settings, self.version = settings(self.config), 0
+            return
+        d = json.loads(body)
+        if d.get("tenants", {}).get("Rates") or d.get("tenants", {}).get("Share") or d.get("weights") or d.get("prices"):
+            raise InvalidError(f"llmpacer: the stored definition (version {v}) has tenants, weights or prices, which this client does not support")
+        units = {1: REQUESTS, 2: TOKENS, 3: INPUT_TOKENS, 4: OUTPUT_TOKENS}
+        rates = []
+        for r in d.get("rates") or []:
+            if r.get("Sliding") or r.get("Unit") not in units:
+                raise InvalidError(f"llmpacer: the stored definition (version {v}) has a rate this client does not support: {r}")
+            rates.append(Rate(units[r["Unit"]], r["Limit"], r["Window"] // 1_000_000, r.get("Burst", 0)))
+        lim, bur = d.get("limits", {}), d.get("burst", {})
+        cfg = dataclasses.replace(
+            self.config, rates=tuple(rates),
+            limits=Limits(lim.get("RPM", 0), lim.get("TPM", 0), lim.get("RPD", 0), lim.get("TPD", 0), lim.get("Concurrency", 0)),
+            burst=Burst(bur.get("RPM", 0), bur.get("TPM", 0), bur.get("RPD", 0), bur.get("TPD", 0)),
+            headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False), no_refund=d.get("no_refund", False),
+            batch_floor=d.get("batch_floor", 0.0), lease_ttl_ms=d.get("lease_ttl", 0) // 1_000_000)
+        self.settings, self.version = settings(cfg), v
 
     def acquire(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
                 input: int = 0, output: int = 0) -> "Lease":
@@ -650,12 +686,17 @@ class Pacer:
         began = self._clock()
         deadline = began + bound_ms * 1_000_000
         lease_id = new_id()  # reused by every retry of this call
-        ticket, pending = 0, None
+        ticket, pending, stale = 0, None, 0
         try:
             while True:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
                 rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, remain_ms, ticket)))
+                if rep.code == STALE:
+                    stale += 1
+                    self._follow(stale)
+                    use = self._use(tokens, priority, max_wait_ms, input, output)
+                    continue
                 if rep.code == DENIED and rep.reason in _STOPS:
                     raise StoppedError(rep.wait_ms, rep.reason)
                 if rep.code in (ADMITTED, ALREADY) and rep.ticket == 0:
@@ -710,6 +751,12 @@ class Pacer:
         use = self._use(tokens, priority, 0, input, output)
         lease_id, sent = new_id(), self._clock()
         rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, 0, 0)))
+        stale = 0
+        while rep.code == STALE:
+            stale += 1
+            self._follow(stale)
+            use = self._use(tokens, priority, 0, input, output)
+            rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, 0, 0)))
         if rep.code in (ADMITTED, ALREADY):
             return self._lease(lease_id, use, rep, rep.now_us, sent)
         if rep.code == TOO_LARGE:

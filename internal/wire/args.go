@@ -54,6 +54,12 @@ type Acquire struct {
 	// of each of the budget's buckets (sent as priority "0:<ppm>").
 	OverShare bool
 	KeepPPM   int64
+	// Versioned sends Version, the version of the definition the caller
+	// runs (0: none stored), as the last argument: acquire.lua answers
+	// Stale when another is stored. It needs the definition key as
+	// KEYS[4].
+	Versioned bool
+	Version   int64
 }
 
 // Args returns acquire.lua's ARGV.
@@ -73,6 +79,9 @@ func (a Acquire) Args() []any {
 	}
 	for _, c := range a.Charges {
 		args = append(args, c.Charge, c.Allow)
+	}
+	if a.Versioned {
+		args = append(args, a.Version)
 	}
 	return args
 }

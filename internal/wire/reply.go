@@ -32,6 +32,9 @@ func Int64s(v any, n int) ([]int64, error) {
 // Unmark returns a field without the mark a sliding window's carries
 // (see NewSliding): the limit's name.
 func Unmark(field string) string {
+	if rest, ok := strings.CutPrefix(field, "@~"); ok {
+		return "@" + Unmark("~"+rest)
+	}
 	if strings.HasPrefix(field, "~") {
 		if i := strings.IndexByte(field, ':'); i > 0 {
 			return field[i+1:]
@@ -56,6 +59,7 @@ const (
 	Denied   = 0  // not admitted; retry after Wait
 	Admitted = 1  // admitted; the turn comes after Wait
 	Already  = 2  // this id was admitted before; nothing charged again
+	Stale    = 3  // the caller runs another definition; Ticket is the stored version
 )
 
 // AcquireReply is acquire.lua's answer.
@@ -86,7 +90,7 @@ func DecodeAcquire(v any) (AcquireReply, error) {
 	reason, ok4 := a[3].(string)
 	expiry, ok5 := a[4].(int64)
 	ticket, ok6 := a[5].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || code < TooLarge || code > Already || wait < 0 || ticket < 0 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || code < TooLarge || code > Stale || wait < 0 || ticket < 0 {
 		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	return AcquireReply{
