@@ -436,7 +436,7 @@ func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket 
 	a := wire.Acquire{
 		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s().leaseTTL,
 		Limit: p.s().limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
-		Charges: wire.Charges(p.bucketsOf(r), p.use(r), keep),
+		Charges:   wire.Charges(p.bucketsOf(r), p.use(r), keep),
 		Versioned: true, Version: p.s().version,
 	}
 	if r.Tenant != "" && r.Priority == Interactive && p.s().share > 0 {

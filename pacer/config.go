@@ -235,8 +235,8 @@ type settings struct {
 	budget      *leasing.Budget // what leases admitted under this definition end against
 	version     int64           // the stored definition's version; 0: none
 	share       float64         // Config.Tenants.Share
-	tenantRates []Rate  // Config.Tenants.Rates
-	fields      []any   // the configured buckets' fields, boxed once
+	tenantRates []Rate          // Config.Tenants.Rates
+	fields      []any           // the configured buckets' fields, boxed once
 	wireBuckets []wire.Bucket
 }
 

@@ -34,8 +34,8 @@ type Lease = lease.Lease
 // which does both and retries. A Pacer is safe for simultaneous use by
 // multiple goroutines.
 type Pacer struct {
-	rdb    redis.Scripter
-	sub    redis.UniversalClient // for the subscription to slot grants
+	rdb redis.Scripter
+	sub redis.UniversalClient // for the subscription to slot grants
 	// cur is the budget's definition in force: the Config's, or one
 	// stored in Redis (see Define). Read it with s().
 	cur  atomic.Pointer[settings]
