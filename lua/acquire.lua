@@ -156,15 +156,15 @@ repeat
         -- included). Past the last count the sum only falls, so SK + 1
         -- steps at most.
         local cur = floor(now * 1000 / g)
-        local base, cs = sread(h[2 + k], cur - SK)
-        local j = max(cur, base + #cs - 1)
+        local cs, last = sread(h[2 + k], cur - SK)
+        local j = max(cur, last)
         local sum = 0
-        for i = j - SK, j do sum = sum + (cs[i - base + 1] or 0) end
+        for i = j - SK, j do sum = sum + (cs[i] or 0) end
         while sum + charge > allow do
-          sum = sum - (cs[j - SK - base + 1] or 0)
+          sum = sum - (cs[j - SK] or 0)
           j = j + 1
         end
-        slides[k] = {base, cs}
+        slides[k] = cs
         if j > cur then w = j * g - now * 1000 end
         if w > wait then wait, reason, step = w, field, g end
       else
@@ -302,10 +302,10 @@ repeat
   for k = 1, n do
     local g = sl[k]
     if g then
-      local base, cs = slides[k][1], slides[k][2]
+      local cs = slides[k]
       local jt = floor((now + wait) * 1000 / g)
-      sadd(base, cs, jt, ARGV[7 + n + 2 * k] + 0)
-      args[a + 1], args[a + 2] = ARGV[8 + k], swrite(base, cs)
+      sadd(cs, jt, ARGV[7 + n + 2 * k] + 0)
+      args[a + 1], args[a + 2] = ARGV[8 + k], swrite(cs)
       a = a + 2
       if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
     else

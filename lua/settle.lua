@@ -100,10 +100,10 @@ if sfields then
     local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
     u, j = u + 0, j + 0
     local cur = floor(now * 1000 / g)
-    local base, cs = sread(hv[1 + i], cur - SK)
+    local cs = sread(hv[1 + i], cur - SK)
     if u > 0 then j = cur end
-    sadd(base, cs, j, u)
-    args[2 * i - 1], args[2 * i] = sfields[i], swrite(base, cs)
+    if j >= cur - SK then sadd(cs, j, u) end
+    args[2 * i - 1], args[2 * i] = sfields[i], swrite(cs)
     if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
   end
   if ms > 0 then

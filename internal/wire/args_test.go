@@ -67,4 +67,9 @@ func TestSlidingCorrections(t *testing.T) {
 	if err != nil || lv != 650 {
 		t.Errorf("SlidingLevel = %v, %v; want 650", lv, err)
 	}
+	// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 ahead.
+	lv, err = s.SlidingLevel(1_000_000_000, "6334 7 -64 100 -65 300")
+	if err != nil || lv != 900 {
+		t.Errorf("SlidingLevel with skips = %v, %v; want 900", lv, err)
+	}
 }
