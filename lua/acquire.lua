@@ -156,12 +156,13 @@ repeat
         -- included). Past the last count the sum only falls, so SK + 1
         -- steps at most.
         local cur = floor(now * 1000 / g)
-        local cs, last = sread(h[2 + k], cur - SK)
+        local lo = cur - SK
+        local cs, last = sread(h[2 + k], lo)
         local j = max(cur, last)
         local sum = 0
-        for i = j - SK, j do sum = sum + (cs[i] or 0) end
+        for i = j - SK, j do sum = sum + (cs[lo - i] or 0) end
         while sum + charge > allow do
-          sum = sum - (cs[j - SK] or 0)
+          sum = sum - (cs[lo - j + SK] or 0)
           j = j + 1
         end
         slides[k] = cs
@@ -302,10 +303,10 @@ repeat
   for k = 1, n do
     local g = sl[k]
     if g then
-      local cs = slides[k]
+      local cs, lo = slides[k], floor(now * 1000 / g) - SK
       local jt = floor((now + wait) * 1000 / g)
-      sadd(cs, jt, ARGV[7 + n + 2 * k] + 0)
-      args[a + 1], args[a + 2] = ARGV[8 + k], swrite(cs)
+      sadd(cs, lo - jt, ARGV[7 + n + 2 * k] + 0)
+      args[a + 1], args[a + 2] = ARGV[8 + k], swrite(cs, lo)
       a = a + 2
       if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
     else

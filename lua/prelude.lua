@@ -260,8 +260,10 @@ end
 local SK = 64
 
 -- sread returns the counts of v from sub-window lo on, as a table from
--- sub-window to count (those above 0), and the last sub-window with a
--- count (lo - 1 if none).
+-- lo - j to sub-window j's count (those above 0), and the last sub-window
+-- with a count (lo - 1 if none). Its keys are never positive, so every
+-- Lua keeps them hashed: gopher-lua (miniredis's Lua) would make an array
+-- as long as a positive key, a sub-window number in the millions.
 local function sread(v, lo)
   local cs, last, j = {}, lo - 1, nil
   if v then
@@ -272,7 +274,7 @@ local function sread(v, lo)
       elseif x < 0 then
         j = j - x
       else
-        if x > 0 and j >= lo then cs[j], last = x, j end
+        if x > 0 and j >= lo then cs[lo - j], last = x, j end
         j = j + 1
       end
     end
@@ -280,24 +282,24 @@ local function sread(v, lo)
   return cs, last
 end
 
--- sadd adds u (which may be negative) to sub-window j's count, never
--- below 0.
-local function sadd(cs, j, u)
-  local c = (cs[j] or 0) + u
-  if c > 0 then cs[j] = c else cs[j] = nil end
+-- sadd adds u (which may be negative) to the count at key k (lo - j),
+-- never below 0.
+local function sadd(cs, k, u)
+  local c = (cs[k] or 0) + u
+  if c > 0 then cs[k] = c else cs[k] = nil end
 end
 
--- swrite returns the counts as stored (see above).
-local function swrite(cs)
-  local ks = {}
-  for j in pairs(cs) do ks[#ks + 1] = j end
-  if not ks[1] then return '' end
-  table.sort(ks)
-  local parts, prev = {fmt('%d', ks[1])}, ks[1] - 1
-  for i = 1, #ks do
-    local j = ks[i]
+-- swrite returns the counts read from lo on as stored (see above).
+local function swrite(cs, lo)
+  local js = {}
+  for k in pairs(cs) do js[#js + 1] = lo - k end
+  if not js[1] then return '' end
+  table.sort(js)
+  local parts, prev = {fmt('%d', js[1])}, js[1] - 1
+  for i = 1, #js do
+    local j = js[i]
     if j - prev > 1 then parts[#parts + 1] = fmt('%d', prev + 1 - j) end
-    parts[#parts + 1] = fmt('%d', cs[j])
+    parts[#parts + 1] = fmt('%d', cs[lo - j])
     prev = j
   end
   return table.concat(parts, ' ')
