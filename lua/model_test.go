@@ -12,10 +12,13 @@ import (
 )
 
 // The scripts against internal/model, the differential way: one sequence of
-// acquires, claims, leaves, settles, keepalives, pauses and clock steps goes
-// to both, and every reply, and after every step every bucket's TAT the
-// snapshot script reports, every member of the lease set and of the slot
-// queue, must agree exactly: they are integers. So must the grants the
+// acquires, claims, leaves, settles, keepalives, pauses, stops and clock
+// steps goes to both, on budgets of up to four rates of any unit and
+// window (buckets and sliding windows), with weights and prices; every
+// reply, and after every step every rate's field as the snapshot script
+// reports it (a TAT, a sliding window's counts), each bucket's give-back
+// stack, the pause, qb and the stop, every member of the lease set and of
+// the slot queue, must agree byte for byte. So must the grants the
 // scripts publish, in order. The runner also checks the budget's promises
 // on the model (promise_test.go).
 //
@@ -91,10 +94,11 @@ func TestScriptsMatchModel(t *testing.T) {
 }
 
 // FuzzScriptsMatchModel is TestScriptsMatchModel's miniredis lane on
-// sequences the fuzzer makes. An input is a 16-byte header (the buckets, the
-// concurrency limit, the batch floor) and then 8 bytes per step, decoded by
-// decode; the seeds are written step by step with seedStep, and
-// testdata/fuzz keeps a few long sequences the fuzzer found.
+// sequences the fuzzer makes. An input is a 16-byte header (the rates, the
+// concurrency limit, the batch floor, weights and prices) and then 8 bytes
+// per step, decoded by decode; the seeds are written step by step with
+// seedStep, and testdata/fuzz keeps sequences the fuzzer found and the
+// seeds that first showed a disagreement.
 func FuzzScriptsMatchModel(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
