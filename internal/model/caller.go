@@ -1,21 +1,16 @@
 package model
 
-import (
-	"math"
-
-	"github.com/llmpacer/llmpacer/internal/wire"
-)
+import "github.com/llmpacer/llmpacer/internal/wire"
 
 // What a caller sends. The model computes it with package wire, the
-// functions packages pacer and lease call: a charge, an allowance, a
-// refund and a correction in each rate's unit (wire.Charges, Corrections,
-// Bucket.Lowering), a price (wire.Price). The model checks the scripts,
-// which only add and compare what they are sent; it does not check that
-// arithmetic, which the budget's promises (lua/promise_test.go) check
-// instead from what each call really took. What turns a request into a
-// wire.Use (weights, the split, the spend reserved) is unexported in
-// packages pacer and lease, so Use and Deltas restate it, a few lines
-// each.
+// functions packages pacer and lease call: a request's and a usage's
+// units, weighed and priced (wire.Reserved, UsedTotal, UsedSplit); each
+// rate's charge, allowance, refund and correction (wire.Charges,
+// Corrections, Bucket.Lowering). The model checks the scripts, which only
+// add and compare what they are sent; it does not check that arithmetic,
+// which the budget's promises (lua/promise_test.go) check instead from
+// what each call really took, and package wire's and pacer's tests check
+// on its own.
 
 // Request is a call's reservation as a caller states it (pacer.Request):
 // Tokens, or Input and Output apart (Tokens is then their sum), of Model.
@@ -54,30 +49,12 @@ func (c Config) price(model string) (wire.Price, bool) {
 	return p, ok
 }
 
-// weigh returns n tokens times weight w, rounded up.
-func weigh(n int64, w float64) int64 {
-	if w == 1 {
-		return n
-	}
-	return int64(math.Ceil(float64(n) * w))
-}
-
 // Use returns what r reserves in the rates' units, as package pacer
 // computes it: its tokens weighed, split when it gives input and output,
 // and what it may cost at most.
 func (c Config) Use(r Request) wire.Use {
-	use := func(w float64) wire.Use {
-		if r.Input == 0 && r.Output == 0 {
-			return wire.Use{Tokens: weigh(r.Tokens, w)}
-		}
-		in, out := weigh(r.Input, w), weigh(r.Output, w)
-		return wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
-	}
-	u := use(c.weight(r.Model))
-	if p, ok := c.price(r.Model); ok {
-		u.Spend = p.Reserve(use(1))
-	}
-	return u
+	p, priced := c.price(r.Model)
+	return wire.Reserved(r.Tokens, r.Input, r.Output, c.weight(r.Model), p, priced)
 }
 
 // Charges returns what a caller sends acquire for r against c: package
@@ -128,19 +105,11 @@ func (c Config) Deltas(how int, r Request, turnMs int64, used Usage) []Delta {
 	case Released:
 		u = reserved
 	case Settled:
-		w := c.weight(r.Model)
 		p, priced := c.price(r.Model)
 		if used.Split {
-			in, out := weigh(used.Input, w), weigh(used.Output, w)
-			u = wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
-			if priced {
-				u.Spend = p.Spent(used.Input, used.CachedInput, used.Output)
-			}
+			u = wire.UsedSplit(used.Input, used.CachedInput, used.Output, c.weight(r.Model), p, priced)
 		} else {
-			u = wire.Use{Tokens: weigh(used.Tokens, w)}
-			if priced {
-				u.Spend = p.Bound(used.Tokens)
-			}
+			u = wire.UsedTotal(used.Tokens, c.weight(r.Model), p, priced)
 		}
 	}
 	return wire.Corrections(c.Wire(), reserved, u, how == Canceled, turnMs)
