@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,10 +143,7 @@ func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
-	u := wire.Use{Tokens: l.weigh(usedTokens)}
-	if l.a.Priced {
-		u.Spend = l.a.Price.Bound(usedTokens) // the split unknown: at most this
-	}
+	u := wire.UsedTotal(usedTokens, l.a.Weight, l.a.Price, l.a.Priced) // spend: at most this
 	if r := l.reserved(); l.b.NoRefund {
 		u = wire.Use{Tokens: max(u.Tokens, r.Tokens), Input: r.Input, Output: r.Output, Split: r.Split, Spend: max(u.Spend, r.Spend)}
 	}
@@ -181,11 +177,7 @@ func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
 	if used.Input < 0 || used.Output < 0 || used.Input > maxTokens || used.Output > maxTokens || used.CachedInput < 0 || used.CachedInput > used.Input {
 		return fmt.Errorf("%w: SettleUsage(%+v): input and output must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, used, int64(maxTokens))
 	}
-	in, out := l.weigh(used.Input), l.weigh(used.Output)
-	u := wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
-	if l.a.Priced {
-		u.Spend = l.a.Price.Spent(used.Input, used.CachedInput, used.Output)
-	}
+	u := wire.UsedSplit(used.Input, used.CachedInput, used.Output, l.a.Weight, l.a.Price, l.a.Priced)
 	if r := l.reserved(); l.b.NoRefund {
 		u.Tokens = max(u.Tokens, r.Tokens)
 		u.Input = max(u.Input, r.Of(wire.Input))
@@ -201,15 +193,6 @@ func (l *Lease) reserved() wire.Use {
 		return l.a.Reserve
 	}
 	return wire.Use{Tokens: l.a.Tokens}
-}
-
-// weigh returns tokens times the model's weight, rounded up (as charges
-// are: against the caller).
-func (l *Lease) weigh(tokens int64) int64 {
-	if l.a.Weight == 0 || l.a.Weight == 1 {
-		return tokens
-	}
-	return int64(math.Ceil(float64(tokens) * l.a.Weight))
 }
 
 // Release ends the lease of a call that failed, keeping the whole

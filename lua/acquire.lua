@@ -245,15 +245,16 @@ repeat
         -- included). Past the last count the sum only falls, so SK + 1
         -- steps at most.
         local cur = floor(now * 1000 / g)
-        local base, cs = sread(h[2 + k], cur - SK)
-        local j = max(cur, base + #cs - 1)
+        local lo = cur - SK
+        local cs, last = sread(h[2 + k], lo)
+        local j = max(cur, last)
         local sum = 0
-        for i = j - SK, j do sum = sum + (cs[i - base + 1] or 0) end
+        for i = j - SK, j do sum = sum + (cs[lo - i] or 0) end
         while sum + charge > allow do
-          sum = sum - (cs[j - SK - base + 1] or 0)
+          sum = sum - (cs[lo - j + SK] or 0)
           j = j + 1
         end
-        slides[k] = {base, cs}
+        slides[k] = cs
         if j > cur then w = j * g - now * 1000 end
         if w > wait then wait, reason, step = w, field, g end
       else
@@ -402,10 +403,10 @@ repeat
     local out, j, m = args, a, ms
     if b == 64 or b == 37 then out, j, m = targs, ta, tms end
     if g then
-      local base, cs = slides[k][1], slides[k][2]
+      local cs, lo = slides[k], floor(now * 1000 / g) - SK
       local jt = floor((now + wait) * 1000 / g)
-      sadd(base, cs, jt, ARGV[7 + n + 2 * k] + 0)
-      out[j + 1], out[j + 2] = f, swrite(base, cs)
+      sadd(cs, lo - jt, ARGV[7 + n + 2 * k] + 0)
+      out[j + 1], out[j + 2] = f, swrite(cs, lo)
       j = j + 2
       if (jt + SK + 1) * g / 1000 > m then m = (jt + SK + 1) * g / 1000 end
     else

@@ -8,13 +8,17 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/model"
 	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // The scripts against internal/model, the differential way: one sequence of
-// acquires, claims, leaves, settles, keepalives, pauses and clock steps goes
-// to both, and every reply, and after every step every bucket's TAT the
-// snapshot script reports, every member of the lease set and of the slot
-// queue, must agree exactly: they are integers. So must the grants the
+// acquires, claims, leaves, settles, keepalives, pauses, stops and clock
+// steps goes to both, on budgets of up to four rates of any unit and
+// window (buckets and sliding windows), with weights and prices; every
+// reply, and after every step every rate's field as the snapshot script
+// reports it (a TAT, a sliding window's counts), each bucket's give-back
+// stack, the pause, qb and the stop, every member of the lease set and of
+// the slot queue, must agree byte for byte. So must the grants the
 // scripts publish, in order. The runner also checks the budget's promises
 // on the model (promise_test.go).
 //
@@ -29,8 +33,11 @@ import (
 // the budget expiring mid-run, which takes a second of idleness (see
 // package model).
 func TestScriptsMatchModel(t *testing.T) {
-	// Three budgets, 100 random steps each (the same steps on both lanes),
-	// and the fuzzer's seeds, which reach the rarer replies.
+	// Five budgets, 100 random steps each (the same steps on both lanes),
+	// and the fuzzer's seeds, which reach the rarer replies. The last two
+	// have sliding windows (of requests, tokens and spend), two token
+	// rates of different windows, input and output rates, weights and
+	// prices.
 	rng := rand.New(rand.NewPCG(1, 2))
 	steps := make([]byte, 100*stepLen)
 	var inputs [][]byte
@@ -38,6 +45,10 @@ func TestScriptsMatchModel(t *testing.T) {
 		seedHeader(16, [3]byte{9, 0, 0}, [3]byte{39, 0, 0}, [3]byte{99, 0, 3}, [3]byte{99, 0, 3}, 2, 0),
 		seedHeader(7, [3]byte{1, 3, 1}, [3]byte{19, 0, 1}, off, off, 0, 2),
 		seedHeader(40, off, [3]byte{99, 1, 0}, [3]byte{2, 0, 2}, [3]byte{1, 3, 2}, 1, 3),
+		seedHeader(24, [3]byte{9, sliding | uReq, w10s}, [3]byte{19, sliding | uTok, w1s}, [3]byte{39, uTok, w1h},
+			[3]byte{9, sliding | uSpend, w10s}, 1, floorByte(0, 1, 0)),
+		seedHeader(48, [3]byte{4, 3, 5}, [3]byte{19, uIn | 1, w60s}, [3]byte{19, uOut, 6}, [3]byte{7, uSpend | 2, w60s},
+			2, floorByte(2, 3, 1)),
 	} {
 		for i := range steps {
 			steps[i] = byte(rng.Uint32())
@@ -56,13 +67,16 @@ func TestScriptsMatchModel(t *testing.T) {
 		}
 		// The steps must reach every kind of reply, or the comparison
 		// proves little.
-		for _, kind := range []string{"acquire 1 ", "acquire 1 later", "acquire 2 ", "acquire 0 pause",
-			"acquire 0 concurrency", "acquire 0 rpm", "acquire 0 tpm", "acquire -1 tpm",
-			"acquire 0 queued", "acquire 1 pending", "acquire 2 pending", "acquire 1 claim",
-			"acquire 0 claim queued", "acquire 1 grant", "acquire grant expired", "acquire 1 batch",
-			"granted", "leave 0", "settle 1", "settle 0", "release 1", "cancel 1",
-			"keepalive 1", "keepalive 0", "giveback all", "giveback part", "giveback none",
-			"stack merged", "stack popped", "throttle"} {
+		for _, kind := range []string{"acquire 1", "acquire 1 later bucket", "acquire 1 later sliding", "acquire 2",
+			"acquire 0 pause", "acquire 0 concurrency", "acquire 0 bucket", "acquire 0 sliding", "acquire -1 bucket",
+			"acquire -1 sliding", "acquire 0 queued", "acquire 1 pending", "acquire 2 pending", "acquire 1 claim",
+			"acquire 0 claim queued", "acquire 0 claim quota", "acquire 1 grant", "acquire grant expired",
+			"acquire 1 batch", "acquire 0 quota", "acquire 0 stop", "acquire 1 probe", "sliding exact wait",
+			"weighted", "split charged", "spend charged",
+			"granted", "leave 0", "settle 1", "settle 0", "settle usage 1", "release 1", "cancel 1",
+			"keepalive 1", "keepalive 0", "giveback all", "giveback part", "giveback none", "sliding giveback",
+			"sliding debt", "spend corrected", "stack merged", "stack popped", "throttle", "lowering",
+			"stop quota", "stop stop", "resume"} {
 			if seen[kind] == 0 {
 				t.Errorf("no %q reply in %v", kind, seen)
 			}
@@ -80,10 +94,11 @@ func TestScriptsMatchModel(t *testing.T) {
 }
 
 // FuzzScriptsMatchModel is TestScriptsMatchModel's miniredis lane on
-// sequences the fuzzer makes. An input is a 16-byte header (the buckets, the
-// concurrency limit, the batch floor) and then 8 bytes per step, decoded by
-// decode; the seeds are written step by step with seedStep, and
-// testdata/fuzz keeps a few long sequences the fuzzer found.
+// sequences the fuzzer makes. An input is a 16-byte header (the rates, the
+// concurrency limit, the batch floor, weights and prices) and then 8 bytes
+// per step, decoded by decode; the seeds are written step by step with
+// seedStep, and testdata/fuzz keeps sequences the fuzzer found and the
+// seeds that first showed a disagreement.
 func FuzzScriptsMatchModel(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -111,34 +126,35 @@ const (
 	opRetry       = 6 // resend an earlier acquire, same id and arguments
 	opSettle      = 7 // 7 to 10: settle, release or cancel a lease
 	opKeepAlive   = 11
-	opPause       = 12
+	opPause       = 12 // a pause, a lowering, or (a's bit 7) a stop
 	opLeave       = 13 // a waiter gives up
-	opReconfigure = 15 // configure other buckets from now on
+	opReconfigure = 15 // configure other rates from now on
 	// 0 to 3 acquire; 14 only moves the clock.
 )
 
 // scenario is a decoded input: one budget's configuration and its steps.
 type scenario struct {
 	start       int64
-	buckets     model.Buckets
+	cfg         model.Config
 	conc, floor int64
 	steps       []step
 }
 
-// step is one operation. a, b and c are read by the operation (see
+// step is one operation. k is the first byte's high nibble (an acquire's
+// model and split), and a, b and c are read by the operation (see
 // runner.do); ms is the clock step before it, negative for a step back.
 type step struct {
-	op   byte
-	ms   int64
-	a    byte
-	b, c uint16
+	op, k byte
+	ms    int64
+	a     byte
+	b, c  uint16
 }
 
 // decode reads a scenario from data, never failing: missing bytes read as
-// zero. The header is the start offset (2 bytes), three bytes per bucket
-// (capacity, refill and window selectors; a capacity selector divisible by 5
-// leaves the limit unconfigured), the concurrency selector and the floor
-// selector. Each step is op, clock (2 bytes), a, b (2), c (2). The clock's
+// zero. The header is the start offset (2 bytes), three bytes for each of
+// four rates (see decodeRate), the concurrency selector and the floor
+// byte: bits 0-1 the batch floor, 2-3 the models' weights, 4-5 their
+// prices. Each step is op, clock (2 bytes), a, b (2), c (2). The clock's
 // top 3 bits pick the size of the step (0-1: none, the same ms; 2-4: under
 // 1 s; 5-6: under 8.2 s; 7: up to 70 s), its other 13 the amount; an op
 // byte of 0xf0 or more steps the clock back instead, by up to 2 s.
@@ -146,20 +162,35 @@ type step struct {
 func decode(data []byte, maxSteps int, scale int64) scenario {
 	r := reader{data: data}
 	sc := scenario{start: base + int64(r.u16())}
-	for i := range sc.buckets {
-		sc.buckets[i] = decodeBucket(i, r.byte(), r.byte(), r.byte(), scale)
+	taken := map[string]bool{}
+	for i := range 4 {
+		rt, ok := decodeRate(i, r.byte(), r.byte(), r.byte(), scale)
+		if !ok {
+			continue
+		}
+		// Two rates of one name would share a field: package pacer
+		// refuses them. The later one's window grows by a ms instead.
+		for taken[rt.Name()] {
+			rt.Window++
+		}
+		taken[rt.Name()] = true
+		sc.cfg.Rates = append(sc.cfg.Rates, rt)
 	}
 	if c := r.byte(); c%3 != 0 {
 		sc.conc = 1 + int64(c%6)
 	}
-	sc.floor = [...]int64{200, 0, 500, 999}[r.byte()%4]
+	f := r.byte()
+	sc.floor = [...]int64{200, 0, 500, 999}[f%4]
+	sc.cfg.Weights = weights[f>>2&3]
+	sc.cfg.Prices = prices[f>>4&3]
 	for len(sc.steps) < maxSteps && r.off < len(data) {
 		k, clock := r.byte(), r.u16()
-		s := step{op: k & 0x0f, a: r.byte(), b: r.u16(), c: r.u16()}
+		s := step{op: k & 0x0f, k: k >> 4, a: r.byte(), b: r.u16(), c: r.u16()}
 		v := int64(clock & 0x1fff)
 		switch class := clock >> 13; {
 		case k >= 0xf0:
 			s.ms = -(v % 2000)
+			s.k = 0
 		case class >= 2 && class <= 4:
 			s.ms = v % 1000
 		case class == 5 || class == 6:
@@ -173,17 +204,57 @@ func decode(data []byte, maxSteps int, scale int64) scenario {
 	return sc
 }
 
-func decodeBucket(i int, capSel, refillSel, windowSel byte, scale int64) model.Bucket {
+// The models a call may name (a step's k mod 3), and the weights and
+// prices a header may give them. Prices are per million tokens, in the
+// Spend rates' unit: fractions of a unit per token, so that the rounding
+// up is exercised; the third set prices only "mini", so a call of another
+// model reserves no spend.
+var (
+	models  = [...]string{"", "mini", "big"}
+	weights = [...]map[string]float64{nil, {"big": 10, "mini": 0.5}, {"big": 2.5}, {"mini": 0.3, "big": 1.7}}
+	prices  = [...]map[string]wire.Price{
+		{"": {Input: 1e6, CachedInput: 5e5, Output: 4e6}},
+		{"": {Input: 2.5e5, CachedInput: 1.25e5, Output: 1e6}, "big": {Input: 5e6, CachedInput: 2.5e6, Output: 2e7}},
+		{"mini": {Input: 1.5e5, CachedInput: 7.5e4, Output: 6e5}},
+		{"": {Input: 3e6, CachedInput: 3e6, Output: 3e6}},
+	}
+)
+
+// decodeRate reads rate i of the header: capSel (divisible by 5: no rate)
+// sets its capacity, refillSel its refill (bits 0-1), its unit (bits 2-4;
+// 0, 6 and 7 keep the slot's: requests for 0 and 2, tokens for 1 and 3)
+// and whether it is a sliding window (bit 7), windowSel its window (bits
+// 0-2). Selectors below 4 give the four buckets the fuzzer began with.
+func decodeRate(i int, capSel, refillSel, windowSel byte, scale int64) (model.Rate, bool) {
 	if capSel%5 == 0 {
-		return model.Bucket{Cap: 0, Refill: 0, Window: 1}
+		return model.Rate{}, false
 	}
 	c := int64(capSel)
-	capacity := [...]int64{1 + c%12, 50 * (1 + c%200), 1 + c%100, 500 * (1 + c%200)}[i]
-	return model.Bucket{
-		Cap:    capacity,
-		Refill: [...]int64{capacity, max(1, capacity/2), max(1, capacity/10), 2 * capacity}[refillSel%4],
-		Window: max(1, [...]int64{60_000, 1_000, 10_000, 86_400_000}[windowSel%4]/scale),
+	unit := [...]wire.Unit{0, wire.Requests, wire.Tokens, wire.Input, wire.Output, wire.Spend, 0, 0}[refillSel>>2&7]
+	if refillSel>>2&7 == 0 || refillSel>>2&7 >= 6 {
+		unit = [...]wire.Unit{wire.Requests, wire.Tokens, wire.Requests, wire.Tokens}[i]
 	}
+	var capacity int64
+	switch {
+	case unit == wire.Requests && i == 0:
+		capacity = 1 + c%12
+	case unit == wire.Requests:
+		capacity = 1 + c%100
+	case unit == wire.Spend:
+		capacity = 1000 * (1 + c%200)
+	case i == 3:
+		capacity = 500 * (1 + c%200)
+	default:
+		capacity = 50 * (1 + c%200)
+	}
+	window := [...]int64{60_000, 1_000, 10_000, 86_400_000, 3_600_000, 1_500, 2_000, 300_000}[windowSel%8]
+	return model.Rate{
+		Unit:    unit,
+		Cap:     capacity,
+		Refill:  [...]int64{capacity, max(1, capacity/2), max(1, capacity/10), 2 * capacity}[refillSel%4],
+		Window:  max(1, window/scale),
+		Sliding: refillSel&0x80 != 0,
+	}, true
 }
 
 type reader struct {

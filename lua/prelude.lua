@@ -274,46 +274,57 @@ end
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',
 -- g the width of its sub-windows in µs (a window is SK of them, or less).
 -- Its value counts the units charged in each sub-window: '<base> <count>
--- <count> ...', the first count for sub-window base (floor(time / g)),
--- zeros trimmed at both ends. A window ending in sub-window j is counted
--- as the SK + 1 sub-windows j - SK .. j, the oldest whole: never less
--- than what a window of SK × g really holds.
+-- <count> ...', the first count for sub-window base (floor(time / g)), a
+-- token '-<n>' for n sub-windows with no count; it begins and ends with a
+-- count ('' when none is left). A turn reserved far ahead (held there by
+-- another rate) thus costs one token, not a zero for every sub-window
+-- between. A window ending in sub-window j is counted as the SK + 1
+-- sub-windows j - SK .. j, the oldest whole: never less than what a
+-- window of SK × g really holds.
 local SK = 64
 
--- sread returns the counts of v from sub-window lo on: their base (at
--- least lo) and a table whose first entry counts base.
+-- sread returns the counts of v from sub-window lo on, as a table from
+-- lo - j to sub-window j's count (those above 0), and the last sub-window
+-- with a count (lo - 1 if none). Its keys are never positive, so every
+-- Lua keeps them hashed: gopher-lua (miniredis's Lua) would make an array
+-- as long as a positive key, a sub-window number in the millions.
 local function sread(v, lo)
-  local cs, base, b0, i = {}, lo, nil, 0
+  local cs, last, j = {}, lo - 1, nil
   if v then
-    for x in string.gmatch(v, '%d+') do
-      if not b0 then
-        b0 = x + 0
-        if b0 > lo then base = b0 end
+    for x in string.gmatch(v, '%-?%d+') do
+      x = x + 0
+      if not j then
+        j = x
+      elseif x < 0 then
+        j = j - x
       else
-        if b0 + i >= base then cs[b0 + i - base + 1] = x + 0 end
-        i = i + 1
+        if x > 0 and j >= lo then cs[lo - j], last = x, j end
+        j = j + 1
       end
     end
   end
-  return base, cs
+  return cs, last
 end
 
--- sadd adds u (which may be negative) to sub-window j's count, never
--- below 0, filling the table up to j with zeros.
-local function sadd(base, cs, j, u)
-  if j < base then return end -- rolled out of every window
-  for i = #cs + 1, j - base do cs[i] = 0 end
-  local c = (cs[j - base + 1] or 0) + u
-  if c < 0 then c = 0 end
-  cs[j - base + 1] = c
+-- sadd adds u (which may be negative) to the count at key k (lo - j),
+-- never below 0.
+local function sadd(cs, k, u)
+  local c = (cs[k] or 0) + u
+  if c > 0 then cs[k] = c else cs[k] = nil end
 end
 
--- swrite returns the counts as stored: zeros trimmed at both ends.
-local function swrite(base, cs)
-  local first, last = 1, #cs
-  while first <= last and cs[first] == 0 do first = first + 1 end
-  while last >= first and cs[last] == 0 do last = last - 1 end
-  local parts = {fmt('%d', base + first - 1)}
-  for i = first, last do parts[#parts + 1] = fmt('%d', cs[i]) end
+-- swrite returns the counts read from lo on as stored (see above).
+local function swrite(cs, lo)
+  local js = {}
+  for k in pairs(cs) do js[#js + 1] = lo - k end
+  if not js[1] then return '' end
+  table.sort(js)
+  local parts, prev = {fmt('%d', js[1])}, js[1] - 1
+  for i = 1, #js do
+    local j = js[i]
+    if j - prev > 1 then parts[#parts + 1] = fmt('%d', prev + 1 - j) end
+    parts[#parts + 1] = fmt('%d', cs[lo - j])
+    prev = j
+  end
   return table.concat(parts, ' ')
 end

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/llmpacer/llmpacer/internal/model"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,21 +36,24 @@ func (l lane) keys() []string {
 
 // lease is an admission as its caller holds it.
 type lease struct {
-	id                  string
-	cost, start, expiry int64
-	charged             int64 // µs, the clock of its acquire's reply
-	open                bool  // not yet ended by the test
-	// turn is when the call may start (µs), and used what it takes of each
-	// bucket (µs) as its caller sees it: the charge, less what the caller
-	// gave back when it ended, never more than the charge.
+	id            string
+	req           model.Request
+	start, expiry int64
+	charged       int64 // µs, the clock of its acquire's reply
+	turnMs        int64 // its turn, ms on the Redis clock (wire.AcquireReply.TurnMs)
+	open          bool  // not yet ended by the test
+	// turn is when the call may start (µs), and used what it takes of
+	// each rate as its caller sees it (a bucket's µs, a sliding window's
+	// units): the charge, less what the caller gave back when it ended,
+	// never more than the charge.
 	turn int64
-	used [4]int64
+	used map[string]int64
 }
 
 // acquireArgs is an acquire as sent, kept for retries.
 type acquireArgs struct {
 	id           string
-	cost         int64
+	req          model.Request
 	batch        bool
 	maxWait, ttl int64
 	spacing      int64 // ms between slots freeing, as the caller computes it
@@ -62,8 +66,9 @@ type runner struct {
 	lane   lane
 	sc     scenario
 	keys   []string
-	bk     model.Buckets // the buckets configured now
-	fields []any         // their fields, as ARGV
+	cfg    model.Config // the rates configured now
+	fields []any        // their fields, as ARGV
+	all    []string     // the fields of every rate of the scenario
 	m      model.Budget
 	now    int64 // the clock set on miniredis
 	last   int64 // the now_ms of the latest reply
@@ -78,15 +83,16 @@ type runner struct {
 	sub       *redis.PubSub
 	published []string // what the model says the scripts published
 	log       []string
-	seen      map[string]int // replies by kind, e.g. "acquire 0 tpm"
+	seen      map[string]int // replies by kind, e.g. "acquire 0 bucket"
 }
 
 // runScenario runs data's scenario on l and the model, and returns how
 // many replies of each kind it saw.
 func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int {
 	sc := decode(data, maxSteps, l.scale)
-	r := &runner{t: t, lane: l, sc: sc, keys: l.keys(), now: sc.start, seen: map[string]int{}, byID: map[string]*lease{}}
-	r.setBuckets(sc.buckets)
+	r := &runner{t: t, lane: l, sc: sc, keys: l.keys(), now: sc.start, seen: map[string]int{}, byID: map[string]*lease{},
+		all: sc.cfg.Fields()}
+	r.setConfig(sc.cfg)
 	if l.mini != nil {
 		l.mini.SetTime(time.UnixMilli(r.now))
 	}
@@ -105,6 +111,7 @@ func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int
 		r.do(s)
 		r.countStacks(n)
 		r.compareSnapshot()
+		r.compareHash()
 		r.compareSets()
 		r.compareStacks()
 		r.checkSlots()
@@ -112,35 +119,35 @@ func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int
 	r.comparePublished()
 	if !r.back {
 		r.checkBound()
+		r.checkSliding()
 	}
 	return r.seen
 }
 
-func (r *runner) setBuckets(bk model.Buckets) {
-	r.bk, r.fields = bk, nil
-	for i, b := range bk {
-		if b.Cap > 0 {
-			r.fields = append(r.fields, model.Name(i))
-		}
+func (r *runner) setConfig(cfg model.Config) {
+	r.cfg, r.fields = cfg, nil
+	for _, f := range cfg.Fields() {
+		r.fields = append(r.fields, f)
 	}
 }
 
-// reconfigure reads a's bit 0 (halve every capacity) and bit 1 (leave bucket
-// a>>2&3 unconfigured): limits change when a fleet deploys new
-// ones, and every script applies the arguments it brings, to levels stored
-// under the old ones. a = 0 restores the scenario's buckets.
+// reconfigure reads a's bit 0 (halve every capacity) and bit 1 (leave rate
+// a>>2&3 out): limits change when a fleet deploys new ones, and every
+// script applies the arguments it brings, to levels stored under the old
+// ones. a = 0 restores the scenario's rates.
 func (r *runner) reconfigure(a byte) {
-	bk := r.sc.buckets
-	for i := range bk {
-		if a&1 != 0 && bk[i].Cap > 0 {
-			bk[i].Cap = max(1, bk[i].Cap/2)
+	cfg := r.sc.cfg
+	cfg.Rates = slices.Clone(cfg.Rates)
+	for i := range cfg.Rates {
+		if a&1 != 0 {
+			cfg.Rates[i].Cap = max(1, cfg.Rates[i].Cap/2)
 		}
 	}
-	if a&2 != 0 {
-		bk[a>>2&3] = model.Bucket{Cap: 0, Refill: 0, Window: 1}
+	if k := int(a >> 2 & 3); a&2 != 0 && k < len(cfg.Rates) {
+		cfg.Rates = slices.Delete(cfg.Rates, k, k+1)
 	}
-	r.setBuckets(bk)
-	r.logf("  buckets %v", bk)
+	r.setConfig(cfg)
+	r.logf("  rates %v", r.fields)
 }
 
 func (r *runner) clock(ms int64) {
@@ -166,6 +173,8 @@ func (r *runner) do(s step) {
 		r.settle(s)
 	case s.op == opKeepAlive:
 		r.keepAlive(s)
+	case s.op == opPause && s.a&0x80 != 0:
+		r.stop(s.a, s.b, s.c)
 	case s.op == opPause:
 		r.pause(max(1, (1+int64(s.c%8192))/r.lane.scale), s.a, s.b)
 	case s.op == opReconfigure:
@@ -174,12 +183,14 @@ func (r *runner) do(s step) {
 }
 
 // newCall reads an acquire from a step: a's bits 0-1 (0: batch), 2-4 (TTL)
-// and 5-7 (max wait, from c); b the cost.
+// and 5-7 (max wait, from c); b the tokens; k the model (k mod 3) and the
+// input's share of the tokens (k / 3: none given apart, or a quarter, a
+// half, three quarters or all of them).
 func (r *runner) newCall(s step) acquireArgs {
 	tok := int64(0)
-	for i, bk := range r.bk {
-		if (i == model.TPM || i == model.TPD) && bk.Cap > 0 && (tok == 0 || bk.Cap < tok) {
-			tok = bk.Cap
+	for _, rt := range r.cfg.Rates {
+		if rt.Unit != wire.Requests && rt.Unit != wire.Spend && (tok == 0 || rt.Cap < tok) {
+			tok = rt.Cap
 		}
 	}
 	if tok == 0 {
@@ -192,9 +203,14 @@ func (r *runner) newCall(s step) acquireArgs {
 	if s.b&0x8000 != 0 {
 		cost = int64(s.b&0x7fff) % (tok/8 + 1)
 	}
+	req := model.Request{Tokens: cost, Model: models[s.k%3]}
+	if q := int64(s.k / 3); q > 0 {
+		req.Input = cost * q / 4
+		req.Output = cost - req.Input
+	}
 	return acquireArgs{
 		id:      "a" + strconv.Itoa(len(r.calls)),
-		cost:    cost,
+		req:     req,
 		batch:   s.a&3 == 0,
 		maxWait: maxWait / r.lane.scale,
 		ttl:     max(1, ttl/r.lane.scale),
@@ -212,22 +228,30 @@ func (r *runner) slots() (limit, bslots int64) {
 
 func (r *runner) acquire(c acquireArgs) {
 	r.calls = append(r.calls, c)
-	prio := 0
-	if c.batch {
-		prio = 1
-	}
 	limit, bslots := r.slots()
-	cs := model.Charges(r.bk, c.cost, c.batch, r.sc.floor)
-	args := append([]any{c.id, prio, c.maxWait, c.ttl, limit, bslots, c.spacing, c.ticket}, r.fields...)
-	for _, ch := range cs {
-		args = append(args, ch.Charge, ch.Allow)
-	}
+	cs := r.cfg.Charges(c.req, c.batch, r.sc.floor)
+	a := wire.Acquire{ID: c.id, Batch: c.batch, MaxWait: time.Duration(c.maxWait) * time.Millisecond,
+		TTL: time.Duration(c.ttl) * time.Millisecond, Limit: limit, BatchSlots: bslots, Spacing: c.spacing,
+		Ticket: c.ticket, Charges: cs}
+	args := a.Args()
 	// What the model held for this caller before: a pending lease, a grant.
 	wasPending := r.m.Pending(c.id)
 	g, hadGrant := r.m.Grant(c.id)
 	got := r.eval(lua.Acquire, args...)
 	us := r.replyNow(got, 2, true)
 	now := us / 1000
+	// Each sliding window's own wait before the call changes anything:
+	// now, at the turn the scripts' reply gives, and a ms before it.
+	waits := map[string][3]int64{}
+	if len(got) == 6 {
+		turn, _ := got[1].(int64)
+		turn += now
+		for _, ch := range cs {
+			if strings.HasPrefix(ch.Field, "~") {
+				waits[ch.Field] = [3]int64{r.m.SlidingWait(us, ch), r.m.SlidingWait(turn*1000, ch), r.m.SlidingWait((turn-1)*1000, ch)}
+			}
+		}
+	}
 	want := r.m.Acquire(us, model.Call{ID: c.id, Batch: c.batch, MaxWait: c.maxWait, TTL: c.ttl,
 		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs})
 	r.logf("  acquire %+v at %d = %v; model %+v", c, us, got, want)
@@ -236,13 +260,48 @@ func (r *runner) acquire(c acquireArgs) {
 		"acquire %+v = %v; model says %+v", c, got, want)
 	granted := hadGrant && g > now
 	r.seen[r.kind(c, want, wasPending, granted, hadGrant)]++
+	if want.Code == 1 && !wasPending {
+		r.countCharged(c, cs)
+	}
 	if limit > 0 && want.Code == 1 && want.Wait > 0 && want.Ticket == 0 {
 		r.fail("acquire %+v = %+v: a slot held for a turn %d ms ahead", c, want, want.Wait)
+	}
+	if want.Code <= 1 && !wasPending {
+		r.checkSlidingWait(c, us, want, waits)
 	}
 	r.track(c, want, us, cs, wasPending)
 	if limit > 0 && want.Code == 1 && want.Ticket == 0 && !granted {
 		r.checkTaker(c, us)
 	}
+}
+
+// countCharged counts, for the coverage check, an admission weighed by
+// its model, one split into input and output rates, and one that
+// reserved spend.
+func (r *runner) countCharged(c acquireArgs, cs []model.Charge) {
+	if _, ok := r.cfg.Weights[c.req.Model]; ok && c.req.Tokens > 0 {
+		r.seen["weighted"]++
+	}
+	for i, rt := range r.cfg.Rates {
+		switch {
+		case (rt.Unit == wire.Input || rt.Unit == wire.Output) && c.req.Input+c.req.Output > 0:
+			r.seen["split charged"]++
+		case rt.Unit == wire.Spend && cs[i].Charge > 0:
+			r.seen["spend charged"]++
+		}
+	}
+}
+
+// class names a reason for the coverage count: a bucket's field is
+// "bucket", a sliding window's "sliding"; the others as they are.
+func class(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "~"):
+		return "sliding"
+	case reason == "" || slices.Contains([]string{"pause", "concurrency", "quota", "stop", "probe"}, reason):
+		return reason
+	}
+	return "bucket"
 }
 
 // kind names a reply for the coverage count.
@@ -256,16 +315,18 @@ func (r *runner) kind(c acquireArgs, rep model.Reply, wasPending, granted, hadGr
 		return "acquire grant expired"
 	case rep.Code == 0 && wasPending && rep.Ticket != 0:
 		return "acquire 0 claim queued"
+	case rep.Code == 0 && wasPending:
+		return "acquire 0 claim " + class(rep.Reason)
 	case rep.Code == 0 && rep.Ticket != 0:
 		return "acquire 0 queued"
 	case rep.Code > 0 && rep.Ticket != 0:
 		return fmt.Sprintf("acquire %d pending", rep.Code)
 	case rep.Code == 1 && rep.Wait > 0:
-		return "acquire 1 later"
+		return "acquire 1 later " + class(rep.Reason)
 	case rep.Code == 1 && c.batch && r.sc.conc > 0:
 		return "acquire 1 batch"
 	}
-	return fmt.Sprintf("acquire %d %s", rep.Code, rep.Reason)
+	return strings.TrimSpace(fmt.Sprintf("acquire %d %s", rep.Code, class(rep.Reason)))
 }
 
 // track updates what the caller holds after an acquire's reply: its
@@ -277,7 +338,7 @@ func (r *runner) track(c acquireArgs, rep model.Reply, us int64, cs []model.Char
 		c.ticket = rep.Ticket
 		r.waiting = append(r.waiting, c)
 	case rep.Code == 0 && rep.Reason != "concurrency" && c.ticket != 0:
-		// Held back by a pause or the buckets: it comes back with its
+		// Held back by a pause or the rates: it comes back with its
 		// ticket later, as package pacer does.
 		r.waiting = append(r.waiting, c)
 	}
@@ -288,10 +349,10 @@ func (r *runner) track(c acquireArgs, rep model.Reply, us int64, cs []model.Char
 		l.expiry = rep.Expiry // a claim: charged at its admission
 		return
 	}
-	l := &lease{id: c.id, cost: c.cost, start: us/1000 + rep.Wait, charged: us, expiry: rep.Expiry, open: true,
-		turn: us + rep.Wait*1000}
+	l := &lease{id: c.id, req: c.req, start: us/1000 + rep.Wait, charged: us, expiry: rep.Expiry, open: true,
+		turn: us + rep.Wait*1000, turnMs: us/1000 + rep.Wait, used: map[string]int64{}}
 	for _, ch := range cs {
-		l.used[ch.Bucket] = ch.Charge
+		l.used[ch.Field] = ch.Charge
 	}
 	r.leases = append(r.leases, l)
 	r.byID[c.id] = l
@@ -314,40 +375,54 @@ func (r *runner) leave(id string) {
 
 // settle reads a's bits 0-1 (mode: settle, release, cancel, reject), 2-4
 // (0: send a charge time 1 s early, as a caller that only knows a lower
-// bound does) and 6-7 (both set: any lease, ended or not); b picks the
-// lease; c the tokens used (bits 0-2: as reserved, fewer, more, or far
-// more, which runs into the debt cap). The corrections are those package
-// lease sends for each way a lease ends.
+// bound does; 7: the turn not known, as after a reply lost; mod 4: the
+// input's share of a split usage, none to all in thirds, and its odd
+// values half the input read from the cache), 5 (the usage split: input
+// and output apart, as SettleUsage sends it) and 6-7 (both set: any lease,
+// ended or not); b picks the lease; c the tokens used (bits 0-2: as
+// reserved, fewer, more, or far more, which runs into the debt cap). The
+// corrections are those package lease sends for each way a lease ends.
 func (r *runner) settle(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	mode := [...]string{"settle", "release", "cancel", "reject"}[s.a&3]
-	charged := l.charged
-	if s.a>>2&7 == 0 {
+	charged, turnMs := l.charged, l.turnMs
+	switch s.a >> 2 & 7 {
+	case 0:
 		charged -= 1_000_000 / r.lane.scale
+	case 7:
+		turnMs = 0
 	}
 	v := int64(s.c >> 3)
-	used := [...]int64{l.cost, l.cost, v % (l.cost + 1), v % (l.cost + 1),
-		l.cost + v%(l.cost+1), l.cost + v%(l.cost+1), l.cost + v%(l.cost+1), l.cost + v%256*50}[s.c&7]
-	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Canceled, "reject": model.Rejected}[mode]
-	deltas := model.Deltas(r.bk, how, l.cost, used)
-	limit, bslots := r.slots()
-	args := []any{l.id, charged, limit, bslots}
-	for _, d := range deltas {
-		args = append(args, model.Name(d.Bucket), d.Us)
+	cost := l.req.Tokens
+	used := [...]int64{cost, cost, v % (cost + 1), v % (cost + 1),
+		cost + v%(cost+1), cost + v%(cost+1), cost + v%(cost+1), cost + v%256*50}[s.c&7]
+	u := model.Usage{Tokens: used}
+	if s.a&0x20 != 0 {
+		q := int64(s.a >> 2 & 3)
+		u = model.Usage{Input: used * q / 3, Split: true}
+		u.Output = used - u.Input
+		if s.a>>2&1 != 0 {
+			u.CachedInput = u.Input / 2
+		}
+		mode += " usage"
 	}
+	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Canceled, "reject": model.Rejected}[strings.Fields(mode)[0]]
+	deltas := r.cfg.Deltas(how, l.req, turnMs, u)
+	limit, bslots := r.slots()
+	args := wire.SettleArgs(l.id, charged, limit, bslots, deltas)
 	got := r.eval(lua.Settle, args...)
 	us := r.replyNow(got, 1, true)
-	before := r.m.Snapshot(us).TATs
+	before := r.m.Snapshot(us, r.all...).Values
 	want := r.m.Settle(us, l.id, charged, limit, bslots, deltas)
-	r.countGiveBack(before, deltas)
-	r.logf("  settle %s %s reserved=%d used=%d charged=%d %v = %v; model %d", l.id, mode, l.cost, used, charged, deltas, got, want)
+	r.countGiveBack(before, deltas, want)
+	r.logf("  settle %s %s reserved=%+v used=%+v charged=%d turn=%d %v = %v; model %d", l.id, mode, l.req, u, charged, turnMs, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, mode, got, want)
 	l.open = false
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == l.id })
 	if want == 1 {
 		for _, d := range deltas {
 			if d.Us < 0 {
-				l.used[d.Bucket] = max(0, l.used[d.Bucket]+d.Us)
+				l.used[d.Field] = max(0, l.used[d.Field]+d.Us)
 			}
 		}
 	}
@@ -372,26 +447,67 @@ func (r *runner) keepAlive(s step) {
 }
 
 // pause reads a's bits 0-1 (0: a plain pause; 1, 2, 3: a refusal that
-// lowers rpm, tpm or both, as Throttled does) and b (the refused call's
+// lowers the request rates, the token rates or both, of a window of a
+// minute or less, as Throttled does), bit 2 (with a lowering: no pause,
+// as a provider's headers lower the rates) and b (the refused call's
 // tokens).
 func (r *runner) pause(ms int64, a byte, tokens uint16) {
-	which := [][]int{nil, {model.RPM}, {model.TPM}, {model.RPM, model.TPM}}[a&3]
-	lowers := model.Lowers(r.bk, int64(tokens), which...)
+	var lowers []model.Lower
+	if a&3 != 0 {
+		if a&4 != 0 {
+			ms = 0
+		}
+		lowers = r.cfg.Lowers(model.Request{Tokens: int64(tokens)}, func(_ int, rt model.Rate) bool {
+			if rt.Window > 60_000/r.lane.scale || rt.Unit == wire.Spend {
+				return false
+			}
+			return rt.Unit == wire.Requests && a&1 != 0 || rt.Unit != wire.Requests && a&2 != 0
+		})
+	}
 	args := []any{ms}
 	for _, l := range lowers {
-		args = append(args, model.Name(l.Bucket), l.Offset, l.Limit)
+		args = append(args, l.Field, l.Offset, l.Limit)
 	}
 	got := r.eval(lua.Pause, args...)
 	us := r.replyNow(got, 1, true)
 	var want int64
-	if a&3 == 0 {
+	switch {
+	case a&3 == 0:
 		want = r.m.Pause(us/1000, ms)
-	} else {
+	case ms == 0:
+		want = r.m.Throttle(us, ms, lowers)
+		r.seen["lowering"]++
+	default:
 		want = r.m.Throttle(us, ms, lowers)
 		r.seen["throttle"]++
 	}
 	r.logf("  pause %d %v = %v; model %d", ms, lowers, got, want)
 	r.check(len(got) == 2 && got[0] == want, "pause %d %v = %v; model says {%d now}", ms, lowers, got, want)
+}
+
+// stop reads a's bit 6 (the kind: 0 quota, 1 an operator's stop) and bit
+// 5 (a resume), b's bits 0-1 (the probe interval: none, 100 ms, 1 s, 5 s)
+// and c (the stop's length).
+func (r *runner) stop(a byte, b, c uint16) {
+	kind := [...]string{"quota", "stop"}[a>>6&1]
+	ms := max(1, (1+int64(c%8192))/r.lane.scale)
+	if a&0x20 != 0 {
+		ms = 0
+	}
+	every := [...]int64{0, 100, 1000, 5000}[b&3]
+	if every > 0 {
+		every = max(1, every/r.lane.scale)
+	}
+	got := r.eval(lua.Stop, ms, every, kind)
+	now := r.replyNow(got, 1, true) / 1000
+	want := r.m.Stop(now, ms, every, kind)
+	r.logf("  stop %d %d %s = %v; model %d", ms, every, kind, got, want)
+	r.check(len(got) == 2 && got[0] == want, "stop %d %d %s = %v; model says {%d now}", ms, every, kind, got, want)
+	if ms == 0 {
+		r.seen["resume"]++
+	} else {
+		r.seen["stop "+kind]++
+	}
 }
 
 // pick returns a lease the test has not ended and that has not expired
@@ -407,7 +523,7 @@ func (r *runner) pick(all bool, x uint16) *lease {
 		open = r.leases
 	}
 	if len(open) == 0 {
-		return &lease{id: "nobody", start: r.now, expiry: r.now + 1, charged: r.now * 1000}
+		return &lease{id: "nobody", start: r.now, expiry: r.now + 1, charged: r.now * 1000, used: map[string]int64{}}
 	}
 	// Mostly one of the latest: a caller ends its calls soon after it makes
 	// them, so most of these find the lease still live.
@@ -418,29 +534,36 @@ func (r *runner) pick(all bool, x uint16) *lease {
 }
 
 // compareSnapshot compares what snapshot.lua reports with the model: the
-// pause, the slots held and every bucket's TAT, exactly (they are
-// integers, and the model is a pure function of the clock the replies
-// carry).
+// pause, the slots held, and every rate's field as stored, byte for byte
+// (a bucket's TAT, a sliding window's counts), for every rate of the
+// scenario, configured now or not.
 func (r *runner) compareSnapshot() {
-	got := r.eval(lua.Snapshot, r.fields...)
-	us := r.replyNow(got, 0, true)
-	want := r.m.Snapshot(us)
-	ok := len(got) == 3+len(r.fields) && got[1] == want.PauseRemaining && got[2] == want.InFlight
-	j := 3
-	var tats []string
-	for i := 0; ok && i < 4; i++ {
-		if r.bk[i].Cap == 0 {
-			continue
-		}
-		w := ""
-		if want.Stored[i] {
-			w = strconv.FormatInt(want.TATs[i], 10)
-		}
-		tats = append(tats, w)
-		ok = got[j] == w
-		j++
+	args := make([]any, len(r.all))
+	for i, f := range r.all {
+		args[i] = f
 	}
-	r.check(ok, "snapshot = %v; model says {now %d %d us %v}", got, want.PauseRemaining, want.InFlight, tats)
+	got := r.eval(lua.Snapshot, args...)
+	us := r.replyNow(got, 0, true)
+	want := r.m.Snapshot(us, r.all...)
+	ok := len(got) == 3+len(r.all) && got[1] == want.PauseRemaining && got[2] == want.InFlight
+	for i := 0; ok && i < len(r.all); i++ {
+		ok = got[3+i] == want.Values[i]
+	}
+	r.check(ok, "snapshot %v = %v; model says {now %d %d %q}", r.all, got, want.PauseRemaining, want.InFlight, want.Values)
+}
+
+// compareHash compares the state hash's pause, qb and qs (the stop) with
+// the model's, as stored.
+func (r *runner) compareHash() {
+	h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], "pause", "qb", "qs").Result()
+	if err != nil {
+		r.fail("HMGET %s: %v", r.keys[0], err)
+	}
+	pause, qb, qs := r.m.Hash()
+	for i, want := range []string{pause, qb, qs} {
+		got, _ := h[i].(string)
+		r.check(got == want, "state hash %s = %q; model says %q", []string{"pause", "qb", "qs"}[i], got, want)
+	}
 }
 
 // compareSets compares every member and score of the lease set and the
@@ -463,10 +586,11 @@ func (r *runner) compareSets() {
 }
 
 // stackLens returns the length of each bucket's give-back stack.
-func (r *runner) stackLens() (n [4]int) {
-	for i := range n {
-		t, _ := r.m.Stack(i)
-		n[i] = len(t)
+func (r *runner) stackLens() map[string]int {
+	n := map[string]int{}
+	for _, f := range r.all {
+		t, _ := r.m.Stack(f)
+		n[f] = len(t)
 	}
 	return n
 }
@@ -474,27 +598,43 @@ func (r *runner) stackLens() (n [4]int) {
 // countStacks counts, for the coverage check, the steps that merged a
 // bucket's oldest entries (64 became 49) or removed more than 8; n is each
 // bucket's count before the step.
-func (r *runner) countStacks(n [4]int) {
+func (r *runner) countStacks(n map[string]int) {
 	after := r.stackLens()
-	for i := range 4 {
+	for f := range n {
 		switch {
-		case n[i] == 64 && after[i] == 49:
+		case n[f] == 64 && after[f] == 49:
 			r.seen["stack merged"]++
-		case after[i] < n[i]-8:
+		case after[f] < n[f]-8:
 			r.seen["stack popped"]++
 		}
 	}
 }
 
 // countGiveBack counts, for the coverage check, each give-back that moved
-// a bucket by all it asked, by part of it, or not at all.
-func (r *runner) countGiveBack(before [4]int64, deltas []model.Delta) {
-	after := r.m.Snapshot(0).TATs
+// a bucket by all it asked, by part of it, or not at all; a sliding
+// window's give-backs and debts; a settle that gave back to some rates
+// and had its give-backs to others dropped (input less, output more than
+// reserved); and spend corrections. before are the fields' values before
+// the settle.
+func (r *runner) countGiveBack(before []string, deltas []model.Delta, code int) {
+	if code != 1 {
+		return
+	}
+	after := r.m.Snapshot(0, r.all...).Values
+	at := func(vs []string, f string) int64 {
+		v, _ := strconv.ParseInt(vs[slices.Index(r.all, f)], 10, 64)
+		return v
+	}
 	for _, d := range deltas {
-		if d.Us >= 0 {
-			continue
+		if u := r.cfg.Rates[slices.Index(r.cfg.Fields(), d.Field)].Unit; u == wire.Spend {
+			r.seen["spend corrected"]++
 		}
-		switch moved := before[d.Bucket] - after[d.Bucket]; {
+		switch moved := at(before, d.Field) - at(after, d.Field); {
+		case d.Sliding && d.Us < 0:
+			r.seen["sliding giveback"]++
+		case d.Sliding:
+			r.seen["sliding debt"]++
+		case d.Us >= 0:
 		case moved == -d.Us:
 			r.seen["giveback all"]++
 		case moved > 0:
@@ -506,10 +646,18 @@ func (r *runner) countGiveBack(before [4]int64, deltas []model.Delta) {
 }
 
 // compareStacks compares each bucket's give-back stack (the state hash's
-// <bucket>.h, 14-byte entries of two 7-byte big-endian integers) with the
+// <field>.h, 14-byte entries of two 7-byte big-endian integers) with the
 // model's.
 func (r *runner) compareStacks() {
-	fields := []string{"rpm.h", "tpm.h", "rpd.h", "tpd.h"}
+	var fields []string
+	for _, f := range r.all {
+		if !strings.HasPrefix(f, "~") {
+			fields = append(fields, f+".h")
+		}
+	}
+	if len(fields) == 0 {
+		return
+	}
 	h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], fields...).Result()
 	if err != nil {
 		r.fail("HMGET %s: %v", r.keys[0], err)
@@ -528,7 +676,7 @@ func (r *runner) compareStacks() {
 			}
 		}
 		var want []int64
-		times, headrooms := r.m.Stack(i)
+		times, headrooms := r.m.Stack(strings.TrimSuffix(fields[i], ".h"))
 		for k := range times {
 			want = append(want, times[k], headrooms[k])
 		}
@@ -583,7 +731,8 @@ func (r *runner) eval(s *redis.Script, args ...any) []any {
 	r.t.Helper()
 	v, err := s.Run(context.Background(), r.lane.rdb, r.keys, args...).Slice()
 	if err != nil {
-		r.fail("script error: %v", err)
+		h, _ := r.lane.rdb.HGetAll(context.Background(), r.keys[0]).Result()
+		r.fail("script error: %v\nargs %v\nstate hash %q", err, args, h)
 	}
 	return v
 }
@@ -624,6 +773,6 @@ func (r *runner) check(ok bool, format string, args ...any) {
 func (r *runner) fail(format string, args ...any) {
 	r.t.Helper()
 	tail := r.log[max(0, len(r.log)-30):]
-	r.t.Fatalf("%s\nbuckets %v conc %d floor %d\nmodel %v\nlast steps:\n%s",
-		fmt.Sprintf(format, args...), r.bk, r.sc.conc, r.sc.floor, &r.m, strings.Join(tail, "\n"))
+	r.t.Fatalf("%s\nrates %v weights %v prices %v conc %d floor %d\nmodel %v\nlast steps:\n%s",
+		fmt.Sprintf(format, args...), r.fields, r.cfg.Weights, r.cfg.Prices, r.sc.conc, r.sc.floor, &r.m, strings.Join(tail, "\n"))
 }

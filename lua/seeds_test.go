@@ -61,16 +61,130 @@ func seedHeader(start uint16, rpm, tpm, rpd, tpd [3]byte, conc, floor byte) []by
 	return append(h, conc, floor)
 }
 
-// Bucket selectors for seedHeader.
+// Rate selectors for seedHeader.
 var (
 	off     = [3]byte{0, 0, 0}  // not configured
 	rpm2    = [3]byte{1, 0, 0}  // 2 per minute
 	tpm1000 = [3]byte{19, 0, 0} // 1000 per minute
 )
 
+// A rate selector's refill byte: the unit (bits 2-4) and sliding (bit 7);
+// its window byte. See decodeRate.
+const (
+	uReq, uTok, uIn, uOut, uSpend = 1 << 2, 2 << 2, 3 << 2, 4 << 2, 5 << 2
+	sliding                       = 0x80
+	w60s, w1s, w10s, w1d, w1h     = 0, 1, 2, 3, 4
+)
+
+// A step's first byte: op, and in the high nibble the call's model (k mod
+// 3: "", mini, big) and its input's share (k / 3, in quarters; 0: not
+// split).
+func withK(op, k byte) byte { return op | k<<4 }
+
+// The header's floor byte: the batch floor selector, and the weights and
+// prices sets (see decode).
+func floorByte(floor, weights, prices byte) byte { return floor | weights<<2 | prices<<4 }
+
 func fuzzSeeds() [][]byte {
 	seq, header := slices.Concat[[]byte], seedHeader
 	return [][]byte{
+		// A sliding window of 1000 tokens a second: a call takes 800
+		// now, the next reserves a later turn (the first sub-window whose
+		// window has room, told exactly when), a third cannot wait. Both
+		// are canceled, their sub-windows back to zero: a call then fits
+		// now, and is counted.
+		seq(header(0, off, [3]byte{19, sliding | uTok, w1s}, [3]byte{9, 0, 0}, off, 0, 1),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 800, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 500, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 300, 0),
+			seedStep(opSettle, 10, modeCancel, 0x8000, 0),
+			seedStep(opSettle, 0, modeCancel, 0x8000, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			bytes.Repeat(seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000), 5)),
+		// A debt counted now, before a turn reserved ahead: the window's
+		// only count is a later turn's; the debt goes in the current
+		// sub-window, before it, and holds the next call back.
+		seq(header(0, off, [3]byte{19, sliding | uTok, w1s}, off, off, 0, 1),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 800, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 500, 60_000),
+			seedStep(opSettle, 10, modeCancel, 0x8000, 0),
+			seedStep(opSettle, 0, modeSettle, 0x8000, 4|300<<3),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 600, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 600, 60_000),
+			seedStep(14, 3_000, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 600, 0)),
+		// A turn held far ahead by another rate: 500 tokens an hour
+		// (refilling 1000) beside 1000 tokens in any second, strictly. The
+		// third call waits 6 minutes for the hour: in the second's counts
+		// it sits 23,040 sub-windows after the others, one '-<n>' token
+		// between (zeros there once made the field grow with the wait); a
+		// fourth would wait too long. The third's cancel gives back off
+		// that far sub-window, and a call fits now.
+		seq(header(0, off, [3]byte{19, sliding | uTok, w1s}, [3]byte{9, uTok | 3, w1h}, off, 0, 1),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 200, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 200, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC10, 200, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC10, 900, 60_000),
+			seedStep(opSettle, 10, modeCancel, 0x8000|2, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC10, 100, 60_000),
+			seedStep(0, 1_000, interactive|ttl60s|waitNone, 50, 0)),
+		// Several rates on one unit (1000 tokens a minute, 2000 an hour),
+		// a spend cap of 10,000 a 10 s sliding window, weights (big 10,
+		// mini 0.5) and prices (1, 0.5 and 4 a token): a weighed call, a
+		// split one settled by its usage, a later turn behind the
+		// minute, the hour holding calls back once the minute refills.
+		seq(header(0, [3]byte{9, 0, 0}, tpm1000, [3]byte{39, uTok, w1h}, [3]byte{9, sliding | uSpend, w10s}, 0, floorByte(0, 1, 0)),
+			seedStep(withK(0, 2), 0, interactive|ttl60s|waitNone, 50, 0),
+			seedStep(withK(0, 1+3*2), 0, interactive|ttl60s|waitNone, 400, 0),
+			seedStep(opSettle, 0, modeSettle|0x20, 0x8000|1, usedFewer|100<<3),
+			seedStep(0, 0, interactive|ttl60s|waitC, 900, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
+			seedStep(14, 61_000, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 900, 60_000),
+			seedStep(14, 61_000, 0, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 900, 60_000),
+			seedStep(opSettle, 0, modeSettle, 0, usedFarMore|10<<3)),
+		// Input and output apart (1000 each a minute) and a sliding spend
+		// cap priced per model (big: 5, 2.5 and 20 a token): a call too
+		// dear for the cap ever; two split calls whose spend reserves a
+		// later turn; the later one canceled, its spend given back off its
+		// sub-window; the first settled with less input and more output,
+		// which keeps the debts and drops the give-backs; a debt of spend.
+		seq(header(0, off, [3]byte{19, uIn, w60s}, [3]byte{19, uOut, w60s}, [3]byte{9, sliding | uSpend, w10s}, 0, floorByte(0, 0, 1)),
+			seedStep(withK(0, 2), 0, interactive|ttl60s|waitNone, 1000, 0),
+			seedStep(withK(0, 2+3*1), 0, interactive|ttl60s|waitNone, 400, 0),
+			seedStep(withK(0, 2+3*2), 0, interactive|ttl60s|waitC, 400, 60_000),
+			seedStep(opSettle, 0, modeCancel, 0x8000|1, 0),
+			seedStep(opSettle, 0, modeSettle|0x20, 0x8000, 4|200<<3),
+			seedStep(withK(0, 2+3*3), 10, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(opSettle, 0, 0|2<<2|0x20, 0x8000, 6|100<<3),
+			seedStep(withK(0, 0), 0, ttl60s|waitC, 200, 60_000),
+			seedStep(withK(0, 1+3*4), 0, ttl60s|waitC, 200, 60_000)),
+		// Stops: a quota stop with a probe every 100 ms lets one call
+		// through per interval; an operator's stop over it lets none, and
+		// a quota resume leaves it; a pending lease's claim is refused
+		// while stopped and goes through after the resume. Then a
+		// provider's headers lower the token bucket without a pause.
+		seq(header(0, off, tpm1000, off, off, 1, 0),
+			seedStep(opPause, 0, 0x80, 1, 5000),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(0, 100, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(opPause, 0, 0x80|0x40, 0, 2000),
+			seedStep(0, 200, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(opPause, 0, 0x80|0x20, 0, 0),
+			seedStep(opPause, 0, 0x80|0x40|0x20, 0, 0),
+			seedStep(opPause, 0, 0x80|0x20, 0, 0),
+			seedStep(opSettle, 0, modeSettle, 0x8000, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(opPause, 10_000, 0x80, 0, 8_000),
+			seedStep(14, 3_000, 0, 0, 0),
+			seedStep(opClaim, 0, 0, 0, 0),
+			seedStep(opPause, 0, 0x80|0x20, 0, 0),
+			seedStep(opSettle, 0, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 0, 0, 0, 0),
+			seedStep(opPause, 0, 2|4, 100, 0)),
 		// Reservations: a turn ahead, a queue behind it, a refund, a retry,
 		// a keepalive, an overrun capped at one bucket of debt.
 		seq(header(1, rpm2, tpm1000, off, off, 0, 0),

@@ -118,10 +118,11 @@ for pass = 1, 2 do repeat
       local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
       u, j = u + 0, j + 0
       local cur = floor(now * 1000 / g)
-      local base, cs = sread(hv[1 + i], cur - SK)
+      local lo = cur - SK
+      local cs = sread(hv[1 + i], lo)
       if u > 0 then j = cur end
-      sadd(base, cs, j, u)
-      args[2 * i - 1], args[2 * i] = sfields[i], swrite(base, cs)
+      if j >= lo then sadd(cs, lo - j, u) end
+      args[2 * i - 1], args[2 * i] = sfields[i], swrite(cs, lo)
       if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
     end
     if ms == 0 then

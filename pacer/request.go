@@ -2,7 +2,6 @@ package pacer
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -64,31 +63,13 @@ type Request struct {
 	MaxWait time.Duration
 }
 
-// use returns what r reserves in the buckets' units: its tokens, split
-// into input and output when it says them (checkRequest has checked they
-// add up), times the weight w of its model (rounded up).
-func (r Request) use(w float64) wire.Use {
-	weigh := func(n int64) int64 {
-		if w == 1 {
-			return n
-		}
-		return int64(math.Ceil(float64(n) * w))
-	}
-	if r.Input == 0 && r.Output == 0 {
-		return wire.Use{Tokens: weigh(r.Tokens)}
-	}
-	in, out := weigh(r.Input), weigh(r.Output)
-	return wire.Use{Tokens: in + out, Input: in, Output: out, Split: true}
-}
-
-// use returns what r reserves in the buckets' units: its tokens weighed,
-// and for a budget with Spend rates what it may cost at most.
+// use returns what r reserves in the buckets' units (wire.Reserved): its
+// tokens, split into input and output when it says them (checkRequest has
+// checked they add up), times the weight of its model, rounded up; and for
+// a budget with Spend rates what it may cost at most.
 func (p *Pacer) use(r Request) wire.Use {
-	u := r.use(p.weight(r))
-	if pr, ok := p.price(r); ok {
-		u.Spend = pr.Reserve(r.use(1))
-	}
-	return u
+	pr, priced := p.price(r)
+	return wire.Reserved(r.Tokens, r.Input, r.Output, p.weight(r), pr, priced)
 }
 
 // price returns the price of r's model, for a budget with Spend rates.

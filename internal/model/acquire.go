@@ -1,13 +1,15 @@
 package model
 
-import "math"
+import (
+	"math"
 
-// Charge is one bucket's part of an acquire, as the caller sends it: the
-// call's charge and its allowance, in µs (see acquire.lua).
-type Charge struct {
-	Bucket        int
-	Charge, Allow int64
-}
+	"github.com/llmpacer/llmpacer/internal/wire"
+)
+
+// Charge is one rate's part of an acquire, as the caller sends it (package
+// wire's Charge): for a bucket the call's charge and its allowance in µs,
+// for a sliding window in units (see acquire.lua).
+type Charge = wire.Charge
 
 // Call is an acquire's arguments, as its caller sends them (acquire.lua's
 // ARGV).
@@ -36,15 +38,19 @@ type Reply struct {
 // or nothing, or says how long until it could be. us is the script's clock;
 // the reply is the script's without now_us:
 //
-//   - 1: admitted, every bucket charged, the lease held until its expiry;
+//   - 1: admitted, every rate charged, the lease held until its expiry;
 //     Ticket 0 if it holds its slot (or there is no limit), else the lease
 //     is pending (no slot until it claims one at its turn, with Ticket).
-//     Reason names the bucket that set a wait > 0. A bucket found full
-//     restarts at us. Each bucket's give-back stack records the charge.
+//     Reason names the rate that set a wait > 0 (the first of the longest
+//     waits). A bucket found full restarts at us, and its give-back stack
+//     records the charge; a sliding window counts the charge in the
+//     sub-window of the call's turn. Reason "probe": the one call a stop's
+//     probe interval lets through.
 //   - 2: the id is already in the lease set (a retry, or a claim before its
 //     turn), nothing charged.
 //   - 0: not admitted; with a Ticket, queued for a slot. The queues and
-//     grants may have moved.
+//     grants may have moved. Reason "quota" or "stop": the budget is
+//     stopped (see Stop).
 //   - -1: the charge exceeds the allowance in bucket Reason: the call can
 //     never be admitted.
 func (b *Budget) Acquire(us int64, c Call) Reply {
@@ -123,6 +129,14 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		if expiry-c.TTL > now {
 			return already(pend)
 		}
+		if st := b.stop; st.active(now) {
+			// A stop refuses a pending lease's claim too.
+			wait := st.end - now
+			if st.every > 0 {
+				wait = min(wait, max(st.next-now, 1))
+			}
+			return Reply{0, wait, st.kind, 0, 0}
+		}
 		if granted {
 			delete(b.leases, grant(c.ID))
 		}
@@ -134,17 +148,30 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		return queued()
 	}
 
-	var tats [4]int64
-	var wus, sus int64 // the longest wait and its bucket's charge, µs
+	// Each rate's wait: a bucket's TAT after the charge, less its
+	// allowance; a sliding window's first sub-window with room. The
+	// longest names the reason, and its step (a bucket's charge, a
+	// sliding window's sub-window) spaces batch waiters.
+	tats := map[string]int64{}
+	var wus, sus int64 // µs
 	reason := ""
 	for _, ch := range c.Charges {
 		if ch.Charge > ch.Allow {
-			return Reply{-1, 0, Name(ch.Bucket), 0, 0}
+			return Reply{-1, 0, ch.Field, 0, 0}
 		}
-		tat := b.from(ch.Bucket, us) + ch.Charge
-		tats[ch.Bucket] = tat
-		if w := tat - us - ch.Allow; w > wus {
-			wus, reason, sus = w, Name(ch.Bucket), ch.Charge
+		var w, step int64
+		if g := sub(ch.Field); g > 0 {
+			cur := now * 1000 / g
+			if j := b.windows[ch.Field].fit(cur, ch.Charge, ch.Allow); j > cur {
+				w = j*g - now*1000
+			}
+			step = g
+		} else {
+			tats[ch.Field] = b.from(ch.Field, us) + ch.Charge
+			w, step = tats[ch.Field]-us-ch.Allow, ch.Charge
+		}
+		if w > wus {
+			wus, reason, sus = w, ch.Field, step
 		}
 	}
 	w, sp := float64(wus)/1000, float64(sus)/1000
@@ -161,6 +188,18 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 	}
 	if b.pause > now {
 		return deny(b.pause-now, "pause")
+	}
+	// Stopped: refused, unless the probe is due and the call fits now.
+	probe := false
+	if st := b.stop; st.active(now) {
+		if st.every == 0 || st.next > now || w > 0 {
+			wait := st.end - now
+			if st.every > 0 {
+				wait = min(wait, max(st.next-now, int64(math.Ceil(w)), 1))
+			}
+			return deny(wait, st.kind)
+		}
+		probe = true
 	}
 	var bound int64
 	if w > 0 {
@@ -203,12 +242,21 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 			b.reap(now)
 		}
 		// Each bucket's headroom: how far its TAT lay past the call's
-		// turn before the charge.
+		// turn before the charge. A sliding window counts the call in
+		// the sub-window of its turn, in ms as its caller knows it.
 		turn := us + wait*1000
 		for _, ch := range c.Charges {
-			i := ch.Bucket
-			b.push(i, us, max(tats[i]-ch.Charge-turn, 0))
-			b.tat[i], b.stored[i] = tats[i], true
+			if g := sub(ch.Field); g > 0 {
+				b.slide(ch.Field).add(now*1000/g, (now+wait)*1000/g, ch.Charge)
+				continue
+			}
+			bk, tat := b.bucket(ch.Field), tats[ch.Field]
+			b.push(ch.Field, us, max(tat-ch.Charge-turn, 0))
+			bk.tat, bk.stored = tat, true
+		}
+		if probe {
+			// The next probe is due an interval from now.
+			b.stop.next = now + b.stop.every
 		}
 		return true
 	}
@@ -231,6 +279,9 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		}
 	}
 	if admit(expiry) {
+		if probe {
+			return Reply{1, 0, "probe", expiry, 0}
+		}
 		return Reply{1, wait, reason, expiry, 0}
 	}
 	return deny(wait, reason)

@@ -3,53 +3,100 @@ package model
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
-// The bucket indexes, in the scripts' order.
-const (
-	RPM = iota // requests per minute
-	TPM        // tokens per minute
-	RPD        // requests per day
-	TPD        // tokens per day
-)
-
-// Name returns the field the scripts use for bucket i ("rpm", "tpm", "rpd"
-// or "tpd"): the reason an acquire reports.
-func Name(i int) string {
-	return [...]string{"rpm", "tpm", "rpd", "tpd"}[i]
-}
-
-// IsToken reports whether bucket i counts tokens (charged the call's cost)
-// rather than requests (charged 1 per call).
-func IsToken(i int) bool { return i == TPM || i == TPD }
-
-// Bucket is one limit as a test configures it.
-type Bucket struct {
-	// Cap is the capacity in requests or tokens; 0 means the limit is not
-	// configured.
+// Rate is one limit as a test configures it: a GCRA bucket, or with
+// Sliding a strict sliding window.
+type Rate struct {
+	Unit wire.Unit
+	// Cap is the capacity in units: a bucket's burst, a sliding window's
+	// limit.
 	Cap int64
-	// Refill is how much the bucket regains per Window, continuously.
+	// Refill is how much a bucket regains per Window, continuously (a
+	// sliding window ignores it).
 	Refill int64
-	// Window is the refill window in ms; it must be > 0.
-	Window int64
+	// Window is the refill window, or the sliding window, in ms (> 0).
+	Window  int64
+	Sliding bool
 }
 
-// Wire returns the bucket as the scripts' caller sees it (package wire's
-// Bucket), for bucket index i.
-func (b Bucket) Wire(i int) wire.Bucket {
-	unit := wire.Requests
-	if IsToken(i) {
-		unit = wire.Tokens
+// Name returns the rate's name as package pacer names it (pacer.Rate.Name,
+// which the model does not import): rpm, tpm, rpd or tpd for requests or
+// tokens a minute or a day, else "<unit>/<s>s" or "<unit>/<ms>ms". A
+// sliding rate is always named by its unit and window.
+func (r Rate) Name() string {
+	if !r.Sliding {
+		switch {
+		case r.Unit == wire.Requests && r.Window == 60_000:
+			return "rpm"
+		case r.Unit == wire.Tokens && r.Window == 60_000:
+			return "tpm"
+		case r.Unit == wire.Requests && r.Window == 86_400_000:
+			return "rpd"
+		case r.Unit == wire.Tokens && r.Window == 86_400_000:
+			return "tpd"
+		}
 	}
-	return wire.NewBucket(Name(i), b.Cap, b.Refill, time.Duration(b.Window)*time.Millisecond, unit)
+	unit := [...]string{wire.Requests: "requests", wire.Tokens: "tokens", wire.Input: "input_tokens",
+		wire.Output: "output_tokens", wire.Spend: "spend"}[r.Unit]
+	if r.Window%1000 == 0 {
+		return fmt.Sprintf("%s/%ds", unit, r.Window/1000)
+	}
+	return fmt.Sprintf("%s/%dms", unit, r.Window)
 }
 
-// Buckets are the four limits in the scripts' order: rpm, tpm, rpd, tpd.
-type Buckets [4]Bucket
+// Wire returns the rate as the scripts' caller sees it: package wire's
+// Bucket, built as package pacer builds it.
+func (r Rate) Wire() wire.Bucket {
+	w := time.Duration(r.Window) * time.Millisecond
+	if r.Sliding {
+		return wire.NewSliding(r.Name(), r.Cap, w, r.Unit)
+	}
+	return wire.NewBucket(r.Name(), r.Cap, r.Refill, w, r.Unit)
+}
+
+// Field returns the rate's state hash field (marked "~<g>:" if sliding).
+func (r Rate) Field() string { return r.Wire().Field }
+
+// Config is a budget's rates, in the scripts' order, and what turns a
+// request into their units: the models' weights on token rates, and their
+// prices for Spend rates (the model "" prices any other model).
+type Config struct {
+	Rates   []Rate
+	Weights map[string]float64
+	Prices  map[string]wire.Price
+}
+
+// Wire returns the rates as the scripts' caller sees them, in order.
+func (c Config) Wire() []wire.Bucket {
+	bs := make([]wire.Bucket, len(c.Rates))
+	for i, r := range c.Rates {
+		bs[i] = r.Wire()
+	}
+	return bs
+}
+
+// Fields returns the rates' fields, in order.
+func (c Config) Fields() []string {
+	fs := make([]string, len(c.Rates))
+	for i, r := range c.Rates {
+		fs[i] = r.Field()
+	}
+	return fs
+}
+
+// gcra is a bucket's state: its TAT (µs), whether it is stored (a missing
+// TAT reads full), and its give-back stack (giveback.go), oldest first.
+type gcra struct {
+	tat    int64
+	stored bool
+	stack  []hentry
+}
 
 // Budget is the state of one budget, as the state hash and the lease set
 // hold it. Its methods are the scripts; each takes the clock the script
@@ -59,13 +106,13 @@ type Buckets [4]Bucket
 // every bucket reads full, no lease, no pause. A Budget is not safe for
 // simultaneous use; it models one Redis, which runs one script at a time.
 type Budget struct {
-	tat    [4]int64 // each bucket's TAT, µs
-	stored [4]bool  // whether tat[i] is in the hash; a missing TAT reads full
-	// stack is each bucket's give-back stack (see giveback.go), oldest
-	// first.
-	stack [4][]hentry
-	pause int64 // ms until which nobody is admitted (0 = never set)
-	qb    int64 // the batch virtual queue, ms (0 = unset)
+	// buckets and windows are the GCRA buckets and the sliding windows, by
+	// field, once a script has touched them.
+	buckets map[string]*gcra
+	windows map[string]*window
+	pause   int64 // ms until which nobody is admitted (0 = never set)
+	qb      int64 // the batch virtual queue, ms (0 = unset)
+	stop    stop  // the stop (qs), if one was set
 	// leases is the lease set: id -> expiry ms for a lease holding its
 	// slot, PENDING + expiry for a pending one, and g:<id> -> the end of
 	// its claim window for a grant.
@@ -78,39 +125,66 @@ type Budget struct {
 	published []string
 }
 
-// from returns bucket i's TAT as the scripts start a charge from it at us:
-// the stored TAT, or us if it is missing or in the past (the bucket is
+// bucket returns the state of the bucket field, made if missing.
+func (b *Budget) bucket(field string) *gcra {
+	if b.buckets == nil {
+		b.buckets = map[string]*gcra{}
+	}
+	g := b.buckets[field]
+	if g == nil {
+		g = &gcra{}
+		b.buckets[field] = g
+	}
+	return g
+}
+
+// from returns bucket field's TAT as the scripts start a charge from it at
+// us: the stored TAT, or us if it is missing or in the past (the bucket is
 // full, and restarts from now).
-func (b *Budget) from(i int, us int64) int64 {
-	if b.stored[i] && b.tat[i] >= us {
-		return b.tat[i]
+func (b *Budget) from(field string, us int64) int64 {
+	if g := b.buckets[field]; g != nil && g.stored && g.tat >= us {
+		return g.tat
 	}
 	return us
+}
+
+// Value returns field as the state hash holds it, "" if missing: a
+// bucket's TAT in decimal, a sliding window's counts (see window).
+func (b *Budget) Value(field string) string {
+	if sub(field) > 0 {
+		return b.windows[field].String()
+	}
+	if g := b.buckets[field]; g != nil && g.stored {
+		return strconv.FormatInt(g.tat, 10)
+	}
+	return ""
 }
 
 // String describes the stored state, for test failures.
 func (b *Budget) String() string {
 	var s strings.Builder
-	for i := range b.tat {
-		if b.stored[i] {
-			fmt.Fprintf(&s, "%s=%d ", Name(i), b.tat[i])
+	for _, f := range keys(b.buckets) {
+		g := b.buckets[f]
+		if g.stored {
+			fmt.Fprintf(&s, "%s=%d ", f, g.tat)
 		}
-		if len(b.stack[i]) > 0 {
-			fmt.Fprintf(&s, "%s.h=%v ", Name(i), b.stack[i])
+		if len(g.stack) > 0 {
+			fmt.Fprintf(&s, "%s.h=%v ", f, g.stack)
 		}
 	}
+	for _, f := range keys(b.windows) {
+		fmt.Fprintf(&s, "%s=%q ", f, b.windows[f].String())
+	}
 	fmt.Fprintf(&s, "pause=%d qb=%d", b.pause, b.qb)
+	if b.stop.set {
+		fmt.Fprintf(&s, " qs=%q", b.stop.String())
+	}
 	for _, set := range []struct {
 		name string
 		m    map[string]int64
 	}{{"leases", b.leases}, {"queue", b.queue}} {
-		ids := make([]string, 0, len(set.m))
-		for id := range set.m {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
 		fmt.Fprintf(&s, " %s={", set.name)
-		for i, id := range ids {
+		for i, id := range keys(set.m) {
 			if i > 0 {
 				s.WriteString(" ")
 			}
@@ -119,4 +193,14 @@ func (b *Budget) String() string {
 		s.WriteString("}")
 	}
 	return s.String()
+}
+
+// keys returns m's keys, sorted.
+func keys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }

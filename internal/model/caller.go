@@ -2,37 +2,66 @@ package model
 
 import "github.com/llmpacer/llmpacer/internal/wire"
 
-// Wire returns the configured buckets of bs (those with a capacity) as the
-// scripts' caller sees them, in the scripts' order.
-func (bs Buckets) Wire() []wire.Bucket {
-	var out []wire.Bucket
-	for i, bk := range bs {
-		if bk.Cap > 0 {
-			out = append(out, bk.Wire(i))
-		}
-	}
-	return out
+// What a caller sends. The model computes it with package wire, the
+// functions packages pacer and lease call: a request's and a usage's
+// units, weighed and priced (wire.Reserved, UsedTotal, UsedSplit); each
+// rate's charge, allowance, refund and correction (wire.Charges,
+// Corrections, Bucket.Lowering). The model checks the scripts, which only
+// add and compare what they are sent; it does not check that arithmetic,
+// which the budget's promises (lua/promise_test.go) check instead from
+// what each call really took, and package wire's and pacer's tests check
+// on its own.
+
+// Request is a call's reservation as a caller states it (pacer.Request):
+// Tokens, or Input and Output apart (Tokens is then their sum), of Model.
+type Request struct {
+	Tokens, Input, Output int64
+	Model                 string
 }
 
-// index returns the bucket index of a field.
-func index(field string) int {
-	for i := range 4 {
-		if Name(i) == field {
-			return i
+// spend reports whether c has a Spend rate.
+func (c Config) spend() bool {
+	for _, r := range c.Rates {
+		if r.Unit == wire.Spend {
+			return true
 		}
 	}
-	panic("model: unknown bucket field " + field)
+	return false
 }
 
-// Charges returns what a caller sends acquire for a call of cost tokens
-// against bs: package wire's Charges, the function package pacer calls, with
-// the floor in thousandths for a batch call.
-func Charges(bs Buckets, cost int64, batch bool, floorMilli int64) []Charge {
-	var cs []Charge
-	for _, c := range wire.Charges(bs.Wire(), wire.Use{Tokens: cost}, keep(batch, floorMilli)) {
-		cs = append(cs, Charge{Bucket: index(c.Field), Charge: c.Charge, Allow: c.Allow})
+// weight returns the weight of model on token rates.
+func (c Config) weight(model string) float64 {
+	if w, ok := c.Weights[model]; ok {
+		return w
 	}
-	return cs
+	return 1
+}
+
+// price returns the price of model, for a budget with Spend rates.
+func (c Config) price(model string) (wire.Price, bool) {
+	if !c.spend() {
+		return wire.Price{}, false
+	}
+	if p, ok := c.Prices[model]; ok {
+		return p, true
+	}
+	p, ok := c.Prices[""]
+	return p, ok
+}
+
+// Use returns what r reserves in the rates' units, as package pacer
+// computes it: its tokens weighed, split when it gives input and output,
+// and what it may cost at most.
+func (c Config) Use(r Request) wire.Use {
+	p, priced := c.price(r.Model)
+	return wire.Reserved(r.Tokens, r.Input, r.Output, c.weight(r.Model), p, priced)
+}
+
+// Charges returns what a caller sends acquire for r against c: package
+// wire's Charges, the function package pacer calls, with the batch floor
+// in thousandths for a batch call.
+func (c Config) Charges(r Request, batch bool, floorMilli int64) []Charge {
+	return wire.Charges(c.Wire(), c.Use(r), keep(batch, floorMilli))
 }
 
 func keep(batch bool, floorMilli int64) float64 {
@@ -56,19 +85,50 @@ const (
 	Rejected
 )
 
-// Deltas returns the corrections a caller sends settle when a lease of
-// reserved tokens ends as how says (used: the tokens a settled call used):
-// package wire's Corrections, as package lease calls them.
-func Deltas(bs Buckets, how int, reserved, used int64) []Delta {
+// Usage is what a settled call used, as its caller reports it: Tokens
+// alone (Lease.Settle), or with Split, Input, Output and the CachedInput
+// part of Input (Lease.SettleUsage).
+type Usage struct {
+	Tokens                     int64
+	Input, Output, CachedInput int64
+	Split                      bool
+}
+
+// Deltas returns the corrections a caller sends settle when a lease that
+// reserved r, its turn at turnMs (0: not known), ends as how says (used:
+// what a settled call used): package wire's Corrections, with the usage
+// weighed and priced as package lease does.
+func (c Config) Deltas(how int, r Request, turnMs int64, used Usage) []Delta {
+	reserved := c.Use(r)
+	var u wire.Use
 	switch how {
 	case Released:
-		used = reserved
-	case Canceled, Rejected:
-		used = 0
+		u = reserved
+	case Settled:
+		p, priced := c.price(r.Model)
+		if used.Split {
+			u = wire.UsedSplit(used.Input, used.CachedInput, used.Output, c.weight(r.Model), p, priced)
+		} else {
+			u = wire.UsedTotal(used.Tokens, c.weight(r.Model), p, priced)
+		}
 	}
-	var ds []Delta
-	for _, c := range wire.Corrections(bs.Wire(), wire.Use{Tokens: reserved}, wire.Use{Tokens: used}, how == Canceled, 0) {
-		ds = append(ds, Delta{Bucket: index(c.Field), Us: c.Us})
+	return wire.Corrections(c.Wire(), reserved, u, how == Canceled, turnMs)
+}
+
+// Lowers returns what a caller sends pause.lua to lower the buckets of c
+// that lower says (by index in c.Rates) after a refusal of r: package
+// wire's Lowering, as package pacer's Throttled calls it. A sliding window
+// has no TAT to lower: it is left out.
+func (c Config) Lowers(r Request, lower func(i int, r Rate) bool) []Lower {
+	var ls []Lower
+	use := c.Use(r)
+	for i, rt := range c.Rates {
+		if rt.Sliding || !lower(i, rt) {
+			continue
+		}
+		wb := rt.Wire()
+		off, lim := wb.Lowering(use.Of(wb.Unit))
+		ls = append(ls, Lower{wb.Field, off, lim})
 	}
-	return ds
+	return ls
 }

@@ -1,22 +1,35 @@
 // Package model is a pure-Go reference model of one llmpacer budget: the
 // test oracle that lua/model_test.go runs the Redis scripts against.
 //
-// A Budget holds exactly what the scripts keep in Redis (each bucket's TAT
-// in µs and its give-back stack; the pause; qb; the lease set with its
-// leases, pending leases and grants; the slot queue), and its methods
-// Acquire, Settle, KeepAlive, Pause, Throttle and Snapshot follow
-// acquire.lua, settle.lua, keepalive.lua, pause.lua and snapshot.lua step by
-// step; it also records what the scripts publish (Published). The model
-// reads no clock: every method takes the time the script would have
-// read from TIME (µs, or ms for the scripts that only need ms), so a Budget
-// is a pure function of the calls made on it and the times they were made
-// at.
+// A Budget holds exactly what the scripts keep in Redis: for each rate,
+// by its field, a GCRA bucket's TAT in µs and its give-back stack, or a
+// strict sliding window's counts per sub-window (sliding.go); the pause,
+// qb and the stop (qs); the lease set with its leases, pending leases and
+// grants; the slot queue. Its methods Acquire, Settle, KeepAlive, Pause,
+// Throttle, Stop and Snapshot follow acquire.lua, settle.lua,
+// keepalive.lua, pause.lua, stop.lua and snapshot.lua step by step; it
+// also records what the scripts publish (Published). The model reads no
+// clock: every method takes the time the script would have read from TIME
+// (µs, or ms for the scripts that only need ms), so a Budget is a pure
+// function of the calls made on it and the times they were made at.
 //
-// The scripts add and compare integers (TATs and charges in µs), which the
-// model does in int64; where the Lua divides (a wait in ms, a queue's
-// spacing) the model computes with float64 as Lua does, and rounds with
-// math.Ceil where the Lua calls ceil. Charges, Slots and Deltas compute what
-// a caller sends, as packages pacer and lease do.
+// A budget is a list of rates (Config): any unit (requests, tokens, input
+// or output tokens, spend), any window, several on one unit, each a
+// bucket or a sliding window, checked and charged together, all or
+// nothing. What a caller sends them (charges, allowances, corrections,
+// lowerings, prices) comes from package wire, as production computes it
+// (see caller.go); what the scripts do with it is the model's own code,
+// one copy for every rate: it reads a field's kind from its mark, as the
+// scripts do.
+//
+// The scripts add and compare integers (TATs and charges in µs, sliding
+// counts in units), which the model does in int64; where the Lua divides
+// (a wait in ms, a queue's spacing) the model computes with float64 as Lua
+// does, and rounds with math.Ceil where the Lua calls ceil. A sliding
+// window's sub-window is an integer division, which the Lua does in
+// doubles and floors: exact, since a quotient that is not whole lies at
+// least 1/g from the next integer, far more than a double's rounding of
+// a quotient below 2^47.
 //
 // Modelled but easy to miss: removing expired leases (reaping). An
 // admission landing on a millisecond divisible by 16 removes up to 100 of

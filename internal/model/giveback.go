@@ -17,7 +17,7 @@ const maxStack, mergeStack = 64, 16
 // in µs.
 type hentry struct{ t, d int64 }
 
-// push records a charge event at us on bucket i whose headroom is d (µs,
+// push records a charge event at us on bucket field whose headroom is d (µs,
 // >= 0). Its time is us, or 1 µs after the bucket's newest event if that
 // is not before us (several events in one µs, a clock stepping back), so
 // that a bucket's events are in strictly increasing time. The entries whose
@@ -26,8 +26,9 @@ type hentry struct{ t, d int64 }
 // headroom, the smallest, so that a lease charged among them may get back
 // less than it could, never more. (Not the oldest: often a restart, its
 // headroom 0 would take all they hold.)
-func (b *Budget) push(i int, us, d int64) {
-	s := b.stack[i]
+func (b *Budget) push(field string, us, d int64) {
+	bk := b.bucket(field)
+	s := bk.stack
 	e := us
 	if len(s) > 0 && s[len(s)-1].t >= e {
 		e = s[len(s)-1].t + 1
@@ -42,21 +43,22 @@ func (b *Budget) push(i int, us, d int64) {
 		s[mergeStack+1].d = s[1].d
 		s = s[:1+copy(s[1:], s[mergeStack+1:])]
 	}
-	b.stack[i] = append(s, hentry{e, d})
+	bk.stack = append(s, hentry{e, d})
 }
 
-// giveBack moves bucket i's TAT back by up to r µs for a lease charged at
+// giveBack moves bucket field's TAT back by up to r µs for a lease charged at
 // charged (a time after us counts as us): by no more than the headroom of
 // the first event after it, and never before us; a bucket full at us takes
 // nothing. The events after the lease lose what the TAT moved from their
 // headroom; the events before it keep theirs, and those that no longer lie
 // below the first event after the lease go.
-func (b *Budget) giveBack(i int, us, charged, r int64) {
-	if !b.stored[i] || b.tat[i] <= us {
+func (b *Budget) giveBack(field string, us, charged, r int64) {
+	bk := b.buckets[field]
+	if bk == nil || !bk.stored || bk.tat <= us {
 		return
 	}
 	t := min(charged, us)
-	s := b.stack[i]
+	s := bk.stack
 	j := len(s)
 	for k := range s {
 		if s[k].t > t {
@@ -70,9 +72,9 @@ func (b *Budget) giveBack(i int, us, charged, r int64) {
 	if r <= 0 {
 		return
 	}
-	tat := max(b.tat[i]-r, us)
-	moved := b.tat[i] - tat
-	b.tat[i] = tat
+	tat := max(bk.tat-r, us)
+	moved := bk.tat - tat
+	bk.tat = tat
 	if j == len(s) {
 		return
 	}
@@ -83,13 +85,17 @@ func (b *Budget) giveBack(i int, us, charged, r int64) {
 	for p > 0 && s[p-1].d >= s[j].d {
 		p--
 	}
-	b.stack[i] = append(s[:p], s[j:]...)
+	bk.stack = append(s[:p], s[j:]...)
 }
 
-// Stack returns bucket i's stack, oldest first: each event's time and
+// Stack returns bucket field's stack, oldest first: each event's time and
 // headroom now (µs).
-func (b *Budget) Stack(i int) (times, headrooms []int64) {
-	for _, e := range b.stack[i] {
+func (b *Budget) Stack(field string) (times, headrooms []int64) {
+	bk := b.buckets[field]
+	if bk == nil {
+		return nil, nil
+	}
+	for _, e := range bk.stack {
 		times = append(times, e.t)
 		headrooms = append(headrooms, e.d)
 	}

@@ -4,11 +4,21 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
-// rpm 60 (1 per second), tpm 6000 (100 per second); no rpd, tpd: the budget
-// of lua/contract_test.go.
-var contract = Buckets{{60, 60, 60_000}, {6000, 6000, 60_000}, {}, {}}
+// rpm 60 (1 per second), tpm 6000 (100 per second): the budget of
+// lua/contract_test.go.
+var contract = Config{Rates: []Rate{
+	{Unit: wire.Requests, Cap: 60, Refill: 60, Window: 60_000},
+	{Unit: wire.Tokens, Cap: 6000, Refill: 6000, Window: 60_000},
+}}
+
+// rpm and tpm are contract's buckets.
+var rpm, tpm = contract.Rates[0].Wire(), contract.Rates[1].Wire()
+
+// tokens is a request of n tokens.
+func tokens(n int64) Request { return Request{Tokens: n} }
 
 // t0 (ms) is divisible by 16: admissions at t0 reap expired leases.
 const t0 = 1_700_000_000_000
@@ -20,19 +30,19 @@ type reply struct {
 }
 
 func acquire(b *Budget, ms int64, id string, cost, maxWait int64) reply {
-	r := b.Acquire(ms*1000, Call{ID: id, MaxWait: maxWait, TTL: 60_000, Limit: 2, BatchSlots: 2, Spacing: 50, Charges: Charges(contract, cost, false, 200)})
+	r := b.Acquire(ms*1000, Call{ID: id, MaxWait: maxWait, TTL: 60_000, Limit: 2, BatchSlots: 2, Spacing: 50, Charges: contract.Charges(tokens(cost), false, 200)})
 	return reply{r.Code, r.Wait, r.Reason}
 }
 
 // plain is an interactive call of cost tokens with no concurrency limit.
-func plain(id string, ttl int64, bs Buckets, cost int64) Call {
-	return Call{ID: id, TTL: ttl, Spacing: 1, Charges: Charges(bs, cost, false, 0)}
+func plain(id string, ttl int64, c Config, cost int64) Call {
+	return Call{ID: id, TTL: ttl, Spacing: 1, Charges: c.Charges(tokens(cost), false, 0)}
 }
 
 // The sequence of TestContractAsDocumented, on the model.
 func TestContractSequence(t *testing.T) {
 	var b Budget
-	refund := Deltas(contract, Settled, 5000, 1000)
+	refund := contract.Deltas(Settled, tokens(5000), 0, Usage{Tokens: 1000})
 	steps := []struct {
 		name string
 		got  func() reply
@@ -61,10 +71,10 @@ func TestContractSequence(t *testing.T) {
 	// tpm: 6000 - 5000 - 2000 + 100 (a second's refill) + 4000 (a's refund);
 	// rpm: 60 - 2 + 1.
 	us := int64(t0+1000) * 1000
-	if got := b.Level(TPM, us, contract[TPM]); got != 3100 {
+	if got := b.Level(us, tpm); got != 3100 {
 		t.Errorf("tpm level = %v; want 3100", got)
 	}
-	if got := b.Level(RPM, us, contract[RPM]); got != 59 {
+	if got := b.Level(us, rpm); got != 59 {
 		t.Errorf("rpm level = %v; want 59", got)
 	}
 	if s := b.Snapshot(us); s.InFlight != 0 || s.PauseRemaining != 0 {
@@ -77,10 +87,10 @@ func TestContractSequence(t *testing.T) {
 func TestSettleDebt(t *testing.T) {
 	var b Budget
 	b.Acquire(t0*1000, plain("a", 60_000, contract, 1000))
-	if got := b.Settle(t0*1000, "a", t0*1000, 0, 0, Deltas(contract, Settled, 1000, 1_000_000)); got != 1 {
+	if got := b.Settle(t0*1000, "a", t0*1000, 0, 0, contract.Deltas(Settled, tokens(1000), 0, Usage{Tokens: 1_000_000})); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
-	if got := b.Level(TPM, t0*1000, contract[TPM]); got != -1000 {
+	if got := b.Level(t0*1000, tpm); got != -1000 {
 		t.Errorf("tpm level after a huge overrun = %v; want -1000", got)
 	}
 }
@@ -91,14 +101,14 @@ func TestRefundPastFullReadsFull(t *testing.T) {
 	var b Budget
 	b.Acquire(t0*1000, plain("a", 120_000, contract, 5000))
 	us := int64(t0+60_000) * 1000
-	if got := b.Settle(us, "a", t0*1000, 0, 0, Deltas(contract, Settled, 5000, 1000)); got != 1 {
+	if got := b.Settle(us, "a", t0*1000, 0, 0, contract.Deltas(Settled, tokens(5000), 0, Usage{Tokens: 1000})); got != 1 {
 		t.Fatalf("Settle() = %d; want 1", got)
 	}
-	if got := b.Level(TPM, us, contract[TPM]); got != 6000 {
+	if got := b.Level(us, tpm); got != 6000 {
 		t.Errorf("tpm level = %v; want 6000 (full)", got)
 	}
-	if got, want := b.tat[TPM], int64(t0)*1000+5000*10_000; got != want {
-		t.Errorf("stored tpm TAT = %d; want %d (as charged, now in the past)", got, want)
+	if got, want := b.Value(tpm.Field), "1700000050000000"; got != want {
+		t.Errorf("stored tpm TAT = %s; want %s (as charged, now in the past)", got, want)
 	}
 }
 
@@ -107,13 +117,13 @@ func TestRefundPastFullReadsFull(t *testing.T) {
 // half an interval (999 µs for the request bucket, 166 µs for the token
 // bucket), so that calls adding up to the capacity fit a full bucket.
 func TestChargesRoundUp(t *testing.T) {
-	bs := Buckets{{Cap: 1, Refill: 1, Window: 7}, {Cap: 10, Refill: 3, Window: 1}}
-	cs := Charges(bs, 1, false, 0)
-	want := []Charge{{RPM, 7000, 7999}, {TPM, 334, 3334 + 166}}
+	bs := Config{Rates: []Rate{{Unit: wire.Requests, Cap: 1, Refill: 1, Window: 7}, {Unit: wire.Tokens, Cap: 10, Refill: 3, Window: 1}}}
+	cs := bs.Charges(tokens(1), false, 0)
+	want := []Charge{{Field: "requests/7ms", Charge: 7000, Allow: 7999}, {Field: "tokens/1ms", Charge: 334, Allow: 3334 + 166}}
 	if diff := cmp.Diff(want, cs); diff != "" {
 		t.Errorf("Charges mismatch (-want +got):\n%s", diff)
 	}
-	if ds := Deltas(bs, Canceled, 1, 0); ds[1].Us != -333 {
+	if ds := bs.Deltas(Canceled, tokens(1), 0, Usage{}); ds[1].Us != -333 {
 		t.Errorf("Deltas(cancel)[tpm] = %d; want -333 (a refund rounds down)", ds[1].Us)
 	}
 }
@@ -176,7 +186,7 @@ func TestReapingEndsRetries(t *testing.T) {
 // with a burst of 5: a call at t0 and its cancel delayed 1.3 s, while
 // another caller takes the refilled burst at t0+1.15 s.
 func TestLateGiveBack(t *testing.T) {
-	bs := Buckets{{5, 60, 60_000}, {}, {}, {}}
+	bs := Config{Rates: []Rate{{Unit: wire.Requests, Cap: 5, Refill: 60, Window: 60_000}}}
 	var b Budget
 	acq := func(ms int64, id string) int {
 		return b.Acquire(ms*1000, plain(id, 60_000, bs, 0)).Code
@@ -191,14 +201,14 @@ func TestLateGiveBack(t *testing.T) {
 	if admitted != 5 {
 		t.Fatalf("the refilled burst admitted %d; want 5", admitted)
 	}
-	if got := b.Settle((t0+1300)*1000, "a", t0*1000, 0, 0, Deltas(bs, Canceled, 0, 0)); got != 1 {
+	if got := b.Settle((t0+1300)*1000, "a", t0*1000, 0, 0, bs.Deltas(Canceled, tokens(0), 0, Usage{})); got != 1 {
 		t.Fatalf("late cancel of a = %d; want 1", got)
 	}
 	if got := acq(t0+1300, "c"); got != 0 {
 		t.Errorf("acquire after the late cancel = %d; want 0: six calls in 150 ms against a bound of 5.15", got)
 	}
 	// A give-back from a lease charged since the restart still counts.
-	if got := b.Settle((t0+1300)*1000, "b0", (t0+1150)*1000, 0, 0, Deltas(bs, Canceled, 0, 0)); got != 1 {
+	if got := b.Settle((t0+1300)*1000, "b0", (t0+1150)*1000, 0, 0, bs.Deltas(Canceled, tokens(0), 0, Usage{})); got != 1 {
 		t.Fatalf("cancel of b0 = %d; want 1", got)
 	}
 	if got := acq(t0+1300, "d"); got != 1 {
@@ -212,7 +222,7 @@ func TestSettleExpired(t *testing.T) {
 	var b Budget
 	b.Acquire(t0*1000, plain("a", 1000, contract, 100))
 	for range 2 {
-		if got := b.Settle((t0+1000)*1000, "a", t0*1000, 0, 0, Deltas(contract, Settled, 100, 10)); got != 2 {
+		if got := b.Settle((t0+1000)*1000, "a", t0*1000, 0, 0, contract.Deltas(Settled, tokens(100), 0, Usage{Tokens: 10})); got != 2 {
 			t.Fatalf("Settle() after expiry = %d; want 2", got)
 		}
 	}

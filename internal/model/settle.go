@@ -1,11 +1,12 @@
 package model
 
-// Delta is one correction a settle sends: to bucket Bucket (RPM, TPM, RPD or
-// TPD), Us µs, negative to give back, positive for a debt.
-type Delta struct {
-	Bucket int
-	Us     int64
-}
+import "github.com/llmpacer/llmpacer/internal/wire"
+
+// Delta is one correction a settle sends (package wire's Correction): to a
+// bucket, Us µs, negative to give back, positive for a debt; to a sliding
+// window, units, a give-back off sub-window At (where the call was
+// counted) or a debt counted now.
+type Delta = wire.Correction
 
 // Settle mirrors settle.lua: it ends lease id once, removing it from the
 // lease set. us is the script's clock, charged the µs at which the lease was
@@ -22,7 +23,10 @@ type Delta struct {
 // Giving back moves each stored TAT back by what the charges since
 // charged leave room for (see giveBack), and never for a bucket that is
 // full at us. A debt starts from now if the bucket is full, which restarts
-// it, and is recorded in the give-back stacks like an admission.
+// it, and is recorded in the give-back stacks like an admission. A sliding
+// window's give-back comes off the sub-window the call was counted in
+// unless it rolled out of every window, never below zero; its debt is
+// counted in the current sub-window.
 func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, deltas []Delta) int {
 	now := us / 1000
 	score, ok := b.leases[id]
@@ -50,20 +54,35 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 	if !live {
 		return 2
 	}
-	if len(deltas) == 0 {
+	var rest []Delta
+	for _, d := range deltas {
+		g := sub(d.Field)
+		if g == 0 {
+			rest = append(rest, d)
+			continue
+		}
+		cur := now * 1000 / g
+		j := d.At
+		if d.Us > 0 {
+			j = cur
+		}
+		b.slide(d.Field).add(cur, j, d.Us)
+	}
+	if len(rest) == 0 {
 		return 1
 	}
-	if deltas[0].Us < 0 {
-		for _, d := range deltas {
-			b.giveBack(d.Bucket, us, charged, -d.Us)
+	if rest[0].Us < 0 {
+		for _, d := range rest {
+			b.giveBack(d.Field, us, charged, -d.Us)
 		}
 		return 1
 	}
 	// A debt is a charge event whose turn is now.
-	for _, d := range deltas {
-		tat := b.from(d.Bucket, us)
-		b.push(d.Bucket, us, tat-us)
-		b.tat[d.Bucket], b.stored[d.Bucket] = tat+d.Us, true
+	for _, d := range rest {
+		tat := b.from(d.Field, us)
+		b.push(d.Field, us, tat-us)
+		bk := b.bucket(d.Field)
+		bk.tat, bk.stored = tat+d.Us, true
 	}
 	return 1
 }

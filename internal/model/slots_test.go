@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // slot is a call on a budget with only a concurrency limit of 2: it waits
@@ -133,11 +134,11 @@ func TestBatchWaitersComeLast(t *testing.T) {
 // An interactive call that reserves a later turn for its tokens holds no
 // slot until its turn, and claims one then.
 func TestPendingHoldsNoSlot(t *testing.T) {
-	bs := Buckets{{}, {6000, 6000, 60_000}, {}, {}} // tpm: 100 a second
+	bs := Config{Rates: []Rate{{Unit: wire.Tokens, Cap: 6000, Refill: 6000, Window: 60_000}}} // tpm: 100 a second
 	var b Budget
 	us := int64(t0) * 1000
 	call := func(id string, cost, ticket int64) Call {
-		return Call{ID: id, MaxWait: 60_000, TTL: 60_000, Limit: 1, BatchSlots: 1, Spacing: 10, Ticket: ticket, Charges: Charges(bs, cost, false, 0)}
+		return Call{ID: id, MaxWait: 60_000, TTL: 60_000, Limit: 1, BatchSlots: 1, Spacing: 10, Ticket: ticket, Charges: bs.Charges(tokens(cost), false, 0)}
 	}
 	if got := b.Acquire(us, call("a", 6000, 0)); got.Code != 1 || got.Ticket != 0 {
 		t.Fatalf("a = %+v; want admitted with its slot", got)
@@ -159,7 +160,7 @@ func TestPendingHoldsNoSlot(t *testing.T) {
 	if got := b.InFlight(t0 + 1000); got != 1 {
 		t.Errorf("slots held once p claimed = %d; want 1", got)
 	}
-	if got := b.Settle(us+1_100_000, "p", us, 1, 1, Deltas(bs, Settled, 100, 100)); got != 1 {
+	if got := b.Settle(us+1_100_000, "p", us, 1, 1, bs.Deltas(Settled, tokens(100), 0, Usage{Tokens: 100})); got != 1 {
 		t.Errorf("settle p = %d; want 1", got)
 	}
 }

@@ -67,4 +67,30 @@ func TestSlidingCorrections(t *testing.T) {
 	if err != nil || lv != 650 {
 		t.Errorf("SlidingLevel = %v, %v; want 650", lv, err)
 	}
+	// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 ahead.
+	lv, err = s.SlidingLevel(1_000_000_000, "6334 7 -64 100 -65 300")
+	if err != nil || lv != 900 {
+		t.Errorf("SlidingLevel with skips = %v, %v; want 900", lv, err)
+	}
+}
+
+// A request's and a usage's units: tokens weighed and rounded up, spend
+// priced from the unweighed tokens.
+func TestReservedAndUsed(t *testing.T) {
+	p := wire.Price{Input: 1e6, CachedInput: 5e5, Output: 4e6} // 1, 0.5 and 4 a token
+	if got, want := wire.Reserved(10, 0, 0, 0.25, p, true), (wire.Use{Tokens: 3, Spend: 40}); got != want {
+		t.Errorf("Reserved(10 tokens, weight 0.25) = %+v; want %+v", got, want)
+	}
+	if got, want := wire.Reserved(0, 3, 7, 1.5, p, true), (wire.Use{Tokens: 16, Input: 5, Output: 11, Split: true, Spend: 31}); got != want {
+		t.Errorf("Reserved(3 in, 7 out, weight 1.5) = %+v; want %+v", got, want)
+	}
+	if got, want := wire.Reserved(10, 0, 0, 2, p, false), (wire.Use{Tokens: 20}); got != want {
+		t.Errorf("Reserved unpriced = %+v; want %+v", got, want)
+	}
+	if got, want := wire.UsedTotal(10, 0, p, true), (wire.Use{Tokens: 10, Spend: 40}); got != want {
+		t.Errorf("UsedTotal(10, no weight) = %+v; want %+v", got, want)
+	}
+	if got, want := wire.UsedSplit(4, 2, 1, 1, p, true), (wire.Use{Tokens: 5, Input: 4, Output: 1, Split: true, Spend: 7}); got != want {
+		t.Errorf("UsedSplit(4 in, 2 cached, 1 out) = %+v; want %+v", got, want)
+	}
 }
