@@ -114,3 +114,59 @@ func ExamplePacer_StopQuota() {
 	// true
 	// <nil>
 }
+
+// Tenants inside a budget: each customer has its own hourly tokens and a
+// tenth of the budget as its fair share; one script charges both.
+func ExampleTenants() {
+	rdb, done := stillRedis()
+	defer done()
+	p, _ := pacer.New(rdb, pacer.Config{
+		Name:   "openai:gpt-4o-mini",
+		Limits: pacer.Limits{TPM: 100_000},
+		Tenants: pacer.Tenants{
+			Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 20_000, Window: time.Hour}},
+			Share: 0.1,
+		},
+	})
+	ctx := context.Background()
+	// The tenant id comes from the caller's authenticated session.
+	l, _ := p.Acquire(ctx, pacer.Request{Tenant: "customer-42", Tokens: 15_000})
+	_ = l.Settle(ctx, 15_000)
+
+	_, err := p.TryAcquire(ctx, pacer.Request{Tenant: "customer-42", Tokens: 8_000})
+	var notYet *pacer.NotYetError
+	if errors.As(err, &notYet) {
+		fmt.Println("customer-42 waits for", notYet.Limit)
+	}
+	if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: "customer-7", Tokens: 8_000}); err == nil {
+		fmt.Println("customer-7 goes ahead")
+	}
+	s, _ := p.TenantSnapshot(ctx, "customer-42")
+	fmt.Printf("customer-42: %.0f of %d tokens this hour\n", s.Rates[0].Level, s.Rates[0].Capacity)
+	// Output:
+	// customer-42 waits for @tokens/3600s
+	// customer-7 goes ahead
+	// customer-42: 5000 of 20000 tokens this hour
+}
+
+// One definition for every process: a runtime change is one call, and
+// every Pacer of the budget follows it at its next call.
+func ExamplePacer_Define() {
+	rdb, done := stillRedis()
+	defer done()
+	cfg := pacer.Config{Name: "openai:gpt-4o", Limits: pacer.Limits{RPM: 500, TPM: 30_000}}
+	api, _ := pacer.New(rdb, cfg)    // one process
+	worker, _ := pacer.New(rdb, cfg) // another
+	ctx := context.Background()
+
+	// The provider raised the limit: tell the fleet once.
+	v, _ := api.Define(ctx, pacer.Config{Limits: pacer.Limits{RPM: 500, TPM: 150_000}})
+	fmt.Println("stored version", v)
+
+	_, _ = worker.TryAcquire(ctx, pacer.Request{Tokens: 1000})
+	s, _ := worker.Snapshot(ctx)
+	fmt.Println("the worker runs version", worker.Version(), "with TPM", s.TPM.Limit)
+	// Output:
+	// stored version 1
+	// the worker runs version 1 with TPM 150000
+}

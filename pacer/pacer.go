@@ -111,12 +111,16 @@ func (p *Pacer) adopt(s *settings) {
 // Name returns the budget's name.
 func (p *Pacer) Name() string { return p.s().name }
 
-// Limits returns the limits the Pacer was configured with.
+// Limits returns the limits in force: the Config's, or a stored
+// definition's (see Define).
 func (p *Pacer) Limits() Limits { return p.s().limits }
 
 // Keys returns the Redis keys of the budget: the state hash, the lease
-// sorted set and the slot queue (a sorted set, whose name is also the
-// channel on which slot grants are published). They share one hash tag.
+// sorted set, the slot queue (a sorted set, whose name is also the
+// channel on which slot grants are published), and the hash that holds
+// the budget's stored definition (see Define; it exists only once one is
+// stored, and has no TTL). They share one hash tag, with every tenant's
+// hash (see TenantKey).
 func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
 // newLease returns the lease for an admission (see leasing.Open).

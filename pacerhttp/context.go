@@ -12,6 +12,7 @@ type ctxKey int
 const (
 	priorityKey ctxKey = iota
 	maxWaitKey
+	tenantKey
 )
 
 // WithPriority returns a context whose model calls the transport acquires
@@ -27,6 +28,13 @@ func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxWaitKey, d)
 }
 
+// WithTenant returns a context whose model calls the transport charges to
+// tenant (pacer.Request.Tenant) as well as to the budget, which must have
+// Config.Tenants. Take the id from the caller's authenticated session.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey, tenant)
+}
+
 // request returns what the context says about the call to admit.
 func request(ctx context.Context, tokens int64) pacer.Request {
 	r := pacer.Request{Tokens: tokens}
@@ -35,6 +43,9 @@ func request(ctx context.Context, tokens int64) pacer.Request {
 	}
 	if d, ok := ctx.Value(maxWaitKey).(time.Duration); ok && d > 0 {
 		r.MaxWait = d
+	}
+	if t, ok := ctx.Value(tenantKey).(string); ok {
+		r.Tenant = t
 	}
 	return r
 }

@@ -120,3 +120,29 @@ func TestCanceledWhileWaiting(t *testing.T) {
 		}
 	})
 }
+
+// The context's tenant reaches Acquire: each tenant is held to its own
+// rate, here 2 requests an hour, through the real openai-go client.
+func TestContextTenant(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 100_000}, fakeprovider.Config{})
+		r.cfg.Tenants = pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 2, Window: time.Hour}}}
+		p, _ := r.pacer()
+		c := r.openai(p)
+		for _, tenant := range []string{"acme", "globex"} {
+			ctx := pacerhttp.WithMaxWait(pacerhttp.WithTenant(context.Background(), tenant), 50*time.Millisecond)
+			for i := range 2 {
+				if _, err := c.Chat.Completions.New(ctx, chatParams(100)); err != nil {
+					t.Fatalf("tenant %s call %d = %v; want admitted", tenant, i+1, err)
+				}
+			}
+			calls := r.provider.Stats().Calls
+			if _, err := c.Chat.Completions.New(ctx, chatParams(100)); !errors.Is(err, pacer.ErrWaitTimeout) {
+				t.Fatalf("tenant %s's third call in the hour = %v; want ErrWaitTimeout", tenant, err)
+			}
+			if got := r.provider.Stats().Calls; got != calls {
+				t.Errorf("tenant %s's refused call reached the server", tenant)
+			}
+		}
+	})
+}
