@@ -18,6 +18,8 @@ type plan struct {
 	name, about string
 	p           params
 	set         map[string]bool // flags given on the command line
+	procs       int             // OS processes per row (-procs)
+	args        []string        // the command line, for -procs' children
 
 	jobs     []job // in order of arrival
 	outside  *outsideTraffic
@@ -48,6 +50,7 @@ type variant struct {
 	providerRefund bool // fakeprovider.Config.Refund: unused max_tokens go back when a call ends
 	shared         bool
 	burst          int64   // the budget's capacity in tokens
+	reqBurst       int64   // the budget's capacity in requests, when the provider limits them
 	slidingSafe    bool    // refill (limit - burst) per window, never over the limit in any window
 	exactSliding   bool    // a pacer.Rate with Sliding: the provider's own window, counted
 	headroom       float64 // pacer.Config.Headroom
@@ -69,7 +72,7 @@ func buildPlan(name string, o options) (*plan, error) {
 	if err := errors.Join(p.check()...); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", name, err)
 	}
-	pl := &plan{name: name, about: s.about, p: p, set: o.set}
+	pl := &plan{name: name, about: s.about, p: p, set: o.set, procs: max(o.procs, 1), args: o.args}
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	s.build(pl, rand.New(rand.NewPCG(o.seed, h.Sum64())))
@@ -78,7 +81,7 @@ func buildPlan(name string, o options) (*plan, error) {
 	}
 	sortByArrival(pl.jobs)
 	pl.provider = fakeprovider.Config{
-		TokenLimit: p.providerTokens, Window: p.wall(p.window),
+		TokenLimit: p.providerTokens, RequestLimit: p.providerReqs, Window: p.wall(p.window),
 		Latency: p.wall(p.latency), QuotaTokens: pl.quota, Refund: p.providerRefund,
 	}
 	if p.sliding {
@@ -93,7 +96,25 @@ func buildPlan(name string, o options) (*plan, error) {
 	if pl.rows, err = pl.variants(o.mode); err != nil {
 		return nil, err
 	}
+	if err := pl.checkProcs(); err != nil {
+		return nil, err
+	}
 	return pl, nil
+}
+
+// checkProcs rejects -procs where it cannot apply: it splits the storm's
+// own client rows between processes, not openai-go rows or the outside
+// caller, and every process needs a worker.
+func (pl *plan) checkProcs() error {
+	switch {
+	case pl.procs <= 1:
+		return nil
+	case pl.sdkOnly || pl.sdkRows || pl.outside != nil:
+		return fmt.Errorf("-procs %d: scenario %s has openai-go rows or an outside caller, which run in one process only; use -procs with default, sliding, mixed, bursty, priority, quota or bottleneck", pl.procs, pl.name)
+	case pl.procs > pl.p.workers:
+		return fmt.Errorf("-procs %d: scenario %s has %d workers, fewer than processes; raise -workers or lower -procs", pl.procs, pl.name, pl.p.workers)
+	}
+	return nil
 }
 
 // override applies the flags given on the command line.
@@ -102,10 +123,11 @@ func (o options) override(p params) params {
 	for name, f := range map[string]func(){
 		"workers": func() { p.workers = g.workers }, "jobs": func() { p.jobs = g.jobs },
 		"tokens": func() { p.tokens = g.tokens }, "output": func() { p.output = g.output },
-		"provider-tokens": func() { p.providerTokens = g.providerTokens },
-		"provider-window": func() { p.sliding = g.sliding },
-		"provider-refund": func() { p.providerRefund = g.providerRefund },
-		"window":          func() { p.window = g.window }, "latency": func() { p.latency = g.latency },
+		"provider-tokens":   func() { p.providerTokens = g.providerTokens },
+		"provider-requests": func() { p.providerReqs = g.providerReqs },
+		"provider-window":   func() { p.sliding = g.sliding },
+		"provider-refund":   func() { p.providerRefund = g.providerRefund },
+		"window":            func() { p.window = g.window }, "latency": func() { p.latency = g.latency },
 		"burst": func() { p.burst = g.burst }, "retries": func() { p.retries = g.retries },
 		"speed": func() { p.speed = g.speed },
 	} {
@@ -136,6 +158,16 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 	if burst < largest {
 		return nil, fmt.Errorf("scenario %s: a burst of %d tokens cannot hold the largest job (%d tokens), which could never be admitted; raise -burst", pl.name, burst, largest)
 	}
+	// A request limit gets the same shape as the token limit: the whole
+	// limit, or the same fraction of it, at least one call, below the
+	// limit for a sliding-safe budget.
+	reqs, reqBurst := p.providerReqs, p.providerReqs
+	if p.sliding && reqs > 0 {
+		reqBurst = min(max(int64(math.Round(float64(reqs)*float64(burst)/float64(limit))), 1), reqs-1)
+		if reqBurst < 1 {
+			return nil, fmt.Errorf("-provider-requests %d: a sliding-safe budget keeps a burst below the limit and at least one call, so it needs a limit of at least 2 calls per window", reqs)
+		}
+	}
 	if pl.sdkOnly {
 		return pl.sdkVariants(mode, burst), nil
 	}
@@ -150,13 +182,16 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 			prefix = map[bool]string{false: "no-refund provider, ", true: "refunding provider, "}[refund]
 		}
 		// The budget that matches the provider.
-		match := variant{providerRefund: refund, shared: true, burst: burst, noRefund: !refund}
+		match := variant{providerRefund: refund, shared: true, burst: burst, reqBurst: reqBurst, noRefund: !refund}
 		var shared []variant
 		switch {
 		case p.sliding:
 			full, safe := match, match
-			full.label, full.burst = "shared, burst = limit", limit
+			full.label, full.burst, full.reqBurst = "shared, burst = limit", limit, reqs
 			safe.label, safe.slidingSafe = fmt.Sprintf("shared, sliding-safe burst %s", thousands(burst)), true
+			if reqs > 0 {
+				safe.label += fmt.Sprintf(" and %d calls", reqBurst)
+			}
 			exact := match
 			exact.label, exact.exactSliding = "shared, exact sliding window", true
 			shared = append(shared, full, safe, exact)
@@ -214,14 +249,15 @@ func (pl *plan) largestJob() int64 {
 	return n
 }
 
-// budgetConfig translates the provider's limit into a pacer.Config.
+// budgetConfig translates the provider's limits into a pacer.Config.
 //
 // pacer's token limits are per minute (TPM) and per day; the provider's
 // window here is seconds. A bucket refilling limit tokens per window W is
 // the same bucket as TPM = limit·(1 min / W) with Burst.TPM = limit: for
 // 10,000 tokens per 5 s, TPM 120,000 and a burst of 10,000, both refilling
 // 2 tokens per millisecond. When TPM is not a whole number it is rounded
-// down, so the budget is never faster than the provider.
+// down, so the budget is never faster than the provider. A request limit
+// becomes RPM and Burst.RPM the same way.
 //
 // A sliding-safe budget refills (limit - burst) per window. Config.SlidingWindow
 // computes that refill per the limit's own window, a minute for TPM, so it
@@ -233,18 +269,27 @@ func (pl *plan) largestJob() int64 {
 // provider did not give back.
 func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 	w := pl.provider.Window
+	reqs := pl.p.providerReqs
 	if v.exactSliding {
-		// The provider's own limit and window, counted as it counts them.
-		return pacer.Config{
-			Rates:    []pacer.Rate{{Unit: pacer.Tokens, Limit: pl.p.providerTokens, Window: w, Sliding: true}},
+		// The provider's own limits, counted as it counts them, over its
+		// window stretched by dispatchMargin: the provider counts a call
+		// from when it arrives, up to a few milliseconds after the budget
+		// admitted it, and a call the budget counted from a moment before
+		// the provider did would leave the budget's window that moment
+		// before it leaves the provider's. The sub-windows' edge gives
+		// no such slack: the call may fall at the end of its sub-window.
+		// pacer wants the window in whole milliseconds; rounding up errs
+		// on the safe side too.
+		sw := (w + dispatchMargin + time.Millisecond - 1).Truncate(time.Millisecond)
+		cfg = pacer.Config{
+			Rates:    []pacer.Rate{{Unit: pacer.Tokens, Limit: pl.p.providerTokens, Window: sw, Sliding: true}},
 			Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour,
-		}, true
+		}
+		if reqs > 0 {
+			cfg.Rates = append(cfg.Rates, pacer.Rate{Unit: pacer.Requests, Limit: reqs, Window: sw, Sliding: true})
+		}
+		return cfg, sw == w
 	}
-	refill := pl.p.providerTokens
-	if v.slidingSafe {
-		refill -= v.burst
-	}
-	burst := v.burst
 	// The budget admits a call a moment before the provider sees it, and
 	// the first calls of a run set both buckets' clocks: the provider's
 	// starts refilling when the first call arrives, the budget's when it
@@ -258,20 +303,42 @@ func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 	// them and its p99 wait went from 2.9 s to 4.9-8.4 s, for 20 ms less
 	// in total. dispatchMargin of refill off the burst covers the offset;
 	// it delays the run by the same 20 ms, once.
-	margin := int64(math.Ceil(float64(pl.p.providerTokens) * dispatchMargin.Seconds() / w.Seconds()))
-	margin = min(margin, max(burst-pl.largestJob(), 0))
-	burst -= margin
-	cfg = pacer.Config{Burst: pacer.Burst{TPM: burst}, Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour}
+	margin := func(limit, burst, least int64) int64 {
+		m := int64(math.Ceil(float64(limit) * dispatchMargin.Seconds() / w.Seconds()))
+		return min(m, max(burst-least, 0))
+	}
+	tokM := margin(pl.p.providerTokens, v.burst, pl.largestJob())
+	cfg = pacer.Config{Burst: pacer.Burst{TPM: v.burst - tokM}, Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour}
+	var reqM int64
+	if reqs > 0 {
+		reqM = margin(reqs, v.reqBurst, 1)
+		cfg.Burst.RPM = v.reqBurst - reqM
+	}
 	if v.slidingSafe && w == time.Minute {
-		// Config.SlidingWindow refills (TPM - burst) per minute; taking
-		// the margin off TPM too keeps that refill at limit - v.burst.
-		cfg.Limits.TPM, cfg.SlidingWindow = pl.p.providerTokens-margin, true
+		// Config.SlidingWindow refills (limit - burst) per minute; taking
+		// the margin off the limit too keeps that refill at limit - v.burst.
+		cfg.Limits.TPM, cfg.SlidingWindow = pl.p.providerTokens-tokM, true
+		if reqs > 0 {
+			cfg.Limits.RPM = reqs - reqM
+		}
 		return cfg, true
 	}
-	num := new(big.Int).Mul(big.NewInt(refill), big.NewInt(int64(time.Minute)))
-	q, r := new(big.Int).QuoRem(num, big.NewInt(int64(w)), new(big.Int))
-	cfg.Limits.TPM = q.Int64()
-	return cfg, r.Sign() == 0
+	perMinute := func(refill int64) (int64, bool) {
+		num := new(big.Int).Mul(big.NewInt(refill), big.NewInt(int64(time.Minute)))
+		q, r := new(big.Int).QuoRem(num, big.NewInt(int64(w)), new(big.Int))
+		return q.Int64(), r.Sign() == 0
+	}
+	refill, reqRefill := pl.p.providerTokens, reqs
+	if v.slidingSafe {
+		refill, reqRefill = refill-v.burst, reqRefill-v.reqBurst
+	}
+	cfg.Limits.TPM, exact = perMinute(refill)
+	if reqs > 0 {
+		var ok bool
+		cfg.Limits.RPM, ok = perMinute(reqRefill)
+		exact = exact && ok
+	}
+	return cfg, exact
 }
 
 // check returns what is wrong with the params.
@@ -289,6 +356,9 @@ func (p params) check() []error {
 	}
 	if p.providerTokens < 1 || p.providerTokens > maxCount {
 		bad("-provider-tokens %d: want 1 to %d", p.providerTokens, int64(maxCount))
+	}
+	if p.providerReqs < 0 || p.providerReqs > maxCount {
+		bad("-provider-requests %d: want 0 (no request limit) to %d", p.providerReqs, int64(maxCount))
 	}
 	if p.speed != p.speed || p.speed < minSpeed || p.speed > maxSpeed {
 		bad("-speed %v: want %v to %v", p.speed, minSpeed, maxSpeed)
