@@ -28,6 +28,8 @@ type scenarioReport struct {
 	Speed            float64 `json:"speed"`
 	QuotaTokens      int64   `json:"quota_tokens,omitempty"`
 	Redis            string  `json:"redis"`
+	// Procs is the OS processes each row's workers ran in (-procs).
+	Procs int `json:"procs"`
 	// FloorSeconds is the floor against a provider that keeps max_tokens,
 	// for the rows that run against one; null when it means nothing
 	// (quota) or no row does.
@@ -125,7 +127,7 @@ func newScenarioReport(pl *plan, be *backend) scenarioReport {
 		Name: pl.name, About: pl.about, Workers: pl.p.workers, Jobs: len(pl.jobs), JobTokens: total,
 		ProviderTokens: pl.p.providerTokens, ProviderRequests: pl.p.providerReqs, WindowSeconds: pl.provider.Window.Seconds(),
 		ProviderMode: "token bucket", LatencyMs: float64(pl.provider.Latency) / float64(time.Millisecond),
-		Speed: pl.p.speed, QuotaTokens: pl.quota, Redis: be.desc,
+		Speed: pl.p.speed, QuotaTokens: pl.quota, Redis: be.desc, Procs: pl.procs,
 	}
 	if pl.p.sliding {
 		r.ProviderMode = "sliding window"
@@ -194,7 +196,11 @@ func printTable(w io.Writer, r scenarioReport) {
 	if r.Speed != 1 {
 		fmt.Fprintf(w, " (-speed %g: windows and latencies ÷%g)", r.Speed, r.Speed)
 	}
-	fmt.Fprintf(w, "; %s\n", r.Redis)
+	fmt.Fprintf(w, "; %s", r.Redis)
+	if r.Procs > 1 {
+		fmt.Fprintf(w, "; workers in %d OS processes", r.Procs)
+	}
+	fmt.Fprintln(w)
 	if r.QuotaTokens > 0 {
 		fmt.Fprintf(w, "  provider credit: %s tokens of real usage\n", thousands(r.QuotaTokens))
 	}
