@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +37,7 @@ const childEnv = "LLMPACER_STORM_CHILD"
 // childSpec is a child's part of a row.
 type childSpec struct {
 	Scenario string `json:"scenario"`
-	Row      int    `json:"row"`
+	Row      string `json:"row"`   // its label
 	Proc     int    `json:"proc"`  // this child, 0 to Procs-1
 	Procs    int    `json:"procs"` // children in all
 	URL      string `json:"url"`   // the parent's provider
@@ -97,7 +98,7 @@ func runRowProcs(ctx context.Context, pl *plan, i int, be *backend, budgetName s
 	defer cancel()
 	kids := make([]*child, pl.procs)
 	for k := range kids {
-		spec := childSpec{Scenario: pl.name, Row: i, Proc: k, Procs: pl.procs, URL: url, Redis: be.addr, Budget: budgetName}
+		spec := childSpec{Scenario: pl.name, Row: v.label, Proc: k, Procs: pl.procs, URL: url, Redis: be.addr, Budget: budgetName}
 		if kids[k], err = startChild(cctx, exe, pl.args, spec, prog); err != nil {
 			return rowResult{}, err
 		}
@@ -302,8 +303,9 @@ func runChild(ctx context.Context, o options, spec childSpec, stdin io.Reader, s
 	if err != nil {
 		return err
 	}
-	if spec.Row < 0 || spec.Row >= len(pl.rows) || spec.Procs < 1 || spec.Proc < 0 || spec.Proc >= spec.Procs {
-		return fmt.Errorf("%s: row %d, child %d of %d do not fit scenario %s", childEnv, spec.Row, spec.Proc, spec.Procs, spec.Scenario)
+	i := slices.IndexFunc(pl.rows, func(v variant) bool { return v.label == spec.Row })
+	if i < 0 || spec.Procs < 1 || spec.Proc < 0 || spec.Proc >= spec.Procs {
+		return fmt.Errorf("%s: row %q, child %d of %d do not fit scenario %s", childEnv, spec.Row, spec.Proc, spec.Procs, spec.Scenario)
 	}
 	if spec.Redis != "" {
 		o.redisURL, o.cluster = spec.Redis, nil
@@ -320,7 +322,7 @@ func runChild(ctx context.Context, o options, spec childSpec, stdin io.Reader, s
 	if err := c.warm(ctx, min(conns, 128)); err != nil {
 		return err
 	}
-	rs, err := setupRow(pl, pl.rows[spec.Row], be, spec.Budget, c)
+	rs, err := setupRow(pl, pl.rows[i], be, spec.Budget, c)
 	if err != nil {
 		return err
 	}
