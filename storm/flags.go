@@ -35,6 +35,7 @@ const (
 	maxCount   = 1 << 40 // any token count
 	maxRetries = 100
 	maxProcs   = 64
+	maxMargin  = time.Second
 	minWallWin = 10 * time.Millisecond
 	maxWallWin = time.Minute
 	maxLatency = time.Minute
@@ -71,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.params.latency, "latency", d.latency, "time an admitted call takes, before -speed")
 	burst := fs.String("burst", "", "shared budget's burst: a fraction of the limit (0..1) or tokens (>1); default the limit, 0.1 for -provider-window sliding")
 	fs.IntVar(&o.params.retries, "retries", d.retries, "retries per job after a 429, both modes")
+	fs.DurationVar(&o.params.margin, "margin", d.margin, "wall time a call may take from the budget's admission to the provider's count: shared budgets leave it (see docs/storm.md); raise it on a loaded machine")
 	fs.Float64Var(&o.params.speed, "speed", d.speed, "divide windows, latencies, arrivals and delays by this factor")
 	fs.StringVar(&o.redisURL, "redis", "", "a real Redis on this machine, `redis://host:port` (default: in-process miniredis)")
 	cluster := fs.String("cluster", "", "a Redis Cluster on this machine, `host:port,host:port`")

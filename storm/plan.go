@@ -129,7 +129,7 @@ func (o options) override(p params) params {
 		"provider-refund":   func() { p.providerRefund = g.providerRefund },
 		"window":            func() { p.window = g.window }, "latency": func() { p.latency = g.latency },
 		"burst": func() { p.burst = g.burst }, "retries": func() { p.retries = g.retries },
-		"speed": func() { p.speed = g.speed },
+		"speed": func() { p.speed = g.speed }, "margin": func() { p.margin = g.margin },
 	} {
 		if o.set[name] {
 			f()
@@ -235,9 +235,9 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 	return rows, nil
 }
 
-// dispatchMargin is the time a call may take from the budget's admission
-// to the provider's decision, more than the first call of the run took;
-// see budgetConfig for why it is still needed.
+// dispatchMargin is the default of -margin: the time a call may take from
+// the budget's admission to the provider's decision, more than the first
+// call of the run took; see budgetConfig for why it is still needed.
 const dispatchMargin = 20 * time.Millisecond
 
 // largestJob is the largest charge of any job.
@@ -272,7 +272,7 @@ func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 	reqs := pl.p.providerReqs
 	if v.exactSliding {
 		// The provider's own limits, counted as it counts them, over its
-		// window stretched by dispatchMargin: the provider counts a call
+		// window stretched by the margin: the provider counts a call
 		// from when it arrives, up to a few milliseconds after the budget
 		// admitted it, and a call the budget counted from a moment before
 		// the provider did would leave the budget's window that moment
@@ -280,7 +280,7 @@ func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 		// no such slack: the call may fall at the end of its sub-window.
 		// pacer wants the window in whole milliseconds; rounding up errs
 		// on the safe side too.
-		sw := (w + dispatchMargin + time.Millisecond - 1).Truncate(time.Millisecond)
+		sw := (w + pl.p.margin + time.Millisecond - 1).Truncate(time.Millisecond)
 		cfg = pacer.Config{
 			Rates:    []pacer.Rate{{Unit: pacer.Tokens, Limit: pl.p.providerTokens, Window: sw, Sliding: true}},
 			Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour,
@@ -301,10 +301,10 @@ func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 	// pauses 1 ms and acquires again, behind every call that reserved a
 	// turn meanwhile. Without the margin the default run met 0 to 4 of
 	// them and its p99 wait went from 2.9 s to 4.9-8.4 s, for 20 ms less
-	// in total. dispatchMargin of refill off the burst covers the offset;
+	// in total. The margin's refill off the burst covers the offset;
 	// it delays the run by the same 20 ms, once.
 	margin := func(limit, burst, least int64) int64 {
-		m := int64(math.Ceil(float64(limit) * dispatchMargin.Seconds() / w.Seconds()))
+		m := int64(math.Ceil(float64(limit) * pl.p.margin.Seconds() / w.Seconds()))
 		return min(m, max(burst-least, 0))
 	}
 	tokM := margin(pl.p.providerTokens, v.burst, pl.largestJob())
@@ -368,6 +368,9 @@ func (p params) check() []error {
 	}
 	if p.latency < 0 || p.latency > maxLatency {
 		bad("-latency %v: want 0 to %v", p.latency, maxLatency)
+	}
+	if p.margin < 0 || p.margin > maxMargin {
+		bad("-margin %v: want 0 to %v", p.margin, maxMargin)
 	}
 	if p.retries < 0 || p.retries > maxRetries {
 		bad("-retries %d: want 0 to %d", p.retries, maxRetries)

@@ -27,6 +27,7 @@ type params struct {
 	burst          amount // the shared budget's burst; zero = the scenario's default
 	retries        int
 	speed          float64
+	margin         time.Duration // wall time a call may take from admission to the provider (-margin)
 }
 
 // baseParams is the published comparison: 6 workers, 30 jobs of 1,000
@@ -35,7 +36,7 @@ func baseParams() params {
 	return params{
 		workers: 6, jobs: 30, tokens: 1000, output: amount{frac: 1, isFrac: true},
 		providerTokens: 10_000, window: 5 * time.Second, latency: 100 * time.Millisecond,
-		retries: 6, speed: 1,
+		retries: 6, speed: 1, margin: dispatchMargin,
 	}
 }
 
