@@ -3,6 +3,7 @@ package lua_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,15 @@ var vectorConfigs = []namedConfig{
 	}}},
 	// Rates under Headroom and SlidingWindow like the four, a window that
 	// is not whole seconds (named in ms), a week-long one, and NoRefund.
+	// Strict sliding windows (Rate.Sliding): the issue-12 provider's 24,000
+	// tokens and 30 requests per 10 s, output tokens per minute, and a
+	// per-minute token bucket beside them, under Headroom. Each is named
+	// by unit and window, even per minute, and marked '~<sub-window µs>:'.
+	{"rates-exact", vconfig{Budget: "rates-exact", Limits: vlimits{TPM: 90_000}, Headroom: 0.1, Rates: []vrate{
+		{Unit: "tokens", Limit: 24_000, WindowMs: 10_000, Sliding: true},
+		{Unit: "requests", Limit: 30, WindowMs: 10_000, Sliding: true},
+		{Unit: "output_tokens", Limit: 8_000, WindowMs: 60_000, Sliding: true},
+	}}},
 	{"rates-sliding", vconfig{Budget: "rates-sliding", Limits: vlimits{RPM: 60}, Headroom: 0.1, SlidingWindow: true, NoRefund: true, Rates: []vrate{
 		{Unit: "requests", Limit: 10, WindowMs: 1_000},
 		{Unit: "input_tokens", Limit: 30_000, WindowMs: 1_500},
@@ -99,6 +109,7 @@ var invalidConfigs = []namedConfig{
 	{"rate-also-in-burst", vconfig{Budget: "x", Burst: vlimits{RPD: 100}, Rates: []vrate{{Unit: "requests", Limit: 1_000, WindowMs: 86_400_000}}}},
 	{"rates-seventeen", vconfig{Budget: "x", Rates: seventeenRates()}},
 	{"rate-headroom-leaves-nothing", vconfig{Budget: "x", Headroom: 0.5, Rates: []vrate{{Unit: "requests", Limit: 1, WindowMs: 1_000}}}},
+	{"rate-exact-with-burst", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 60_000, Burst: 10, Sliding: true}}}},
 	{"rate-sliding-burst-equals-limit", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 3_600_000, Burst: 1_000}}}},
 	// A bucket that would take more than 2^50 µs (35 years) to refill.
 	{"rate-refill-too-slow", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000_000, WindowMs: 366 * 86_400_000, Burst: 999_999}}}},
@@ -204,8 +215,12 @@ func configVectors(t *testing.T) any {
 			}
 			for k := range n {
 				field := inter.Args[8+k]
+				lv := levels[field]
+				if _, name, ok := strings.Cut(field, ":"); ok && strings.HasPrefix(field, "~") {
+					lv = levels[name] // a sliding window, marked for the scripts
+				}
 				b := vbucket{
-					Field: field, Limit: levels[field].Limit, Capacity: levels[field].Capacity, PerSecond: levels[field].PerSecond,
+					Field: field, Limit: lv.Limit, Capacity: lv.Capacity, PerSecond: lv.PerSecond,
 					Charge1: atoi(inter.Args[8+n+2*k]), Allow: atoi(inter.Args[9+n+2*k]),
 				}
 				if batch != nil {
@@ -222,7 +237,7 @@ func configVectors(t *testing.T) any {
 		"comment": "Each configuration as the Go client reads it. config: the input (durations in ms; an absent field is its default). " +
 			"keys: KEYS[1], KEYS[2], KEYS[3]. max_wait_ms: acquire's ARGV[3] for a call that may wait its whole bound; lease_ttl_ms: ARGV[4]; " +
 			"slots: the concurrency limit (ARGV[5]) and the slots a batch call may use (ARGV[6], sent by every call). buckets: limit and capacity after Headroom (and SlidingWindow), " +
-			"the refill per second, and the charge of one unit and the allowances acquire is sent, in µs. " +
+			"the refill per second, and the charge of one unit and the allowances acquire is sent, in µs (for a strict sliding window, field '~<sub-window µs>:<name>', in units). " +
 			"error \"invalid\": the Go client rejects the configuration (message is its text).",
 		"configs": out,
 	}

@@ -86,6 +86,9 @@ func pauseVectors(t *testing.T) any {
 		splitThrottled("rates", 2*time.Second, "unknown", 50_000, 10_000),
 		splitThrottled("rates-sliding", time.Second, "unknown", 5000, 1000),
 		throttled("rates-rpm", time.Second, "unknown", 1300),
+		// Sliding windows are never lowered: the pause holds them back.
+		throttled("rates-exact", time.Second, "unknown", 1300),
+		sync("rates-exact", map[string]int64{"requests": 3, "tokens": 1300}),
 		sync("rates", map[string]int64{"requests": 40, "tokens": 1300}),
 		sync("rates-rpm", map[string]int64{"requests": 40, "tokens": 1300}),
 	}
@@ -185,6 +188,12 @@ func snapshotVectors(t *testing.T) any {
 		// Rates follow the four, in the order configured.
 		{Name: "rates", Config: "rates", Reply: []any{n, int64(0), int64(0), s(n + 30_000_000), s(n + 1_800_000_000), "", s(n + 20_000_000), ""}},
 		{Name: "rates given for rpm and tpm", Config: "rates-rpm", Reply: []any{n, int64(0), int64(0), s(n), s(n + 60_000_000), s(n + 3_600_000_000), ""}},
+		// Sliding windows: counts per sub-window of 156,250 µs from a base;
+		// the window ending now counts the 65 sub-windows up to now's, so
+		// a count before them and turns reserved after now are not in it.
+		{Name: "exact sliding windows", Config: "rates-exact", Reply: []any{n, int64(0), int64(0), s(n + 1_000_000),
+			fmt.Sprintf("%d 100 200 300", n/1000*1000/156_250-65), fmt.Sprintf("%d 4 0 0 2", n/1000*1000/156_250-1), "", ""}},
+		{Name: "sliding counts that are not counts", Config: "rates-exact", Reply: []any{n, int64(0), int64(0), "", "12 x", "", "", ""}},
 		{Name: "the stop missing after the rates", Config: "rates", Reply: []any{n, int64(0), int64(0), "", "", "", ""}},
 	}
 	for i := range cases {

@@ -90,6 +90,10 @@ func settleVectors(t *testing.T) any {
 	cases = append(cases, splitEnds("rates-sliding", 5000, 1000,
 		su(4000, 500), su(6000, 500), su(4000, 1500), s(5000), s(7000), release, reject, cancel)...)
 	cases = append(cases, ends("rates-sliding", 3000, su(2000, 500), su(4000, 200), s(3500))...)
+	// Strict sliding windows: a give-back names the sub-window the call was
+	// counted in ("<units>@<sub-window>"), a debt is counted now.
+	cases = append(cases, ends("rates-exact", 1000, s(600), s(1000), s(1500), release, reject, cancel)...)
+	cases = append(cases, splitEnds("rates-exact", 1000, 500, su(800, 200), su(1000, 900), cancel)...)
 	// Without input or output rates a split changes nothing: the sum counts.
 	cases = append(cases, splitEnds("basic", 1000, 300, su(800, 200), su(1000, 700), s(1000))...)
 	for i := range cases {

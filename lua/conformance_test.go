@@ -286,6 +286,7 @@ type vrate struct {
 	Limit    int64  `json:"limit"`
 	WindowMs int64  `json:"window_ms"`
 	Burst    int64  `json:"burst,omitempty"`
+	Sliding  bool   `json:"sliding,omitempty"`
 }
 
 // units maps a unit's name to the Unit; any other name is Unit(0), which
@@ -297,7 +298,7 @@ var units = map[string]pacer.Unit{
 func (c vconfig) config() pacer.Config {
 	var rates []pacer.Rate
 	for _, r := range c.Rates {
-		rates = append(rates, pacer.Rate{Unit: units[r.Unit], Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond, Burst: r.Burst})
+		rates = append(rates, pacer.Rate{Unit: units[r.Unit], Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond, Burst: r.Burst, Sliding: r.Sliding})
 	}
 	return pacer.Config{
 		Name: c.Budget, KeyPrefix: c.KeyPrefix,

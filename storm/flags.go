@@ -24,6 +24,8 @@ type options struct {
 	quiet     bool
 	svg       string
 	seed      uint64
+	procs     int      // OS processes per row
+	args      []string // as given, for -procs' children
 }
 
 // Limits on flag values: past them a value is a typo, not an experiment.
@@ -32,6 +34,8 @@ const (
 	maxJobs    = 1_000_000
 	maxCount   = 1 << 40 // any token count
 	maxRetries = 100
+	maxProcs   = 64
+	maxMargin  = time.Second
 	minWallWin = 10 * time.Millisecond
 	maxWallWin = time.Minute
 	maxLatency = time.Minute
@@ -61,12 +65,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.params.tokens, "tokens", d.tokens, "tokens per job: prompt + max_tokens")
 	output := fs.String("output", "1", "real output per call: a fraction of max_tokens (0..1, or 40%) or a token count (>1)")
 	fs.Int64Var(&o.params.providerTokens, "provider-tokens", d.providerTokens, "tokens the provider admits per window")
+	fs.Int64Var(&o.params.providerReqs, "provider-requests", d.providerReqs, "calls the provider admits per window (0: no request limit)")
 	provWindow := fs.String("provider-window", "bucket", "provider's algorithm: bucket (token bucket) or sliding (strict sliding window)")
 	fs.BoolVar(&o.params.providerRefund, "provider-refund", d.providerRefund, "the provider gives unused max_tokens back when a call ends, as Anthropic and Azure OpenAI do; shared budgets then refund too (else NoRefund). mixed shows both kinds unless this is set")
 	fs.DurationVar(&o.params.window, "window", d.window, "the provider's window, before -speed")
 	fs.DurationVar(&o.params.latency, "latency", d.latency, "time an admitted call takes, before -speed")
 	burst := fs.String("burst", "", "shared budget's burst: a fraction of the limit (0..1) or tokens (>1); default the limit, 0.1 for -provider-window sliding")
 	fs.IntVar(&o.params.retries, "retries", d.retries, "retries per job after a 429, both modes")
+	fs.DurationVar(&o.params.margin, "margin", d.margin, "wall time a call may take from the budget's admission to the provider's count: shared budgets leave it (see docs/storm.md); raise it on a loaded machine")
 	fs.Float64Var(&o.params.speed, "speed", d.speed, "divide windows, latencies, arrivals and delays by this factor")
 	fs.StringVar(&o.redisURL, "redis", "", "a real Redis on this machine, `redis://host:port` (default: in-process miniredis)")
 	cluster := fs.String("cluster", "", "a Redis Cluster on this machine, `host:port,host:port`")
@@ -74,12 +80,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress line on stderr")
 	fs.StringVar(&o.svg, "svg", "", "write a timeline chart to this `file` (one file per scenario when several run)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for job sizes and arrival times")
+	fs.IntVar(&o.procs, "procs", 1, "run each row's workers and jobs in `N` OS processes (this program, started again) sharing the budget in Redis (-redis, -cluster, or this process's miniredis) and the one provider this process serves")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q: every setting is a flag (see -h)", fs.Arg(0))
 	}
+	o.args = slices.Clone(args)
 	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 
@@ -116,6 +124,9 @@ func (o options) validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if !slices.Contains([]string{"per-worker", "shared", "both"}, o.mode) {
 		bad("-mode %q: want per-worker, shared or both", o.mode)
+	}
+	if o.procs < 1 || o.procs > maxProcs {
+		bad("-procs %d: want 1 to %d", o.procs, maxProcs)
 	}
 	if o.redisURL != "" && len(o.cluster) > 0 {
 		bad("-redis and -cluster: give one or the other")

@@ -30,10 +30,11 @@ func (pl *plan) idealFinish(refunds bool) time.Duration {
 	if o := pl.outside; o != nil {
 		rate -= float64(o.call.charge()) / o.every.Seconds()
 	}
+	reqs := float64(pl.p.providerReqs)
 	if pl.p.sliding {
-		return slidingFinish(pl.jobs, rate*w, w, refunds)
+		return slidingFinish(pl.jobs, rate*w, reqs, w, refunds)
 	}
-	return bucketFinish(pl.jobs, limit, rate, 0, refunds)
+	return bucketFinish(pl.jobs, limit, rate, 0, refunds, reqBucket{reqs, reqs / w})
 }
 
 // budgetFinish is the floor of a shared budget itself: its capacity and
@@ -45,18 +46,40 @@ func (pl *plan) idealFinish(refunds bool) time.Duration {
 // the budget's shape costs; the gap between it and the measured time is
 // what pacing costs.
 func budgetFinish(jobs []job, cfg pacer.Config) time.Duration {
-	if len(cfg.Rates) == 1 && cfg.Rates[0].Sliding {
-		r := cfg.Rates[0]
-		return slidingFinish(jobs, math.Floor(float64(r.Limit)*(1-cfg.Headroom)), r.Window.Seconds(), !cfg.NoRefund)
+	keep := func(n int64) float64 { return math.Floor(float64(n) * (1 - cfg.Headroom)) }
+	if sliding, ok := slidingRates(cfg); ok {
+		tok, req := sliding[pacer.Tokens], sliding[pacer.Requests]
+		return slidingFinish(jobs, keep(tok.Limit), keep(req.Limit), tok.Window.Seconds(), !cfg.NoRefund)
 	}
-	tpm := math.Floor(float64(cfg.Limits.TPM) * (1 - cfg.Headroom))
-	burst := math.Floor(float64(cfg.Burst.TPM) * (1 - cfg.Headroom))
-	refill := tpm
+	burst, rb := keep(cfg.Burst.TPM), keep(cfg.Burst.RPM)
+	refill, rrefill := keep(cfg.Limits.TPM), keep(cfg.Limits.RPM)
 	if cfg.SlidingWindow {
-		refill -= burst
+		refill, rrefill = refill-burst, rrefill-rb
 	}
-	return bucketFinish(jobs, burst, refill/60, burst*pacer.DefaultBatchFloor, !cfg.NoRefund)
+	return bucketFinish(jobs, burst, refill/60, burst*pacer.DefaultBatchFloor, !cfg.NoRefund, reqBucket{rb, rrefill / 60})
 }
+
+// slidingRates returns a budget's sliding rates by unit, if its only rates
+// are a sliding token rate and perhaps a sliding request rate of the same
+// window: the shape the storm's exact rows use.
+func slidingRates(cfg pacer.Config) (map[pacer.Unit]pacer.Rate, bool) {
+	by := map[pacer.Unit]pacer.Rate{}
+	for _, r := range cfg.Rates {
+		if !r.Sliding || (r.Unit != pacer.Tokens && r.Unit != pacer.Requests) {
+			return nil, false
+		}
+		by[r.Unit] = r
+	}
+	tok, ok := by[pacer.Tokens]
+	if req, has := by[pacer.Requests]; !ok || (has && req.Window != tok.Window) {
+		return nil, false
+	}
+	return by, true
+}
+
+// reqBucket is a request limit as a bucket: capacity calls, refilling
+// perSec; a zero capacity is no request limit.
+type reqBucket struct{ capacity, perSec float64 }
 
 // kept is what a job leaves charged once it has ended: its real usage if
 // the limit refunds, else its whole charge.
@@ -71,13 +94,17 @@ func (j job) kept(refunds bool) float64 {
 // full with capacity tokens and refills perSec tokens per second:
 // interactive jobs first come, first served; a batch job only when no
 // interactive job is waiting, and only if it leaves batchKeep tokens, as
-// pacer serves them. With refunds a job keeps only its real usage.
-func bucketFinish(jobs []job, capacity, perSec, batchKeep float64, refunds bool) time.Duration {
+// pacer serves them. With refunds a job keeps only its real usage. req, if
+// set, is a request bucket every job must also find a call in.
+func bucketFinish(jobs []job, capacity, perSec, batchKeep float64, refunds bool, req reqBucket) time.Duration {
 	var inter, batch []job // arrived, not yet admitted
 	var t, last float64    // seconds
-	level, next := capacity, 0
+	level, calls, next := capacity, req.capacity, 0
 	refill := func(to float64) {
 		level = min(capacity, level+(to-last)*perSec)
+		if req.capacity > 0 {
+			calls = min(req.capacity, calls+(to-last)*req.perSec)
+		}
 		last = to
 	}
 	for next < len(jobs) || len(inter)+len(batch) > 0 {
@@ -99,6 +126,9 @@ func bucketFinish(jobs []job, capacity, perSec, batchKeep float64, refunds bool)
 		c := float64((*queue)[0].charge())
 		refill(t)
 		wait := max(0, (c+need-level)/perSec)
+		if req.capacity > 0 {
+			wait = max(wait, (1-calls)/req.perSec)
+		}
 		if queue == &batch && next < len(jobs) && jobs[next].at.Seconds() < t+wait {
 			t = jobs[next].at.Seconds() // whoever arrives may go first
 			continue
@@ -106,15 +136,17 @@ func bucketFinish(jobs []job, capacity, perSec, batchKeep float64, refunds bool)
 		t += wait
 		refill(t)
 		level -= (*queue)[0].kept(refunds)
+		calls--
 		*queue = (*queue)[1:]
 	}
 	return time.Duration(t * float64(time.Second))
 }
 
 // slidingFinish serves jobs in order through a strict sliding window that
-// admits limit tokens in any window of w seconds. With refunds a job needs
-// its charge free but counts only its real usage.
-func slidingFinish(jobs []job, limit, w float64, refunds bool) time.Duration {
+// admits limit tokens, and reqs calls if reqs > 0, in any window of w
+// seconds. With refunds a job needs its charge free but counts only its
+// real usage.
+func slidingFinish(jobs []job, limit, reqs, w float64, refunds bool) time.Duration {
 	type admission struct{ at, n float64 }
 	var in []admission // still in the window, oldest first
 	var t, sum float64
@@ -122,11 +154,12 @@ func slidingFinish(jobs []job, limit, w float64, refunds bool) time.Duration {
 		t = max(t, j.at.Seconds())
 		c := float64(j.charge())
 		for {
-			for len(in) > 0 && t-in[0].at >= w {
+			for len(in) > 0 && t >= in[0].at+w { // the same sum as below: t-at >= w may round short of it and never hold
 				sum -= in[0].n
 				in = in[1:]
 			}
-			if sum+c <= limit || len(in) == 0 {
+			fits := sum+c <= limit && (reqs <= 0 || float64(len(in))+1 <= reqs)
+			if fits || len(in) == 0 {
 				break
 			}
 			t = in[0].at + w

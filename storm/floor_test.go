@@ -39,19 +39,29 @@ func TestFloors(t *testing.T) {
 		want time.Duration
 	}{
 		// (30,000 - 10,000) / 2,000 per second.
-		{"bucket, all at start", bucketFinish(jobsOf(30, 1000, 0), 10_000, 2000, 0, false), 10 * time.Second},
-		{"bucket, under capacity", bucketFinish(jobsOf(10, 1000, 0), 10_000, 2000, 0, false), 0},
+		{"bucket, all at start", bucketFinish(jobsOf(30, 1000, 0), 10_000, 2000, 0, false, reqBucket{}), 10 * time.Second},
+		{"bucket, under capacity", bucketFinish(jobsOf(10, 1000, 0), 10_000, 2000, 0, false, reqBucket{}), 0},
 		// Arrivals slower than the rate: the last arrival sets the floor.
-		{"bucket, slow arrivals", bucketFinish(jobsOf(30, 1000, time.Second), 10_000, 2000, 0, false), 29 * time.Second},
+		{"bucket, slow arrivals", bucketFinish(jobsOf(30, 1000, time.Second), 10_000, 2000, 0, false, reqBucket{}), 29 * time.Second},
 		// Batch jobs leave 2,000 tokens: 8 fit the first burst, not 10.
-		{"bucket, batch", bucketFinish(batch(jobsOf(30, 1000, 0)), 10_000, 2000, 2000, false), 11 * time.Second},
+		{"bucket, batch", bucketFinish(batch(jobsOf(30, 1000, 0)), 10_000, 2000, 2000, false, reqBucket{}), 11 * time.Second},
 		// An interactive job arriving at 3 s goes before the batch jobs
 		// still waiting, so the batch ends half a second later.
 		{"bucket, interactive first", bucketFinish(append(batch(jobsOf(30, 1000, 0)), job{prompt: 250, maxTokens: 750, at: 3 * time.Second}),
-			10_000, 2000, 2000, false), 11500 * time.Millisecond},
+			10_000, 2000, 2000, false, reqBucket{}), 11500 * time.Millisecond},
+		// 10 calls at once, then 2 a second: the request limit binds,
+		// (30 - 10) / 2 per s.
+		{"bucket, requests", bucketFinish(jobsOf(30, 100, 0), 10_000, 2000, 0, false, reqBucket{10, 2}), 10 * time.Second},
+		// 10 calls per 5 s window: at 0, 5 and 10 s.
+		{"sliding, requests", slidingFinish(jobsOf(30, 100, 0), 10_000, 10, 5, false), 10 * time.Second},
+		{"budget, exact sliding with requests", budgetFinish(jobsOf(30, 100, 0), pacer.Config{Rates: []pacer.Rate{
+			{Unit: pacer.Tokens, Limit: 10_000, Window: 5 * time.Second, Sliding: true},
+			{Unit: pacer.Requests, Limit: 10, Window: 5 * time.Second, Sliding: true}}}), 10 * time.Second},
+		{"budget, RPM", budgetFinish(jobsOf(30, 100, 0),
+			pacer.Config{Limits: pacer.Limits{TPM: 120_000, RPM: 120}, Burst: pacer.Burst{TPM: 10_000, RPM: 10}}), 10 * time.Second},
 		// 10,000 at 0, 5 and 10 s: each leaves the window 5 s after it came.
-		{"sliding, all at start", slidingFinish(jobsOf(30, 1000, 0), 10_000, 5, false), 10 * time.Second},
-		{"sliding, one window", slidingFinish(jobsOf(10, 1000, 0), 10_000, 5, false), 0},
+		{"sliding, all at start", slidingFinish(jobsOf(30, 1000, 0), 10_000, 0, 5, false), 10 * time.Second},
+		{"sliding, one window", slidingFinish(jobsOf(10, 1000, 0), 10_000, 0, 5, false), 0},
 		// A sliding-safe budget: burst 1,000, refill 9,000 per 5 s.
 		{"budget, sliding-safe", budgetFinish(jobsOf(30, 1000, 0),
 			pacer.Config{Limits: pacer.Limits{TPM: 108_000}, Burst: pacer.Burst{TPM: 1000}}), 29_000 * time.Second / 1800},
@@ -61,11 +71,11 @@ func TestFloors(t *testing.T) {
 		// With refunds a job needs 1,000 free but keeps only 400: the last
 		// goes once the first 29 have kept 11,600 and 1,000 are free,
 		// (11,600 + 1,000 - 10,000) / 2,000 per s.
-		{"bucket, refunds", bucketFinish(usingOnly(jobsOf(30, 1000, 0), 150), 10_000, 2000, 0, true), 1300 * time.Millisecond},
-		{"bucket, refunds but none to give", bucketFinish(jobsOf(30, 1000, 0), 10_000, 2000, 0, true), 10 * time.Second},
+		{"bucket, refunds", bucketFinish(usingOnly(jobsOf(30, 1000, 0), 150), 10_000, 2000, 0, true, reqBucket{}), 1300 * time.Millisecond},
+		{"bucket, refunds but none to give", bucketFinish(jobsOf(30, 1000, 0), 10_000, 2000, 0, true, reqBucket{}), 10 * time.Second},
 		// A sliding window of 10,000 per 5 s: 23 jobs keep 9,200, and the
 		// 24th, needing 1,000 free, waits until they leave at 5 s.
-		{"sliding, refunds", slidingFinish(usingOnly(jobsOf(30, 1000, 0), 150), 10_000, 5, true), 5 * time.Second},
+		{"sliding, refunds", slidingFinish(usingOnly(jobsOf(30, 1000, 0), 150), 10_000, 0, 5, true), 5 * time.Second},
 		{"budget, NoRefund", budgetFinish(usingOnly(jobsOf(30, 1000, 0), 150),
 			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 10_000}, NoRefund: true}), 10 * time.Second},
 		{"budget, refunds", budgetFinish(usingOnly(jobsOf(30, 1000, 0), 150),

@@ -45,6 +45,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if spec, ok, err := childSpecFromEnv(); ok {
+		if err != nil {
+			return err
+		}
+		o.quiet = true
+		return runChild(ctx, o, spec, os.Stdin, stdout)
+	}
 	// Build every plan first, so a flag that does not fit a scenario fails
 	// before anything has run.
 	var plans []*plan

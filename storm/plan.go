@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
-	"github.com/llmpacer/llmpacer/pacer"
 )
 
 // plan is one scenario ready to run: its jobs, its provider and its rows.
@@ -18,6 +16,8 @@ type plan struct {
 	name, about string
 	p           params
 	set         map[string]bool // flags given on the command line
+	procs       int             // OS processes per row (-procs)
+	args        []string        // the command line, for -procs' children
 
 	jobs     []job // in order of arrival
 	outside  *outsideTraffic
@@ -48,6 +48,7 @@ type variant struct {
 	providerRefund bool // fakeprovider.Config.Refund: unused max_tokens go back when a call ends
 	shared         bool
 	burst          int64   // the budget's capacity in tokens
+	reqBurst       int64   // the budget's capacity in requests, when the provider limits them
 	slidingSafe    bool    // refill (limit - burst) per window, never over the limit in any window
 	exactSliding   bool    // a pacer.Rate with Sliding: the provider's own window, counted
 	headroom       float64 // pacer.Config.Headroom
@@ -69,7 +70,7 @@ func buildPlan(name string, o options) (*plan, error) {
 	if err := errors.Join(p.check()...); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", name, err)
 	}
-	pl := &plan{name: name, about: s.about, p: p, set: o.set}
+	pl := &plan{name: name, about: s.about, p: p, set: o.set, procs: max(o.procs, 1), args: o.args}
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	s.build(pl, rand.New(rand.NewPCG(o.seed, h.Sum64())))
@@ -78,7 +79,7 @@ func buildPlan(name string, o options) (*plan, error) {
 	}
 	sortByArrival(pl.jobs)
 	pl.provider = fakeprovider.Config{
-		TokenLimit: p.providerTokens, Window: p.wall(p.window),
+		TokenLimit: p.providerTokens, RequestLimit: p.providerReqs, Window: p.wall(p.window),
 		Latency: p.wall(p.latency), QuotaTokens: pl.quota, Refund: p.providerRefund,
 	}
 	if p.sliding {
@@ -93,7 +94,25 @@ func buildPlan(name string, o options) (*plan, error) {
 	if pl.rows, err = pl.variants(o.mode); err != nil {
 		return nil, err
 	}
+	if err := pl.checkProcs(); err != nil {
+		return nil, err
+	}
 	return pl, nil
+}
+
+// checkProcs rejects -procs where it cannot apply: it splits the storm's
+// own client rows between processes, not openai-go rows or the outside
+// caller, and every process needs a worker.
+func (pl *plan) checkProcs() error {
+	switch {
+	case pl.procs <= 1:
+		return nil
+	case pl.sdkOnly || pl.sdkRows || pl.outside != nil:
+		return fmt.Errorf("-procs %d: scenario %s has openai-go rows or an outside caller, which run in one process only; use -procs with default, sliding, mixed, bursty, priority, quota or bottleneck", pl.procs, pl.name)
+	case pl.procs > pl.p.workers:
+		return fmt.Errorf("-procs %d: scenario %s has %d workers, fewer than processes; raise -workers or lower -procs", pl.procs, pl.name, pl.p.workers)
+	}
+	return nil
 }
 
 // override applies the flags given on the command line.
@@ -102,12 +121,13 @@ func (o options) override(p params) params {
 	for name, f := range map[string]func(){
 		"workers": func() { p.workers = g.workers }, "jobs": func() { p.jobs = g.jobs },
 		"tokens": func() { p.tokens = g.tokens }, "output": func() { p.output = g.output },
-		"provider-tokens": func() { p.providerTokens = g.providerTokens },
-		"provider-window": func() { p.sliding = g.sliding },
-		"provider-refund": func() { p.providerRefund = g.providerRefund },
-		"window":          func() { p.window = g.window }, "latency": func() { p.latency = g.latency },
+		"provider-tokens":   func() { p.providerTokens = g.providerTokens },
+		"provider-requests": func() { p.providerReqs = g.providerReqs },
+		"provider-window":   func() { p.sliding = g.sliding },
+		"provider-refund":   func() { p.providerRefund = g.providerRefund },
+		"window":            func() { p.window = g.window }, "latency": func() { p.latency = g.latency },
 		"burst": func() { p.burst = g.burst }, "retries": func() { p.retries = g.retries },
-		"speed": func() { p.speed = g.speed },
+		"speed": func() { p.speed = g.speed }, "margin": func() { p.margin = g.margin },
 	} {
 		if o.set[name] {
 			f()
@@ -136,6 +156,16 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 	if burst < largest {
 		return nil, fmt.Errorf("scenario %s: a burst of %d tokens cannot hold the largest job (%d tokens), which could never be admitted; raise -burst", pl.name, burst, largest)
 	}
+	// A request limit gets the same shape as the token limit: the whole
+	// limit, or the same fraction of it, at least one call, below the
+	// limit for a sliding-safe budget.
+	reqs, reqBurst := p.providerReqs, p.providerReqs
+	if p.sliding && reqs > 0 {
+		reqBurst = min(max(int64(math.Round(float64(reqs)*float64(burst)/float64(limit))), 1), reqs-1)
+		if reqBurst < 1 {
+			return nil, fmt.Errorf("-provider-requests %d: a sliding-safe budget keeps a burst below the limit and at least one call, so it needs a limit of at least 2 calls per window", reqs)
+		}
+	}
 	if pl.sdkOnly {
 		return pl.sdkVariants(mode, burst), nil
 	}
@@ -150,13 +180,16 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 			prefix = map[bool]string{false: "no-refund provider, ", true: "refunding provider, "}[refund]
 		}
 		// The budget that matches the provider.
-		match := variant{providerRefund: refund, shared: true, burst: burst, noRefund: !refund}
+		match := variant{providerRefund: refund, shared: true, burst: burst, reqBurst: reqBurst, noRefund: !refund}
 		var shared []variant
 		switch {
 		case p.sliding:
 			full, safe := match, match
-			full.label, full.burst = "shared, burst = limit", limit
+			full.label, full.burst, full.reqBurst = "shared, burst = limit", limit, reqs
 			safe.label, safe.slidingSafe = fmt.Sprintf("shared, sliding-safe burst %s", thousands(burst)), true
+			if reqs > 0 {
+				safe.label += fmt.Sprintf(" and %d calls", reqBurst)
+			}
 			exact := match
 			exact.label, exact.exactSliding = "shared, exact sliding window", true
 			shared = append(shared, full, safe, exact)
@@ -200,80 +233,6 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 	return rows, nil
 }
 
-// dispatchMargin is the time a call may take from the budget's admission
-// to the provider's decision, more than the first call of the run took;
-// see budgetConfig for why it is still needed.
-const dispatchMargin = 20 * time.Millisecond
-
-// largestJob is the largest charge of any job.
-func (pl *plan) largestJob() int64 {
-	var n int64
-	for _, j := range pl.jobs {
-		n = max(n, j.charge())
-	}
-	return n
-}
-
-// budgetConfig translates the provider's limit into a pacer.Config.
-//
-// pacer's token limits are per minute (TPM) and per day; the provider's
-// window here is seconds. A bucket refilling limit tokens per window W is
-// the same bucket as TPM = limit·(1 min / W) with Burst.TPM = limit: for
-// 10,000 tokens per 5 s, TPM 120,000 and a burst of 10,000, both refilling
-// 2 tokens per millisecond. When TPM is not a whole number it is rounded
-// down, so the budget is never faster than the provider.
-//
-// A sliding-safe budget refills (limit - burst) per window. Config.SlidingWindow
-// computes that refill per the limit's own window, a minute for TPM, so it
-// is used only when the provider's window is a minute; otherwise the same
-// bucket is written out as TPM = (limit - burst)·(1 min / W).
-//
-// NoRefund follows the row: set when the provider keeps max_tokens, so
-// that settling real usage charges overruns but never refunds what the
-// provider did not give back.
-func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
-	w := pl.provider.Window
-	if v.exactSliding {
-		// The provider's own limit and window, counted as it counts them.
-		return pacer.Config{
-			Rates:    []pacer.Rate{{Unit: pacer.Tokens, Limit: pl.p.providerTokens, Window: w, Sliding: true}},
-			Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour,
-		}, true
-	}
-	refill := pl.p.providerTokens
-	if v.slidingSafe {
-		refill -= v.burst
-	}
-	burst := v.burst
-	// The budget admits a call a moment before the provider sees it, and
-	// the first calls of a run set both buckets' clocks: the provider's
-	// starts refilling when the first call arrives, the budget's when it
-	// admitted it, up to a millisecond earlier still because Redis's clock
-	// is read in whole milliseconds. A later call that reaches the
-	// provider faster than the first did then finds it a fraction of a
-	// token short (measured: "Used 9001, Requested 1000", retry-after-ms
-	// 1). Such a 429 costs little time but it costs the call its turn: Run
-	// pauses 1 ms and acquires again, behind every call that reserved a
-	// turn meanwhile. Without the margin the default run met 0 to 4 of
-	// them and its p99 wait went from 2.9 s to 4.9-8.4 s, for 20 ms less
-	// in total. dispatchMargin of refill off the burst covers the offset;
-	// it delays the run by the same 20 ms, once.
-	margin := int64(math.Ceil(float64(pl.p.providerTokens) * dispatchMargin.Seconds() / w.Seconds()))
-	margin = min(margin, max(burst-pl.largestJob(), 0))
-	burst -= margin
-	cfg = pacer.Config{Burst: pacer.Burst{TPM: burst}, Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour}
-	if v.slidingSafe && w == time.Minute {
-		// Config.SlidingWindow refills (TPM - burst) per minute; taking
-		// the margin off TPM too keeps that refill at limit - v.burst.
-		cfg.Limits.TPM, cfg.SlidingWindow = pl.p.providerTokens-margin, true
-		return cfg, true
-	}
-	num := new(big.Int).Mul(big.NewInt(refill), big.NewInt(int64(time.Minute)))
-	q, r := new(big.Int).QuoRem(num, big.NewInt(int64(w)), new(big.Int))
-	cfg.Limits.TPM = q.Int64()
-	return cfg, r.Sign() == 0
-}
-
 // check returns what is wrong with the params.
 func (p params) check() []error {
 	var errs []error
@@ -290,6 +249,9 @@ func (p params) check() []error {
 	if p.providerTokens < 1 || p.providerTokens > maxCount {
 		bad("-provider-tokens %d: want 1 to %d", p.providerTokens, int64(maxCount))
 	}
+	if p.providerReqs < 0 || p.providerReqs > maxCount {
+		bad("-provider-requests %d: want 0 (no request limit) to %d", p.providerReqs, int64(maxCount))
+	}
 	if p.speed != p.speed || p.speed < minSpeed || p.speed > maxSpeed {
 		bad("-speed %v: want %v to %v", p.speed, minSpeed, maxSpeed)
 	} else if w := p.wall(p.window); p.window <= 0 || w < minWallWin || w > maxWallWin {
@@ -298,6 +260,9 @@ func (p params) check() []error {
 	}
 	if p.latency < 0 || p.latency > maxLatency {
 		bad("-latency %v: want 0 to %v", p.latency, maxLatency)
+	}
+	if p.margin < 0 || p.margin > maxMargin {
+		bad("-margin %v: want 0 to %v", p.margin, maxMargin)
 	}
 	if p.retries < 0 || p.retries > maxRetries {
 		bad("-retries %d: want 0 to %d", p.retries, maxRetries)

@@ -14,18 +14,22 @@ import (
 // scenarioReport is one scenario's results: the shape of the run and one
 // row per mode.
 type scenarioReport struct {
-	Name           string  `json:"scenario"`
-	About          string  `json:"about"`
-	Workers        int     `json:"workers"`
-	Jobs           int     `json:"jobs"`
-	JobTokens      int64   `json:"job_tokens"` // prompt + max_tokens, all jobs
-	ProviderTokens int64   `json:"provider_tokens"`
-	WindowSeconds  float64 `json:"window_seconds"` // wall time, after -speed
-	ProviderMode   string  `json:"provider_mode"`  // token bucket or sliding window
-	LatencyMs      float64 `json:"latency_ms"`     // wall time, after -speed
-	Speed          float64 `json:"speed"`
-	QuotaTokens    int64   `json:"quota_tokens,omitempty"`
-	Redis          string  `json:"redis"`
+	Name           string `json:"scenario"`
+	About          string `json:"about"`
+	Workers        int    `json:"workers"`
+	Jobs           int    `json:"jobs"`
+	JobTokens      int64  `json:"job_tokens"` // prompt + max_tokens, all jobs
+	ProviderTokens int64  `json:"provider_tokens"`
+	// ProviderRequests is the provider's request limit per window; 0 is none.
+	ProviderRequests int64   `json:"provider_requests,omitempty"`
+	WindowSeconds    float64 `json:"window_seconds"` // wall time, after -speed
+	ProviderMode     string  `json:"provider_mode"`  // token bucket or sliding window
+	LatencyMs        float64 `json:"latency_ms"`     // wall time, after -speed
+	Speed            float64 `json:"speed"`
+	QuotaTokens      int64   `json:"quota_tokens,omitempty"`
+	Redis            string  `json:"redis"`
+	// Procs is the OS processes each row's workers ran in (-procs).
+	Procs int `json:"procs"`
 	// FloorSeconds is the floor against a provider that keeps max_tokens,
 	// for the rows that run against one; null when it means nothing
 	// (quota) or no row does.
@@ -121,9 +125,9 @@ func newScenarioReport(pl *plan, be *backend) scenarioReport {
 	}
 	r := scenarioReport{
 		Name: pl.name, About: pl.about, Workers: pl.p.workers, Jobs: len(pl.jobs), JobTokens: total,
-		ProviderTokens: pl.p.providerTokens, WindowSeconds: pl.provider.Window.Seconds(),
+		ProviderTokens: pl.p.providerTokens, ProviderRequests: pl.p.providerReqs, WindowSeconds: pl.provider.Window.Seconds(),
 		ProviderMode: "token bucket", LatencyMs: float64(pl.provider.Latency) / float64(time.Millisecond),
-		Speed: pl.p.speed, QuotaTokens: pl.quota, Redis: be.desc,
+		Speed: pl.p.speed, QuotaTokens: pl.quota, Redis: be.desc, Procs: pl.procs,
 	}
 	if pl.p.sliding {
 		r.ProviderMode = "sliding window"
@@ -183,12 +187,20 @@ func (r *scenarioReport) binTimelines() {
 // printTable writes the scenario as a table a person reads.
 func printTable(w io.Writer, r scenarioReport) {
 	fmt.Fprintf(w, "%s: %s\n", r.Name, r.About)
-	fmt.Fprintf(w, "  %d workers, %d jobs, %s tokens (prompt + max_tokens); provider %s tokens per %s, %s%s, %s per call",
-		r.Workers, r.Jobs, thousands(r.JobTokens), thousands(r.ProviderTokens), secs(r.WindowSeconds), r.ProviderMode, r.refundWords(), dur(r.LatencyMs))
+	reqs := ""
+	if r.ProviderRequests > 0 {
+		reqs = fmt.Sprintf(" and %s requests", thousands(r.ProviderRequests))
+	}
+	fmt.Fprintf(w, "  %d workers, %d jobs, %s tokens (prompt + max_tokens); provider %s tokens%s per %s, %s%s, %s per call",
+		r.Workers, r.Jobs, thousands(r.JobTokens), thousands(r.ProviderTokens), reqs, secs(r.WindowSeconds), r.ProviderMode, r.refundWords(), dur(r.LatencyMs))
 	if r.Speed != 1 {
 		fmt.Fprintf(w, " (-speed %g: windows and latencies ÷%g)", r.Speed, r.Speed)
 	}
-	fmt.Fprintf(w, "; %s\n", r.Redis)
+	fmt.Fprintf(w, "; %s", r.Redis)
+	if r.Procs > 1 {
+		fmt.Fprintf(w, "; workers in %d OS processes", r.Procs)
+	}
+	fmt.Fprintln(w)
 	if r.QuotaTokens > 0 {
 		fmt.Fprintf(w, "  provider credit: %s tokens of real usage\n", thousands(r.QuotaTokens))
 	}

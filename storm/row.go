@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
@@ -21,7 +22,7 @@ func runPlan(ctx context.Context, pl *plan, be *backend, prog *progress) (scenar
 	_, _ = rand.Read(b[:])
 	runID := hex.EncodeToString(b[:])
 	for i, v := range pl.rows {
-		row, err := runRow(ctx, pl, v, be, fmt.Sprintf("storm:%s:%d:%s", pl.name, i, runID), prog)
+		row, err := runRow(ctx, pl, i, be, fmt.Sprintf("storm:%s:%d:%s", pl.name, i, runID), prog)
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s, %s: %w", pl.name, v.label, err)
 		}
@@ -32,7 +33,10 @@ func runPlan(ctx context.Context, pl *plan, be *backend, prog *progress) (scenar
 }
 
 // runRow runs the plan's jobs in one mode and reads the provider's counters.
-func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName string, prog *progress) (rowResult, error) {
+// With -procs the jobs run in child processes (procs.go); the provider is
+// served here either way.
+func runRow(ctx context.Context, pl *plan, i int, be *backend, budgetName string, prog *progress) (rowResult, error) {
+	v := pl.rows[i]
 	pcfg := pl.provider
 	pcfg.Refund = v.providerRefund
 	fp, rec, srv, err := startProvider(pcfg)
@@ -40,13 +44,69 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 		return rowResult{}, err
 	}
 	defer srv.Close()
+	if pl.procs > 1 {
+		return runRowProcs(ctx, pl, i, be, budgetName, prog, fp, rec, srv.URL)
+	}
 	conns := pl.p.workers + 16
 	c := newChatClient(srv.URL, conns)
 	defer c.close()
 	if err := c.warm(ctx, min(conns, 128)); err != nil {
 		return rowResult{}, err
 	}
+	rs, err := setupRow(pl, v, be, budgetName, c)
+	if err != nil {
+		return rowResult{}, err
+	}
+	row := rs.row
 
+	cmds0 := be.cmds.Load()
+	start := time.Now()
+	fp.ResetStats()
+	rec.reset(start)
+	octx, stopOutside := context.WithCancel(ctx)
+	outside := make(chan outsideCount, 1)
+	if pl.outside != nil {
+		go func() { outside <- runOutside(octx, pl.outside, c) }()
+	}
+	prog.begin(pl.name, v.label, len(pl.jobs), rec)
+	results := runJobs(ctx, pl.jobs, pl.p.workers, start, rs.do, prog.jobDone)
+	elapsed := time.Since(start)
+	stopOutside()
+	if pl.outside != nil {
+		oc := <-outside
+		row.Outside = &oc
+	}
+	prog.end()
+	if err := ctx.Err(); err != nil {
+		return rowResult{}, err
+	}
+	if rs.tally != nil {
+		if err := rs.tally.waitFor(5 * time.Second); err != nil {
+			return rowResult{}, err
+		}
+		row.Pacer = rs.tally.count()
+		// The transport syncs the provider's headers in the background:
+		// let the last Sync land, so that it is counted here and does not
+		// meet a closed client.
+		be.quiet(20*time.Millisecond, time.Second)
+	}
+	row.RedisCommands = be.cmds.Load() - cmds0
+	row.fill(fp.Stats(), results, elapsed)
+	row.events = rec.snapshot()
+	return row, nil
+}
+
+// rowSetup is one process's means to run a row's jobs: how each job runs,
+// and the row as far as it is known before it runs.
+type rowSetup struct {
+	row   rowResult
+	do    doJob
+	tally *paceTally // SDK rows through the transport
+}
+
+// setupRow builds the limiters of row v: per-worker buckets, a Pacer on
+// the shared budget, or openai-go clients, all sending through c.
+func setupRow(pl *plan, v variant, be *backend, budgetName string, c *chatClient) (rowSetup, error) {
 	row := rowResult{Label: v.label, Mode: "per-worker", ProviderRefunds: v.providerRefund}
 	limit, window := pl.p.providerTokens, pl.provider.Window
 	var do doJob
@@ -65,9 +125,9 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 				row.BudgetFloorSeconds = &f
 			}
 		}
-		s, err := newSDKRig(pl, v, be, cfg, srv.URL, c.hc.Transport)
+		s, err := newSDKRig(pl, v, be, cfg, c.url, c.hc.Transport)
 		if err != nil {
-			return rowResult{}, err
+			return rowSetup{}, err
 		}
 		row.Budget = describeSDK(v, cfg, exact)
 		do, tally = s.job, s.tally
@@ -77,7 +137,7 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 		cfg.Name = budgetName
 		p, err := pacer.New(be.rdb, cfg)
 		if err != nil {
-			return rowResult{}, err
+			return rowSetup{}, err
 		}
 		row.Budget = describeBudget(cfg, exact)
 		if pl.quota == 0 {
@@ -88,62 +148,45 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 	} else {
 		// One bucket per worker, plus one for the direct (interactive)
 		// calls, which stand for one more process with its own limiter.
+		// With a request limit each worker has a bucket of calls too.
 		buckets := make([]*localBucket, pl.p.workers+1)
+		var calls []*localBucket
 		for i := range buckets {
 			buckets[i] = newLocalBucket(limit, limit, window, start)
+			if n := pl.p.providerReqs; n > 0 {
+				calls = append(calls, newLocalBucket(n, n, window, start))
+			}
 		}
 		row.Budget = fmt.Sprintf("each worker: its own bucket of %s tokens per %v", thousands(limit), window)
-		do = perWorkerJob(buckets, c, pl.p.retries, pl.p.wall(time.Second))
-	}
-
-	cmds0 := be.cmds.Load()
-	start = time.Now()
-	fp.ResetStats()
-	rec.reset(start)
-	octx, stopOutside := context.WithCancel(ctx)
-	outside := make(chan outsideCount, 1)
-	if pl.outside != nil {
-		go func() { outside <- runOutside(octx, pl.outside, c) }()
-	}
-	prog.begin(pl.name, v.label, len(pl.jobs), rec)
-	results := runJobs(ctx, pl.jobs, pl.p.workers, start, do, prog.jobDone)
-	elapsed := time.Since(start)
-	stopOutside()
-	if pl.outside != nil {
-		oc := <-outside
-		row.Outside = &oc
-	}
-	prog.end()
-	if err := ctx.Err(); err != nil {
-		return rowResult{}, err
-	}
-	if tally != nil {
-		if err := tally.waitFor(5 * time.Second); err != nil {
-			return rowResult{}, err
+		if n := pl.p.providerReqs; n > 0 {
+			row.Budget = fmt.Sprintf("each worker: its own buckets of %s tokens and %d calls per %v", thousands(limit), n, window)
 		}
-		row.Pacer = tally.count()
-		// The transport syncs the provider's headers in the background:
-		// let the last Sync land, so that it is counted here and does not
-		// meet a closed client.
-		be.quiet(20*time.Millisecond, time.Second)
+		do = perWorkerJob(buckets, calls, c, pl.p.retries, pl.p.wall(time.Second))
 	}
-	row.RedisCommands = be.cmds.Load() - cmds0
-	row.fill(fp.Stats(), results, elapsed)
-	row.events = rec.snapshot()
-	return row, nil
+	return rowSetup{row: row, do: do, tally: tally}, nil
 }
 
 // describeBudget says how the shared budget was set up, for the report.
 func describeBudget(cfg pacer.Config, exact bool) string {
-	if len(cfg.Rates) == 1 && cfg.Rates[0].Sliding {
-		r := cfg.Rates[0]
-		s := fmt.Sprintf("pacer Rate{Tokens, %s per %v, Sliding}", thousands(r.Limit), r.Window)
+	if len(cfg.Rates) > 0 {
+		var rates []string
+		for _, r := range cfg.Rates {
+			sl := ""
+			if r.Sliding {
+				sl = ", Sliding"
+			}
+			rates = append(rates, fmt.Sprintf("Rate{%v, %s per %v%s}", r.Unit, thousands(r.Limit), r.Window, sl))
+		}
+		s := "pacer " + strings.Join(rates, " + ")
 		if cfg.NoRefund {
 			s += ", NoRefund"
 		}
 		return s
 	}
 	s := fmt.Sprintf("pacer Limits.TPM %s, Burst.TPM %s", thousands(cfg.Limits.TPM), thousands(cfg.Burst.TPM))
+	if cfg.Limits.RPM > 0 {
+		s += fmt.Sprintf(", Limits.RPM %s, Burst.RPM %s", thousands(cfg.Limits.RPM), thousands(cfg.Burst.RPM))
+	}
 	if cfg.SlidingWindow {
 		s += ", SlidingWindow"
 	}
@@ -176,10 +219,7 @@ func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed t
 		failed := !r.ran || r.err != nil
 		if failed {
 			row.Failed++
-			// Run's error says it with a sentinel; the naive client's
-			// error is the provider's answer, read by classify.
-			if errors.Is(r.err, pacer.ErrQuotaExhausted) ||
-				(row.Mode != "shared" && classify.FromError(r.err).Kind == classify.QuotaExhausted) {
+			if quotaFailure(r.err, row.Mode) {
 				row.QuotaFailed++
 			}
 		}
@@ -211,6 +251,14 @@ func (row *rowResult) fill(st fakeprovider.Stats, results []jobResult, elapsed t
 		i, b := newWaitStats(inter, interFailed), newWaitStats(batch, batchFailed)
 		row.Interactive, row.Batch = &i, &b
 	}
+}
+
+// quotaFailure says a job's error was an exhausted quota. Run's error says
+// it with a sentinel; the naive client's error is the provider's answer,
+// read by classify.
+func quotaFailure(err error, mode string) bool {
+	return errors.Is(err, pacer.ErrQuotaExhausted) ||
+		(mode != "shared" && classify.FromError(err).Kind == classify.QuotaExhausted)
 }
 
 func b2i(b bool) int {

@@ -19,6 +19,7 @@ type params struct {
 	tokens         int64  // per job: prompt + max_tokens
 	output         amount // real output, of max_tokens
 	providerTokens int64  // admitted per window
+	providerReqs   int64  // calls admitted per window; 0 = no request limit
 	window         time.Duration
 	sliding        bool // the provider enforces a strict sliding window
 	providerRefund bool // the provider gives unused max_tokens back when a call ends
@@ -26,6 +27,7 @@ type params struct {
 	burst          amount // the shared budget's burst; zero = the scenario's default
 	retries        int
 	speed          float64
+	margin         time.Duration // wall time a call may take from admission to the provider (-margin)
 }
 
 // baseParams is the published comparison: 6 workers, 30 jobs of 1,000
@@ -34,7 +36,7 @@ func baseParams() params {
 	return params{
 		workers: 6, jobs: 30, tokens: 1000, output: amount{frac: 1, isFrac: true},
 		providerTokens: 10_000, window: 5 * time.Second, latency: 100 * time.Millisecond,
-		retries: 6, speed: 1,
+		retries: 6, speed: 1, margin: dispatchMargin,
 	}
 }
 
@@ -87,6 +89,11 @@ func scenarios() []scenario {
 			func(p *params) { p.jobs, p.speed = 40, 2 }, buildOutside},
 		{"quota", "the credit runs out mid-run: jobs stop with ErrQuotaExhausted, no retries burned",
 			func(p *params) { p.speed = 2 }, buildQuota},
+		{"bottleneck", "Node bottleneck's test: 100 calls at once of 400 to 1,600 tokens, 24,000 tokens and 30 requests per strict sliding 10 s",
+			func(p *params) {
+				p.workers, p.jobs, p.providerTokens, p.providerReqs = 100, 100, 24_000, 30
+				p.window, p.sliding, p.latency, p.speed = 10*time.Second, true, 500*time.Millisecond, 4
+			}, buildSpread},
 		{"sdk", "openai-go with its default retries, alone and through pacerhttp.NewTransport",
 			func(p *params) { p.speed = 2 }, buildSDK},
 		{"stream", "streamed chat jobs (openai-go NewStreaming): tokens reserved vs used, time to first byte",
@@ -127,6 +134,19 @@ func uniformJobs(p params, n int) []job {
 
 func buildUniform(pl *plan, _ *rand.Rand) {
 	pl.jobs = uniformJobs(pl.p, pl.p.jobs)
+}
+
+// buildSpread draws each job's charge uniformly from 40% to 160% of
+// -tokens (400 to 1,600 by default), a quarter of it prompt, all there at
+// the start.
+func buildSpread(pl *plan, rng *rand.Rand) {
+	p := pl.p
+	lo, hi := max(p.tokens*2/5, 2), max(p.tokens*8/5, 2)
+	for range p.jobs {
+		size := p
+		size.tokens = lo + rng.Int64N(hi-lo+1)
+		pl.jobs = append(pl.jobs, uniformJobs(size, 1)[0])
+	}
 }
 
 // buildMixed draws prompts log-uniformly from 500 to 50,000 tokens (-tokens

@@ -95,12 +95,20 @@ func sharedJob(p *pacer.Pacer, c *chatClient, retries int) doJob {
 // named (retry-after-ms, else retry-after, else fallback) plus a little
 // jitter, up to retries times. It retries every 429, as a naive client does,
 // including OpenAI's insufficient_quota, which no wait can fix.
-func perWorkerJob(buckets []*localBucket, c *chatClient, retries int, fallback time.Duration) doJob {
+//
+// calls, if not nil, holds each worker's bucket of requests, which every
+// call also waits for.
+func perWorkerJob(buckets, calls []*localBucket, c *chatClient, retries int, fallback time.Duration) doJob {
 	return func(ctx context.Context, w int, j job) jobResult {
 		r := jobResult{priority: j.priority, ran: true, start: time.Now()}
 		b := buckets[w]
 		for attempt := 0; ; attempt++ {
-			if r.err = sleepCtx(ctx, b.reserve(time.Now(), j.charge())); r.err != nil {
+			now := time.Now()
+			d := b.reserve(now, j.charge())
+			if calls != nil {
+				d = max(d, calls[w].reserve(now, 1))
+			}
+			if r.err = sleepCtx(ctx, d); r.err != nil {
 				break
 			}
 			t := time.Now()

@@ -70,6 +70,7 @@ _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
 _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
 _MAX_RATES = 16  # Config.rates
 _MAX_WINDOW_MS = 366 * 24 * 3600 * 1000  # a Rate's window
+_SLIDING_PARTS = 64  # sub-windows of a sliding window (wire.SlidingParts)
 _REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
 _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
@@ -157,12 +158,16 @@ class Rate:
     unit is REQUESTS, TOKENS, INPUT_TOKENS or OUTPUT_TOKENS; window_ms runs
     from 1 second to 366 days; burst optionally lowers the bucket's
     capacity below the limit (0: the limit), as Burst does for the four.
+    sliding makes the rate a strict sliding window, as pacer.Rate.Sliding:
+    what is admitted in any window_ms never exceeds limit, counted per
+    sub-window of window_ms / 64 (no burst).
     """
 
     unit: str
     limit: int
     window_ms: int
     burst: int = 0
+    sliding: bool = False
 
     @property
     def name(self) -> str:
@@ -174,7 +179,7 @@ class Rate:
         """
         four = {(REQUESTS, 60_000): "rpm", (TOKENS, 60_000): "tpm",
                 (REQUESTS, 86_400_000): "rpd", (TOKENS, 86_400_000): "tpd"}
-        if (self.unit, self.window_ms) in four:
+        if (self.unit, self.window_ms) in four and not self.sliding:
             return four[self.unit, self.window_ms]
         if self.window_ms % 1000 == 0:
             return f"{self.unit}/{self.window_ms // 1000}s"
@@ -211,7 +216,9 @@ class Bucket:
 
     interval is the µs of refill per unit, span the µs a full bucket holds,
     slack the µs added to every allowance (see docs/lua-contract.md).
-    unit is what it counts (one of UNITS).
+    unit is what it counts (one of UNITS). sub is, for a strict sliding
+    window, the width of its sub-windows in µs (0 for a GCRA bucket); its
+    charges, refunds and allowances are then in units, not µs.
     """
 
     field: str
@@ -223,12 +230,20 @@ class Bucket:
     interval: float
     span: int
     slack: int
+    sub: int = 0
 
     @classmethod
     def new(cls, field, limit, capacity, refill, window_ms, unit):
         iv = float(window_ms * 1000) / float(refill)
         return cls(field, limit, capacity, refill, window_ms, unit, iv,
                    math.ceil(float(capacity) * iv), max(0, min(999, math.ceil(iv / 2) - 1)))
+
+    @classmethod
+    def sliding(cls, name, limit, window_ms, unit):
+        """A strict sliding window, as wire.NewSliding: its field is name
+        marked "~<sub-window µs>:" for the scripts."""
+        g = -(-window_ms * 1000 // _SLIDING_PARTS)
+        return cls(f"~{g}:{name}", limit, limit, limit, window_ms, unit, 1.0, limit, 0, g)
 
     @property
     def tokens(self) -> bool:
@@ -245,16 +260,44 @@ class Bucket:
         return _Use(tokens, input, output).of(self.unit)
 
     def charge(self, units: int) -> int:
+        if self.sub:
+            return units
         return math.ceil(float(units) * self.interval)
 
     def refund(self, units: int) -> int:
+        if self.sub:
+            return units
         return math.floor(float(units) * self.interval)
 
     def allowance(self, keep: float) -> int:
+        if self.sub:
+            # The units of the window the call may see used, its own included.
+            return self.capacity - math.floor(float(self.capacity) * keep)
         if keep == 0:
             return self.span + self.slack
         c = float(self.capacity)
         return math.ceil((c - c * keep) * self.interval) + self.slack
+
+    def sliding_level(self, now_us: int, counts: str) -> float:
+        """The room a sliding window has at now_us, from its counts as
+        stored ("<base> <count> ...", a token -n for n sub-windows without
+        a count): the capacity less the window ending now, counted as the
+        scripts count it."""
+        f = counts.split()
+        if not f:
+            return float(self.capacity)
+        if not all(_INT.fullmatch(x) for x in f):
+            raise ReplyError(f"llmpacer: {self.field} counts {counts!r}")
+        j, cur, total = int(f[0]), now_us // 1000 * 1000 // self.sub, 0
+        for x in f[1:]:
+            c = int(x)
+            if c < 0:
+                j -= c
+                continue
+            if cur - _SLIDING_PARTS <= j <= cur:
+                total += c
+            j += 1
+        return float(self.capacity - total)
 
     def level(self, now_us: int, tat: int | None) -> float:
         if tat is None or tat <= now_us:
@@ -334,26 +377,26 @@ def settings(c: Config) -> Settings:
         raise InvalidError(f"llmpacer: max_wait_ms = {c.max_wait_ms}: must be between 0 and {_MAX_DURATION_MS}")
     # The four of limits in the scripts' order, a rate that is one of them
     # in its place; then the other rates, in the order given.
-    four = [("limits." + f, f, getattr(lim, f), getattr(bur, f), w, u) for f, w, u in _SPECS]
+    four = [("limits." + f, f, getattr(lim, f), getattr(bur, f), w, u, False) for f, w, u in _SPECS]
     more = []
     for i, r in enumerate(rates):
-        spec = (f"rates[{i}]", r.name, r.limit, r.burst, r.window_ms, r.unit)
+        spec = (f"rates[{i}]", r.name, r.limit, r.burst, r.window_ms, r.unit, r.sliding)
         k = next((k for k, sp in enumerate(four) if sp[1] == r.name), None)
-        if k is None:
+        if k is None or r.sliding:
             more.append(spec)
             continue
         if four[k][2] != 0 or four[k][3] != 0:
             raise InvalidError(f"llmpacer: rates[{i}] is {r.name}, which limits.{r.name} (or burst.{r.name}) already sets: state it in one place")
         four[k] = spec
     buckets = []
-    for what, field, limit, burst, window_ms, unit in four:
+    for what, field, limit, burst, window_ms, unit, sliding in four:
         if limit == 0:
             if burst != 0:
                 raise InvalidError(f"llmpacer: burst.{field} = {burst} but limits.{field} is not set")
             continue
-        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
-    for what, field, limit, burst, window_ms, unit in more:
-        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit))
+        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit, sliding))
+    for what, field, limit, burst, window_ms, unit, sliding in more:
+        buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit, sliding))
     keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
     tag = "{" + prefix + ":" + c.name + "}"
     return Settings([tag + ":s", tag + ":l", tag + ":q", tag + ":d"], buckets, lim.concurrency, keep,
@@ -372,14 +415,21 @@ def _check_rate(i: int, r: Any) -> None:
         raise InvalidError(f"{at}.window_ms = {r.window_ms!r}: must be an int from 1000 (1 s) to {_MAX_WINDOW_MS} (366 days)")
     if type(r.burst) is not int or not 0 <= r.burst <= r.limit:
         raise InvalidError(f"{at}.burst = {r.burst!r}: must be between 0 (the limit) and the limit {r.limit}")
+    if type(r.sliding) is not bool:
+        raise InvalidError(f"{at}.sliding = {r.sliding!r}: must be a bool")
+    if r.sliding and r.burst:
+        raise InvalidError(f"{at}.burst = {r.burst}: a sliding rate has no burst (it counts the window exactly); set 0")
 
 
-def _bucket(c: Config, what: str, field: str, limit: int, burst: int, window_ms: int, unit: str) -> Bucket:
+def _bucket(c: Config, what: str, field: str, limit: int, burst: int, window_ms: int, unit: str, sliding: bool = False) -> Bucket:
     # what names the setting in errors: limits.rpm, rates[2].
     # Headroom scales the limit and the burst alike.
     limit = math.floor(float(limit) * (1 - c.headroom))
     if limit < 1:
         raise InvalidError(f"llmpacer: {what} leaves nothing after headroom {c.headroom}")
+    if sliding:
+        # Counted, not refilled: sliding_window's bucket arithmetic is not for it.
+        return Bucket.sliding(field, limit, window_ms, unit)
     burst = math.floor(float(burst) * (1 - c.headroom))
     if burst > limit:
         raise InvalidError(f"llmpacer: the burst of {what} = {burst} exceeds the limit {limit} (after headroom)")
@@ -487,8 +537,13 @@ def _as_use(v: "int | tuple | _Use") -> "_Use":
     return _Use(v)
 
 
-def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", request: bool) -> list:
+def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", request: bool, turn_ms: int = 0) -> list:
     """What ending a lease sends settle: (field, µs) for each bucket it changes.
+
+    A sliding window's value is "<units>@<sub-window>" instead, the
+    sub-window the call was counted in, from turn_ms (the call's turn in
+    ms on the Redis clock; 0 when not known, and then nothing is given
+    back to a sliding window).
 
     reserved and used are tokens, or (input, output) pairs when known
     apart. Negative gives back; positive is a debt, at most one full
@@ -507,15 +562,18 @@ def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", req
         else:
             back = r.of(b.unit) - u.of(b.unit)
         d = -b.refund(back) if back > 0 else b.charge(min(-back, b.capacity)) if back < 0 else 0
-        if d:
-            out.append((b.field, d))
+        if d and b.sub:
+            if d > 0 or turn_ms > 0:
+                out.append((b.field, d, f"{d}@{turn_ms * 1000 // b.sub}"))
+        elif d:
+            out.append((b.field, d, d))
     # settle.lua takes one sign per call: a give-back is bounded by what
     # later charges left room for, a debt is not. When input and output
     # differ in sign, the debts are kept and the give-backs dropped: the
     # budget stays on the safe side, short of a refund.
-    if any(d > 0 for _, d in out):
-        out = [(f, d) for f, d in out if d > 0]
-    return out
+    if any(d > 0 for _, d, _ in out):
+        out = [c for c in out if c[1] > 0]
+    return [(f, v) for f, _, v in out]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -776,6 +834,8 @@ class Pacer:
         lease = Lease(self, lease_id, use.tokens, start_us, rep.expiry_ms, charged, input=use.input, output=use.output)
         lease.slot_us = rep.now_us
         lease.probe = rep.reason == "probe"
+        # The turn, as acquire.lua counted it (wire.AcquireReply.TurnMs).
+        lease.turn_ms = rep.now_us // 1000 + rep.wait_ms if rep.code == ADMITTED else 0
         return lease
 
     def _wait(self, rep: AcquireReply, deadline: int) -> None:
@@ -846,7 +906,8 @@ class Pacer:
         use = _Use(tokens, input, output)
         args = []
         for b in self.settings.buckets:
-            if b.unit in lower and b.window_ms <= 60_000:
+            # A sliding window has no TAT to lower: the pause holds it back.
+            if b.unit in lower and b.window_ms <= 60_000 and not b.sub:
                 units = min(use.of(b.unit), b.capacity)
                 args += [b.field, b.span - b.charge(units), 2 * b.span]
         return self._pause(seconds, args)
@@ -894,6 +955,10 @@ class Pacer:
         levels = {}
         for b, raw in zip(bs, v[3:]):
             s = _str(raw)
+            if b.sub:
+                # Named by the rate, without the scripts' mark.
+                levels[b.field.split(":", 1)[1]] = BucketState(b.limit, b.capacity, b.sliding_level(now_us, s), b.per_second)
+                continue
             if s and not _INT.fullmatch(s):
                 raise ReplyError(f"llmpacer: {b.field} TAT {s!r}")
             levels[b.field] = BucketState(b.limit, b.capacity, b.level(now_us, int(s) if s else None), b.per_second)
@@ -962,6 +1027,9 @@ class Lease:
         # When it took its slot, with a concurrency limit (Redis clock): its
         # admission, or for a lease pending until its turn, its claim.
         self.slot_us = charged_us
+        # The call's turn in ms on the Redis clock, as acquire.lua counted
+        # it in a sliding window's sub-window (0: not known).
+        self.turn_ms = 0
         self._pacer = pacer
         self._expiry_ms = expiry_ms
         self._mu = threading.Lock()
@@ -1059,7 +1127,7 @@ class Lease:
             return None, None
         s = self._pacer
         args = [self.id, self.charged_us, s.settings.concurrency, s.batch_slots]
-        for field, us in corrections(self._pacer.settings.buckets, self._reserved, used, how == "canceled"):
+        for field, us in corrections(self._pacer.settings.buckets, self._reserved, used, how == "canceled", self.turn_ms):
             args += [field, us]
         try:
             code, now_us = _ints(self._pacer._run("settle", args), 2)[:2]
