@@ -165,15 +165,15 @@ func TestUnclosedBodyLetsTheLeaseExpire(t *testing.T) {
 // and it settles its usage.
 func TestSlowAnswerKeepsItsLease(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
-		r := newRig(t, b, pacer.Limits{RPM: 1000, Concurrency: 1}, fakeprovider.Config{Latency: 1500 * time.Millisecond})
-		r.cfg.LeaseTTL = 300 * time.Millisecond
+		r := newRig(t, b, pacer.Limits{RPM: 1000, Concurrency: 1}, fakeprovider.Config{Latency: 3 * time.Second})
+		r.cfg.LeaseTTL = time.Second
 		p, ev := r.pacer()
 		c := r.openai(p)
 		reply, err := c.Chat.Completions.New(context.Background(), chatParams(10))
 		if err != nil {
 			t.Fatal(err)
 		}
-		settled(t, ev, 1, reply.Usage.TotalTokens, "a call answered after five lease TTLs")
+		settled(t, ev, 1, reply.Usage.TotalTokens, "a call answered after three lease TTLs")
 		ev.balanced(t)
 	})
 }

@@ -27,7 +27,9 @@ func TestManyGoroutinesAndPacers(t *testing.T) {
 		handles, workers, calls = 2, 8, 20
 		tokens                  = 100
 	)
-	m := pacerprom.New()
+	// The test counts, it does not time: a loaded machine may take more
+	// than the default second to read six budgets from a busy miniredis.
+	m := pacerprom.New(pacerprom.WithScrapeTimeout(time.Minute))
 	r := prometheus.NewPedanticRegistry()
 	must(t, r.Register(m))
 
