@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
 )
 
 // A tenant inside a budget: the tenant empty holds its calls back while the
@@ -123,6 +124,20 @@ func TestTenantHostileIDs(t *testing.T) {
 			seen[k] = id
 			if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: id}); err != nil {
 				t.Errorf("tenant %.20q's first call = %v; another id's call must not count against it", id, err)
+			}
+		}
+		if b.Kind == "cluster" {
+			// Every tenant's hash lives in the budget's slot: one script
+			// reaches them all.
+			rdb := b.Client(t).(*redis.ClusterClient)
+			want, err := rdb.ClusterKeySlot(ctx, p.Keys()[0]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range seen {
+				if got, _ := rdb.ClusterKeySlot(ctx, k).Result(); got != want {
+					t.Errorf("tenant key %s is in slot %d; the budget's is %d", k, got, want)
+				}
 			}
 		}
 		for _, id := range ids {
