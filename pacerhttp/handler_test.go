@@ -1,0 +1,433 @@
+package pacerhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/pacerhttp"
+)
+
+// accounts stands for a service's authentication: a bearer token names an
+// account, which the middleware puts in the context for the handler's
+// default tenant function. A request without a known token is refused
+// before the budget sees it, as real authentication would.
+var accounts = func() map[string]string {
+	m := map[string]string{}
+	for i := range 64 {
+		m[fmt.Sprintf("token-%d", i)] = fmt.Sprintf("account-%d", i)
+	}
+	return m
+}()
+
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := accounts[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		if !ok {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(pacerhttp.WithTenant(r.Context(), id)))
+	})
+}
+
+// tokensHeader prices a request by its X-Tokens header: a test's stand-in
+// for an estimate of the prompt.
+func tokensHeader(r *http.Request) (pacer.Request, error) {
+	n, err := strconv.ParseInt(r.Header.Get("X-Tokens"), 10, 64)
+	if err != nil {
+		return pacer.Request{}, fmt.Errorf("X-Tokens: %w", err)
+	}
+	return pacer.Request{Tokens: n}, nil
+}
+
+// budgetOnly charges every request to the budget alone, for budgets
+// without tenants (a tenant there is ErrInvalid).
+var budgetOnly = pacerhttp.WithTenantFunc(func(*http.Request) (string, error) { return "", nil })
+
+// ok answers 200 "ok".
+var ok = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+
+// inbound serves h behind a handler on budget cfg, authenticated.
+func inbound(t *testing.T, b redistest.Backend, cfg pacer.Config, h http.Handler, opts ...pacerhttp.HandlerOption) (*pacer.Pacer, *httptest.Server) {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = redistest.Name(t)
+	}
+	p, err := pacer.New(b.Client(t), cfg)
+	if err != nil {
+		t.Fatalf("pacer.New = %v", err)
+	}
+	srv := httptest.NewServer(authenticate(pacerhttp.NewHandler(h, p, opts...)))
+	t.Cleanup(srv.Close)
+	return p, srv
+}
+
+// get sends a GET as account i's token, with tokens in X-Tokens if >= 0.
+func get(t testing.TB, ctx context.Context, url string, account int, tokens int64) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Authorization", fmt.Sprintf("Bearer token-%d", account))
+	if tokens >= 0 {
+		req.Header.Set("X-Tokens", strconv.FormatInt(tokens, 10))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s = %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// param returns the integer parameter key of a one-item RateLimit field.
+func param(t *testing.T, field, key string) int64 {
+	t.Helper()
+	for _, p := range strings.Split(field, ";")[1:] {
+		if k, v, _ := strings.Cut(p, "="); k == key {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s in %q: %v", key, field, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in %q", key, field)
+	return 0
+}
+
+// A refusal states the limit that binds: Retry-After and t are the wait
+// rounded up, and r what the limit holds, read from the budget's real
+// state, for the budget's limit and for a tenant's own.
+func TestHandlerRateLimitHeaders(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		newClock(b)
+		p, srv := inbound(t, b, pacer.Config{
+			Limits:  pacer.Limits{TPM: 10_000},
+			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 3000, Window: time.Hour}}},
+		}, ok, pacerhttp.WithCost(tokensHeader))
+
+		// Account 1 spends 2,000 of its hour, then asks for 2,000 more:
+		// its own rate binds, with 1,000 left, refilling 3,000 an hour.
+		if resp, body := get(t, ctx, srv.URL, 1, 2000); resp.StatusCode != http.StatusOK {
+			t.Fatalf("first 2,000 = %d %s", resp.StatusCode, body)
+		}
+		resp, body := get(t, ctx, srv.URL, 1, 2000)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("second 2,000 = %d %s; want 429", resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"@tokens/3600s";q=3000;w=3600`; got != want {
+			t.Errorf("RateLimit-Policy = %q; want %q", got, want)
+		}
+		ts, err := p.TenantSnapshot(ctx, "account-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl := resp.Header.Get("RateLimit")
+		if !strings.HasPrefix(rl, `"@tokens/3600s";`) {
+			t.Errorf("RateLimit = %q; want the tenant's rate", rl)
+		}
+		// Read before the snapshot: at most what it holds, at least the
+		// 1,000 left (the clock only refills).
+		if r := param(t, rl, "r"); r < 1000 || float64(r) > ts.Rates[0].Level {
+			t.Errorf("RateLimit r = %d; want between 1000 and the tenant's level %.1f", r, ts.Rates[0].Level)
+		}
+		// 1,000 more tokens at 3,000 an hour: 1,200 s.
+		ra, _ := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+		if ra < 1190 || ra > 1200 || param(t, rl, "t") != ra {
+			t.Errorf("Retry-After = %d, RateLimit t = %d; want both about 1200", ra, param(t, rl, "t"))
+		}
+		var problem struct {
+			Type     string   `json:"type"`
+			Violated []string `json:"violated-policies"`
+		}
+		if err := json.Unmarshal([]byte(body), &problem); err != nil || !strings.HasSuffix(problem.Type, "#quota-exceeded") || len(problem.Violated) != 1 || problem.Violated[0] != "@tokens/3600s" {
+			t.Errorf("body %s (%v); want a quota-exceeded problem naming @tokens/3600s", body, err)
+		}
+
+		// Accounts 2, 3 and 4 take the budget's minute down to 2,000: the
+		// budget's tpm binds account 5's 3,000, within its own hour.
+		for a := 2; a <= 4; a++ {
+			if resp, body := get(t, ctx, srv.URL, a, 2000); resp.StatusCode != http.StatusOK {
+				t.Fatalf("account %d's 2,000 = %d %s", a, resp.StatusCode, body)
+			}
+		}
+		resp, body = get(t, ctx, srv.URL, 5, 3000)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("account 5 on a spent budget = %d %s; want 429", resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"tpm";q=10000;w=60`; got != want {
+			t.Errorf("RateLimit-Policy = %q; want %q", got, want)
+		}
+		s := snap(t, p)
+		rl = resp.Header.Get("RateLimit")
+		if r := param(t, rl, "r"); r < 2000 || float64(r) > s.TPM.Level {
+			t.Errorf("RateLimit = %q; want r between 2000 and the budget's level %.1f", rl, s.TPM.Level)
+		}
+		// 1,000 more at 10,000 a minute: 6 s (5 on a moving clock).
+		ra, _ = strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+		if (ra != 6 && (b.Mini != nil || ra != 5)) || param(t, rl, "t") != ra {
+			t.Errorf("Retry-After = %d, RateLimit = %q; want t = Retry-After = 6 s", ra, rl)
+		}
+		if s.TPM.Level > 2000+refillSince(b, 10_000.0/60) {
+			t.Errorf("budget level %.1f; the refused call must not have been charged", s.TPM.Level)
+		}
+	})
+}
+
+// refillSince bounds what a bucket refilling perSecond regained during a
+// test: nothing on miniredis, whose clock stands still.
+func refillSince(b redistest.Backend, perSecond float64) float64 {
+	if b.Mini != nil {
+		return 0.5
+	}
+	return perSecond * 30
+}
+
+func snap(t *testing.T, p *pacer.Pacer) pacer.Snapshot {
+	t.Helper()
+	s, err := p.Snapshot(context.Background())
+	if err != nil {
+		t.Fatalf("Snapshot() = %v", err)
+	}
+	return s
+}
+
+// Many accounts, each with several clients sending at once over real
+// HTTP: every account is admitted exactly its own limit, whoever else
+// sends, and the budget counts exactly the admissions.
+func TestHandlerNoTenantSpendsAnothers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		const accountsN, clients, each, limit = 16, 4, 4, 5
+		ctx := context.Background()
+		newClock(b)
+		p, srv := inbound(t, b, pacer.Config{
+			Rates:   []pacer.Rate{{Unit: pacer.Requests, Limit: 1000, Window: time.Hour}},
+			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: limit, Window: time.Hour}}},
+		}, ok, pacerhttp.WithErrorLog(func(_ *http.Request, err error) { t.Errorf("error log: %v", err) }))
+		var (
+			mu       sync.Mutex
+			admitted = map[int]int{}
+			other    []string
+			wg       sync.WaitGroup
+		)
+		for a := range accountsN {
+			for range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range each {
+						resp, body := get(t, ctx, srv.URL, a, -1)
+						mu.Lock()
+						switch resp.StatusCode {
+						case http.StatusOK:
+							admitted[a]++
+						case http.StatusTooManyRequests:
+							if rl := resp.Header.Get("RateLimit"); !strings.HasPrefix(rl, `"@requests/3600s";r=0;t=`) {
+								other = append(other, "RateLimit: "+rl)
+							}
+						default:
+							other = append(other, fmt.Sprintf("%d %s", resp.StatusCode, body))
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		if len(other) > 0 {
+			t.Errorf("unexpected answers: %q", other)
+		}
+		total := 0
+		for a := range accountsN {
+			total += admitted[a]
+			if admitted[a] != limit {
+				t.Errorf("account %d admitted %d of %d sent; want its limit %d", a, admitted[a], clients*each, limit)
+			}
+		}
+		if got := 1000 - snap(t, p).Rates[0].Level; math.Abs(got-float64(total)) > 0.5+refillSince(b, 1000.0/3600) {
+			t.Errorf("the budget counted %.1f requests; want the %d admitted", got, total)
+		}
+	})
+}
+
+// A waiting room holds a request until the budget has room, within the
+// latency budget; a request whose wait would be longer goes to the
+// fallback at once, told how long the wait would have been.
+func TestHandlerWaitingRoom(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		const room = 3 * time.Second
+		var (
+			mu        sync.Mutex
+			fallbacks []pacerhttp.Refusal
+		)
+		fallback := func(w http.ResponseWriter, r *http.Request, why pacerhttp.Refusal) {
+			mu.Lock()
+			fallbacks = append(fallbacks, why)
+			mu.Unlock()
+			io.WriteString(w, "canned answer")
+		}
+		// 4 requests a second, 4 at once: 8 concurrent requests all get
+		// in within about a second, well inside the room.
+		_, srv := inbound(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 4, Window: time.Second}}}, ok,
+			budgetOnly, pacerhttp.WithWaitingRoom(room), pacerhttp.WithFallback(fallback))
+		var wg sync.WaitGroup
+		errs := make(chan string, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				began := time.Now()
+				resp, body := get(t, ctx, srv.URL, 0, -1)
+				if resp.StatusCode != http.StatusOK || body != "ok" {
+					errs <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+				}
+				if d := time.Since(began); d > room+time.Second {
+					errs <- fmt.Sprintf("held %v; the room is %v", d, room)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		if len(fallbacks) != 0 {
+			t.Errorf("fallback called %d times; every wait fit the room", len(fallbacks))
+		}
+
+		// One request a minute: the second request's wait (about a minute)
+		// exceeds the room, and the fallback answers it without waiting.
+		_, srv = inbound(t, b, pacer.Config{Limits: pacer.Limits{RPM: 1}}, ok,
+			budgetOnly, pacerhttp.WithWaitingRoom(room), pacerhttp.WithFallback(fallback))
+		if resp, body := get(t, ctx, srv.URL, 7, -1); resp.StatusCode != http.StatusOK {
+			t.Fatalf("first = %d %s", resp.StatusCode, body)
+		}
+		began := time.Now()
+		resp, body := get(t, ctx, srv.URL, 7, -1)
+		if d := time.Since(began); d >= room {
+			t.Errorf("fallback after %v; want it at once, not after the room's %v", d, room)
+		}
+		if resp.StatusCode != http.StatusOK || body != "canned answer" {
+			t.Errorf("second = %d %q; want the fallback's answer", resp.StatusCode, body)
+		}
+		if len(fallbacks) != 1 || fallbacks[0].Limit != pacer.LimitRPM || fallbacks[0].Wait < 50*time.Second {
+			t.Fatalf("fallbacks %+v; want one for rpm, with a wait of about a minute", fallbacks)
+		}
+		if !errors.Is(fallbacks[0].Err, pacer.ErrWaitTimeout) {
+			t.Errorf("Refusal.Err = %v; want a WaitError", fallbacks[0].Err)
+		}
+	})
+}
+
+// A client that disconnects frees what it held: while it waits in the
+// room, and while its handler runs.
+func TestHandlerClientDisconnect(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		release := make(chan struct{})
+		running := make(chan struct{}, 4)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			running <- struct{}{}
+			// A runs until released; the others until their client leaves.
+			gate := release
+			if r.Header.Get("Authorization") != "Bearer token-0" {
+				gate = nil
+			}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+			}
+			io.WriteString(w, "ok")
+		})
+		p, err := pacer.New(b.Client(t), pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// bLeft closes when the handler has answered B: the server sees a
+		// client leave some time after the client does.
+		bLeft := make(chan struct{})
+		inner := authenticate(pacerhttp.NewHandler(h, p, budgetOnly, pacerhttp.WithWaitingRoom(20*time.Second)))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inner.ServeHTTP(w, r)
+			if r.Header.Get("Authorization") == "Bearer token-1" {
+				close(bLeft)
+			}
+		}))
+		defer srv.Close()
+		inFlight := func() int64 { return snap(t, p).InFlight }
+
+		// A holds the only slot.
+		aDone := make(chan int)
+		go func() { resp, _ := get(t, ctx, srv.URL, 0, -1); aDone <- resp.StatusCode }()
+		<-running
+		// B waits in the room for it, then leaves.
+		bctx, leave := context.WithCancel(ctx)
+		bDone := make(chan error)
+		go func() {
+			req, _ := http.NewRequestWithContext(bctx, http.MethodGet, srv.URL, nil)
+			req.Header.Set("Authorization", "Bearer token-1")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				err = fmt.Errorf("B answered %d; it should have left first", resp.StatusCode)
+			}
+			bDone <- err
+		}()
+		time.Sleep(300 * time.Millisecond) // B is in the room by now, or will join it after A
+		leave()
+		if err := <-bDone; !errors.Is(err, context.Canceled) {
+			t.Errorf("B = %v; want its own cancellation", err)
+		}
+		<-bLeft
+		if len(running) != 0 {
+			t.Fatal("B's handler ran: its wait outlived its client")
+		}
+		if n := inFlight(); n != 1 {
+			t.Errorf("in flight after B left = %d; want A's 1", n)
+		}
+		close(release)
+		if code := <-aDone; code != http.StatusOK {
+			t.Errorf("A = %d", code)
+		}
+		waitFor(t, "A's slot back", func() bool { return inFlight() == 0 })
+
+		// C gets the slot at once: B left no claim on it. C's client then
+		// disconnects while its handler runs, and the slot comes back.
+		cctx, cancelC := context.WithCancel(ctx)
+		cDone := make(chan struct{})
+		go func() {
+			defer close(cDone)
+			req, _ := http.NewRequestWithContext(cctx, http.MethodGet, srv.URL, nil)
+			req.Header.Set("Authorization", "Bearer token-2")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		select {
+		case <-running:
+		case <-time.After(5 * time.Second):
+			t.Fatal("C not admitted within 5 s: B's wait still holds the slot")
+		}
+		if n := inFlight(); n != 1 {
+			t.Errorf("in flight while C runs = %d; want 1", n)
+		}
+		cancelC()
+		<-cDone
+		waitFor(t, "C's slot back after its client left", func() bool { return inFlight() == 0 })
+	})
+}
