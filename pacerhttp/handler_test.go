@@ -431,3 +431,59 @@ func TestHandlerClientDisconnect(t *testing.T) {
 		waitFor(t, "C's slot back after its client left", func() bool { return inFlight() == 0 })
 	})
 }
+
+// A concurrency limit and a rate over any window are stated too: slots in
+// the draft's concurrent-requests unit, a rate by its window.
+func TestHandlerRateLimitHeadersOtherLimits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		newClock(b)
+		release := make(chan struct{})
+		running := make(chan struct{}, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				running <- struct{}{}
+				<-release
+			}
+		})
+		_, srv := inbound(t, b, pacer.Config{
+			Limits: pacer.Limits{Concurrency: 1},
+			Rates:  []pacer.Rate{{Unit: pacer.Requests, Limit: 3, Window: 10 * time.Second}},
+		}, h, budgetOnly)
+		held := make(chan int)
+		go func() { resp, _ := get(t, ctx, srv.URL+"/hold", 0, -1); held <- resp.StatusCode }()
+		<-running
+		resp, body := get(t, ctx, srv.URL, 1, -1)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("with the only slot held = %d %s; want 429", resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"concurrency";q=1;qu="concurrent-requests"`; got != want {
+			t.Errorf("RateLimit-Policy = %q; want %q", got, want)
+		}
+		if got := resp.Header.Get("RateLimit"); !strings.HasPrefix(got, `"concurrency";r=0;t=`) {
+			t.Errorf("RateLimit = %q; want no slot available", got)
+		}
+		close(release)
+		if code := <-held; code != http.StatusOK {
+			t.Fatalf("/hold = %d", code)
+		}
+		// A refusal charges nothing: /hold and the next admitted request
+		// leave one of the 3 requests in 10 s; the one after waits for the
+		// rate (3.3 s, rounded up to 4).
+		waitFor(t, "the slot back", func() bool { resp, _ := get(t, ctx, srv.URL, 2, -1); return resp.StatusCode == http.StatusOK })
+		if resp, body := get(t, ctx, srv.URL, 2, -1); resp.StatusCode != http.StatusOK {
+			t.Fatalf("the 3rd request in 10 s = %d %s", resp.StatusCode, body)
+		}
+		resp, body = get(t, ctx, srv.URL, 3, -1)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("the 4th request in 10 s = %d %s; want 429", resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"requests/10s";q=3;w=10`; got != want {
+			t.Errorf("RateLimit-Policy = %q; want %q", got, want)
+		}
+		rl := resp.Header.Get("RateLimit")
+		if ra := resp.Header.Get("Retry-After"); !strings.HasPrefix(rl, `"requests/10s";r=0;t=`) || param(t, rl, "t") > 4 || strconv.FormatInt(param(t, rl, "t"), 10) != ra {
+			t.Errorf("RateLimit = %q, Retry-After = %s; want r=0 and t = Retry-After <= 4", rl, ra)
+		}
+	})
+}
