@@ -487,3 +487,41 @@ func TestHandlerRateLimitHeadersOtherLimits(t *testing.T) {
 		}
 	})
 }
+
+// A request waiting in the room for a turn it reserved ahead gives the
+// turn back when its client leaves: the budget's debt for it is undone.
+func TestHandlerDisconnectGivesTurnBack(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		newClock(b)
+		p, srv := inbound(t, b, pacer.Config{Limits: pacer.Limits{RPM: 2}}, ok, budgetOnly, pacerhttp.WithWaitingRoom(50*time.Second))
+		for i := range 2 {
+			if resp, body := get(t, ctx, srv.URL, i, -1); resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d = %d %s", i, resp.StatusCode, body)
+			}
+		}
+		level := func() float64 { return snap(t, p).RPM.Level }
+		cctx, leave := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() {
+			req, _ := http.NewRequestWithContext(cctx, http.MethodGet, srv.URL, nil)
+			req.Header.Set("Authorization", "Bearer token-2")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				err = fmt.Errorf("answered %d; the turn is 30 s away", resp.StatusCode)
+			}
+			done <- err
+		}()
+		// The third request reserves the turn 30 s ahead: the bucket owes it.
+		waitFor(t, "the third request's turn reserved", func() bool { return level() < -0.5 })
+		leave()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("client = %v; want its own cancellation", err)
+		}
+		waitFor(t, "the turn given back", func() bool { return level() > -0.5 })
+		if l := level(); l > refillSince(b, 2.0/60) {
+			t.Errorf("level %.2f; the two admitted requests stay charged", l)
+		}
+	})
+}
