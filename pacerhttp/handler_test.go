@@ -217,7 +217,14 @@ func TestHandlerNoTenantSpendsAnothers(t *testing.T) {
 		p, srv := inbound(t, b, pacer.Config{
 			Rates:   []pacer.Rate{{Unit: pacer.Requests, Limit: 1000, Window: time.Hour}},
 			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: limit, Window: time.Hour}}},
-		}, ok, pacerhttp.WithErrorLog(func(_ *http.Request, err error) { t.Errorf("error log: %v", err) }))
+		}, ok, pacerhttp.WithErrorLog(func(_ *http.Request, err error) {
+			// The one snapshot a 429 reads for its RateLimit headers is
+			// bounded at 1 s: on a loaded machine, with 64 clients on one
+			// miniredis, it may run out, and the headers are left out.
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("error log: %v", err)
+			}
+		}))
 		var (
 			mu       sync.Mutex
 			admitted = map[int]int{}
@@ -236,7 +243,13 @@ func TestHandlerNoTenantSpendsAnothers(t *testing.T) {
 						case http.StatusOK:
 							admitted[a]++
 						case http.StatusTooManyRequests:
-							if rl := resp.Header.Get("RateLimit"); !strings.HasPrefix(rl, `"@requests/3600s";r=0;t=`) {
+							// Retry-After always; RateLimit unless its read
+							// ran out of time (see above).
+							ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+							if err != nil || ra < 1 || ra > 3600 {
+								other = append(other, "Retry-After: "+resp.Header.Get("Retry-After"))
+							}
+							if rl := resp.Header.Get("RateLimit"); rl != "" && rl != fmt.Sprintf(`"@requests/3600s";r=0;t=%d`, ra) {
 								other = append(other, "RateLimit: "+rl)
 							}
 						default:
