@@ -123,6 +123,12 @@ func (p *Pacer) tenantKey(id string) string {
 	return p.tag + ":t:" + hex.EncodeToString(sum[:16])
 }
 
+// Tenants returns the tenants' configuration in force (the Config's, or a
+// stored definition's): its zero value for a budget without tenants.
+func (p *Pacer) Tenants() Tenants {
+	return Tenants{Rates: p.s().tenantRates, Share: p.s().share}
+}
+
 // TenantKey returns the Redis key that holds tenant's state in this
 // budget: for operators, and for tests that must delete what they wrote.
 func (p *Pacer) TenantKey(tenant string) string { return p.tenantKey(tenant) }

@@ -28,15 +28,20 @@ func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxWaitKey, d)
 }
 
-// WithTenant returns a context whose model calls the transport charges to
-// tenant (pacer.Request.Tenant) as well as to the budget, which must have
-// Config.Tenants. Take the id from the caller's authenticated session.
+// WithTenant returns a context that names the tenant a request is for:
+// NewHandler's default tenant function reads it, and the transport
+// charges the model calls made with it to that tenant
+// (pacer.Request.Tenant) as well as to the budget, when the budget has
+// Config.Tenants (a budget without tenants is charged alone). Call it in
+// the authentication middleware, with the id it verified:
+//
+//	next.ServeHTTP(w, r.WithContext(pacerhttp.WithTenant(r.Context(), session.AccountID)))
 func WithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey, tenant)
 }
 
-// request returns what the context says about the call to admit.
-func request(ctx context.Context, tokens int64) pacer.Request {
+// request returns what the context says about the call to admit to p.
+func request(ctx context.Context, p *pacer.Pacer, tokens int64) pacer.Request {
 	r := pacer.Request{Tokens: tokens}
 	if p, ok := ctx.Value(priorityKey).(pacer.Priority); ok {
 		r.Priority = p
@@ -44,7 +49,7 @@ func request(ctx context.Context, tokens int64) pacer.Request {
 	if d, ok := ctx.Value(maxWaitKey).(time.Duration); ok && d > 0 {
 		r.MaxWait = d
 	}
-	if t, ok := ctx.Value(tenantKey).(string); ok {
+	if t, ok := ctx.Value(tenantKey).(string); ok && !p.Tenants().IsZero() {
 		r.Tenant = t
 	}
 	return r

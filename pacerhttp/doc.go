@@ -50,4 +50,10 @@
 //
 // Priority and wait bound come from the request's context: see WithPriority
 // and WithMaxWait.
+//
+// NewHandler is the other side. It is middleware that puts a budget in
+// front of your own users: each request is charged to its tenant, and
+// answered 429 with Retry-After and RateLimit headers when there is no
+// room, or held in a waiting room up to a latency budget, with a fallback.
+// See docs/inbound.md.
 package pacerhttp

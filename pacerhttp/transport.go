@@ -98,7 +98,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// The prompt and the output cap apart, so that a budget with input and
 	// output rates (Anthropic's ITPM and OTPM) charges each its own.
-	r := request(ctx, t.cfg.defaultTokens)
+	r := request(ctx, t.p, t.cfg.defaultTokens)
 	if parsed {
 		r.Model = c.Model // for Config.Weights
 		r.Tokens, r.Input, r.Output = 0, max(c.Prompt, 0), t.cfg.defaultMaxOutput

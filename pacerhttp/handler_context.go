@@ -1,0 +1,35 @@
+package pacerhttp
+
+import (
+	"context"
+
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+type handlerKey int
+
+const leaseKey handlerKey = 0
+
+// TenantFrom returns the tenant WithTenant put in ctx, and whether there
+// was one.
+func TenantFrom(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(tenantKey).(string)
+	return id, ok
+}
+
+// LeaseFrom returns the lease NewHandler acquired for the request whose
+// context is ctx, or nil outside such a handler. The handler holds it
+// while it runs and releases it when it returns; settle it first with the
+// real usage to give the unused reservation back:
+//
+//	reply, err := callModel(r.Context())
+//	if err == nil {
+//		pacerhttp.LeaseFrom(r.Context()).Settle(r.Context(), reply.Usage.TotalTokens)
+//	}
+//
+// Ending a lease twice changes the budget once, so the handler's Release
+// after a Settle is a no-op.
+func LeaseFrom(ctx context.Context) *pacer.Lease {
+	l, _ := ctx.Value(leaseKey).(*pacer.Lease)
+	return l
+}
