@@ -146,3 +146,15 @@ func TestContextTenant(t *testing.T) {
 		}
 	})
 }
+
+// A tenant in the context does not break calls through a budget without
+// tenants: that budget is charged alone.
+func TestContextTenantOnBudgetWithoutTenants(t *testing.T) {
+	b := redistest.Mini(t)
+	r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 100_000}, fakeprovider.Config{})
+	p, _ := r.pacer()
+	c := r.openai(p)
+	if _, err := c.Chat.Completions.New(pacerhttp.WithTenant(context.Background(), "acme"), chatParams(100)); err != nil {
+		t.Fatalf("a call with a tenant through a budget without tenants = %v; want admitted", err)
+	}
+}
