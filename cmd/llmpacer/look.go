@@ -25,7 +25,10 @@ func look(ctx context.Context, o options, rdb redis.UniversalClient, where strin
 		}
 		if err == nil {
 			if o.json {
-				err = json.NewEncoder(stdout).Encode(l)
+				// Output nobody reads ends the watch too.
+				if err := json.NewEncoder(stdout).Encode(l); err != nil {
+					return fmt.Errorf("writing the listing: %w", err)
+				}
 			} else {
 				if o.watch && tty {
 					fmt.Fprint(stdout, "\x1b[H\x1b[2J") // clear the screen
