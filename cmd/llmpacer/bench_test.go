@@ -20,7 +20,7 @@ func BenchmarkList(b *testing.B) {
 	ctx := context.Background()
 	prefix := fmt.Sprintf("cmdbench%d", time.Now().UnixNano())
 	p, err := pacer.New(be.Client(b), pacer.Config{Name: redistest.Name(b), KeyPrefix: prefix, Version: 1,
-		Limits:  pacer.Limits{RPM: 1_000_000, TPM: 100_000_000},
+		Limits: pacer.Limits{RPM: 1_000_000, TPM: 100_000_000},
 		// The tenants' keys last while their buckets refill: minutes, at
 		// a million tokens a month.
 		Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1_000_000, Window: 30 * 24 * time.Hour}}}})
