@@ -97,7 +97,7 @@ func tenantLine(t tenant) string {
 	for _, l := range append(append([]level(nil), t.Rates...), t.Shares...) {
 		parts = append(parts, fmt.Sprintf("%s %s/%d", l.Name, num(l.Level), l.Capacity))
 	}
-	return fmt.Sprintf("room %s\t%s", pct(t.Room, 1), strings.Join(parts, " · "))
+	return fmt.Sprintf("room %s\t%s", pct(*t.Room, 1), strings.Join(parts, " · "))
 }
 
 // fieldName names a raw state field: a tenant's own rate ('@'), its share

@@ -89,12 +89,12 @@ type tenants struct {
 // tenant is one tenant's state, known by the hash of its id.
 type tenant struct {
 	Hash string `json:"hash"`
-	// Room is the smallest fraction left of any of its rates and shares
-	// (with a definition): 0 is empty, 1 full.
-	Room   float64 `json:"room"`
-	Rates  []level `json:"rates,omitempty"`
-	Shares []level `json:"shares,omitempty"`
-	Raw    []field `json:"raw,omitempty"`
+	// Room is the smallest fraction left of any of its rates and shares,
+	// 0 empty, 1 full; with a definition only.
+	Room   *float64 `json:"room,omitempty"`
+	Rates  []level  `json:"rates,omitempty"`
+	Shares []level  `json:"shares,omitempty"`
+	Raw    []field  `json:"raw,omitempty"`
 }
 
 // reader reads budgets on one Redis.

@@ -36,7 +36,7 @@ func (r reader) readTenants(ctx context.Context, p *pacer.Pacer, b *budget, hash
 		t := tenant{Hash: hashes[i]}
 		if !withDef {
 			raw, err := r.rawTenant(ctx, b.Name, hashes[i])
-			t.Raw = raw
+			t.Raw = append([]field{}, raw...) // not nil: read raw
 			all[i] = t
 			return err
 		}
@@ -50,7 +50,8 @@ func (r reader) readTenants(ctx context.Context, p *pacer.Pacer, b *budget, hash
 		for _, rs := range s.Shares {
 			t.Shares = append(t.Shares, levelOf("share of ", rs))
 		}
-		t.Room = room(t.Rates, t.Shares)
+		rm := room(t.Rates, t.Shares)
+		t.Room = &rm
 		all[i] = t
 		return nil
 	}
@@ -75,7 +76,7 @@ func (r reader) readTenants(ctx context.Context, p *pacer.Pacer, b *budget, hash
 		if a.Raw != nil || c.Raw != nil {
 			return -cmpFloat(longest(a.Raw), longest(c.Raw))
 		}
-		return cmpFloat(a.Room, c.Room)
+		return cmpFloat(*a.Room, *c.Room)
 	})
 	ts.Busiest = all[:min(len(all), r.o.tenants)]
 	return ts, nil
