@@ -178,17 +178,22 @@ type TenantSnapshot struct {
 // A tenant never seen, or idle long enough for its state to expire, reads
 // full.
 func (p *Pacer) TenantSnapshot(ctx context.Context, tenant string) (TenantSnapshot, error) {
-	if p.s().withTenant == nil {
-		return TenantSnapshot{}, invalidf("TenantSnapshot: Config.Tenants is empty: the budget has no tenants")
-	}
 	if len(tenant) > maxTenantLen {
 		return TenantSnapshot{}, invalidf("TenantSnapshot: the tenant id is %d bytes long: use at most %d", len(tenant), maxTenantLen)
+	}
+	return p.tenantSnapshot(ctx, p.tenantKey(tenant), tenant)
+}
+
+// tenantSnapshot reads the tenant whose hash is key, named tenant.
+func (p *Pacer) tenantSnapshot(ctx context.Context, key, tenant string) (TenantSnapshot, error) {
+	if p.s().withTenant == nil {
+		return TenantSnapshot{}, invalidf("TenantSnapshot: Config.Tenants is empty: the budget has no tenants")
 	}
 	fields := make([]any, len(p.s().tenants))
 	for i, b := range p.s().tenants {
 		fields[i] = b.field
 	}
-	keys := []string{p.tenantKey(tenant), p.keys[1], p.keys[2]}
+	keys := []string{key, p.keys[1], p.keys[2]}
 	v, err := p.callKeys(ctx, keys, lua.Snapshot, fields, nil)
 	if err != nil {
 		return TenantSnapshot{}, err

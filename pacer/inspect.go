@@ -1,0 +1,69 @@
+package pacer
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotDefined reports that no definition of the budget is stored in
+// Redis: Open has nothing to run.
+var ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
+
+// Open returns a Pacer that runs the definition of budget name (under key
+// prefix, DefaultKeyPrefix if empty) stored in Redis by Define or by a
+// process whose Config has a Version. It is for an operator's tools, which
+// know a budget by its name and have no process's Config: its Snapshot
+// and TenantSnapshot read the budget's levels, and its Pause, Stop and
+// Resume act on the budget as from any process.
+//
+// Open reads the definition once. A later Define is seen by opening the
+// budget again; Version says which definition a Pacer runs. Without a
+// stored definition Open returns an error that matches ErrNotDefined, and
+// with one that cannot be used, one that matches ErrInvalid.
+func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (*Pacer, error) {
+	// A placeholder limit lets New validate the name and build the keys;
+	// the stored definition replaces it before Open returns.
+	p, err := New(rdb, Config{Name: name, KeyPrefix: prefix, Limits: Limits{RPM: 1}})
+	if err != nil {
+		return nil, err
+	}
+	_, v, def, err := p.define(ctx, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	if v == 0 {
+		return nil, fmt.Errorf("%w: %q under key prefix %q has none; store one with Pacer.Define, or give Config a Version", ErrNotDefined, p.local.Name, p.s().prefix)
+	}
+	var d definition
+	err = json.Unmarshal(def, &d)
+	var s settings
+	if err == nil {
+		p.local = Config{Name: name, KeyPrefix: prefix}.with(d, v)
+		s, err = p.local.settings()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: the definition of %q stored in Redis (version %d) cannot be used: %v; store a valid one with Define", ErrInvalid, name, v, err)
+	}
+	s.version = v
+	p.adopt(&s)
+	// The definition in force is the stored one: the first call need not
+	// settle it again.
+	p.defined.Store(true)
+	return p, nil
+}
+
+// TenantSnapshotOfHash reads a tenant's state as TenantSnapshot does, for
+// an operator who knows the tenant by its key alone: hash is the 32 hex
+// digits that end the tenant's key (see TenantKey), since keys name
+// tenants by a digest of their id. The snapshot's Tenant is empty.
+func (p *Pacer) TenantSnapshotOfHash(ctx context.Context, hash string) (TenantSnapshot, error) {
+	if b, err := hex.DecodeString(hash); err != nil || len(b) != 16 || hash != hex.EncodeToString(b) {
+		return TenantSnapshot{}, invalidf("TenantSnapshotOfHash(%.40q): give the 32 lowercase hex digits that end the tenant's key", hash)
+	}
+	return p.tenantSnapshot(ctx, p.tag+":t:"+hash, "")
+}

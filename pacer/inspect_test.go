@@ -1,0 +1,149 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// Open reads a budget's levels from its stored definition alone, as the
+// process that defined it sees them, its tenants' by their keys' hashes
+// alike, and acts on it as any process does.
+func TestOpen(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		if b.Mini != nil {
+			b.Mini.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		}
+		name := redistest.Name(t)
+		cfg := pacer.Config{Name: name, KeyPrefix: "ops", Limits: pacer.Limits{RPM: 100, TPM: 10_000, Concurrency: 4},
+			Rates:   []pacer.Rate{{Unit: pacer.Requests, Limit: 7, Window: 10 * time.Second, Sliding: true}},
+			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 5_000, Window: time.Hour}}, Share: 0.5},
+			Version: 3}
+		app := newPacer(t, b, cfg)
+		l, err := app.Acquire(ctx, pacer.Request{Tokens: 1_200, Tenant: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+
+		op, err := pacer.Open(ctx, b.Client(t), "ops", name)
+		if err != nil {
+			t.Fatalf("Open = %v", err)
+		}
+		if op.Version() != 3 || op.Name() != name || op.Limits() != cfg.Limits {
+			t.Errorf("Open: Version %d, Name %q, Limits %v; want 3, %q, %v", op.Version(), op.Name(), op.Limits(), name, cfg.Limits)
+		}
+		// Levels refill between the two reads on a real Redis: compare
+		// them to what the fastest bucket (tpm) refills between them, and
+		// everything else exactly.
+		opened := snap(t, op)
+		own := snap(t, app)
+		approx := cmpopts.EquateApprox(0, 1+own.TPM.PerSecond*own.Time.Sub(opened.Time).Seconds())
+		ignore := cmpopts.IgnoreFields(pacer.Snapshot{}, "Time", "MeanHold")
+		if diff := cmp.Diff(own, opened, approx, ignore); diff != "" {
+			t.Errorf("Snapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
+		}
+
+		key := app.TenantKey("acme")
+		hash := key[strings.LastIndexByte(key, ':')+1:]
+		want, err := app.TenantSnapshot(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := op.TenantSnapshotOfHash(ctx, hash)
+		if err != nil {
+			t.Fatalf("TenantSnapshotOfHash(%q) = %v", hash, err)
+		}
+		if got.Tenant != "" || len(got.Rates) != 1 || got.Rates[0].Level > 3_801 {
+			t.Errorf("TenantSnapshotOfHash = %+v; want no id and 5000-1200 tokens left of the tenant's rate", got)
+		}
+		want.Tenant = ""
+		approx = cmpopts.EquateApprox(0, 1+own.TPM.PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
+		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.TenantSnapshot{}, "Time")); diff != "" {
+			t.Errorf("TenantSnapshotOfHash differs from TenantSnapshot (-by id +by hash):\n%s", diff)
+		}
+
+		// An operator's stop through the opened budget stops the app.
+		if err := op.Stop(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
+			t.Errorf("TryAcquire after the opened budget's Stop = %v; want ErrStopped", err)
+		}
+		if err := op.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if s := snap(t, app); s.Stopped != 0 {
+			t.Errorf("Stopped = %v after Resume; want 0", s.Stopped)
+		}
+	})
+}
+
+func TestOpenRefuses(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	name := redistest.Name(t)
+	app := newPacer(t, b, pacer.Config{Name: name, Limits: pacer.Limits{RPM: 10}})
+	if _, err := app.TryAcquire(ctx, pacer.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	// A budget in use without a stored definition has nothing to open.
+	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrNotDefined) || !strings.Contains(err.Error(), "Define") {
+		t.Errorf("Open of an undefined budget = %v; want ErrNotDefined saying to Define it", err)
+	}
+	if _, err := pacer.Open(ctx, b.Client(t), "", "a{b}"); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("Open of a name with braces = %v; want ErrInvalid", err)
+	}
+	b.Mini.HSet(app.Keys()[3], "v", "2", "def", `{"limits":{"RPM":-1}}`)
+	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "version 2") {
+		t.Errorf("Open of an unusable definition = %v; want ErrInvalid naming version 2", err)
+	}
+	if _, err := app.Define(ctx, pacer.Config{Limits: pacer.Limits{RPM: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	op, err := pacer.Open(ctx, b.Client(t), "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"", "ABCDEF0123456789abcdef0123456789", "abc", strings.Repeat("0", 34), "../../" + strings.Repeat("0", 26)} {
+		if _, err := op.TenantSnapshotOfHash(ctx, h); !errors.Is(err, pacer.ErrInvalid) {
+			t.Errorf("TenantSnapshotOfHash(%q) = %v; want ErrInvalid", h, err)
+		}
+	}
+	// Hash well formed, but the budget has no tenants.
+	if _, err := op.TenantSnapshotOfHash(ctx, strings.Repeat("0", 32)); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("TenantSnapshotOfHash on a budget without tenants = %v; want ErrInvalid", err)
+	}
+}
+
+// An operator's tool reads a budget by its name alone, from the definition
+// stored in Redis.
+func ExampleOpen() {
+	rdb, done := stillRedis()
+	defer done()
+	ctx := context.Background()
+	// A process of the application defines the budget and uses it.
+	app, _ := pacer.New(rdb, pacer.Config{Name: "openai:gpt-4o", Limits: pacer.Limits{RPM: 500, TPM: 200_000}, Version: 1})
+	l, _ := app.Acquire(ctx, pacer.Request{Tokens: 30_000})
+	defer l.Release(ctx)
+
+	// The operator knows only the name.
+	op, err := pacer.Open(ctx, rdb, "", "openai:gpt-4o")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, _ := op.Snapshot(ctx)
+	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Version(), s.RPM.Level, s.RPM.Capacity, s.TPM.Level, s.TPM.Capacity)
+	// Output:
+	// version 1: rpm 499 of 500, tpm 170000 of 200000
+}
