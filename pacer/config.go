@@ -157,6 +157,11 @@ type Config struct {
 	// pacerprom counts them all), then turn Shadow off.
 	Shadow bool
 
+	// Outage says which limits fail open while Redis is unreachable, and
+	// what share of them this process may use then. The zero value fails
+	// closed: no call is admitted until Redis answers. See Outage.
+	Outage Outage
+
 	// Observe, if set, is called for every admission, denial, wait and end
 	// of a lease, synchronously: keep it fast (count, log, export metrics).
 	Observe func(Event)
@@ -213,6 +218,7 @@ type settings struct {
 	keep         float64 // the batch floor, or 0 with no floor
 	fields       []any   // the configured buckets' fields, boxed once
 	wireBuckets  []wire.Bucket
+	outage       outageSettings
 }
 
 // configured returns the buckets the budget has, in the scripts' order:
@@ -280,6 +286,9 @@ func (c Config) settings() (settings, error) {
 		s.rateOf = append(s.rateOf, sp.rate)
 		s.fields = append(s.fields, b.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
+	}
+	if s.outage, err = c.outageSettings(s); err != nil {
+		return settings{}, err
 	}
 	return s, nil
 }

@@ -36,10 +36,18 @@ const (
 	// Resumed: the budget's stop was ended, by Resume or by a probe that
 	// succeeded.
 	Resumed
+	// RedisDown: a call found Redis unreachable (Err says how), in a
+	// budget with Config.Outage. Until Redis answers again, calls do not
+	// ask it: this process admits them from its share of the open limits,
+	// or refuses them with ErrUnavailable.
+	RedisDown
+	// RedisUp: Redis answers again and the shared budget admits calls;
+	// Wait is how long this process had lost it.
+	RedisUp
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed", "stopped", "resumed".
+// "failed", "stopped", "resumed", "redis_down", "redis_up".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -58,6 +66,10 @@ func (k EventKind) String() string {
 		return "stopped"
 	case Resumed:
 		return "resumed"
+	case RedisDown:
+		return "redis_down"
+	case RedisUp:
+		return "redis_up"
 	}
 	return "unknown"
 }
@@ -84,7 +96,10 @@ type Event struct {
 	Held time.Duration
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error), and Ended when the lease expired
+	Err     error // for Denied, Failed (the call's error), Ended when the lease expired, and RedisDown
+	// Local says, for Admitted, Waiting and Ended, that this process's
+	// share admitted the call while Redis was down (see Outage).
+	Local bool
 }
 
 func (p *Pacer) emit(e Event) {

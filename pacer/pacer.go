@@ -50,6 +50,9 @@ type Pacer struct {
 	// turn before then asks the budget at its turn whether it may still
 	// go (see untilTurn).
 	stoppedAt atomic.Int64
+	// out is the outage circuit: nil unless Config.Outage lets a limit
+	// fail open.
+	out *circuit
 	// hold is the mean time this process's calls held their slot, in ms
 	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
 	// estimated from it.
@@ -76,6 +79,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, s: s, keys: []string{tag + ":s", tag + ":l", tag + ":q"}}
+	if s.outage.open != nil {
+		p.out = newCircuit(p)
+		sc = watched{Scripter: sc, c: p.out}
+		p.rdb = sc
+	}
 	p.budget = &leasing.Budget{
 		Client: sc, Keys: p.keys, Buckets: s.wireBuckets, TTL: s.leaseTTL,
 		Limit: s.limits.Concurrency, BatchSlots: p.batchSlots(),
@@ -120,7 +128,7 @@ func (p *Pacer) ended(e leasing.Ending) {
 			}
 		}
 	}
-	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err})
+	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err, Local: e.Local})
 	if e.Probe && lease.End(e.How) == lease.Settled {
 		p.probeSucceeded()
 	}
