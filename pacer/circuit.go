@@ -69,15 +69,14 @@ func (c *circuit) saw(err error) {
 	go c.probe()
 }
 
-// probe asks Redis, every probeEvery, for the budget's state until it
-// answers, then closes the circuit. One read of the budget's own keys, so
-// that on a Cluster it asks the node that serves them. A closed client
-// will never answer: the circuit closes too, and calls meet its error.
+// probe asks Redis, every probeEvery, whether it answers (see answers),
+// then closes the circuit. A closed client will never answer: the circuit
+// closes too, and calls meet its error.
 func (c *circuit) probe() {
 	for {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		_, err := c.p.Snapshot(ctx)
+		err := c.answers(ctx)
 		cancel()
 		if err == nil || errors.Is(err, redis.ErrClosed) {
 			break
@@ -90,6 +89,27 @@ func (c *circuit) probe() {
 	close(c.up)
 	c.mu.Unlock()
 	c.p.emit(Event{Kind: RedisUp, Wait: down})
+}
+
+// answers reports whether Redis serves the budget again: it reads the
+// budget's own keys, so that on a Cluster it asks the node that serves
+// them. A *redis.Client is first dialled outside its pool, with its own
+// dialer: go-redis's pool, once PoolSize dials have failed, stops dialling
+// and redials only once a second, and probes through the pool every
+// 200 ms would soon put it there, adding up to a second to the outage.
+func (c *circuit) answers(ctx context.Context) error {
+	if cl, ok := c.p.sub.(*redis.Client); ok {
+		o := cl.Options()
+		if o.Dialer != nil {
+			conn, err := o.Dialer(ctx, o.Network, o.Addr)
+			if err != nil {
+				return err
+			}
+			_ = conn.Close()
+		}
+	}
+	_, err := c.p.Snapshot(ctx)
+	return err
 }
 
 // watched is the Scripter every script of a Pacer with a circuit runs on:
