@@ -25,7 +25,7 @@ const (
 // probe in the background closes it when Redis answers again. While it is
 // tripped, calls do not ask Redis: they fail open or closed at once,
 // instead of each waiting out a dial. A Pacer has one only with
-// Config.Outage set.
+// Config.Outage.FailOpen or FailFast set.
 type circuit struct {
 	p *Pacer
 
@@ -64,6 +64,7 @@ func (c *circuit) saw(err error) {
 		return
 	}
 	c.down, c.since, c.cause, c.up = true, time.Now(), err, make(chan struct{})
+	c.local.drain()
 	c.mu.Unlock()
 	c.p.emit(Event{Kind: RedisDown, Err: err})
 	go c.probe()

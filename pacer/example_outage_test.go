@@ -12,7 +12,7 @@ import (
 )
 
 // While Redis is down, a budget whose limits fail open admits from this
-// process's share of them (here a quarter: four replicas), and one whose
+// process's share of them (here a quarter: four replicas), one whose
 // token limit fails closed refuses every call with ErrUnavailable. When
 // Redis answers again, the shared budget admits within a second.
 func ExampleOutage() {
@@ -25,9 +25,10 @@ func ExampleOutage() {
 	up := make(chan struct{}, 1)
 	open, err := pacer.New(rdb, pacer.Config{
 		Name:   "openai:gpt-4o-mini:chat",
-		Limits: pacer.Limits{RPM: 600, Concurrency: 20},
+		Limits: pacer.Limits{RPM: 6000, Concurrency: 20},
 		// Requests and calls in flight protect the provider's servers:
-		// each of 4 processes may take a quarter of them without Redis.
+		// each of 4 processes may take a quarter of them without Redis
+		// (1500 requests a minute, from empty, and 5 slots).
 		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM, pacer.LimitConcurrency}, Replicas: 4},
 		Observe: func(e pacer.Event) {
 			if e.Kind == pacer.RedisUp {
@@ -50,17 +51,19 @@ func ExampleOutage() {
 
 	mr.Close() // Redis goes away
 	var held []*pacer.Lease
-	for {
-		l, err := open.TryAcquire(ctx, pacer.Request{Tokens: 500})
-		var notYet *pacer.NotYetError
-		if errors.As(err, &notYet) {
-			fmt.Printf("admitted %d locally, then no room: %s\n", len(held), notYet.Limit)
-			break
-		}
+	for range 5 {
+		// The first call waits out the client's own retries (about 1.5 s
+		// with go-redis's defaults), then trips the circuit.
+		l, err := open.Acquire(ctx, pacer.Request{Tokens: 500, MaxWait: 10 * time.Second})
 		if err != nil {
 			panic(err)
 		}
 		held = append(held, l)
+	}
+	_, err = open.TryAcquire(ctx, pacer.Request{Tokens: 500})
+	var notYet *pacer.NotYetError
+	if errors.As(err, &notYet) {
+		fmt.Printf("admitted %d locally (Local: %v), then no room: %s\n", len(held), held[0].Local(), notYet.Limit)
 	}
 	_, err = closed.Acquire(ctx, pacer.Request{Tokens: 500})
 	fmt.Println("fail closed:", errors.Is(err, pacer.ErrUnavailable))
@@ -77,7 +80,7 @@ func ExampleOutage() {
 	fmt.Println("back on the shared budget:", !l.Local())
 	_ = l.Settle(ctx, 300)
 	// Output:
-	// admitted 5 locally, then no room: concurrency
+	// admitted 5 locally (Local: true), then no room: concurrency
 	// fail closed: true
 	// back on the shared budget: true
 }

@@ -43,6 +43,13 @@ func (l *localLimiter) admit(id string, use wire.Use, batch bool, expiry time.Ti
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now().UnixMicro()
+	// Slots first: with every slot taken, no refill helps.
+	if l.slots > 0 {
+		l.expire(now)
+		if int64(len(l.held)) >= wire.Slots(l.slots, keep) {
+			return localWait, LimitConcurrency, false
+		}
+	}
 	var over int64
 	for i, c := range cs {
 		if c.Charge > c.Allow {
@@ -56,16 +63,25 @@ func (l *localLimiter) admit(id string, use wire.Use, batch bool, expiry time.Ti
 		return time.Duration(over) * time.Microsecond, short, false
 	}
 	if l.slots > 0 {
-		l.expire(now)
-		if int64(len(l.held)) >= wire.Slots(l.slots, keep) {
-			return localWait, LimitConcurrency, false
-		}
 		l.held[id] = expiry
 	}
 	for i, c := range cs {
 		l.tat[i] = max(l.tat[i], now) + c.Charge
 	}
 	return 0, "", false
+}
+
+// drain empties every bucket, as Redis is lost: the shared budget may have
+// been spent to the last token, so this process's share admits only what
+// refills from now on. The fleet then sends the provider no more than the
+// limit's refill while Redis is down, never a burst on top of one.
+func (l *localLimiter) drain() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now().UnixMicro()
+	for i, b := range l.buckets {
+		l.tat[i] = max(l.tat[i], now+b.Span)
+	}
 }
 
 // expire frees the slots of leases past their expiry.

@@ -12,13 +12,17 @@ import (
 
 // Outage says what a budget does while its Redis is unreachable. The zero
 // value fails closed, as a budget always did: no call is admitted until
-// Redis answers, and each is refused with an error that matches
-// ErrUnavailable.
+// Redis answers, each call asks Redis, and each is refused with an error
+// that matches ErrUnavailable.
 //
 // A limit listed in FailOpen fails open instead: while Redis is down, this
-// process admits calls from a limiter of its own that holds Share of the
-// limit (1/Replicas), so that the fleet together stays within the limit
-// rather than multiplying it by the number of processes. Fail open what
+// process admits calls from a limiter of its own that refills at Share of
+// the limit (1/Replicas), so that the fleet together stays within the
+// limit rather than multiplying it by the number of processes. The local
+// limiter starts empty when Redis is lost, since the shared budget may
+// have been spent: over an outage of length T the fleet admits at most
+// the limit's refill over T, and a call waits for its share to refill
+// (its burst is Share of the limit's burst). Fail open what
 // protects the provider's servers (requests per minute, calls in flight);
 // keep closed what protects money (token quotas, spend). Spend rates can
 // never fail open.
@@ -54,6 +58,12 @@ type Outage struct {
 	// Redis is down, in (0, 1], when Replicas does not fit (processes of
 	// unequal weight). Set Replicas or Share, not both.
 	Share float64
+	// FailFast makes a budget that fails closed detect Redis down as one
+	// with FailOpen does: after the first connection-class error, calls
+	// are refused at once instead of each waiting out the client's dials
+	// and retries, until the probe sees Redis answer, and the RedisDown
+	// and RedisUp events say when. A budget with FailOpen always does.
+	FailFast bool
 }
 
 // ErrUnavailable reports a call refused because Redis is unreachable and a
@@ -94,10 +104,11 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // outageSettings is a validated Config.Outage.
 type outageSettings struct {
-	open  map[Limit]bool // the limits that fail open; nil: none
-	share float64
-	local []wire.Bucket // this process's share of each open rate limit
-	slots int64         // its share of an open concurrency limit; 0: none
+	circuit bool           // the budget has an outage circuit (FailOpen or FailFast)
+	open    map[Limit]bool // the limits that fail open; nil: none
+	share   float64
+	local   []wire.Bucket // this process's share of each open rate limit
+	slots   int64         // its share of an open concurrency limit; 0: none
 }
 
 // limitOf returns the name a bucket's limit goes by in Config.Outage and in
@@ -117,9 +128,9 @@ func (c Config) outageSettings(s settings) (outageSettings, error) {
 	o := c.Outage
 	if len(o.FailOpen) == 0 {
 		if o.Replicas != 0 || o.Share != 0 {
-			return outageSettings{}, invalidf("Config.Outage sets Replicas or Share but FailOpen is empty: list the limits that fail open, or leave Outage zero to fail closed")
+			return outageSettings{}, invalidf("Config.Outage sets Replicas or Share but FailOpen is empty: list the limits that fail open, or leave them zero to fail closed")
 		}
-		return outageSettings{}, nil
+		return outageSettings{circuit: o.FailFast}, nil
 	}
 	switch {
 	case o.Replicas < 0 || o.Replicas > 1_000_000:
@@ -135,7 +146,7 @@ func (c Config) outageSettings(s settings) (outageSettings, error) {
 	if o.Replicas != 0 {
 		share = 1 / float64(o.Replicas)
 	}
-	out := outageSettings{open: map[Limit]bool{}, share: share}
+	out := outageSettings{circuit: true, open: map[Limit]bool{}, share: share}
 	buckets := s.configured()
 	for _, name := range o.FailOpen {
 		i := slices.IndexFunc(buckets, func(b bucket) bool { return limitOf(b) == name })

@@ -16,7 +16,7 @@ import (
 // A real redis-server killed under load and started again: three Pacers
 // (three processes as far as Redis can tell), six callers each, on a budget
 // of RPM 1200 whose rpm fails open at a third each. While Redis is down,
-// each admits at most its share (400 at once, then 400 a minute), and
+// each admits at most its share (400 a minute, from empty), and
 // within about a second of Redis answering again each admits from the
 // shared budget. The second is allowed half a second of slack for a loaded
 // machine; the figures go in docs/results.md.
@@ -25,7 +25,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	const (
 		pacers, callers = 3, 6
 		rpm             = 1200
-		share           = rpm / pacers // each Pacer's burst and refill per minute while down
+		share           = rpm / pacers // each Pacer's refill per minute while down
 		down            = 2 * time.Second
 	)
 	type fleet struct {
@@ -112,9 +112,9 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		if f.tripped.Load() == 0 || f.up.Load() == 0 || f.shared.Load() == 0 {
 			t.Fatalf("Pacer %d: RedisDown at %d, RedisUp at %d, shared again at %d; want all three", i, f.tripped.Load(), f.up.Load(), f.shared.Load())
 		}
-		// Its share from full, plus its refill while it was local.
+		// Its share's refill while it was local, from empty.
 		local := time.Duration(f.up.Load() - killed.Load())
-		b := share + share*local.Minutes() + 1
+		b := share*local.Minutes() + 1
 		// The Pacer's probe may see Redis before the test's own PING does.
 		back := max(time.Duration(f.shared.Load()-answered.UnixNano()), 0)
 		t.Logf("Pacer %d: tripped %v after the kill, local for %v: admitted %d locally (bound %.0f); shared again %v after Redis answered",

@@ -84,6 +84,7 @@ func TestOutageConfig(t *testing.T) {
 		{"share above 1", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Share: 1.5}, "fraction in (0, 1]"},
 		{"negative replicas", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: -1}, "between 1 and"},
 		{"nothing open", pacer.Outage{Replicas: 3}, "FailOpen is empty"},
+		{"fail fast", pacer.Outage{FailFast: true}, ""},
 		{"share too small", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 1000}, "less than one request"},
 		{"no slot", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitConcurrency}, Replicas: 9}, "no slot"},
 	} {
@@ -114,6 +115,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 			Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 2}}, pacer.LimitTPM},
 		{"concurrency closed", pacer.Config{Limits: pacer.Limits{RPM: 600, Concurrency: 4},
 			Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 2}}, pacer.LimitConcurrency},
+		{"fail fast", pacer.Config{Limits: pacer.Limits{RPM: 600}, Outage: pacer.Outage{FailFast: true}}, pacer.LimitRPM},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// go-redis's own retries would only slow the test down.
@@ -150,11 +152,12 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 }
 
 // While Redis is down, a budget whose limits fail open admits from this
-// process's share and no more: RPM 600 among 4 replicas is 150 at once,
-// then 150 a minute. The shared budget takes over once Redis answers,
-// and a lease admitted locally ends locally, never touching Redis.
+// process's share and no more: RPM 6000 among 4 replicas refills 1500 a
+// minute, one call every 40 ms, from empty (the shared budget may have
+// been spent when Redis went). The shared budget takes over once Redis
+// answers, and a lease admitted locally ends locally, never touching Redis.
 func TestFailOpenAdmitsLocalShare(t *testing.T) {
-	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{RPM: 600},
+	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{RPM: 6000},
 		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 4}})
 	ctx := context.Background()
 	shared, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
@@ -163,26 +166,21 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	}
 	b.Mini.Close()
 	start := time.Now()
+	// The first call trips the circuit and finds the local share empty.
+	if l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 1}); l != nil || err != nil || wait <= 0 || wait > 40*time.Millisecond {
+		t.Fatalf("TryAcquire as Redis is lost = %v, %v, %v; want ErrNotYet for at most 40ms (an empty share)", l, wait, err)
+	}
 	var held []*pacer.Lease
-	for {
-		l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 1})
-		if err != nil {
-			t.Fatalf("TryAcquire %d with Redis down = %v; want a local lease or ErrNotYet", len(held), err)
-		}
-		if l == nil {
-			if wait <= 0 || wait > 400*time.Millisecond {
-				t.Errorf("local RetryAfter = %v; want up to 400ms (150 a minute)", wait)
-			}
-			break
-		}
-		if !l.Local() {
-			t.Fatalf("lease %d admitted while Redis is down is not Local", len(held))
+	for time.Since(start) < 2500*time.Millisecond {
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
+		if err != nil || !l.Local() {
+			t.Fatalf("Acquire %d with Redis down = %v, %v; want a local lease", len(held), l, err)
 		}
 		held = append(held, l)
 	}
-	// 150 at once, plus what 150 a minute refilled meanwhile.
-	if max := 150 + int(time.Since(start)/(400*time.Millisecond)) + 1; len(held) < 150 || len(held) > max {
-		t.Errorf("admitted %d with Redis down; want 150 to %d (a quarter of RPM 600)", len(held), max)
+	// One every 40 ms since Redis was lost, and no burst.
+	if max := int(time.Since(start)/(40*time.Millisecond)) + 1; len(held) < 10 || len(held) > max {
+		t.Errorf("admitted %d in %v with Redis down; want 10 to %d (a quarter of RPM 6000)", len(held), time.Since(start), max)
 	}
 	if n := ev.count(pacer.RedisDown); n != 1 {
 		t.Errorf("%d RedisDown events; want 1", n)
@@ -224,17 +222,19 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 // A local lease's Settle gives its unused tokens back to the local share,
 // as settle.lua does to the shared budget; Cancel gives back the request too.
 func TestLocalSettleRefunds(t *testing.T) {
-	p, _, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{TPM: 1000, Concurrency: 4},
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitTPM, pacer.LimitConcurrency}, Replicas: 2}})
+	perSecond := pacer.Rate{Unit: pacer.Tokens, Limit: 1000, Window: time.Second}
+	p, _, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{Concurrency: 4}, Rates: []pacer.Rate{perSecond},
+		Outage: pacer.Outage{FailOpen: []pacer.Limit{perSecond.Name(), pacer.LimitConcurrency}, Replicas: 2}})
 	ctx := context.Background()
 	b.Mini.Close()
-	// The first call trips the circuit and is admitted locally.
-	l, err := p.Acquire(ctx, pacer.Request{Tokens: 500, MaxWait: time.Millisecond})
+	// The first call trips the circuit, and waits for the empty local
+	// share (500 tokens a second) to refill.
+	l, err := p.Acquire(ctx, pacer.Request{Tokens: 500, MaxWait: 10 * time.Second})
 	if err != nil || !l.Local() {
 		t.Fatalf("Acquire(500) with Redis down = %v, %v; want a local lease", l, err)
 	}
-	if l2, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 400}); l2 != nil || err != nil || wait < time.Second {
-		t.Fatalf("TryAcquire(400) with the local share spent = %v, %v, %v; want ErrNotYet for seconds", l2, wait, err)
+	if l2, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 400}); l2 != nil || err != nil || wait < 500*time.Millisecond {
+		t.Fatalf("TryAcquire(400) with the local share spent = %v, %v, %v; want ErrNotYet for most of a second", l2, wait, err)
 	}
 	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 501}); !errors.Is(err, pacer.ErrUnavailable) {
 		t.Errorf("TryAcquire(501) beyond the local share of 500 = %v; want ErrUnavailable", err)
@@ -248,6 +248,9 @@ func TestLocalSettleRefunds(t *testing.T) {
 	l, _, err = tryAcquire(p, ctx, pacer.Request{Tokens: 400})
 	if err != nil || l == nil {
 		t.Fatalf("TryAcquire(400) after settling 100 of 500 = %v, %v; want a local lease", l, err)
+	}
+	if l2, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 400}); l2 != nil || err != nil || wait < 500*time.Millisecond {
+		t.Fatalf("TryAcquire(400) with the refund spent = %v, %v, %v; want ErrNotYet", l2, wait, err)
 	}
 	// Two local slots of four: the third waits for one.
 	l2, err := p.TryAcquire(ctx, pacer.Request{Tokens: 0})
@@ -362,11 +365,11 @@ func TestCircuitSparesTheDial(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		open []pacer.Limit
-	}{{"fail closed", []pacer.Limit{pacer.LimitRPM}}, {"fail open", []pacer.Limit{pacer.LimitRPM, pacer.LimitTPM}}} {
+	}{{"fail fast", nil}, {"fail closed", []pacer.Limit{pacer.LimitRPM}}, {"fail open", []pacer.Limit{pacer.LimitRPM, pacer.LimitTPM}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_ = b.Mini.Restart()
 			p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 600_000, TPM: 1e9},
-				Outage: pacer.Outage{FailOpen: tc.open, Replicas: 2}})
+				Outage: pacer.Outage{FailOpen: tc.open, Replicas: 2 * min(len(tc.open), 1), FailFast: tc.open == nil}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +379,7 @@ func TestCircuitSparesTheDial(t *testing.T) {
 			before, start := dials.Load(), time.Now()
 			const calls = 2000
 			for range calls {
-				if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil && !errors.Is(err, pacer.ErrUnavailable) {
+				if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil && !errors.Is(err, pacer.ErrUnavailable) && !errors.Is(err, pacer.ErrNotYet) {
 					t.Fatalf("TryAcquire with Redis down = %v", err)
 				}
 			}

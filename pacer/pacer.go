@@ -51,7 +51,7 @@ type Pacer struct {
 	// go (see untilTurn).
 	stoppedAt atomic.Int64
 	// out is the outage circuit: nil unless Config.Outage lets a limit
-	// fail open.
+	// fail open, or asks to fail fast.
 	out *circuit
 	// hold is the mean time this process's calls held their slot, in ms
 	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
@@ -79,7 +79,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, s: s, keys: []string{tag + ":s", tag + ":l", tag + ":q"}}
-	if s.outage.open != nil {
+	if s.outage.circuit {
 		p.out = newCircuit(p)
 		sc = watched{Scripter: sc, c: p.out}
 		p.rdb = sc

@@ -16,6 +16,7 @@ import (
 // commands the storm's client sent to it.
 type backend struct {
 	rdb   redis.UniversalClient
+	mini  *miniredis.Miniredis // the in-process server, nil for -redis and -cluster
 	desc  string
 	cmds  *atomic.Int64
 	close func()
@@ -27,6 +28,7 @@ func openRedis(ctx context.Context, o options) (*backend, error) {
 	var (
 		rdb   redis.UniversalClient
 		desc  string
+		mini  *miniredis.Miniredis
 		close = func() {}
 	)
 	switch {
@@ -48,14 +50,14 @@ func openRedis(ctx context.Context, o options) (*backend, error) {
 		}
 		rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 256})
 		desc = "miniredis (in-process)"
-		close = m.Close
+		close, mini = m.Close, m
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
 		close()
 		return nil, fmt.Errorf("%s: %w", desc, err)
 	}
-	b := &backend{rdb: rdb, desc: desc, cmds: new(atomic.Int64)}
+	b := &backend{rdb: rdb, desc: desc, mini: mini, cmds: new(atomic.Int64)}
 	// Count after the ping, so the count is the pacer's alone.
 	rdb.AddHook(countHook{b.cmds})
 	b.close = func() { _ = rdb.Close(); close() }

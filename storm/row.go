@@ -51,6 +51,7 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 	limit, window := pl.p.providerTokens, pl.provider.Window
 	var do doJob
 	var tally *paceTally
+	var rig *outageRig
 	start := time.Now()
 	if v.client != clientRaw {
 		row.Mode = "sdk"
@@ -85,6 +86,12 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 			row.BudgetFloorSeconds = &f
 		}
 		do = sharedJob(p, c, pl.p.retries)
+		if v.outage != outageNone {
+			if rig, err = newOutageRig(pl, v, be, cfg, c); err != nil {
+				return rowResult{}, err
+			}
+			do = rig.job
+		}
 	} else {
 		// One bucket per worker, plus one for the direct (interactive)
 		// calls, which stand for one more process with its own limiter.
@@ -106,8 +113,14 @@ func runRow(ctx context.Context, pl *plan, v variant, be *backend, budgetName st
 		go func() { outside <- runOutside(octx, pl.outside, c) }()
 	}
 	prog.begin(pl.name, v.label, len(pl.jobs), rec)
+	if rig != nil {
+		rig.begin(ctx, start)
+	}
 	results := runJobs(ctx, pl.jobs, pl.p.workers, start, do, prog.jobDone)
 	elapsed := time.Since(start)
+	if rig != nil {
+		row.Outage = rig.end()
+	}
 	stopOutside()
 	if pl.outside != nil {
 		oc := <-outside
