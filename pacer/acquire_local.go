@@ -31,18 +31,15 @@ func (p *Pacer) down(r Request, began time.Time) (downCall, bool) {
 func (d downCall) try() (*Lease, time.Duration, Limit, error) {
 	p, r := d.p, d.r
 	if lim, closed := p.closedFor(r); closed {
-		err := &UnavailableError{Limit: lim, Err: d.cause}
-		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Limit: lim, Err: err})
-		return nil, 0, "", err
+		// No Denied event, as for any Redis error: RedisDown said it.
+		return nil, 0, "", &UnavailableError{Limit: lim, Err: d.cause}
 	}
 	id := leasing.NewID()
 	now := time.Now()
 	expiry := now.Add(p.s.leaseTTL)
 	wait, short, never := p.out.local.admit(id, p.use(r), r.Priority == Batch, expiry)
 	if never {
-		err := &UnavailableError{Limit: short, Err: d.cause, tooLarge: true}
-		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Limit: short, Err: err})
-		return nil, 0, "", err
+		return nil, 0, "", &UnavailableError{Limit: short, Err: d.cause, tooLarge: true}
 	}
 	if wait > 0 {
 		return nil, wait, short, nil
