@@ -104,6 +104,14 @@ func (c *circuit) answers(ctx context.Context) error {
 		if o.Dialer != nil {
 			conn, err := o.Dialer(ctx, o.Network, o.Addr)
 			if err != nil {
+				// A closed client says so before any dial, and a
+				// canceled context ends any other command before its
+				// dial: this PING never leaves the process.
+				done, cancel := context.WithCancel(ctx)
+				cancel()
+				if errors.Is(cl.Ping(done).Err(), redis.ErrClosed) {
+					return redis.ErrClosed
+				}
 				return err
 			}
 			_ = conn.Close()

@@ -391,3 +391,28 @@ func TestCircuitSparesTheDial(t *testing.T) {
 		})
 	}
 }
+
+// A client closed while Redis is down ends the probe: the circuit closes
+// (RedisUp) and calls meet the closed client's error, rather than a
+// goroutine probing for ever.
+func TestProbeEndsWithClosedClient(t *testing.T) {
+	b := redistest.Mini(t)
+	k := &kinds{}
+	rdb := redis.NewClient(&redis.Options{Addr: b.Addrs[0], MaxRetries: -1})
+	p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 600}, Observe: k.observe,
+		Outage: pacer.Outage{FailFast: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Mini.Close()
+	ctx := context.Background()
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrUnavailable) {
+		t.Fatalf("TryAcquire with Redis down = %v; want ErrUnavailable", err)
+	}
+	k.waitFor(t, pacer.RedisDown, 1, time.Second)
+	_ = rdb.Close()
+	k.waitFor(t, pacer.RedisUp, 1, 2*time.Second)
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("TryAcquire on a closed client = %v; want redis.ErrClosed", err)
+	}
+}
