@@ -162,3 +162,14 @@ func unavailable(err error) error {
 	}
 	return err
 }
+
+// unreachable returns an *UnavailableError while the circuit is tripped,
+// for a call that would only write to Redis (Pause, Throttled, Sync): it
+// fails at once instead of dialling. Each failed dial also counts toward
+// go-redis's pool giving up dialling for a second (see answers).
+func (p *Pacer) unreachable() error {
+	if down, cause, _ := p.out.state(); down {
+		return &UnavailableError{Err: cause}
+	}
+	return nil
+}

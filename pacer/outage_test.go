@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
@@ -421,5 +422,28 @@ func TestProbeEndsWithClosedClient(t *testing.T) {
 	k.waitFor(t, pacer.RedisUp, 1, 2*time.Second)
 	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("TryAcquire on a closed client = %v; want redis.ErrClosed", err)
+	}
+}
+
+// While the circuit is tripped, Pause, Throttled and Sync fail at once with
+// ErrUnavailable instead of dialling.
+func TestWritesFailFastWhileDown(t *testing.T) {
+	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 60_000}, Outage: pacer.Outage{FailFast: true}})
+	b.Mini.Close()
+	ctx := context.Background()
+	_, _ = p.TryAcquire(ctx, pacer.Request{})
+	ev.waitFor(t, pacer.RedisDown, 1, time.Second)
+	start := time.Now()
+	for name, err := range map[string]error{
+		"Pause":     p.Pause(ctx, time.Second),
+		"Throttled": p.Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: 10}),
+		"Sync":      p.Sync(ctx, classify.RateLimits{Tokens: classify.Window{Limit: 60_000, Remaining: 100, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}}),
+	} {
+		if !errors.Is(err, pacer.ErrUnavailable) {
+			t.Errorf("%s with Redis down = %v; want ErrUnavailable", name, err)
+		}
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("Pause, Throttled and Sync took %v with the circuit tripped; want no dial (go-redis's retries take over a second)", d)
 	}
 }
