@@ -173,7 +173,8 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 		t.Fatalf("TryAcquire as Redis is lost = %v, %v, %v; want ErrNotYet for at most 40ms (an empty share)", l, wait, err)
 	}
 	var held []*pacer.Lease
-	for time.Since(start) < 2500*time.Millisecond {
+	// A second from now: the first call waited out go-redis's retries.
+	for loop := time.Now(); time.Since(loop) < time.Second; {
 		l, err := p.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
 		if err != nil || !l.Local() {
 			t.Fatalf("Acquire %d with Redis down = %v, %v; want a local lease", len(held), l, err)
@@ -181,8 +182,8 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 		held = append(held, l)
 	}
 	// One every 40 ms since Redis was lost, and no burst.
-	if max := int(time.Since(start)/(40*time.Millisecond)) + 1; len(held) < 10 || len(held) > max {
-		t.Errorf("admitted %d in %v with Redis down; want 10 to %d (a quarter of RPM 6000)", len(held), time.Since(start), max)
+	if max := int(time.Since(start)/(40*time.Millisecond)) + 1; len(held) < 5 || len(held) > max {
+		t.Errorf("admitted %d in %v with Redis down; want 5 to %d (a quarter of RPM 6000)", len(held), time.Since(start), max)
 	}
 	if n := ev.count(pacer.RedisDown); n != 1 {
 		t.Errorf("%d RedisDown events; want 1", n)
