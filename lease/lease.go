@@ -232,7 +232,7 @@ func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int
 	// Tell the budget outside the lock: an observer may look at the lease.
 	// A detached lease was never admitted, so its end is not one either.
 	if l.b.Ended != nil && !l.a.Detached && !l.quiet.Load() {
-		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe}
+		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe, Local: l.a.Local != nil}
 		switch end {
 		case Settled:
 			e.Used = reported
@@ -258,6 +258,9 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 	if l.a.Detached {
 		l.end = how
 		return how, nil
+	}
+	if l.a.Local != nil {
+		return l.finishLocal(how, used)
 	}
 	buckets, keys := l.b.Buckets, l.b.Keys
 	if l.a.TenantKey != "" {
@@ -302,6 +305,31 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 	return Held, fmt.Errorf("lease: %s %s: %w: %v", verb(how), l.a.ID, wire.ErrReply, res)
 }
 
+// finishLocal ends a lease admitted locally while Redis was down, against
+// the limiter that admitted it: never against Redis, whether or not Redis
+// answers by now, so the lease is neither lost nor counted twice. Past its
+// expiry it has expired, like a lease in Redis: its slot was freed and its
+// reservation stays charged.
+func (l *Lease) finishLocal(how End, used wire.Use) (End, error) {
+	now := time.Now()
+	if !now.Before(l.expiry) {
+		l.end = Expired
+		return Expired, ErrExpired
+	}
+	l.a.Local.End(l.a.ID, how == Canceled, l.reserved(), used)
+	l.end = how
+	if how != Canceled {
+		l.held = now.Sub(l.a.Start)
+	}
+	return how, nil
+}
+
+// Local reports whether the lease was admitted by this process's share of
+// the budget while Redis was unreachable (pacer.Outage). Ending it, or
+// keeping it alive, changes nothing in Redis, even once Redis answers
+// again: the shared budget never counted it, and never will.
+func (l *Lease) Local() bool { return l.a.Local != nil }
+
 // verb names an end as an action, for errors.
 func verb(how End) string {
 	return map[End]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject"}[how]
@@ -323,8 +351,15 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	if l.a.Detached {
+	if l.a.Detached || l.a.Local != nil {
+		if l.a.Local != nil && !time.Now().Before(l.expiry) {
+			l.mu.Unlock()
+			return ErrExpired
+		}
 		l.expiry = time.Now().Add(l.b.TTL)
+		if l.a.Local != nil {
+			l.a.Local.Keep(l.a.ID, l.expiry)
+		}
 		l.mu.Unlock()
 		return nil
 	}

@@ -85,6 +85,13 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			}
 			return nil, err
 		}
+		if d, down := p.down(r, a.began); down {
+			a.abandon()
+			if l, err := d.acquire(ctx, a); l != nil || err != nil {
+				return l, err
+			}
+			continue // Redis answers again, or ctx is done
+		}
 		remain := max(time.Until(a.deadline), 0)
 		rep, charged, err := p.acquireOnce(ctx, a.id, r, remain, a.ticket)
 		if err == nil && rep.Code == wire.Stale {
@@ -98,7 +105,10 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 				continue // the loop's top says which error
 			}
 			a.abandon()
-			return nil, err
+			if _, down := p.down(r, a.began); down {
+				continue // the error tripped the circuit: fail open or closed
+			}
+			return nil, unavailable(err)
 		}
 		if err := stopped(rep); err != nil {
 			p.stoppedAt.Store(time.Now().UnixNano())
@@ -357,6 +367,9 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 		return nil, err
 	}
 	r = r.withTotal()
+	if d, down := p.down(r, time.Now()); down {
+		return d.tryNow()
+	}
 	id := leasing.NewID()
 	var rep wire.AcquireReply
 	var charged int64
@@ -369,7 +382,10 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 			}
 		}
 		if err != nil {
-			return nil, err
+			if d, down := p.down(r, time.Now()); down && ctx.Err() == nil {
+				return d.tryNow()
+			}
+			return nil, unavailable(err)
 		}
 		break
 	}

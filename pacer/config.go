@@ -174,6 +174,11 @@ type Config struct {
 	// pacerprom counts them all), then turn Shadow off.
 	Shadow bool
 
+	// Outage says which limits fail open while Redis is unreachable, and
+	// what share of them this process may use then. The zero value fails
+	// closed: no call is admitted until Redis answers. See Outage.
+	Outage Outage
+
 	// Observe, if set, is called for every admission, denial, wait and end
 	// of a lease, synchronously: keep it fast (count, log, export metrics).
 	Observe func(Event)
@@ -238,6 +243,7 @@ type settings struct {
 	tenantRates []Rate          // Config.Tenants.Rates
 	fields      []any           // the configured buckets' fields, boxed once
 	wireBuckets []wire.Bucket
+	outage      outageSettings
 }
 
 // configured returns the buckets the budget has, in the scripts' order:
@@ -315,6 +321,9 @@ func (c Config) settings() (settings, error) {
 		for _, b := range s.tenants {
 			s.withTenant = append(s.withTenant, b.wb)
 		}
+	}
+	if s.outage, err = c.outageSettings(s); err != nil {
+		return settings{}, err
 	}
 	return s, nil
 }

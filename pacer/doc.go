@@ -13,7 +13,7 @@
 //
 //	l, err := p.Acquire(ctx, pacer.Request{Tokens: 1300})
 //	if err != nil {
-//		return err // ErrTooLarge, ErrWaitTimeout, ErrStopped, ErrInvalid or ctx's error
+//		return err // ErrTooLarge, ErrWaitTimeout, ErrStopped, ErrUnavailable, ErrInvalid or ctx's error
 //	}
 //	reply, err := callModel(ctx)
 //	if err != nil {
@@ -27,6 +27,11 @@
 // retry delay and brings the tripped bucket back in line with the provider.
 // Run does all of this around any call, with retries that tell a rate limit
 // from an exhausted quota; TryRun is its form for job queues.
+//
+// When Redis is unreachable the budget fails closed: calls are refused
+// with ErrUnavailable. Config.Outage lets limits that protect the
+// provider's servers (requests, concurrency) fail open at each process's
+// share instead; money never does.
 //
 // Elsewhere: token counting (package estimate), telling a rate limit from
 // an exhausted quota (package classify), pacing an SDK at its HTTP

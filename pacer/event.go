@@ -40,10 +40,18 @@ const (
 	// in Redis (see Pacer.Define) and follows it from now on; Version is
 	// its version. Err is set if it could not be used.
 	Redefined
+	// RedisDown: a call found Redis unreachable (Err says how), in a
+	// budget with Config.Outage. Until Redis answers again, calls do not
+	// ask it: this process admits them from its share of the open limits,
+	// or refuses them with ErrUnavailable.
+	RedisDown
+	// RedisUp: Redis answers again and the shared budget admits calls;
+	// Wait is how long this process had lost it.
+	RedisUp
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed", "stopped", "resumed", "redefined".
+// "failed", "stopped", "resumed", "redefined", "redis_down", "redis_up".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -64,6 +72,10 @@ func (k EventKind) String() string {
 		return "resumed"
 	case Redefined:
 		return "redefined"
+	case RedisDown:
+		return "redis_down"
+	case RedisUp:
+		return "redis_up"
 	}
 	return "unknown"
 }
@@ -92,7 +104,10 @@ type Event struct {
 	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error), and Ended when the lease expired
+	Err     error // for Denied, Failed (the call's error), Ended when the lease expired, and RedisDown
+	// Local says, for Admitted, Waiting and Ended, that this process's
+	// share admitted the call while Redis was down (see Outage).
+	Local bool
 }
 
 func (p *Pacer) emit(e Event) {

@@ -41,9 +41,13 @@ func Observers(fs ...func(Event)) func(Event) {
 // Levels say who should look:
 //   - Debug: admissions, waits, leases ended as expected, and TryAcquire's
 //     ErrNotYet (a job queue's normal answer, not a failure);
-//   - Info: pauses and resumes, and calls whose own context ended;
+//   - Info: pauses and resumes, calls whose own context ended, and Redis
+//     answering again (RedisUp);
 //   - Warn: denials, stops (an exhausted quota or an operator's Stop),
-//     expired leases, and failed calls.
+//     expired leases, failed calls, and Redis lost (RedisDown).
+//
+// Events of calls admitted by this process's share while Redis was down
+// carry local=true.
 //
 // Attributes are built only for the levels l has enabled.
 func SlogObserver(l *slog.Logger) func(Event) {
@@ -86,6 +90,10 @@ func slogLevel(e Event) (slog.Level, string) {
 		return slog.LevelWarn, "llmpacer: budget stopped"
 	case Resumed:
 		return slog.LevelInfo, "llmpacer: budget resumed"
+	case RedisDown:
+		return slog.LevelWarn, "llmpacer: Redis unreachable, failing open or closed per Config.Outage"
+	case RedisUp:
+		return slog.LevelInfo, "llmpacer: Redis answers again, the shared budget admits"
 	case Failed:
 		if e.Verdict.Kind == classify.Canceled {
 			return slog.LevelInfo, "llmpacer: call canceled"
@@ -127,6 +135,8 @@ func slogAttrs(e Event) []slog.Attr {
 	case Stopped:
 		limit()
 		a = append(a, slog.Duration("stop", e.Wait))
+	case RedisUp:
+		a = append(a, slog.Duration("down", e.Wait))
 	case Failed:
 		request()
 		v := e.Verdict
@@ -143,6 +153,9 @@ func slogAttrs(e Event) []slog.Attr {
 		if v.RetryAfter > 0 {
 			a = append(a, slog.Duration("retry_after", v.RetryAfter))
 		}
+	}
+	if e.Local {
+		a = append(a, slog.Bool("local", true))
 	}
 	if e.Err != nil {
 		a = append(a, slog.Any("err", e.Err))

@@ -61,6 +61,9 @@ type Pacer struct {
 	// turn before then asks the budget at its turn whether it may still
 	// go (see untilTurn).
 	stoppedAt atomic.Int64
+	// out is the outage circuit: nil unless Config.Outage lets a limit
+	// fail open, or asks to fail fast.
+	out *circuit
 	// hold is the mean time this process's calls held their slot, in ms
 	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
 	// estimated from it.
@@ -88,6 +91,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: []string{tag + ":s", tag + ":l", tag + ":q", tag + ":d"}}
 	p.adopt(&s)
+	if s.outage.circuit {
+		p.out = newCircuit(p)
+		sc = watched{Scripter: sc, c: p.out}
+		p.rdb = sc
+		p.adopt(&s) // its leases end through the watched client
+	}
 	// Slot grants are listened for whatever the definition: one stored
 	// later may set a concurrency limit.
 	p.grants = concurrency.NewGrants(p.listen, p.granted, linger)
@@ -145,7 +154,7 @@ func (p *Pacer) ended(e leasing.Ending) {
 			}
 		}
 	}
-	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err})
+	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err, Local: e.Local})
 	if e.Probe && lease.End(e.How) == lease.Settled {
 		p.probeSucceeded()
 	}

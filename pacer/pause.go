@@ -69,6 +69,9 @@ func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower [
 	if d <= 0 || d > maxDur {
 		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
 	}
+	if err := p.unreachable(); err != nil {
+		return err // Run sleeps out the provider's delay itself
+	}
 	ms := max(d.Milliseconds(), 1)
 	v, err := p.call(ctx, lua.Pause, append([]any{ms}, lower...), nil)
 	if err != nil {

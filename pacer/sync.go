@@ -34,6 +34,9 @@ func (p *Pacer) Sync(ctx context.Context, rl classify.RateLimits) error {
 	if args == nil {
 		return nil
 	}
+	if err := p.unreachable(); err != nil {
+		return err
+	}
 	v, err := p.call(ctx, lua.Pause, args, nil)
 	if err != nil {
 		return err

@@ -13,6 +13,10 @@ type eventMetrics struct {
 	ended                                *prometheus.CounterVec
 	reserved, used, refunded, debt       *prometheus.CounterVec
 	wait, hold                           *prometheus.HistogramVec
+	// While Redis is down (pacer.Outage): admissions from this process's
+	// share, times Redis was lost, and whether it is lost now.
+	local, outages *prometheus.CounterVec
+	down           *prometheus.GaugeVec
 }
 
 func newEventMetrics(cfg config) eventMetrics {
@@ -45,12 +49,17 @@ func newEventMetrics(cfg config) eventMetrics {
 		debt:       counter("debt_tokens_total", "Tokens used beyond the reservation, charged to the budget as debt.", "budget"),
 		wait:       histogram("wait_seconds", "Time Acquire waited before a lease was granted.", cfg.waitBuckets, "budget", "priority"),
 		hold:       histogram("hold_seconds", "Time a lease was held, from its turn to its settle, release or rejection.", cfg.holdBuckets, "budget"),
+		local:      counter("local_admissions_total", "Leases granted by this process's share of the open limits while Redis was down (Admitted events with Local set); also counted in llmpacer_admissions_total.", "budget", "priority"),
+		outages:    counter("redis_down_total", "Times this process lost Redis and failed open or closed (RedisDown events).", "budget"),
+		down: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmpacer_redis_down",
+			Help: "Whether this process has lost Redis: 1 between a RedisDown and the RedisUp that follows it, else 0."}, []string{"budget"}),
 	}
 }
 
 func (m *eventMetrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.admissions, m.waits, m.denials, m.failures, m.throttles, m.pauses,
-		m.stops, m.resumes, m.ended, m.reserved, m.used, m.refunded, m.debt, m.wait, m.hold}
+		m.stops, m.resumes, m.ended, m.reserved, m.used, m.refunded, m.debt, m.wait, m.hold,
+		m.local, m.outages, m.down}
 }
 
 func (m *eventMetrics) describe(ch chan<- *prometheus.Desc) {
@@ -80,6 +89,14 @@ func (c *Collector) Observe(e pacer.Event) {
 	case pacer.Admitted:
 		m.admissions.WithLabelValues(lv(budget, e.Priority.String())...).Inc()
 		m.wait.WithLabelValues(lv(budget, e.Priority.String())...).Observe(e.Wait.Seconds())
+		if e.Local {
+			m.local.WithLabelValues(lv(budget, e.Priority.String())...).Inc()
+		}
+	case pacer.RedisDown:
+		m.outages.WithLabelValues(lv(budget)...).Inc()
+		m.down.WithLabelValues(budget).Set(1)
+	case pacer.RedisUp:
+		m.down.WithLabelValues(budget).Set(0)
 	case pacer.Waiting:
 		m.waits.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
 	case pacer.Denied:

@@ -24,6 +24,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -67,6 +69,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer be.close()
+	for _, pl := range plans {
+		if pl.outage != nil && be.mini == nil {
+			return fmt.Errorf("scenario %s closes and restarts Redis: run it on the in-process miniredis (without -redis or -cluster)", pl.name)
+		}
+		if pl.outage != nil {
+			// go-redis logs every failed dial of the outage it is shown.
+			redis.SetLogger(quietLog{})
+		}
+	}
 
 	prog := newProgress(stderr, o.quiet)
 	var reports []scenarioReport
@@ -104,3 +115,8 @@ func svgPath(path, scenario string, several bool) string {
 	ext := filepath.Ext(path)
 	return strings.TrimSuffix(path, ext) + "-" + scenario + ext
 }
+
+// quietLog discards go-redis's own log lines.
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}

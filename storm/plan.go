@@ -36,6 +36,8 @@ type plan struct {
 	sdkOnly, sdkRows bool
 	// stream sends the SDK rows' calls as streams (NewStreaming).
 	stream bool
+	// outage, if set, takes Redis away mid-run (scenario redis-down).
+	outage *outagePlan
 
 	provider fakeprovider.Config // Refund is set per row, from variant.providerRefund
 	rows     []variant
@@ -54,8 +56,9 @@ type variant struct {
 	headroom       float64 // pacer.Config.Headroom
 	noRefund       bool    // pacer.Config.NoRefund: Settle charges overruns only
 	client         clientKind
-	noHeaderSync   bool // pacerhttp.WithHeaderSync(false)
-	noIncludeUsage bool // pacerhttp.WithIncludeUsage(false)
+	noHeaderSync   bool       // pacerhttp.WithHeaderSync(false)
+	noIncludeUsage bool       // pacerhttp.WithIncludeUsage(false)
+	outage         outageKind // redis-down rows: what the budget does while Redis is down
 }
 
 // buildPlan merges the scenario's defaults with the flags and makes the jobs.
@@ -168,6 +171,9 @@ func (pl *plan) variants(mode string) ([]variant, error) {
 	}
 	if pl.sdkOnly {
 		return pl.sdkVariants(mode, burst), nil
+	}
+	if pl.outage != nil {
+		return pl.outageVariants(burst), nil
 	}
 	kinds := []bool{p.providerRefund}
 	if pl.refundRows && !pl.set["provider-refund"] {

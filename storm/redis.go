@@ -16,6 +16,7 @@ import (
 // commands the storm's client sent to it.
 type backend struct {
 	rdb   redis.UniversalClient
+	mini  *miniredis.Miniredis // the in-process server, nil for -redis and -cluster
 	desc  string
 	addr  string // the address -procs' children use: the in-process miniredis's, else "" (theirs is in the flags)
 	cmds  *atomic.Int64
@@ -29,6 +30,7 @@ func openRedis(ctx context.Context, o options) (*backend, error) {
 		rdb   redis.UniversalClient
 		desc  string
 		addr  string
+		mini  *miniredis.Miniredis
 		close = func() {}
 	)
 	switch {
@@ -50,14 +52,14 @@ func openRedis(ctx context.Context, o options) (*backend, error) {
 		}
 		rdb = redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 256})
 		desc = "miniredis (in-process)"
-		addr, close = m.Addr(), m.Close
+		addr, close, mini = m.Addr(), m.Close, m
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
 		close()
 		return nil, fmt.Errorf("%s: %w", desc, err)
 	}
-	b := &backend{rdb: rdb, desc: desc, addr: addr, cmds: new(atomic.Int64)}
+	b := &backend{rdb: rdb, desc: desc, addr: addr, mini: mini, cmds: new(atomic.Int64)}
 	// Count after the ping, so the count is the pacer's alone.
 	rdb.AddHook(countHook{b.cmds})
 	b.close = func() { _ = rdb.Close(); close() }
@@ -106,6 +108,10 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func (h countHook) count(cmd redis.Cmder) {
 	switch cmd.Name() {
 	case "hello", "client", "auth", "select", "readonly":
+		return
+	case "ping":
+		// Sent only by a Pacer's outage probe, to learn whether its
+		// client was closed: it never leaves the process.
 		return
 	}
 	h.n.Add(1)

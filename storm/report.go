@@ -74,6 +74,7 @@ type rowResult struct {
 	Interactive        *waitStats    `json:"interactive_wait,omitempty"`
 	Batch              *waitStats    `json:"batch_wait,omitempty"`
 	Outside            *outsideCount `json:"outside,omitempty"`
+	Outage             *outageResult `json:"outage,omitempty"` // redis-down rows
 	// FirstByte is, for SDK rows, each job's time from its call to the
 	// first byte of the answer's body reaching the SDK (waits and retries
 	// included), of the jobs that got one.
@@ -255,6 +256,13 @@ func printTable(w io.Writer, r scenarioReport) {
 		}
 		if o := row.Outside; o != nil {
 			fmt.Fprintf(w, "    of which the outside caller: %d calls, %d 429s\n", o.Calls, o.RateLimited)
+		}
+		if o := row.Outage; o != nil {
+			fmt.Fprintf(w, "    Redis down %.1f s: %d calls (%s tokens) admitted by the %d pods' own shares", o.DownSeconds, o.Admitted, thousands(o.AdmittedTokens), o.Pods)
+			if o.LocalBound > 0 {
+				fmt.Fprintf(w, ", bound %s tokens", thousands(o.LocalBound))
+			}
+			fmt.Fprintf(w, "; %d acquires refused; shared budget back %.2f s after Redis answered\n", o.Refused, o.BackSeconds)
 		}
 		if row.TokensUsed != row.TokensAdmitted && row.QuotaErrors == 0 {
 			fmt.Fprintf(w, "    tokens admitted (prompt + max_tokens) %s, really used %s", thousands(row.TokensAdmitted), thousands(row.TokensUsed))

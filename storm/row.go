@@ -69,8 +69,14 @@ func runRow(ctx context.Context, pl *plan, i int, be *backend, budgetName string
 		go func() { outside <- runOutside(octx, pl.outside, c) }()
 	}
 	prog.begin(pl.name, v.label, len(pl.jobs), rec)
+	if rs.rig != nil {
+		rs.rig.begin(ctx, start)
+	}
 	results := runJobs(ctx, pl.jobs, pl.p.workers, start, rs.do, prog.jobDone)
 	elapsed := time.Since(start)
+	if rs.rig != nil {
+		row.Outage = rs.rig.end()
+	}
 	stopOutside()
 	if pl.outside != nil {
 		oc := <-outside
@@ -102,6 +108,7 @@ type rowSetup struct {
 	row   rowResult
 	do    doJob
 	tally *paceTally // SDK rows through the transport
+	rig   *outageRig // a redis-down row's outage
 }
 
 // setupRow builds the limiters of row v: per-worker buckets, a Pacer on
@@ -111,6 +118,7 @@ func setupRow(pl *plan, v variant, be *backend, budgetName string, c *chatClient
 	limit, window := pl.p.providerTokens, pl.provider.Window
 	var do doJob
 	var tally *paceTally
+	var rig *outageRig
 	start := time.Now()
 	if v.client != clientRaw {
 		row.Mode = "sdk"
@@ -145,6 +153,12 @@ func setupRow(pl *plan, v variant, be *backend, budgetName string, c *chatClient
 			row.BudgetFloorSeconds = &f
 		}
 		do = sharedJob(p, c, pl.p.retries)
+		if v.outage != outageNone {
+			if rig, err = newOutageRig(pl, v, be, cfg, c); err != nil {
+				return rowSetup{}, err
+			}
+			do = rig.job
+		}
 	} else {
 		// One bucket per worker, plus one for the direct (interactive)
 		// calls, which stand for one more process with its own limiter.
@@ -163,7 +177,7 @@ func setupRow(pl *plan, v variant, be *backend, budgetName string, c *chatClient
 		}
 		do = perWorkerJob(buckets, calls, c, pl.p.retries, pl.p.wall(time.Second))
 	}
-	return rowSetup{row: row, do: do, tally: tally}, nil
+	return rowSetup{row: row, do: do, tally: tally, rig: rig}, nil
 }
 
 // describeBudget says how the shared budget was set up, for the report.

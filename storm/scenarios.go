@@ -96,6 +96,8 @@ func scenarios() []scenario {
 			}, buildSpread},
 		{"sdk", "openai-go with its default retries, alone and through pacerhttp.NewTransport",
 			func(p *params) { p.speed = 2 }, buildSDK},
+		{"redis-down", "Redis lost for a third of the run, 3 pods: fail closed, fail open at each pod's share, fail open at the whole limit per pod",
+			func(p *params) { p.jobs, p.speed = 90, 2 }, buildRedisDown},
 		{"stream", "streamed chat jobs (openai-go NewStreaming): tokens reserved vs used, time to first byte",
 			func(p *params) {
 				p.jobs, p.speed, p.output, p.providerRefund = 60, 4, amount{frac: 0.4, isFrac: true}, true

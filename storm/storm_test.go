@@ -201,3 +201,45 @@ func TestMixedScenarioShort(t *testing.T) {
 		}
 	}
 }
+
+// redis-down, shortened: failing closed admits nothing while Redis is
+// down, failing open at each pod's share stays within the shares' bound,
+// and every row is back on the shared budget within a second of Redis
+// answering.
+func TestRedisDownScenarioShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the storm for a few seconds")
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-scenario", "redis-down", "-jobs", "60", "-speed", "4", "-json", "-quiet"}, &out, io.Discard); err != nil {
+		t.Fatalf("run = %v", err)
+	}
+	var doc struct {
+		Scenarios []scenarioReport `json:"scenarios"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("-json output does not parse: %v", err)
+	}
+	rows := doc.Scenarios[0].Rows
+	if len(rows) != 3 {
+		t.Fatalf("%d rows; want fail closed, fail open at the share, fail open at the whole limit", len(rows))
+	}
+	for _, row := range rows {
+		o := row.Outage
+		if o == nil || o.DownSeconds <= 0 {
+			t.Fatalf("%s: outage %+v; want Redis down for a while", row.Label, o)
+		}
+		t.Logf("%s: %d admitted while down (%d tokens, bound %d), %d refused, back after %.2fs, %d 429s, %d failed",
+			row.Label, o.Admitted, o.AdmittedTokens, o.LocalBound, o.Refused, o.BackSeconds, row.RateLimited, row.Failed)
+		if o.BackSeconds <= 0 || o.BackSeconds > 1.5 {
+			t.Errorf("%s: shared budget back %.2fs after Redis answered; want within 1s (1.5s with slack)", row.Label, o.BackSeconds)
+		}
+		checkCounts(t, row, doc.Scenarios[0].Jobs)
+	}
+	if c := rows[0].Outage; c.Admitted != 0 || c.Refused == 0 || rows[0].Failed != 0 {
+		t.Errorf("fail closed: %d admitted and %d refused while down, %d jobs failed; want none admitted, some refused, none failed", c.Admitted, c.Refused, rows[0].Failed)
+	}
+	if s := rows[1].Outage; s.Admitted == 0 || s.AdmittedTokens > s.LocalBound {
+		t.Errorf("fail open at the share: %d tokens admitted while down; want some, and at most the bound %d", s.AdmittedTokens, s.LocalBound)
+	}
+}

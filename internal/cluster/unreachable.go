@@ -36,3 +36,11 @@ func unreachable(err error) bool {
 	}
 	return redis.IsClusterDownError(err) || redis.IsTryAgainError(err)
 }
+
+// Unreachable reports whether err says the command never reached a Redis
+// that could serve it: see unreachable. Package pacer trips its outage
+// circuit on the same errors, and on a Redis still loading its data or
+// whose master is down (a replica that cannot serve).
+func Unreachable(err error) bool {
+	return unreachable(err) || redis.IsLoadingError(err) || redis.IsMasterDownError(err)
+}

@@ -43,6 +43,7 @@ type Ending struct {
 	Held   time.Duration
 	Err    error // lease.ErrExpired for an expired lease
 	Probe  bool  // the lease was a stopped budget's probe (Admission.Probe)
+	Local  bool  // the lease was admitted locally (Admission.Local)
 }
 
 // Admission is what acquire.lua said about an admitted lease.
@@ -88,6 +89,20 @@ type Admission struct {
 	// to see whether the provider serves again: its settle resumes the
 	// budget.
 	Probe bool
+	// Local, if set, is the process's own limiter that admitted the lease
+	// while Redis was down: the lease ends against it, never against
+	// Redis, however long it lives.
+	Local Local
+}
+
+// Local is a process's own limiter, which admits calls while Redis is
+// down (pacer.Outage).
+type Local interface {
+	// End gives back what ending lease id returns, as settle.lua would
+	// (see wire.Corrections), and frees its slot.
+	End(id string, canceled bool, reserved, used wire.Use)
+	// Keep pushes the expiry of lease id's slot to until.
+	Keep(id string, until time.Time)
 }
 
 // Open returns a new *lease.Lease (as any) for an admission. Package lease
