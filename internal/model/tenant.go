@@ -79,9 +79,6 @@ func (b *Budget) Tenant(key string) map[string]string {
 	return m
 }
 
-// Tenants returns the keys of the tenants' hashes the model holds.
-func (b *Budget) Tenants() []string { return keys(b.tenants) }
-
 // fields returns the hash's buckets, windows and qb as stored.
 func (t *hash) fields() map[string]string {
 	m := map[string]string{}
