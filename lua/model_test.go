@@ -12,15 +12,18 @@ import (
 )
 
 // The scripts against internal/model, the differential way: one sequence of
-// acquires, claims, leaves, settles, keepalives, pauses, stops and clock
-// steps goes to both, on budgets of up to four rates of any unit and
-// window (buckets and sliding windows), with weights and prices; every
+// acquires, claims, leaves, settles, keepalives, pauses, stops, defines
+// and clock steps goes to both, on budgets of up to four rates of any unit
+// and window (buckets and sliding windows), with weights and prices, and
+// up to three tenants with their own rates and shares; every
 // reply, and after every step every rate's field as the snapshot script
 // reports it (a TAT, a sliding window's counts), each bucket's give-back
-// stack, the pause, qb and the stop, every member of the lease set and of
-// the slot queue, must agree byte for byte. So must the grants the
-// scripts publish, in order. The runner also checks the budget's promises
-// on the model (promise_test.go).
+// stack, the pause, qb, the stop and the definition's version, every
+// member of the lease set and of the slot queue, every field of every
+// tenant's hash (tenant_test.go) and the definition key, must agree byte
+// for byte. So must the grants the scripts publish, in order. The runner
+// also checks the budget's promises on the model (promise_test.go,
+// tenant_test.go).
 //
 // On miniredis the test sets the clock (Mini.SetTime). A real Redis has a
 // real clock, but every reply carries the clock the script read, and the
@@ -106,8 +109,8 @@ func TestScriptsMatchModel(t *testing.T) {
 
 // FuzzScriptsMatchModel is TestScriptsMatchModel's miniredis lane on
 // sequences the fuzzer makes. An input is a 16-byte header (the rates, the
-// concurrency limit, the batch floor, weights and prices) and then 8 bytes
-// per step, decoded by decode; the seeds are written step by step with
+// concurrency limit, the batch floor, weights and prices; with tenants, 8
+// bytes more) and then 8 bytes per step, decoded by decode; the seeds are written step by step with
 // seedStep, and testdata/fuzz keeps sequences the fuzzer found and the
 // seeds that first showed a disagreement.
 func FuzzScriptsMatchModel(f *testing.F) {
