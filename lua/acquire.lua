@@ -127,7 +127,7 @@ end
 -- A tenant's buckets live in its own hash, which expires when the tenant
 -- is idle: their TATs and stacks come from there. th: its xp and qb, then
 -- what was asked. share: the call is over the tenant's share.
-local tkey, th, share = KEYS[5], nil, false
+local tkey, th, share, swait = KEYS[5], nil, false, 0
 local keep = nil
 if tkey then
   local tn, at = {'xp', 'qb'}, {}
@@ -160,10 +160,14 @@ for k = 1, n do
   elseif b == 64 and byte(f, 2) == 126 then
     sl[k] = string.match(f, '^@~(%d+):') + 0
   elseif b == 37 then
-    -- The tenant's share: is the call past it?
+    -- The tenant's share: is the call past it, and for how long (µs)?
     local tat = h[2 + k]
     if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-    if tat + ARGV[7 + n + 2 * k] - us > ARGV[8 + n + 2 * k] + 0 then share = true end
+    local past = tat + ARGV[7 + n + 2 * k] - us - ARGV[8 + n + 2 * k]
+    if past > 0 then
+      share = true
+      if past > swait then swait = past end
+    end
   end
 end
 
@@ -249,13 +253,19 @@ repeat
         local cs, last = sread(h[2 + k], lo)
         local j = max(cur, last)
         local sum = 0
-        for i = j - SK, j do sum = sum + (cs[lo - i] or 0) end
-        while sum + charge > allow do
-          sum = sum - (cs[lo - j + SK] or 0)
-          j = j + 1
+        if charge > allow then
+          -- Over its share, a call larger than what the rate leaves it
+          -- fits no sub-window: it waits until it is within its share.
+          w = swait
+        else
+          for i = j - SK, j do sum = sum + (cs[lo - i] or 0) end
+          while sum + charge > allow do
+            sum = sum - (cs[lo - j + SK] or 0)
+            j = j + 1
+          end
+          if j > cur then w = j * g - now * 1000 end
         end
         slides[k] = cs
-        if j > cur then w = j * g - now * 1000 end
         if w > wait then wait, reason, step = w, field, g end
       else
         local tat = h[2 + k]

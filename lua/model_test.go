@@ -12,15 +12,18 @@ import (
 )
 
 // The scripts against internal/model, the differential way: one sequence of
-// acquires, claims, leaves, settles, keepalives, pauses, stops and clock
-// steps goes to both, on budgets of up to four rates of any unit and
-// window (buckets and sliding windows), with weights and prices; every
+// acquires, claims, leaves, settles, keepalives, pauses, stops, defines
+// and clock steps goes to both, on budgets of up to four rates of any unit
+// and window (buckets and sliding windows), with weights and prices, and
+// up to three tenants with their own rates and shares; every
 // reply, and after every step every rate's field as the snapshot script
 // reports it (a TAT, a sliding window's counts), each bucket's give-back
-// stack, the pause, qb and the stop, every member of the lease set and of
-// the slot queue, must agree byte for byte. So must the grants the
-// scripts publish, in order. The runner also checks the budget's promises
-// on the model (promise_test.go).
+// stack, the pause, qb, the stop and the definition's version, every
+// member of the lease set and of the slot queue, every field of every
+// tenant's hash (tenant_test.go) and the definition key, must agree byte
+// for byte. So must the grants the scripts publish, in order. The runner
+// also checks the budget's promises on the model (promise_test.go,
+// tenant_test.go).
 //
 // On miniredis the test sets the clock (Mini.SetTime). A real Redis has a
 // real clock, but every reply carries the clock the script read, and the
@@ -49,6 +52,16 @@ func TestScriptsMatchModel(t *testing.T) {
 			[3]byte{9, sliding | uSpend, w10s}, 1, floorByte(0, 1, 0)),
 		seedHeader(48, [3]byte{4, 3, 5}, [3]byte{19, uIn | 1, w60s}, [3]byte{19, uOut, 6}, [3]byte{7, uSpend | 2, w60s},
 			2, floorByte(2, 3, 1)),
+		// Three tenants with a quarter share each, their own tokens a
+		// minute and a sliding window of requests; versions sent.
+		slices.Concat(seedHeader(8, [3]byte{9, 0, 0}, [3]byte{99, 0, 0}, off, [3]byte{39, uTok | 1, w1h}, 0, floorByte(2, 0, 0)|extTenants),
+			tenantBlock(3, 2, [3]byte{19, uTok, w60s}, [3]byte{9, sliding | uReq, w10s})),
+		// One tenant of a whole share, its own sliding tokens and a spend
+		// cap, two slots, no version sent.
+		slices.Concat(seedHeader(32, [3]byte{9, 0, 0}, [3]byte{49, 0, w10s}, off, off, 1, floorByte(0, 1, 0)|extTenantsOnly),
+			tenantBlock(1, 4, [3]byte{19, sliding | uTok, w1s}, [3]byte{9, uSpend, w60s})),
+		// Versions sent, no tenant.
+		seedHeader(64, [3]byte{9, 0, 0}, [3]byte{39, 0, 0}, off, off, 0, floorByte(1, 0, 0)|extVersioned),
 	} {
 		for i := range steps {
 			steps[i] = byte(rng.Uint32())
@@ -76,7 +89,8 @@ func TestScriptsMatchModel(t *testing.T) {
 			"granted", "leave 0", "settle 1", "settle 0", "settle usage 1", "release 1", "cancel 1",
 			"keepalive 1", "keepalive 0", "giveback all", "giveback part", "giveback none", "sliding giveback",
 			"sliding debt", "spend corrected", "stack merged", "stack popped", "throttle", "lowering",
-			"stop quota", "stop stop", "resume"} {
+			"stop quota", "stop stop", "resume", "acquire 3", "define 1", "define 0", "tenant acquire 1",
+			"tenant acquire 0", "tenant acquire -1", "over share 1", "over share 0", "over share waits", "tenant settle"} {
 			if seen[kind] == 0 {
 				t.Errorf("no %q reply in %v", kind, seen)
 			}
@@ -87,7 +101,7 @@ func TestScriptsMatchModel(t *testing.T) {
 		rdb := b.Client(t)
 		for _, in := range inputs {
 			l := lane{rdb: rdb, scale: 10_000, name: redistest.Name(t)}
-			t.Cleanup(func() { rdb.Del(context.Background(), l.keys()...) })
+			t.Cleanup(func() { rdb.Del(context.Background(), l.allKeys()...) })
 			runScenario(t, l, in, 100)
 		}
 	})
@@ -95,8 +109,8 @@ func TestScriptsMatchModel(t *testing.T) {
 
 // FuzzScriptsMatchModel is TestScriptsMatchModel's miniredis lane on
 // sequences the fuzzer makes. An input is a 16-byte header (the rates, the
-// concurrency limit, the batch floor, weights and prices) and then 8 bytes
-// per step, decoded by decode; the seeds are written step by step with
+// concurrency limit, the batch floor, weights and prices; with tenants, 8
+// bytes more) and then 8 bytes per step, decoded by decode; the seeds are written step by step with
 // seedStep, and testdata/fuzz keeps sequences the fuzzer found and the
 // seeds that first showed a disagreement.
 func FuzzScriptsMatchModel(f *testing.F) {
@@ -129,14 +143,20 @@ const (
 	opPause       = 12 // a pause, a lowering, or (a's bit 7) a stop
 	opLeave       = 13 // a waiter gives up
 	opReconfigure = 15 // configure other rates from now on
-	// 0 to 3 acquire; 14 only moves the clock.
+	opClock       = 14 // only moves the clock; with a's bit 7, defines
+	// 0 to 3 acquire: with tenants, op mod (tenants+1) is the call's
+	// tenant (0: the budget alone).
 )
 
 // scenario is a decoded input: one budget's configuration and its steps.
+// tenants is how many tenants call (0: none; cfg.Tenant and cfg.Share are
+// theirs), versioned whether calls send the definition's version.
 type scenario struct {
 	start       int64
 	cfg         model.Config
 	conc, floor int64
+	tenants     int
+	versioned   bool
 	steps       []step
 }
 
@@ -154,7 +174,9 @@ type step struct {
 // zero. The header is the start offset (2 bytes), three bytes for each of
 // four rates (see decodeRate), the concurrency selector and the floor
 // byte: bits 0-1 the batch floor, 2-3 the models' weights, 4-5 their
-// prices. Each step is op, clock (2 bytes), a, b (2), c (2). The clock's
+// prices, 6-7 the extension: 0 none (no tenant, no version sent), 1 calls
+// send the definition's version, 2 and 3 tenants too (3: no version):
+// then 8 more bytes follow the header (see decodeTenants). Each step is op, clock (2 bytes), a, b (2), c (2). The clock's
 // top 3 bits pick the size of the step (0-1: none, the same ms; 2-4: under
 // 1 s; 5-6: under 8.2 s; 7: up to 70 s), its other 13 the amount; an op
 // byte of 0xf0 or more steps the clock back instead, by up to 2 s.
@@ -183,6 +205,12 @@ func decode(data []byte, maxSteps int, scale int64) scenario {
 	sc.floor = [...]int64{200, 0, 500, 999}[f%4]
 	sc.cfg.Weights = weights[f>>2&3]
 	sc.cfg.Prices = prices[f>>4&3]
+	if ext := f >> 6; ext > 0 {
+		sc.versioned = ext != 3
+		if ext >= 2 {
+			decodeTenants(&sc, &r, scale)
+		}
+	}
 	for len(sc.steps) < maxSteps && r.off < len(data) {
 		k, clock := r.byte(), r.u16()
 		s := step{op: k & 0x0f, k: k >> 4, a: r.byte(), b: r.u16(), c: r.u16()}
@@ -256,6 +284,32 @@ func decodeRate(i int, capSel, refillSel, windowSel byte, scale int64) (model.Ra
 		Sliding: refillSel&0x80 != 0,
 	}, true
 }
+
+// decodeTenants reads the tenants' 8 bytes: the first's bits 0-1 the
+// number of tenants (1 + its value mod 3) and bits 2-4 the share (see
+// shares), then two rates of each tenant's own (see decodeRate: as the
+// budget's second and third). The last byte is spare.
+func decodeTenants(sc *scenario, r *reader, scale int64) {
+	e := r.byte()
+	sc.tenants = 1 + int(e&3)%3
+	sc.cfg.Share = shares[e>>2&7]
+	taken := map[string]bool{}
+	for i := 1; i <= 2; i++ {
+		rt, ok := decodeRate(i, r.byte(), r.byte(), r.byte(), scale)
+		if !ok {
+			continue
+		}
+		for taken[rt.Name()] {
+			rt.Window++
+		}
+		taken[rt.Name()] = true
+		sc.cfg.Tenant = append(sc.cfg.Tenant, rt)
+	}
+	r.byte()
+}
+
+// shares are the tenants' shares a header may give.
+var shares = [...]float64{0, 0.1, 0.25, 0.5, 1, 0.3, 0.05, 0.75}
 
 type reader struct {
 	data []byte

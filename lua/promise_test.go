@@ -13,19 +13,20 @@ import (
 // match step by step. A clock that steps back voids them (an expired lease
 // comes back to life), so such runs are not checked.
 
-// checkBound checks the rate promise of every bucket, whatever order
+// checkBound checks the rate promise of every bucket of rates, over the
+// calls ls (a tenant's own rates over its calls alone), whatever order
 // give-backs arrive in: what the calls whose turn falls in any interval
 // [t, t+d] use of a bucket never exceeds a full bucket plus d's refill. In
 // µs of the bucket's time: the span (and its slack) plus d. Calls that
 // overrun their reservation count their reservation: a debt is charged
 // after the fact.
-func (r *runner) checkBound() {
-	for _, rt := range r.sc.cfg.Rates {
+func (r *runner) checkBound(rates []model.Rate, ls []*lease) {
+	for _, rt := range rates {
 		if rt.Sliding {
 			continue
 		}
 		wb := rt.Wire()
-		calls := slices.Clone(r.leases)
+		calls := slices.Clone(ls)
 		slices.SortFunc(calls, func(x, y *lease) int { return cmp.Compare(x.turn, y.turn) })
 		for j := range calls {
 			var sum int64
@@ -40,21 +41,22 @@ func (r *runner) checkBound() {
 	}
 }
 
-// checkSliding checks a sliding window's promise against the log of
+// checkSliding checks the promise of each sliding window of rates against
+// the calls ls, from the log of
 // admissions the runner keeps (each call's turn, as its caller knows it,
 // and its units less what it gave back), not against the counts the model
 // and the scripts keep: what is admitted in any window of the rate's
 // length, starting anywhere, never exceeds its limit. Windows starting at
 // an admission's turn are the ones to check: any other holds no more than
 // the one starting at its first turn.
-func (r *runner) checkSliding() {
-	for _, rt := range r.sc.cfg.Rates {
+func (r *runner) checkSliding(rates []model.Rate, ls []*lease) {
+	for _, rt := range rates {
 		if !rt.Sliding {
 			continue
 		}
 		f := rt.Field()
 		var calls []*lease
-		for _, l := range r.leases {
+		for _, l := range ls {
 			if l.used[f] > 0 {
 				calls = append(calls, l)
 			}

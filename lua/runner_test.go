@@ -31,7 +31,22 @@ func (l lane) keys() []string {
 	if name == "" {
 		name = "model"
 	}
-	return []string{"{llmpacer:" + name + "}:s", "{llmpacer:" + name + "}:l", "{llmpacer:" + name + "}:q"}
+	return []string{"{llmpacer:" + name + "}:s", "{llmpacer:" + name + "}:l", "{llmpacer:" + name + "}:q", "{llmpacer:" + name + "}:d"}
+}
+
+// tenantKey returns tenant i's hash (i from 1), named as package pacer
+// names it: 32 hex digits.
+func (l lane) tenantKey(i int) string {
+	return strings.TrimSuffix(l.keys()[0], ":s") + fmt.Sprintf(":t:%032x", i)
+}
+
+// allKeys returns every key a scenario may write, for cleaning up.
+func (l lane) allKeys() []string {
+	ks := l.keys()
+	for i := 1; i <= 3; i++ {
+		ks = append(ks, l.tenantKey(i))
+	}
+	return ks
 }
 
 // lease is an admission as its caller holds it.
@@ -40,6 +55,7 @@ type lease struct {
 	req           model.Request
 	start, expiry int64
 	charged       int64 // µs, the clock of its acquire's reply
+	tenant        int   // its tenant (0: none)
 	turnMs        int64 // its turn, ms on the Redis clock (wire.AcquireReply.TurnMs)
 	open          bool  // not yet ended by the test
 	// turn is when the call may start (µs), and used what it takes of
@@ -58,6 +74,7 @@ type acquireArgs struct {
 	maxWait, ttl int64
 	spacing      int64 // ms between slots freeing, as the caller computes it
 	ticket       int64 // as sent: 0 first, then what a reply gave
+	tenant       int   // the tenant charged (0: none)
 }
 
 // runner drives one scenario through a lane and the model.
@@ -84,6 +101,9 @@ type runner struct {
 	published []string // what the model says the scripts published
 	log       []string
 	seen      map[string]int // replies by kind, e.g. "acquire 0 bucket"
+	// version is the definition's version the callers run (sent when the
+	// scenario is versioned).
+	version int64
 }
 
 // runScenario runs data's scenario on l and the model, and returns how
@@ -114,12 +134,25 @@ func runScenario(t *testing.T, l lane, data []byte, maxSteps int) map[string]int
 		r.compareHash()
 		r.compareSets()
 		r.compareStacks()
+		r.compareTenants()
 		r.checkSlots()
 	}
 	r.comparePublished()
 	if !r.back {
-		r.checkBound()
-		r.checkSliding()
+		r.checkBound(r.sc.cfg.Rates, r.leases)
+		r.checkSliding(r.sc.cfg.Rates, r.leases)
+		for i := 1; i <= r.sc.tenants; i++ {
+			// A tenant's own rates, by its calls alone.
+			var own []model.Rate
+			for _, rt := range r.sc.cfg.Tenanted().Rates {
+				if rt.Mark == '@' {
+					own = append(own, rt)
+				}
+			}
+			ls := slices.DeleteFunc(slices.Clone(r.leases), func(l *lease) bool { return l.tenant != i })
+			r.checkBound(own, ls)
+			r.checkSliding(own, ls)
+		}
 	}
 	return r.seen
 }
@@ -179,6 +212,8 @@ func (r *runner) do(s step) {
 		r.pause(max(1, (1+int64(s.c%8192))/r.lane.scale), s.a, s.b)
 	case s.op == opReconfigure:
 		r.reconfigure(s.a)
+	case s.op == opClock && s.a&0x80 != 0:
+		r.define(s.a, s.b)
 	}
 }
 
@@ -187,9 +222,17 @@ func (r *runner) do(s step) {
 // input's share of the tokens (k / 3: none given apart, or a quarter, a
 // half, three quarters or all of them).
 func (r *runner) newCall(s step) acquireArgs {
+	tenant := 0
+	if r.sc.tenants > 0 && s.op <= 3 {
+		tenant = int(s.op) % (r.sc.tenants + 1)
+	}
+	rates := r.cfg.Rates
+	if tenant > 0 {
+		rates = r.cfg.Tenanted().Rates
+	}
 	tok := int64(0)
-	for _, rt := range r.cfg.Rates {
-		if rt.Unit != wire.Requests && rt.Unit != wire.Spend && (tok == 0 || rt.Cap < tok) {
+	for _, rt := range rates {
+		if rt.Mark != '%' && rt.Unit != wire.Requests && rt.Unit != wire.Spend && (tok == 0 || rt.Cap < tok) {
 			tok = rt.Cap
 		}
 	}
@@ -209,6 +252,7 @@ func (r *runner) newCall(s step) acquireArgs {
 		req.Output = cost - req.Input
 	}
 	return acquireArgs{
+		tenant:  tenant,
 		id:      "a" + strconv.Itoa(len(r.calls)),
 		req:     req,
 		batch:   s.a&3 == 0,
@@ -226,19 +270,46 @@ func (r *runner) slots() (limit, bslots int64) {
 	return r.sc.conc, model.Slots(r.sc.conc, true, r.sc.floor)
 }
 
+// config returns the rates a call of tenant (0: none) is charged.
+func (r *runner) config(tenant int) model.Config {
+	if tenant == 0 {
+		return r.cfg
+	}
+	return r.cfg.Tenanted()
+}
+
+// keysOf returns the keys a call of tenant (0: none) runs its scripts on,
+// and its tenant's key ("" for none) as the model names it.
+func (r *runner) keysOf(tenant int) ([]string, string) {
+	if tenant == 0 {
+		return r.keys, ""
+	}
+	t := r.lane.tenantKey(tenant)
+	return append(slices.Clone(r.keys), t), t
+}
+
 func (r *runner) acquire(c acquireArgs) {
 	r.calls = append(r.calls, c)
 	limit, bslots := r.slots()
-	cs := r.cfg.Charges(c.req, c.batch, r.sc.floor)
+	cs := r.config(c.tenant).Charges(c.req, c.batch, r.sc.floor)
+	keys, tkey := r.keysOf(c.tenant)
 	a := wire.Acquire{ID: c.id, Batch: c.batch, MaxWait: time.Duration(c.maxWait) * time.Millisecond,
 		TTL: time.Duration(c.ttl) * time.Millisecond, Limit: limit, BatchSlots: bslots, Spacing: c.spacing,
-		Ticket: c.ticket, Charges: cs}
+		Ticket: c.ticket, Charges: cs, Versioned: r.sc.versioned, Version: r.version}
+	if c.tenant > 0 && !c.batch && r.sc.cfg.Share > 0 {
+		// As package pacer sends it: over its share, the call leaves the
+		// batch floor of the budget.
+		a.OverShare, a.KeepPPM = true, r.sc.floor*1000
+	}
 	args := a.Args()
-	// What the model held for this caller before: a pending lease, a grant.
+	// What the model held for this caller before: a pending lease, a grant;
+	// and every bucket field of the budget and of the tenant.
 	wasPending := r.m.Pending(c.id)
 	g, hadGrant := r.m.Grant(c.id)
-	got := r.eval(lua.Acquire, args...)
+	fieldsBefore := r.bucketFields(tkey)
+	got := r.evalKeys(keys, lua.Acquire, args...)
 	us := r.replyNow(got, 2, true)
+	over := r.overShare(us, tkey, cs)
 	now := us / 1000
 	// Each sliding window's own wait before the call changes anything:
 	// now, at the turn the scripts' reply gives, and a ms before it.
@@ -253,20 +324,30 @@ func (r *runner) acquire(c acquireArgs) {
 		}
 	}
 	want := r.m.Acquire(us, model.Call{ID: c.id, Batch: c.batch, MaxWait: c.maxWait, TTL: c.ttl,
-		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs})
-	r.logf("  acquire %+v at %d = %v; model %+v", c, us, got, want)
+		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs,
+		Tenant: tkey, OverShare: a.OverShare, KeepPPM: a.KeepPPM, Versioned: a.Versioned, Version: a.Version})
+	r.logf("  acquire %+v v%d over=%v at %d = %v; model %+v", c, r.version, over, us, got, want)
 	r.check(len(got) == 6 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
 		got[4] == want.Expiry && got[5] == want.Ticket,
 		"acquire %+v = %v; model says %+v", c, got, want)
+	if want.Code == 3 {
+		// A stale caller loads the stored definition and runs it.
+		r.seen["acquire 3"]++
+		r.version = want.Ticket
+		return
+	}
 	granted := hadGrant && g > now
 	r.seen[r.kind(c, want, wasPending, granted, hadGrant)]++
+	r.checkTenantCall(c, a, cs, us, want, wasPending, over, fieldsBefore)
 	if want.Code == 1 && !wasPending {
 		r.countCharged(c, cs)
 	}
 	if limit > 0 && want.Code == 1 && want.Wait > 0 && want.Ticket == 0 {
 		r.fail("acquire %+v = %+v: a slot held for a turn %d ms ahead", c, want, want.Wait)
 	}
-	if want.Code <= 1 && !wasPending {
+	if want.Code <= 1 && !wasPending && !over {
+		// Over its share, a call has less of each rate than the rate
+		// alone would give it.
 		r.checkSlidingWait(c, us, want, waits)
 	}
 	r.track(c, want, us, cs, wasPending)
@@ -349,7 +430,7 @@ func (r *runner) track(c acquireArgs, rep model.Reply, us int64, cs []model.Char
 		l.expiry = rep.Expiry // a claim: charged at its admission
 		return
 	}
-	l := &lease{id: c.id, req: c.req, start: us/1000 + rep.Wait, charged: us, expiry: rep.Expiry, open: true,
+	l := &lease{id: c.id, tenant: c.tenant, req: c.req, start: us/1000 + rep.Wait, charged: us, expiry: rep.Expiry, open: true,
 		turn: us + rep.Wait*1000, turnMs: us/1000 + rep.Wait, used: map[string]int64{}}
 	for _, ch := range cs {
 		l.used[ch.Field] = ch.Charge
@@ -361,9 +442,16 @@ func (r *runner) track(c acquireArgs, rep model.Reply, us int64, cs []model.Char
 // leave sends settle for a waiter that gives up, with no corrections.
 func (r *runner) leave(id string) {
 	limit, bslots := r.slots()
-	got := r.eval(lua.Settle, id, 0, limit, bslots)
+	tenant := 0
+	if l := r.byID[id]; l != nil {
+		tenant = l.tenant
+	} else if i := slices.IndexFunc(r.calls, func(c acquireArgs) bool { return c.id == id }); i >= 0 {
+		tenant = r.calls[i].tenant
+	}
+	keys, tkey := r.keysOf(tenant)
+	got := r.evalKeys(keys, lua.Settle, id, 0, limit, bslots)
 	us := r.replyNow(got, 1, true)
-	want := r.m.Settle(us, id, 0, limit, bslots, nil)
+	want := r.m.SettleTenant(us, id, tkey, 0, limit, bslots, nil)
 	r.logf("  leave %s = %v; model %d", id, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "leave %s = %v; model says {%d now}", id, got, want)
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
@@ -407,13 +495,17 @@ func (r *runner) settle(s step) {
 		mode += " usage"
 	}
 	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Canceled, "reject": model.Rejected}[strings.Fields(mode)[0]]
-	deltas := r.cfg.Deltas(how, l.req, turnMs, u)
+	deltas := r.config(l.tenant).Deltas(how, l.req, turnMs, u)
 	limit, bslots := r.slots()
 	args := wire.SettleArgs(l.id, charged, limit, bslots, deltas)
-	got := r.eval(lua.Settle, args...)
+	keys, tkey := r.keysOf(l.tenant)
+	got := r.evalKeys(keys, lua.Settle, args...)
 	us := r.replyNow(got, 1, true)
 	before := r.m.Snapshot(us, r.all...).Values
-	want := r.m.Settle(us, l.id, charged, limit, bslots, deltas)
+	want := r.m.SettleTenant(us, l.id, tkey, charged, limit, bslots, deltas)
+	if l.tenant > 0 && want == 1 && len(deltas) > 0 {
+		r.seen["tenant settle"]++
+	}
 	r.countGiveBack(before, deltas, want)
 	r.logf("  settle %s %s reserved=%+v used=%+v charged=%d turn=%d %v = %v; model %d", l.id, mode, l.req, u, charged, turnMs, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, mode, got, want)
@@ -555,14 +647,14 @@ func (r *runner) compareSnapshot() {
 // compareHash compares the state hash's pause, qb and qs (the stop) with
 // the model's, as stored.
 func (r *runner) compareHash() {
-	h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], "pause", "qb", "qs").Result()
+	h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], "pause", "qb", "qs", "dv").Result()
 	if err != nil {
 		r.fail("HMGET %s: %v", r.keys[0], err)
 	}
 	pause, qb, qs := r.m.Hash()
-	for i, want := range []string{pause, qb, qs} {
+	for i, want := range []string{pause, qb, qs, r.m.Version()} {
 		got, _ := h[i].(string)
-		r.check(got == want, "state hash %s = %q; model says %q", []string{"pause", "qb", "qs"}[i], got, want)
+		r.check(got == want, "state hash %s = %q; model says %q", []string{"pause", "qb", "qs", "dv"}[i], got, want)
 	}
 }
 
@@ -626,7 +718,11 @@ func (r *runner) countGiveBack(before []string, deltas []model.Delta, code int) 
 		return v
 	}
 	for _, d := range deltas {
-		if u := r.cfg.Rates[slices.Index(r.cfg.Fields(), d.Field)].Unit; u == wire.Spend {
+		i := slices.Index(r.cfg.Fields(), d.Field)
+		if i < 0 {
+			continue // a tenant's: see compareTenants
+		}
+		if u := r.cfg.Rates[i].Unit; u == wire.Spend {
 			r.seen["spend corrected"]++
 		}
 		switch moved := at(before, d.Field) - at(after, d.Field); {
@@ -729,7 +825,13 @@ type entry struct {
 // eval runs s with the budget's keys, as a worker in any language would.
 func (r *runner) eval(s *redis.Script, args ...any) []any {
 	r.t.Helper()
-	v, err := s.Run(context.Background(), r.lane.rdb, r.keys, args...).Slice()
+	return r.evalKeys(r.keys, s, args...)
+}
+
+// evalKeys runs s with keys.
+func (r *runner) evalKeys(keys []string, s *redis.Script, args ...any) []any {
+	r.t.Helper()
+	v, err := s.Run(context.Background(), r.lane.rdb, keys, args...).Slice()
 	if err != nil {
 		h, _ := r.lane.rdb.HGetAll(context.Background(), r.keys[0]).Result()
 		r.fail("script error: %v\nargs %v\nstate hash %q", err, args, h)

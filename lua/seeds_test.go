@@ -85,9 +85,64 @@ func withK(op, k byte) byte { return op | k<<4 }
 // prices sets (see decode).
 func floorByte(floor, weights, prices byte) byte { return floor | weights<<2 | prices<<4 }
 
+// The floor byte's extension bits (see decode): versions sent; tenants
+// too; tenants without versions.
+const (
+	extVersioned   = 1 << 6
+	extTenants     = 2 << 6
+	extTenantsOnly = 3 << 6
+)
+
+// tenantBlock encodes the tenants' 8 bytes (see decodeTenants): n tenants
+// (1 to 3), the share selector, each tenant's two own rates.
+func tenantBlock(n, share byte, a, b [3]byte) []byte {
+	return slices.Concat([]byte{(n-1)&3 | share<<2}, a[:], b[:], []byte{0})
+}
+
 func fuzzSeeds() [][]byte {
 	seq, header := slices.Concat[[]byte], seedHeader
 	return [][]byte{
+		// Two tenants with a quarter share each of 1000 tokens a minute
+		// (batch floor 20%), 2000 of their own a minute. Tenant 1 takes
+		// its share, then goes over it: admitted now while the budget
+		// has room beyond the floor, then held back and spaced along its
+		// own qb, never reserving a later turn; tenant 2, within its
+		// share, reserves one. Cancels and settles give back to the
+		// shares (whole) and the tenant's own rate, a debt moves a share
+		// forward; a refusal by the tenant's own rate charges nothing.
+		seq(header(0, off, tpm1000, off, off, 0, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(2, 2, [3]byte{39, uTok, w60s}, off),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 200, 0),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 200, 0),
+			seedStep(1, 0, interactive|ttl60s|waitC, 500, 30_000),
+			seedStep(1, 0, interactive|ttl60s|waitC, 100, 30_000),
+			seedStep(2, 0, interactive|ttl60s|waitC, 200, 30_000),
+			seedStep(2, 0, interactive|ttl60s|waitC, 200, 30_000),
+			seedStep(2, 0, interactive|ttl60s|waitNone, 40, 0),
+			seedStep(opSettle, 10, modeCancel, 0x8000|0, 0),
+			seedStep(opSettle, 0, modeSettle, 0x8000|0, usedFewer|50<<3),
+			seedStep(opSettle, 0, modeSettle, 0x8000|0, usedFarMore|3<<3),
+			seedStep(14, 20_000, 0, 0, 0),
+			seedStep(1, 0, interactive|ttl60s|waitC, 300, 30_000),
+			seedStep(1, 0, ttl60s|waitC, 300, 30_000),
+			seedStep(3, 0, interactive|ttl60s|waitC, 300, 30_000),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 1000, 0),
+			seedStep(opSettle, 10, modeCancel, 0x8000|0, 0)),
+		// Definitions: one stored while the callers run none; a call is
+		// told it is stale, and the next runs the new one; an older
+		// version is not stored; a read; a tenant's call told too.
+		seq(header(0, off, tpm1000, off, off, 0, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(1, 0, [3]byte{39, uTok, w60s}, off),
+			seedStep(opClock, 0, 0x80|2, 0, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(0, 0, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(opClock, 0, 0x80|1, 0, 0),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 10, 0),
+			seedStep(opClock, 0, 0x80|2, 0, 0),
+			seedStep(opClock, 0, 0x80, 0, 0),
+			seedStep(opClock, 0, 0x80|1|4, 0, 0),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 10, 0)),
 		// A sliding window of 1000 tokens a second: a call takes 800
 		// now, the next reserves a later turn (the first sub-window whose
 		// window has room, told exactly when), a third cannot wait. Both

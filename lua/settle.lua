@@ -125,10 +125,13 @@ for pass = 1, 2 do repeat
       args[2 * i - 1], args[2 * i] = sfields[i], swrite(cs, lo)
       if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
     end
-    if ms == 0 then
+    if pass == 2 then
+      -- A tenant's hash lives as long as its buckets need, not as long as
+      -- the leases charged to it: one that expired is written back with
+      -- a TTL, never without.
+      tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, 2 * #sfields)
+    elseif ms == 0 then
       redis.call('HSET', st, unpack(args, 1, 2 * #sfields))
-    elseif pass == 2 then
-      tcover(st, now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
     else
       cover(now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
     end

@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
@@ -23,6 +24,18 @@ type Call struct {
 	Spacing           int64 // ms between two slots freeing
 	Ticket            int64 // µs; 0 on a call's first attempt
 	Charges           []Charge
+	// Tenant is the tenant's hash (KEYS[5]; "": none), whose fields the
+	// charges marked '@' and '%' are (see tenant.go). OverShare sends an
+	// interactive call's priority as "0:<KeepPPM>": over the tenant's
+	// share, it may use only its allowance less KeepPPM millionths of
+	// each budget bucket.
+	Tenant    string
+	OverShare bool
+	KeepPPM   int64
+	// Versioned sends Version, the version of the definition the caller
+	// runs, with the definition key (KEYS[4]).
+	Versioned bool
+	Version   int64
 }
 
 // Reply is acquire's reply without now_us.
@@ -53,9 +66,54 @@ type Reply struct {
 //     stopped (see Stop).
 //   - -1: the charge exceeds the allowance in bucket Reason: the call can
 //     never be admitted.
+//   - 3: the caller runs another version of the definition than the one
+//     stored: nothing done; Ticket is the stored version (0: none).
+//
+// A call naming a tenant is charged in the tenant's hash too, all or
+// nothing with the budget: its own rates ('@') as the budget's are, its
+// shares ('%') never holding it back. A call one of whose shares its charge
+// would take past the share's allowance is over its share: served as a
+// batch call (it never reserves a later turn, and waits along the
+// tenant's qb), and, with OverShare, it may use only its allowance less
+// floor(allowance × KeepPPM / 10^6) of each budget rate.
 func (b *Budget) Acquire(us int64, c Call) Reply {
 	now := us / 1000
 	n := float64(now)
+	// The definition: the state's copy of its version, read from the
+	// definition key when missing or different; written on admission.
+	dvw := ""
+	if c.Versioned {
+		mine := strconv.FormatInt(c.Version, 10)
+		dv := b.dv
+		if dv == "" {
+			dv = b.def.stored()
+			dvw = dv
+		}
+		if dv != mine {
+			if dvw == "" {
+				dv = b.def.stored()
+			}
+			if dv != mine {
+				return Reply{3, 0, "definition", 0, b.def.v}
+			}
+			dvw = dv
+		}
+	}
+	// Over the tenant's share: a share its charge would take past its
+	// allowance.
+	overShare, swait := false, int64(0) // swait: µs until it is within
+	for _, ch := range c.Charges {
+		if c.Tenant == "" || !isShare(ch.Field) {
+			continue
+		}
+		if past := b.tenant(c.Tenant).from(ch.Field, us) + ch.Charge - us - ch.Allow; past > 0 {
+			overShare, swait = true, max(swait, past)
+		}
+	}
+	keep := -1.0
+	if c.Tenant != "" && c.OverShare && !c.Batch {
+		keep = float64(c.KeepPPM) / 1e6
+	}
 	already := func(score int64) Reply {
 		if score >= pending {
 			turn := score - pending - c.TTL
@@ -156,19 +214,33 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 	var wus, sus int64 // µs
 	reason := ""
 	for _, ch := range c.Charges {
-		if ch.Charge > ch.Allow {
+		h, allow := b.at(c.Tenant, ch.Field), ch.Allow
+		if isShare(ch.Field) {
+			// A share never holds a call back, nor is it ever too small:
+			// its TAT lies at most twice its allowance past now.
+			tats[ch.Field] = min(h.from(ch.Field, us)+ch.Charge, us+2*allow)
+			continue
+		}
+		if ch.Charge > allow {
 			return Reply{-1, 0, ch.Field, 0, 0}
+		}
+		if overShare && keep >= 0 && !tenantField(ch.Field) {
+			allow -= int64(math.Floor(float64(allow) * keep))
 		}
 		var w, step int64
 		if g := sub(ch.Field); g > 0 {
 			cur := now * 1000 / g
-			if j := b.windows[ch.Field].fit(cur, ch.Charge, ch.Allow); j > cur {
+			if ch.Charge > allow {
+				// Over its share, a call larger than what the rate leaves
+				// it fits no sub-window: it waits to be within its share.
+				w = swait
+			} else if j := h.windows[ch.Field].fit(cur, ch.Charge, allow); j > cur {
 				w = j*g - now*1000
 			}
 			step = g
 		} else {
-			tats[ch.Field] = b.from(ch.Field, us) + ch.Charge
-			w, step = tats[ch.Field]-us-ch.Allow, ch.Charge
+			tats[ch.Field] = h.from(ch.Field, us) + ch.Charge
+			w, step = tats[ch.Field]-us-allow, ch.Charge
 		}
 		if w > wus {
 			wus, reason, sus = w, ch.Field, step
@@ -205,14 +277,19 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 	if w > 0 {
 		bound = c.MaxWait
 	}
-	if w > 0 && (c.Batch || w > float64(bound)) {
+	if w > 0 && (c.Batch || overShare || w > float64(bound)) {
 		if conc && c.Ticket != 0 {
 			leave()
 		}
-		// Batch calls never reserve ahead; a batch waiter willing to wait is
-		// spaced along qb instead.
-		if c.Batch && bound > 0 {
-			qb := float64(b.qb)
+		// Batch calls never reserve ahead, nor do a tenant's calls over
+		// its share; a batch waiter willing to wait is spaced along qb
+		// instead (one over its share along its tenant's).
+		if (c.Batch || overShare) && bound > 0 {
+			q := &b.hash
+			if overShare {
+				q = b.tenant(c.Tenant)
+			}
+			qb := float64(q.qb)
 			if qb < n+w {
 				qb = n + w
 			} else {
@@ -220,7 +297,12 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 			}
 			if qb-n <= float64(bound) {
 				qb = math.Ceil(qb)
-				b.qb = int64(qb)
+				q.qb = int64(qb)
+				if overShare {
+					q.tcover(now, qb)
+				} else {
+					b.written = true
+				}
 				w = qb - n
 			}
 		}
@@ -244,15 +326,34 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		// Each bucket's headroom: how far its TAT lay past the call's
 		// turn before the charge. A sliding window counts the call in
 		// the sub-window of its turn, in ms as its caller knows it.
+		// A tenant's fields go to its hash, kept until tms.
 		turn := us + wait*1000
+		tms := 0.0
 		for _, ch := range c.Charges {
+			h := b.at(c.Tenant, ch.Field)
+			var ms float64
 			if g := sub(ch.Field); g > 0 {
-				b.slide(ch.Field).add(now*1000/g, (now+wait)*1000/g, ch.Charge)
-				continue
+				jt := (now + wait) * 1000 / g
+				h.slide(ch.Field).add(now*1000/g, jt, ch.Charge)
+				ms = float64((jt+parts+1)*g) / 1000
+			} else {
+				bk, tat := h.bucket(ch.Field), tats[ch.Field]
+				if !isShare(ch.Field) {
+					h.push(ch.Field, us, max(h.from(ch.Field, us)-turn, 0))
+				}
+				bk.tat, bk.stored = tat, true
+				ms = float64(tat) / 1000
 			}
-			bk, tat := b.bucket(ch.Field), tats[ch.Field]
-			b.push(ch.Field, us, max(tat-ch.Charge-turn, 0))
-			bk.tat, bk.stored = tat, true
+			if tenantField(ch.Field) && c.Tenant != "" {
+				tms = max(tms, ms)
+			}
+		}
+		if c.Tenant != "" {
+			b.tenant(c.Tenant).tcover(now, max(tms, n))
+		}
+		b.written = true
+		if dvw != "" {
+			b.dv = dvw
 		}
 		if probe {
 			// The next probe is due an interval from now.

@@ -23,6 +23,10 @@ type Rate struct {
 	// Window is the refill window, or the sliding window, in ms (> 0).
 	Window  int64
 	Sliding bool
+	// Mark is 0 for a budget's rate, '@' for a tenant's own rate, '%' for
+	// a tenant's share of the budget's rate of the same name (a GCRA
+	// bucket even when that rate is a sliding window; see Config.Tenanted).
+	Mark byte
 }
 
 // Name returns the rate's name as package pacer names it (pacer.Rate.Name,
@@ -54,10 +58,19 @@ func (r Rate) Name() string {
 // Bucket, built as package pacer builds it.
 func (r Rate) Wire() wire.Bucket {
 	w := time.Duration(r.Window) * time.Millisecond
-	if r.Sliding {
-		return wire.NewSliding(r.Name(), r.Cap, w, r.Unit)
+	if r.Mark == share {
+		return wire.NewBucket("%"+r.Name(), r.Cap, r.Refill, w, r.Unit)
 	}
-	return wire.NewBucket(r.Name(), r.Cap, r.Refill, w, r.Unit)
+	var wb wire.Bucket
+	if r.Sliding {
+		wb = wire.NewSliding(r.Name(), r.Cap, w, r.Unit)
+	} else {
+		wb = wire.NewBucket(r.Name(), r.Cap, r.Refill, w, r.Unit)
+	}
+	if r.Mark == own {
+		wb.Field = "@" + wb.Field
+	}
+	return wb
 }
 
 // Field returns the rate's state hash field (marked "~<g>:" if sliding).
@@ -70,6 +83,10 @@ type Config struct {
 	Rates   []Rate
 	Weights map[string]float64
 	Prices  map[string]wire.Price
+	// Tenant are every tenant's own rates, and Share the fraction of each
+	// of the budget's rates that is a tenant's share (see Tenanted).
+	Tenant []Rate
+	Share  float64
 }
 
 // Wire returns the rates as the scripts' caller sees them, in order.
@@ -106,13 +123,19 @@ type gcra struct {
 // every bucket reads full, no lease, no pause. A Budget is not safe for
 // simultaneous use; it models one Redis, which runs one script at a time.
 type Budget struct {
-	// buckets and windows are the GCRA buckets and the sliding windows, by
-	// field, once a script has touched them.
-	buckets map[string]*gcra
-	windows map[string]*window
-	pause   int64 // ms until which nobody is admitted (0 = never set)
-	qb      int64 // the batch virtual queue, ms (0 = unset)
-	stop    stop  // the stop (qs), if one was set
+	// hash is the state hash's buckets and qb; each tenant's are a hash of
+	// their own (tenant.go).
+	hash
+	pause int64 // ms until which nobody is admitted (0 = never set)
+	stop  stop  // the stop (qs), if one was set
+	// tenants are the tenants' hashes, by key (KEYS[5]).
+	tenants map[string]*hash
+	// def is the stored definition (KEYS[4]), dv the state hash's copy of
+	// its version ("" missing), and written whether a script has written
+	// the state hash (define.lua sets dv only in a state that exists).
+	def     definition
+	dv      string
+	written bool
 	// leases is the lease set: id -> expiry ms for a lease holding its
 	// slot, PENDING + expiry for a pending one, and g:<id> -> the end of
 	// its claim window for a grant.
@@ -125,8 +148,22 @@ type Budget struct {
 	published []string
 }
 
+// hash is a hash of buckets, the state hash's or a tenant's: for each
+// rate, by its field, a GCRA bucket's TAT and give-back stack or a sliding
+// window's counts; its batch queue qb (ms, 0 unset); and its xp, the
+// expiry last set on it (ms), which the model keeps for tenants' hashes
+// only (see tcover).
+type hash struct {
+	// buckets and windows are the GCRA buckets and the sliding windows, by
+	// field, once a script has touched them.
+	buckets map[string]*gcra
+	windows map[string]*window
+	qb      int64
+	xp      int64
+}
+
 // bucket returns the state of the bucket field, made if missing.
-func (b *Budget) bucket(field string) *gcra {
+func (b *hash) bucket(field string) *gcra {
 	if b.buckets == nil {
 		b.buckets = map[string]*gcra{}
 	}
@@ -141,7 +178,7 @@ func (b *Budget) bucket(field string) *gcra {
 // from returns bucket field's TAT as the scripts start a charge from it at
 // us: the stored TAT, or us if it is missing or in the past (the bucket is
 // full, and restarts from now).
-func (b *Budget) from(field string, us int64) int64 {
+func (b *hash) from(field string, us int64) int64 {
 	if g := b.buckets[field]; g != nil && g.stored && g.tat >= us {
 		return g.tat
 	}
@@ -150,7 +187,7 @@ func (b *Budget) from(field string, us int64) int64 {
 
 // Value returns field as the state hash holds it, "" if missing: a
 // bucket's TAT in decimal, a sliding window's counts (see window).
-func (b *Budget) Value(field string) string {
+func (b *hash) Value(field string) string {
 	if sub(field) > 0 {
 		return b.windows[field].String()
 	}

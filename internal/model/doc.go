@@ -13,6 +13,16 @@
 // (µs, or ms for the scripts that only need ms), so a Budget is a pure
 // function of the calls made on it and the times they were made at.
 //
+// Tenants (tenant.go): a call may name a tenant's hash, a second hash of
+// the same kind as the state hash, whose own rates ('@' fields) are
+// charged with the budget's, all or nothing, and whose shares ('%'
+// fields, TATs without a stack) decide whether the call is over its share
+// and then served as a batch call. The model keeps each tenant's hash,
+// its qb and its xp (the expiry the scripts set on it: every field of a
+// tenant's hash is compared, byte for byte). And the definition key
+// (define.lua) with the state's copy of its version (dv): a caller that
+// sends another version is answered code 3.
+//
 // A budget is a list of rates (Config): any unit (requests, tokens, input
 // or output tokens, spend), any window, several on one unit, each a
 // bucket or a sliding window, checked and charged together, all or
@@ -42,8 +52,9 @@
 // lease leaves room for, and never before now.
 //
 // Out of scope: key expiry, and the lease set's sentinel member (see
-// prelude.lua), which no count includes. The scripts put TTLs on both keys
-// (recorded in the hash field xp), and the model never forgets. On a real
+// prelude.lua), which no count includes. The scripts put TTLs on the keys
+// (recorded in the hash field xp; the model computes a tenant's xp, not
+// the state hash's), and the model never forgets. On a real
 // Redis that matters in one case only: both keys expire a second or more
 // after every bucket is full and every lease has expired, after which a
 // retried id is admitted anew instead of answered with code 2. Tests keep

@@ -26,7 +26,7 @@ type hentry struct{ t, d int64 }
 // headroom, the smallest, so that a lease charged among them may get back
 // less than it could, never more. (Not the oldest: often a restart, its
 // headroom 0 would take all they hold.)
-func (b *Budget) push(field string, us, d int64) {
+func (b *hash) push(field string, us, d int64) {
 	bk := b.bucket(field)
 	s := bk.stack
 	e := us
@@ -52,7 +52,7 @@ func (b *Budget) push(field string, us, d int64) {
 // nothing. The events after the lease lose what the TAT moved from their
 // headroom; the events before it keep theirs, and those that no longer lie
 // below the first event after the lease go.
-func (b *Budget) giveBack(field string, us, charged, r int64) {
+func (b *hash) giveBack(field string, us, charged, r int64) {
 	bk := b.buckets[field]
 	if bk == nil || !bk.stored || bk.tat <= us {
 		return
@@ -90,7 +90,7 @@ func (b *Budget) giveBack(field string, us, charged, r int64) {
 
 // Stack returns bucket field's stack, oldest first: each event's time and
 // headroom now (µs).
-func (b *Budget) Stack(field string) (times, headrooms []int64) {
+func (b *hash) Stack(field string) (times, headrooms []int64) {
 	bk := b.buckets[field]
 	if bk == nil {
 		return nil, nil

@@ -28,6 +28,15 @@ type Delta = wire.Correction
 // unless it rolled out of every window, never below zero; its debt is
 // counted in the current sub-window.
 func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, deltas []Delta) int {
+	return b.SettleTenant(us, id, "", charged, limit, bslots, deltas)
+}
+
+// SettleTenant is Settle for a lease charged to tenant key ("": none): the
+// corrections to fields marked '@' or '%' go to the tenant's hash, after
+// the budget's, and are applied there alike; a share ('%') keeps no
+// give-back stack, so a give-back moves it back by the whole amount (never
+// before now). Without a tenant, those corrections are ignored.
+func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots int64, deltas []Delta) int {
 	now := us / 1000
 	score, ok := b.leases[id]
 	expiry := score
@@ -54,7 +63,33 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 	if !live {
 		return 2
 	}
+	// The budget's corrections, then the tenant's, each in its hash.
+	for pass := range 2 {
+		var mine []Delta
+		for _, d := range deltas {
+			if tenantField(d.Field) == (pass == 1) {
+				mine = append(mine, d)
+			}
+		}
+		h := &b.hash
+		if pass == 1 {
+			if key == "" {
+				break
+			}
+			h = b.tenant(key)
+		}
+		b.correct(h, pass == 1, us, charged, mine)
+	}
+	return 1
+}
+
+// correct applies one hash's corrections (of one sign), as settle.lua
+// does in one pass: the sliding windows' first, then the buckets'. tenant
+// says h is a tenant's hash, whose expiry the model keeps.
+func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta) {
+	now := us / 1000
 	var rest []Delta
+	ms := 0.0
 	for _, d := range deltas {
 		g := sub(d.Field)
 		if g == 0 {
@@ -65,24 +100,42 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 		j := d.At
 		if d.Us > 0 {
 			j = cur
+			ms = max(ms, float64((cur+parts+1)*g)/1000)
 		}
-		b.slide(d.Field).add(cur, j, d.Us)
+		h.slide(d.Field).add(cur, j, d.Us)
+		if !tenant {
+			b.written = true
+		}
+	}
+	if tenant && len(rest) < len(deltas) {
+		// A tenant's hash gets its TTL back whenever settle writes a
+		// window to it: it may have expired while the lease lived.
+		h.tcover(now, max(ms, float64(now)))
 	}
 	if len(rest) == 0 {
-		return 1
+		return
 	}
 	if rest[0].Us < 0 {
 		for _, d := range rest {
-			b.giveBack(d.Field, us, charged, -d.Us)
+			h.giveBack(d.Field, us, charged, -d.Us)
 		}
-		return 1
+		return
 	}
-	// A debt is a charge event whose turn is now.
+	// A debt is a charge event whose turn is now (a share keeps no
+	// record).
+	ms = 0
 	for _, d := range rest {
-		tat := b.from(d.Field, us)
-		b.push(d.Field, us, tat-us)
-		bk := b.bucket(d.Field)
+		tat := h.from(d.Field, us)
+		if !isShare(d.Field) {
+			h.push(d.Field, us, tat-us)
+		}
+		bk := h.bucket(d.Field)
 		bk.tat, bk.stored = tat+d.Us, true
+		ms = max(ms, float64(bk.tat)/1000)
 	}
-	return 1
+	if tenant {
+		h.tcover(now, max(ms, float64(now)))
+	} else {
+		b.written = true
+	}
 }

@@ -18,9 +18,10 @@ import (
 // to either side shows as a disagreement.
 const parts = 64
 
-// sub returns the sub-window width in µs of a sliding rate's field, 0 for
-// a bucket's.
+// sub returns the sub-window width in µs of a sliding rate's field
+// ("~<g>:<name>", or a tenant's "@~<g>:<name>"), 0 for a bucket's.
 func sub(field string) int64 {
+	field = strings.TrimPrefix(field, "@")
 	if !strings.HasPrefix(field, "~") {
 		return 0
 	}
@@ -42,7 +43,7 @@ type window struct {
 }
 
 // slide returns the sliding window of field, made if missing.
-func (b *Budget) slide(field string) *window {
+func (b *hash) slide(field string) *window {
 	if b.windows == nil {
 		b.windows = map[string]*window{}
 	}

@@ -13,6 +13,9 @@ func (b *Budget) Pause(now, ms int64) int64 {
 	if now+ms > b.pause {
 		b.pause = now + ms
 	}
+	if ms > 0 {
+		b.written = true
+	}
 	return b.pause - now
 }
 
@@ -48,9 +51,13 @@ func (b *Budget) Throttle(us, ms int64, lowers []Lower) int64 {
 		if tat < target || ms > 0 && !bk.stored {
 			bk.tat, bk.stored = target, true
 		}
+		if ms > 0 || tat < target {
+			b.written = true
+		}
 	}
 	if ms > 0 {
 		b.pause = pause
+		b.written = true
 	}
 	return max(b.pause-now, 0)
 }

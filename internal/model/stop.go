@@ -43,6 +43,7 @@ func (b *Budget) Stop(now, ms, every int64, kind string) int64 {
 		every, kind = 0, "stop"
 	}
 	b.stop = stop{set: true, end: end, next: now + every, every: every, kind: kind}
+	b.written = true
 	return end - now
 }
 
