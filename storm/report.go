@@ -35,6 +35,10 @@ type scenarioReport struct {
 	RefundFloorSeconds *float64    `json:"refund_floor_seconds,omitempty"`
 	BinSeconds         float64     `json:"bin_seconds"` // width of the rows' timeline bins
 	Rows               []rowResult `json:"rows"`
+	// Table is a budget scenario's own table (lane.go), and Budgets its
+	// figures; their rows are then empty.
+	Table   *customTable `json:"table,omitempty"`
+	Budgets any          `json:"budgets,omitempty"`
 
 	floorHow string // how the floor was computed, for the table
 }
@@ -183,6 +187,10 @@ func (r *scenarioReport) binTimelines() {
 // printTable writes the scenario as a table a person reads.
 func printTable(w io.Writer, r scenarioReport) {
 	fmt.Fprintf(w, "%s: %s\n", r.Name, r.About)
+	if t := r.Table; t != nil {
+		printCustom(w, t)
+		return
+	}
 	fmt.Fprintf(w, "  %d workers, %d jobs, %s tokens (prompt + max_tokens); provider %s tokens per %s, %s%s, %s per call",
 		r.Workers, r.Jobs, thousands(r.JobTokens), thousands(r.ProviderTokens), secs(r.WindowSeconds), r.ProviderMode, r.refundWords(), dur(r.LatencyMs))
 	if r.Speed != 1 {
