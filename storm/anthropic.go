@@ -139,7 +139,7 @@ func runAnthropic(ctx context.Context, pl *plan, be *backend, prog *progress, ca
 func anthTable(p params, r anthResult) *customTable {
 	t := &customTable{Header: []string{
 		fmt.Sprintf("provider: %s input and %s output tokens per %v apart (ITPM, OTPM; -speed %g: a simulated minute), max_tokens charged on arrival, unused output given back; %v per call",
-			thousands(anthITPM), thousands(anthOTPM), p.wall(time.Minute), p.speed, p.wall(anthLatency)),
+			thousands(anthITPM), thousands(anthOTPM), p.wall(time.Minute), p.speed, p.wall(anthLatency).Round(time.Millisecond)),
 		fmt.Sprintf("%d jobs on %d workers, shuffled: half read (6,000 in, 300 out), half write (500 in, 2,000 out); each budget's burst is its limit less %v of its rate", r.Jobs, anthWorkers, dispatchMargin),
 		fmt.Sprintf("floor %.2f s: the output tokens past the first minute's %s, at the OTPM", r.FloorSeconds, thousands(anthOTPM)),
 	}}

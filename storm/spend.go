@@ -187,7 +187,7 @@ func spendTable(p params, r spendResult) *customTable {
 	t := &customTable{Header: []string{
 		fmt.Sprintf("a daily cap of %s on %s's prices ($2.50, $1.25 cached, $10 a million tokens in and out); %d workers run jobs of %s prompt tokens and max_tokens %s, using 10-100%% of it, until the cap refuses them",
 			usd(spendCap), spendModel, spendWorkers, thousands(spendPrompt), thousands(spendMax)),
-		fmt.Sprintf("a call's worst case: %s; provider latency %v (-speed %g)", usd(r.WorstCall), p.wall(spendLatency), p.speed),
+		fmt.Sprintf("a call's worst case: %s; provider latency %v (-speed %g)", usd(r.WorstCall), p.wall(spendLatency).Round(time.Millisecond), p.speed),
 	}}
 	t.Cells = [][]string{{"", "served", "refused", "spent", "of the cap", "overshoot", "budget's count"}}
 	for _, row := range r.Rows {

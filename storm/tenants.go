@@ -237,7 +237,7 @@ func tenantsTable(p params, r tenantsResult) *customTable {
 	t := &customTable{Header: []string{
 		fmt.Sprintf("budget Rate{Tokens, %s per %v, Burst %s}, Tenants.Share %g, NoRefund; provider %s tokens per %v; calls of %s tokens, %v each",
 			thousands(tenantRate), p.wall(time.Minute), thousands(r.Burst), tenantShare, thousands(tenantRate), p.wall(time.Minute),
-			thousands(tenantCall), p.wall(tenantLatency)),
+			thousands(tenantCall), p.wall(tenantLatency).Round(time.Millisecond)),
 		fmt.Sprintf("%v of Poisson arrivals (-speed %g: a simulated minute is %v): 9 light tenants at %g of the rate each, the heavy one at %g (10x its share), giving up at the end",
 			p.wall(tenantRun), p.speed, p.wall(time.Minute), tenantLight, tenantHeavy),
 		"the same light calls run at the same time against a second budget and provider without the heavy tenant (alone)",

@@ -83,10 +83,14 @@ func (b *bench) instr(ctx context.Context) error {
 	}
 	// The same two limits as strict sliding windows (issue 12: within
 	// 1.5x of the bucket budget's).
-	return one("sliding RPM + TPM", pacer.Config{Rates: []pacer.Rate{
+	if err := one("sliding RPM + TPM", pacer.Config{Rates: []pacer.Rate{
 		{Unit: pacer.Requests, Limit: 1 << 40, Window: time.Minute, Sliding: true},
 		{Unit: pacer.Tokens, Limit: 1 << 45, Window: time.Minute, Sliding: true},
-	}})
+	}}); err != nil {
+		return err
+	}
+	// A tenant inside a budget (issue 10: within 3.5x of GCRA).
+	return b.instrTenants(ctx, measure, row)
 }
 
 // dumpInstr returns the instructions callgrind counted since the last
