@@ -200,7 +200,7 @@ func spendTable(p params, r spendResult) *customTable {
 	}
 	t.Notes = []string{
 		"spent: what the answered calls cost at the usage the provider reported; refused: calls the cap turned away (a worker stops at its first)",
-		"the budget reserves each call's worst case, so what is in flight can never pass the cap; what is left unspent is less than one call's worst case",
+		"the budget reserves each call's worst case, so what is in flight can never pass the cap; what is left is what the last reservations could not fit",
 	}
 	return t
 }

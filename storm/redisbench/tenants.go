@@ -166,18 +166,19 @@ func (b *bench) tenants(ctx context.Context) error {
 
 // instrTenants adds the tenant's rows to the instr part: instructions of
 // an acquire and settle on a tenant inside a budget, over one tenant and
-// over 100,000 with state in Redis.
+// over 100,000 with state in Redis; then, over one tenant, with the share
+// alone and with the tenant's own rates alone, to show which part costs
+// what.
 func (b *bench) instrTenants(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64)) error {
-	p, err := b.pacer(tenantConfig())
-	if err != nil {
-		return err
-	}
-	most := tenantCounts[len(tenantCounts)-1]
-	if err := b.populate(ctx, p, most); err != nil {
-		return err
-	}
-	defer b.dropTenants(ctx, p, most)
-	for _, count := range []int{1, most} {
+	one := func(name string, cfg pacer.Config, count int) error {
+		p, err := b.pacer(cfg)
+		if err != nil {
+			return err
+		}
+		if err := b.populate(ctx, p, count); err != nil {
+			return err
+		}
+		defer b.dropTenants(ctx, p, count)
 		i := 0
 		var leases []*pacer.Lease
 		acq, err := measure(func() error {
@@ -194,12 +195,25 @@ func (b *bench) instrTenants(ctx context.Context, measure func(func() error) (fl
 		if err != nil {
 			return err
 		}
-		name := fmt.Sprintf("tenant in a budget (RPM + TPM each, Share 0.1), %s tenants", thousands(count))
 		row(name+": acquire", acq)
 		row(name+": settle", set)
 		row(name+": acquire + settle", acq+set)
+		return nil
 	}
-	return nil
+	most := tenantCounts[len(tenantCounts)-1]
+	for _, count := range []int{1, most} {
+		if err := one(fmt.Sprintf("tenant in a budget (RPM + TPM each, Share 0.1), %s tenants", thousands(count)), tenantConfig(), count); err != nil {
+			return err
+		}
+	}
+	shareOnly := tenantConfig()
+	shareOnly.Tenants.Rates = nil
+	if err := one("tenant with Share 0.1 only, in an RPM + TPM budget", shareOnly, 1); err != nil {
+		return err
+	}
+	ratesOnly := tenantConfig()
+	ratesOnly.Tenants.Share = 0
+	return one("tenant with its own RPM + TPM only (no Share), in an RPM + TPM budget", ratesOnly, 1)
 }
 
 // thousands formats n with comma separators.
