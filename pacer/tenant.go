@@ -101,10 +101,14 @@ func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 			name = name[strings.IndexByte(name, ':')+1:]
 		}
 		// The share refills at Share of the budget's refill, and holds
-		// Share of its capacity: never less than one unit, so that a call
-		// can ever be within it.
+		// Share of its limit, not of its burst: with a small burst, a
+		// share of the burst is about one call, and a light tenant's
+		// second call in a window would count as over its share (the
+		// storm's tenants scenario: light p95 waits 4-5× their waits
+		// alone, against 1.05-1.3× sized by the limit). Never less than
+		// one unit, so that a call can ever be within it.
 		refill := pb.perMs * float64(pb.window.Milliseconds()) * c.Tenants.Share
-		capacity := pb.capacity * c.Tenants.Share
+		capacity := float64(pb.limit) * c.Tenants.Share
 		wb := wire.NewBucket("%"+name, max(1, int64(capacity)), max(1, int64(refill)), pb.window, pb.wb.Unit)
 		out = append(out, bucket{name: "share of " + pb.name, field: wb.Field, limit: wb.Capacity, stated: wb.Capacity,
 			capacity: float64(wb.Capacity), wb: wb, perMs: refill / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})

@@ -41,6 +41,8 @@ type plan struct {
 
 	provider fakeprovider.Config // Refund is set per row, from variant.providerRefund
 	rows     []variant
+	// custom, if set, runs the scenario instead of its rows (lane.go).
+	custom customRun
 }
 
 // variant is one row: the provider it runs against, a mode and, for the

@@ -39,6 +39,10 @@ type scenarioReport struct {
 	RefundFloorSeconds *float64    `json:"refund_floor_seconds,omitempty"`
 	BinSeconds         float64     `json:"bin_seconds"` // width of the rows' timeline bins
 	Rows               []rowResult `json:"rows"`
+	// Table is a budget scenario's own table (lane.go), and Budgets its
+	// figures; their rows are then empty.
+	Table   *customTable `json:"table,omitempty"`
+	Budgets any          `json:"budgets,omitempty"`
 
 	floorHow string // how the floor was computed, for the table
 }
@@ -188,6 +192,10 @@ func (r *scenarioReport) binTimelines() {
 // printTable writes the scenario as a table a person reads.
 func printTable(w io.Writer, r scenarioReport) {
 	fmt.Fprintf(w, "%s: %s\n", r.Name, r.About)
+	if t := r.Table; t != nil {
+		printCustom(w, t)
+		return
+	}
 	reqs := ""
 	if r.ProviderRequests > 0 {
 		reqs = fmt.Sprintf(" and %s requests", thousands(r.ProviderRequests))

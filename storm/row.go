@@ -17,6 +17,9 @@ import (
 // runPlan runs every row of a scenario, one after the other, each against
 // a fresh provider and (for the shared rows) a fresh budget.
 func runPlan(ctx context.Context, pl *plan, be *backend, prog *progress) (scenarioReport, error) {
+	if pl.custom != nil {
+		return pl.custom(ctx, pl, be, prog)
+	}
 	rep := newScenarioReport(pl, be)
 	var b [4]byte
 	_, _ = rand.Read(b[:])

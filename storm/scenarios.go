@@ -70,7 +70,7 @@ type scenario struct {
 }
 
 func scenarios() []scenario {
-	return []scenario{
+	return append([]scenario{
 		{"default", "the published comparison: one budget per worker against one shared budget",
 			func(*params) {}, buildUniform},
 		{"sliding", "a strict sliding-window provider: a full-limit burst gets 429s, a sliding-safe burst none",
@@ -102,7 +102,7 @@ func scenarios() []scenario {
 			func(p *params) {
 				p.jobs, p.speed, p.output, p.providerRefund = 60, 4, amount{frac: 0.4, isFrac: true}, true
 			}, buildStream},
-	}
+	}, budgetScenarios()...)
 }
 
 func scenarioNames() []string {

@@ -99,7 +99,11 @@ func (b *bench) instr(ctx context.Context) error {
 	if err := one("bucket requests + tokens per 1 s", rates(time.Second, false)); err != nil {
 		return err
 	}
-	return one("sliding requests + tokens per 1 s (every sub-window filled)", rates(time.Second, true))
+	if err := one("sliding requests + tokens per 1 s (every sub-window filled)", rates(time.Second, true)); err != nil {
+		return err
+	}
+	// A tenant inside a budget (issue 10: within 3.5x of GCRA).
+	return b.instrTenants(ctx, measure, row)
 }
 
 // dumpInstr returns the instructions callgrind counted since the last
