@@ -179,7 +179,7 @@ func runTenants(ctx context.Context, pl *plan, be *backend, prog *progress, both
 	}
 	r.HeavyServed = len(hw)
 	r.Burst = burst
-	r.OverShare = overShare(light, burst, w)
+	r.OverShare = overShare(light, w)
 	for i := range tenantLights {
 		t := fmt.Sprintf("light-%d", i+1)
 		with, alone := tenantWaits(outs[0].res, t), tenantWaits(outs[1].res, t)
@@ -201,12 +201,12 @@ func tenantBurstOf(p params) int64 {
 }
 
 // overShare replays the light calls' arrivals through each tenant's share
-// bucket as acquire.lua keeps it (a GCRA of Share of the burst, refilling
+// bucket as acquire.lua keeps it (a GCRA of Share of the limit, refilling
 // Share of the rate, charged whether or not the call is past it) and
 // counts the calls that find it past its allowance.
-func overShare(calls []call, burst int64, w time.Duration) int {
+func overShare(calls []call, w time.Duration) int {
 	perNs := tenantShare * tenantRate / float64(w) // share tokens per ns
-	allow := float64(max(int64(tenantShare*float64(burst)), 1)) / perNs
+	allow := float64(max(int64(tenantShare*tenantRate), 1)) / perNs
 	tats := map[string]float64{}
 	n := 0
 	for _, c := range calls {
@@ -257,8 +257,8 @@ func tenantsTable(p params, r tenantsResult) *customTable {
 	t.Notes = []string{
 		fmt.Sprintf("light p95 wait beside the heavy tenant / alone: %s (goal: at most 2x, with the budget at least 95%% used)", ratio),
 		fmt.Sprintf("the light tenant with the largest p95 beside the heavy one: %s, alone %s", dur(r.WorstLightP95), dur(r.WorstAloneP95)),
-		fmt.Sprintf("light calls that found their tenant past its share on arrival: %d of %d (a share bucket holds Share of the burst: %s tokens)",
-			r.OverShare, r.LightCalls, thousands(int64(tenantShare*float64(r.Burst)))),
+		fmt.Sprintf("light calls that found their tenant past its share on arrival: %d of %d (a share bucket holds Share of the limit: %s tokens)",
+			r.OverShare, r.LightCalls, thousands(int64(tenantShare*tenantRate))),
 		"budget used: tokens the provider admitted in the second half of the arrivals (the burst long spent), of the budget's rate over that time",
 	}
 	return t
