@@ -100,6 +100,10 @@ type Event struct {
 	End  lease.End
 	Used int64
 	Held time.Duration
+	// Throttled is, for Paused, whether a provider's 429 set the pause
+	// (Throttled, also when the 429 named no limit: Limit is then
+	// LimitPause), rather than Pause.
+	Throttled bool
 	// Version is, for Redefined, the version now followed.
 	Version int64
 	// Verdict is, for Failed, what the failure means.

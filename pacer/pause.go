@@ -62,10 +62,16 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 		offset, limit := b.wb.Lowering(use.Of(b.wb.Unit))
 		args = append(args, b.field, offset, limit)
 	}
-	return p.pause(ctx, d, named, args)
+	return p.pauseFor(ctx, d, named, args, true)
 }
 
 func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower []any) error {
+	return p.pauseFor(ctx, d, limit, lower, false)
+}
+
+// pauseFor pauses the budget; throttled says a provider's 429 asked for it
+// (see Event.Throttled).
+func (p *Pacer) pauseFor(ctx context.Context, d time.Duration, limit Limit, lower []any, throttled bool) error {
 	if d <= 0 || d > maxDur {
 		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
 	}
@@ -91,7 +97,7 @@ func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower [
 		}
 	}
 	p.pausedAt.Store(now.UnixNano())
-	p.emit(Event{Kind: Paused, Wait: remaining, Limit: limit})
+	p.emit(Event{Kind: Paused, Wait: remaining, Limit: limit, Throttled: throttled})
 	return nil
 }
 

@@ -3,8 +3,12 @@ package pacerprom_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
@@ -81,7 +85,7 @@ llmpacer_denials_total{budget="chat",limit="tpm",priority="interactive"} 1
 # HELP llmpacer_failures_total Calls made by Run or TryRun that failed, by what the failure means (Failed events).
 # TYPE llmpacer_failures_total counter
 llmpacer_failures_total{budget="batch",verdict="permanent"} 1
-# HELP llmpacer_throttles_total Provider 429s that named the limit hit, each pausing the budget (Paused events with limit rpm or tpm).
+# HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).
 # TYPE llmpacer_throttles_total counter
 llmpacer_throttles_total{budget="batch",limit="rpm"} 1
 # HELP llmpacer_pauses_total Pauses set or extended: Pause, and every 429 through Throttled (Paused events).
@@ -190,4 +194,24 @@ llmpacer_snapshot_success{budget="chat"} 1
 		"llmpacer_bucket_level", "llmpacer_bucket_capacity", "llmpacer_bucket_window_seconds",
 		"llmpacer_in_flight_leases", "llmpacer_concurrency_limit", "llmpacer_pause_remaining_seconds",
 		"llmpacer_stop_remaining_seconds", "llmpacer_stopped", "llmpacer_snapshot_success")
+}
+
+// A provider's 429 that named no limit is a throttle too; a Pause by hand
+// is not.
+func TestUnnamedThrottleCounts(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	m := pacerprom.New()
+	p := newPacer(t, b, pacer.Config{Name: "chat", Limits: pacer.Limits{RPM: 100}, Observe: m.Observe})
+	must(t, p.Pause(ctx, time.Second))
+	must(t, p.Throttled(ctx, time.Second, classify.LimitUnknown, pacer.Request{}))
+	r := prometheus.NewPedanticRegistry()
+	must(t, r.Register(m))
+	want := `# HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).
+# TYPE llmpacer_throttles_total counter
+llmpacer_throttles_total{budget="chat",limit="pause"} 1
+`
+	if err := testutil.GatherAndCompare(r, strings.NewReader(want), "llmpacer_throttles_total"); err != nil {
+		t.Error(err)
+	}
 }

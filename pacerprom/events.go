@@ -38,7 +38,7 @@ func newEventMetrics(cfg config) eventMetrics {
 		waits:      counter("waits_total", "Sleeps in Acquire for a limit without room (Waiting events); a call may sleep more than once.", "budget", "limit", "priority"),
 		denials:    counter("denials_total", "Calls refused: wait bound too short, no room now for TryAcquire, or the budget stopped (Denied events).", "budget", "limit", "priority"),
 		failures:   counter("failures_total", "Calls made by Run or TryRun that failed, by what the failure means (Failed events).", "budget", "verdict"),
-		throttles:  counter("throttles_total", "Provider 429s that named the limit hit, each pausing the budget (Paused events with limit rpm or tpm).", "budget", "limit"),
+		throttles:  counter("throttles_total", "Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).", "budget", "limit"),
 		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Throttled (Paused events).", "budget", "limit"),
 		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Stopped events).", "budget", "limit"),
 		resumes:    counter("resumes_total", "Stops ended by Resume or by a probe that succeeded (Resumed events).", "budget"),
@@ -105,9 +105,9 @@ func (c *Collector) Observe(e pacer.Event) {
 		m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
 	case pacer.Paused:
 		m.pauses.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
-		// Throttled names the limit a 429 hit; Pause, and a 429 that
-		// named none, pause with LimitPause and are not told apart.
-		if e.Limit != pacer.LimitPause && e.Limit != "" {
+		// Every provider 429 (Throttled) counts, also one that named no
+		// limit (limit "pause"); Pause by hand does not.
+		if e.Throttled {
 			m.throttles.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
 		}
 	case pacer.Stopped:
