@@ -126,41 +126,23 @@ func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int6
 		switch {
 		case !ok || w.deadline < now:
 		case w.claim:
-			if held, ok := b.leases[h.id]; ok && held >= pending {
+			// A pending lease's claim: a stop holds it back, a pause not.
+			if b.stop.active(now) {
+				stop = true
+			} else if held, ok := b.leases[h.id]; ok && held >= pending {
 				expiry = max(held-pending, now+w.ttl)
 				b.leases[h.id] = expiry
 				code, given = 1, given+1
 			}
-		case b.pause > now:
+		case b.pause > now || b.stop.active(now):
 			stop = true
 		default:
-			var tats, froms [4]int64
-			var wus int64
-			for _, ch := range w.charges {
-				froms[ch.Bucket] = b.from(ch.Bucket, us)
-				tats[ch.Bucket] = froms[ch.Bucket] + ch.Charge
-				wus = max(wus, tats[ch.Bucket]-us-ch.Allow)
-			}
-			wait := (wus + 999) / 1000
-			if wait == 0 || (!w.batch && wait <= w.deadline-now) {
-				if b.leases == nil {
-					b.leases = make(map[string]int64)
-				}
-				expiry = now + wait + w.ttl
-				if wait > 0 {
-					code = 2
-					b.leases[h.id] = pending + expiry
-				} else {
-					code, given = 1, given+1
-					b.leases[h.id] = expiry
-				}
+			code, expiry = b.admitWaiter(now, us, h.id, w)
+			if code != 0 {
 				at = us
-				turn := us + wait*1000
-				for _, ch := range w.charges {
-					k := ch.Bucket
-					b.push(k, us, max(froms[k]-turn, 0))
-					b.tat[k], b.stored[k] = tats[k], true
-				}
+			}
+			if code == 1 {
+				given++
 			}
 		}
 		gone = append(gone, h.id)
@@ -181,7 +163,56 @@ func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int6
 	return live + given, free - given, blocked
 }
 
-// reap removes up to maxReap leases (and grants) whose expiry is at or
+// admitWaiter admits waiter id's request w at us as give does, its
+// buckets and sliding windows read and charged as acquire would (no pause
+// or stop in force): 1 holding its slot now, 2 as a pending lease whose
+// turn lies ahead, 0 not admitted (a batch waiter, which never reserves
+// ahead, or a turn past its deadline); and the lease's expiry.
+func (b *Budget) admitWaiter(now, us int64, id string, w waiter) (int, int64) {
+	froms, tats := map[string]int64{}, map[string]int64{}
+	var wus int64
+	for _, ch := range w.charges {
+		if g := sub(ch.Field); g > 0 {
+			cur := now * 1000 / g
+			if j := b.windows[ch.Field].fit(cur, ch.Charge, ch.Allow); j > cur {
+				wus = max(wus, j*g-now*1000)
+			}
+			continue
+		}
+		froms[ch.Field] = b.from(ch.Field, us)
+		tats[ch.Field] = froms[ch.Field] + ch.Charge
+		wus = max(wus, tats[ch.Field]-us-ch.Allow)
+	}
+	wait := (wus + 999) / 1000
+	if wait != 0 && (w.batch || wait > w.deadline-now) {
+		return 0, 0
+	}
+	if b.leases == nil {
+		b.leases = make(map[string]int64)
+	}
+	code, expiry := 1, now+wait+w.ttl
+	b.leases[id] = expiry
+	if wait > 0 {
+		code = 2
+		b.leases[id] = pending + expiry
+	}
+	// Charged as acquire charges an admission: each bucket's headroom past
+	// the turn goes on its give-back stack; a sliding window counts the
+	// call in the sub-window of its turn.
+	turn := us + wait*1000
+	for _, ch := range w.charges {
+		if g := sub(ch.Field); g > 0 {
+			b.slide(ch.Field).add(now*1000/g, (now+wait)*1000/g, ch.Charge)
+			continue
+		}
+		b.push(ch.Field, us, max(froms[ch.Field]-turn, 0))
+		bk := b.bucket(ch.Field)
+		bk.tat, bk.stored = tats[ch.Field], true
+	}
+	return code, expiry
+}
+
+// reap removes up to maxReap leases whose expiry is at or
 // before now-reapAfter, in the sorted set's order, as acquire.lua's
 // ZREMRANGEBYRANK does; and up to maxReap pending leases whose expiry is.
 func (b *Budget) reap(now int64) {

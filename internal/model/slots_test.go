@@ -102,11 +102,11 @@ func TestLeaveAfterHandOver(t *testing.T) {
 // pending lease holding no slot, and the slot goes on to the next waiter;
 // a batch one is told to ask again (code 0) and leaves the queue.
 func TestHandOverToTokens(t *testing.T) {
-	bs := Buckets{{}, {6000, 6000, 60_000}, {}, {}} // tpm: 100 a second
+	bs := Config{Rates: []Rate{{Unit: wire.Tokens, Cap: 6000, Refill: 6000, Window: 60_000}}} // tpm: 100 a second
 	var b Budget
 	us := int64(t0) * 1000
 	call := func(id string, cost int64, batch bool) Call {
-		return Call{ID: id, Batch: batch, MaxWait: 60_000, TTL: 60_000, Limit: 1, BatchSlots: 1, Spacing: 10, Charges: Charges(bs, cost, batch, 0)}
+		return Call{ID: id, Batch: batch, MaxWait: 60_000, TTL: 60_000, Limit: 1, BatchSlots: 1, Spacing: 10, Charges: bs.Charges(tokens(cost), batch, 0)}
 	}
 	if got := b.Acquire(us, call("a", 1000, false)); got.Code != 1 {
 		t.Fatalf("a = %+v", got)
@@ -121,7 +121,7 @@ func TestHandOverToTokens(t *testing.T) {
 	// fits for 19 s, so it becomes pending; small fits only after big's
 	// turn, and is pending too; bat, batch, never reserves ahead: not
 	// admitted.
-	b.Settle(us+1000_000, "a", us, 1, 1, Deltas(bs, Settled, 1000, 5000))
+	b.Settle(us+1000_000, "a", us, 1, 1, bs.Deltas(Settled, tokens(1000), 0, Usage{Tokens: 5000}))
 	got := b.Published()
 	if len(got) != 1 {
 		t.Fatalf("published %q", got)
