@@ -74,6 +74,12 @@ type acquisition struct {
 	turnMs  int64              // the pending lease's turn (see wire.AcquireReply.TurnMs)
 	denied  *wire.AcquireReply // the last denial slept on
 	stale   int                // definitions followed during this call
+	// under is the definition the call's charges were made under, once
+	// queued or pending: a freed slot admits a waiter with the request it
+	// queued with, and a pending lease was charged at its admission, so
+	// their leases end against that definition's buckets even if another
+	// is in force by then (see Define).
+	under *settings
 }
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
@@ -95,9 +101,12 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		var rep wire.AcquireReply
 		var charged int64
 		var err error
+		// s: the definition this reply's charges were made under.
+		var s *settings
 		if next != nil {
-			rep, charged, next = *next, next.NowUs, nil
+			rep, charged, next, s = *next, next.NowUs, nil, a.under
 		} else {
+			s = p.s()
 			rep, charged, err = p.acquireOnce(ctx, a.id, r, remain, a.ticket, a.began)
 		}
 		if err == nil && rep.Code == wire.Stale {
@@ -119,18 +128,24 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
 			return nil, err
 		}
+		if rep.Code == wire.Already && a.ticket != 0 && a.pending == nil && a.under != nil {
+			// A waiter told it was admitted already: a freed slot admitted
+			// it with the request it queued with (the message missed, or
+			// not yet read), under that definition.
+			s = a.under
+		}
 		admitted := rep.Code == wire.Admitted || rep.Code == wire.Already
 		switch {
 		case admitted && rep.Ticket == 0 && a.pending != nil:
 			// The pending lease claimed its slot at its turn.
-			l := p.newLease(leasing.Admission{
-				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: a.pending.Start(), Expiry: rep.Expiry,
-				ChargedUs: a.charged, Waited: time.Since(a.began), TurnMs: a.turnMs,
-			})
+			ad := p.admission(a.under, r)
+			ad.ID, ad.Start, ad.Expiry = a.id, a.pending.Start(), rep.Expiry
+			ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
+			l := p.leaseUnder(a.under, ad)
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
 			return l, nil
 		case admitted && rep.Ticket == 0:
-			l, err := p.admit(ctx, a.id, r, rep, charged, a.began)
+			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began)
 			if err == errRequeue {
 				a.id, a.ticket = leasing.NewID(), 0
 				continue
@@ -139,7 +154,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		case admitted:
 			// Admitted with a later turn, holding no slot until then: sleep
 			// until the turn, then claim a slot with the ticket.
-			if err := a.reserved(ctx, rep, charged); err == errRequeue {
+			if err := a.reserved(ctx, s, rep, charged); err == errRequeue {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -151,6 +166,9 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			// Queued for a slot: wait until a freed slot admits it, or
 			// for the fallback timer.
 			a.ticket, a.denied = rep.Ticket, &rep
+			if a.pending == nil {
+				a.under = s // the request kept with its queue entry
+			}
 			outcome, err := p.waitGrant(ctx, a.id, r, rep, a.deadline)
 			if err != nil {
 				continue // the loop's top says which error
@@ -178,14 +196,14 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 // its turn (see untilTurn), and sets the ticket that claims its slot. It
 // returns errRequeue when the turn was given back after a pause (the call
 // queues again under a new id), and ctx's error, the lease given back.
-func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charged int64) error {
+func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.AcquireReply, charged int64) error {
 	p, r := a.p, a.r
 	if a.pending == nil {
-		a.charged, a.turnMs = charged, rep.TurnMs()
-		a.pending = p.newLease(leasing.Admission{
-			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(), Quiet: true,
-		})
+		a.charged, a.turnMs, a.under = charged, rep.TurnMs(), s
+		ad := p.admission(s, r)
+		ad.ID, ad.Start, ad.Expiry = a.id, rep.Now.Add(rep.Wait), rep.Expiry
+		ad.ChargedUs, ad.Waited, ad.TurnMs, ad.Quiet = charged, time.Since(a.began)+rep.Wait, rep.TurnMs(), true
+		a.pending = p.leaseUnder(s, ad)
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
 	a.ticket = rep.Ticket
@@ -210,7 +228,11 @@ func (a *acquisition) abandon() {
 	case a.ticket != 0:
 		// Its ticket is the µs of its first denial: a lower bound of when
 		// a freed slot can have charged it.
-		a.p.leave(a.id, a.r, a.ticket, a.deadline)
+		s := a.under
+		if s == nil {
+			s = a.p.s()
+		}
+		a.p.leave(s, a.id, a.r, a.ticket, a.deadline)
 	}
 	a.ticket = 0
 }
@@ -226,12 +248,12 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 // later turn is pending, see acquisition.reserved). A ctx canceled during
 // that sleep returns at once; the turn is given back in the background
 // (see giveBack), so nothing stays charged for a call that is never made.
-func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
-	l := p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs(),
-		Quiet: rep.Wait > 0,
-	})
+func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
+	ad := p.admission(s, r)
+	ad.ID, ad.Start, ad.Expiry = id, rep.Now.Add(rep.Wait), rep.Expiry
+	ad.ChargedUs, ad.Waited, ad.Probe, ad.TurnMs = charged, time.Since(began)+rep.Wait, rep.Reason == reasonProbe, rep.TurnMs()
+	ad.Quiet = rep.Wait > 0
+	l := p.leaseUnder(s, ad)
 	if rep.Reason == reasonProbe {
 		rep.Reason = ""
 	}
@@ -426,7 +448,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
 			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, began), TurnMs: rep.TurnMs(), Quiet: true}))
 		case rep.Ticket != 0 && ticket == 0:
-			p.leave(id, r, rep.Ticket, time.Now().Add(maxWait))
+			p.leave(p.s(), id, r, rep.Ticket, time.Now().Add(maxWait))
 		}
 	})
 	if err != nil {

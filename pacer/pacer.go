@@ -128,6 +128,12 @@ func (p *Pacer) newLease(a leasing.Admission) *Lease {
 	return leasing.Open(p.s().budget, a).(*Lease)
 }
 
+// leaseUnder opens a lease charged under definition s, which it ends
+// against (its buckets' fields), whatever definition is in force by then.
+func (p *Pacer) leaseUnder(s *settings, a leasing.Admission) *Lease {
+	return leasing.Open(s.budget, a).(*Lease)
+}
+
 // ended is told of every lease's end: it keeps the mean hold time and
 // emits the Ended event. (The slot goes to the budget's first waiter, in
 // whichever process: settle.lua admits it.)

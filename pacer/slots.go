@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -165,10 +164,10 @@ const fallbackSlack = 100 * time.Millisecond
 // next waiter. chargedUs is a lower bound of when it may have been
 // charged; deadline the end of its wait, after which the budget admits it
 // no more. Until a settle lands, or the lease it may hold expires, it
-// retries while Redis fails.
-func (p *Pacer) leave(id string, r Request, chargedUs int64, deadline time.Time) {
-	p.giveBack(p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r),
-		Start: time.Now(), Expiry: deadline.Add(p.s().leaseTTL), ChargedUs: chargedUs, Quiet: true,
-	}))
+// retries while Redis fails. s is the definition it queued under, which a
+// hand-over charged it under.
+func (p *Pacer) leave(s *settings, id string, r Request, chargedUs int64, deadline time.Time) {
+	ad := p.admission(s, r)
+	ad.ID, ad.Start, ad.Expiry, ad.ChargedUs, ad.Quiet = id, time.Now(), deadline.Add(s.leaseTTL), chargedUs, true
+	p.giveBack(p.leaseUnder(s, ad))
 }
