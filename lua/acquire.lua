@@ -3,9 +3,10 @@
 -- limit admits the call.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
--- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases and grants (see prelude.lua)
+-- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases (see prelude.lua)
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   member = waiter id, score = ticket;
---          its name is also the channel on which grants are published
+--          its name is also the channel on which the admissions of
+--          queued waiters are published (see give in prelude.lua)
 -- KEYS[4]  definition   {<prefix>:<name>}:d   (optional, with ARGV's last
 --          argument): the stored definition's version, field v (see
 --          define.lua)
