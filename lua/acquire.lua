@@ -3,9 +3,10 @@
 -- limit admits the call.
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
--- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases and grants (see prelude.lua)
+-- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases (see prelude.lua)
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   member = waiter id, score = ticket;
---          its name is also the channel on which grants are published
+--          its name is also the channel on which the admissions of
+--          queued waiters are published (see give in prelude.lua)
 -- KEYS[4]  definition   {<prefix>:<name>}:d   (optional, with ARGV's last
 --          argument): the stored definition's version, field v (see
 --          define.lua)
@@ -25,8 +26,8 @@
 -- ARGV[7]  ms between two slots freeing: the mean time a call holds its
 --          slot over the limit (integer >= 1; read only when a caller queues)
 -- ARGV[8]  ticket: 0 on a call's first attempt; afterwards the ticket a
---          reply gave it (µs), which keeps its place in the slot queue and
---          claims a slot granted to it, or the slot of its pending lease
+--          reply gave it (µs), which keeps its place in the slot queue, or
+--          claims the slot of its pending lease
 -- ARGV[9..8+n]  the n configured buckets' fields (rpm, tpm, rpd, tpd)
 -- ARGV[9+n..9+3n-1]   for each bucket in the same order, two integers: the call's
 --          charge (µs of the bucket's time) and its allowance (how far past
@@ -57,9 +58,14 @@
 --            lost, or a claim before its turn); nothing charged again;
 --            wait_ms until its turn (0 if past); ticket as for code 1.
 --   code  0: not admitted, nothing charged; retry in wait_ms. ticket t:
---            queued for a slot: retry with ticket t when the id is
---            published on KEYS[3] (a grant) or after wait_ms, whichever is
---            first. ticket 0: not queued.
+--            queued for a slot, its request kept with its entry: the
+--            script that frees a slot admits it there (see give in
+--            prelude.lua) and publishes its id and outcome on KEYS[3].
+--            Wait for that message, or retry with ticket t after wait_ms,
+--            whichever is first (a retry finds an admission made meanwhile:
+--            code 2). ticket 0: not queued. A tenant's call is not admitted
+--            there (give has only the budget's keys): it is told to ask
+--            again, with its ticket.
 --   code  3: the caller runs another definition than the one stored
 --            (see KEYS[4]): nothing done; ticket is the stored version
 --            (0: none). The caller loads it and asks again.
@@ -91,17 +97,43 @@ local ttl = ARGV[4] + 0
 local limit = ARGV[5]
 local ticket = ARGV[8]
 local n = floor((#ARGV - 8) / 3)
--- mine: the version of the definition the caller runs, if it sends one.
-local mine = KEYS[4] and ARGV[9 + 3 * n]
+-- myv: the version of the definition the caller runs, if it sends one.
+local myv = KEYS[4] and ARGV[9 + 3 * n]
 -- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
 -- and ARGV[8 + n + 2k].
 local us, now = clock()
+-- Slots. mine is the caller's place in the slot queue: its ticket (tk),
+-- or now for a first attempt, plus BATCH for batch. A caller that comes
+-- back with a ticket may have been admitted by the script that freed a
+-- slot, or be a pending lease claiming its slot. held is the id's score
+-- in the lease set once looked up (false: not there): admitted before.
+-- Unless it was admitted, the waiters before it get the free slots first
+-- (give), before its buckets are read: they are charged first. slots is
+-- then the slots held, free those still free, and blocked whether a
+-- waiter before the caller is still queued.
+local conc = limit ~= '0'
+local tk, mine, held = us, 0, nil
+local slots, free, blocked = 0, 0, true
+if conc then
+  limit = limit + 0
+  if ticket ~= '0' then
+    tk = ticket + 0
+    held = redis.call('ZSCORE', leases, id)
+    if held then held = held + 0 end
+  end
+  mine = tk
+  if batch then mine = tk + BATCH end
+  if not held or held >= PENDING then
+    slots, free, blocked = give(now, us, limit, ARGV[6] + 0, id, mine)
+  end
+end
+
 -- h: xp, pause, then each bucket's TAT, then each one's give-back stack,
 -- then the stop (see stop.lua).
 local names = {'xp', 'pause'}
 for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
 names[3 + 2 * n] = 'qs'
-if mine then names[4 + 2 * n] = 'dv' end
+if myv then names[4 + 2 * n] = 'dv' end
 local h = redis.call('HMGET', state, unpack(names))
 
 -- The definition. A caller that sends the version of the definition it
@@ -111,15 +143,15 @@ local h = redis.call('HMGET', state, unpack(names))
 -- or expired) asks KEYS[4], and the admission records what it found.
 -- dvw: the copy to write.
 local dvw = nil
-if mine then
+if myv then
   local dv = h[4 + 2 * n]
   if not dv then
     dv = redis.call('HGET', KEYS[4], 'v') or '0'
     dvw = dv
   end
-  if dv ~= mine then
+  if dv ~= myv then
     if not dvw then dv = redis.call('HGET', KEYS[4], 'v') or '0' end
-    if dv ~= mine then return {3, 0, us, 'definition', 0, dv + 0} end
+    if dv ~= myv then return {3, 0, us, 'definition', 0, dv + 0} end
     dvw = dv -- the copy was wrong: the definition changed under it
   end
 end
@@ -178,25 +210,6 @@ local stop, probe = false, nil
 if h[3 + 2 * n] then
   local u, p, e, kind = string.match(h[3 + 2 * n], '^(%d+) (%d+) (%d+) (%a+)$')
   if u and u + 0 > now then stop = {u + 0, p + 0, e + 0, kind} end
-end
-
--- Slots. mine is the caller's place in the slot queue: its ticket (tk),
--- or now for a first attempt, plus BATCH for batch. A caller that comes
--- back with a ticket may hold a grant (a slot kept for it), or be a
--- pending lease claiming its slot. held is the id's score in the lease
--- set once looked up (false: not there): admitted before.
-local conc = limit ~= '0'
-local tk, mine, granted, held = us, 0, false, nil
-if conc then
-  limit = limit + 0
-  if ticket ~= '0' then
-    tk = ticket + 0
-    local s = redis.call('ZMSCORE', leases, id, 'g:' .. id)
-    if s[1] then held = s[1] + 0 end
-    granted = s[2] and s[2] - now > 0
-  end
-  mine = tk
-  if batch then mine = tk + BATCH end
 end
 
 local wait, reason, reply = 0, '', nil
@@ -279,7 +292,7 @@ repeat
 
     -- A pause admits nobody and reserves nothing: a pause may be extended
     -- while callers wait, and a reservation made now could not see that.
-    -- A waiter keeps its place in the queue, or its grant, which expires.
+    -- A waiter keeps its place in the queue.
     local pause = h[2]
     if pause then
       pause = pause + 0
@@ -299,15 +312,9 @@ repeat
     end
 
     -- A waiter the buckets hold back, or that reserves a later turn, no
-    -- longer waits for a slot: it leaves the queue, and a grant it held
-    -- goes to the next waiter.
+    -- longer waits for a slot: it leaves the queue, with its request.
     if conc and ticket ~= '0' and wait > 0 then
-      if granted then
-        redis.call('ZREM', leases, 'g:' .. id)
-        give(now, limit, ARGV[6] + 0)
-      else
-        redis.call('ZREM', queue, id)
-      end
+      if redis.call('ZREM', queue, id) == 1 then redis.call('HDEL', state, 'w:' .. id) end
     end
 
     local bound = 0
@@ -348,15 +355,20 @@ repeat
   end
 
   if slot then
-    -- A slot: a grant kept for the caller, or a free one if no waiter
-    -- comes before it (those that do are granted theirs first).
-    if granted then
-      redis.call('ZREM', leases, 'g:' .. id)
-    elseif not give(now, limit, ARGV[6] + 0, id, mine) then
-      -- The caller waits in the queue by its ticket. One slot frees every
-      -- ARGV[7] ms, and each waiter before it takes one: a caller that
-      -- would wait past its max wait is not queued (and leaves the queue
-      -- if it was in it), so it fails now rather than after its bound.
+    -- A slot, if one is free and no waiter before the caller is still
+    -- queued (give served those first). A batch call takes one only while
+    -- fewer than ARGV[6] are held.
+    if free > 0 and not blocked and (not batch or slots < ARGV[6] + 0) then
+      if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
+        redis.call('HDEL', state, 'w:' .. id)
+      end
+    else
+      -- The caller waits in the queue by its ticket, its request kept
+      -- with it (see prelude.lua) until a slot freed for it admits it.
+      -- One slot frees every ARGV[7] ms, and each waiter before it takes
+      -- one: a caller that would wait past its max wait is not queued
+      -- (and leaves the queue if it was in it), so it fails now rather
+      -- than after its bound.
       if ticket == '0' then
         held = redis.call('ZSCORE', leases, id)
         if held then held = held + 0; break end
@@ -364,10 +376,25 @@ repeat
       local m = fmt('%d', mine)
       wait, reason = (redis.call('ZCOUNT', queue, '-inf', '(' .. m) + 1) * ARGV[7], 'concurrency'
       if wait > maxwait + 0 then
-        if ticket ~= '0' then redis.call('ZREM', queue, id) end
+        if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
+          redis.call('HDEL', state, 'w:' .. id)
+        end
         break
       end
+      local req
+      if held then
+        req = fmt('p %d %d', ttl, now + maxwait)
+      elseif tkey then
+        req = nil -- see the reply's code 0: give cannot reach a tenant's hash
+      else
+        local parts = {fmt('%s %d %d', batch and '1' or '0', ttl, now + maxwait)}
+        for k = 1, n do
+          parts[k + 1] = ARGV[8 + k] .. ' ' .. ARGV[7 + n + 2 * k] .. ' ' .. ARGV[8 + n + 2 * k]
+        end
+        req = table.concat(parts, ' ', 1, n + 1)
+      end
       redis.call('ZADD', queue, 'NX', m, id)
+      if req then redis.call('HSET', state, 'w:' .. id, req) end
       reply = {0, wait, us, reason, 0, tk}
       break
     end

@@ -21,7 +21,7 @@ import (
 // stack, the pause, qb, the stop and the definition's version, every
 // member of the lease set and of the slot queue, every field of every
 // tenant's hash (tenant_test.go) and the definition key, must agree byte
-// for byte. So must the grants the scripts publish, in order. The runner
+// for byte. So must the admissions the scripts publish for queued waiters, in order. The runner
 // also checks the budget's promises on the model (promise_test.go,
 // tenant_test.go).
 //
@@ -30,8 +30,7 @@ import (
 // model is a pure function of it; so the real lane is exact too, driven by
 // the replies' clocks. It runs the same steps on a time axis compressed
 // 10,000 times (a 70 s step is a 7 ms sleep, a 60 s window 6 ms; a step back
-// is skipped), so leases expire and buckets refill within the test (a
-// grant's claim window, a constant second, does not shrink). What this lane
+// is skipped), so leases expire and buckets refill within the test. What this lane
 // adds is Redis's own Lua 5.1 against gopher-lua. It relies on no key of
 // the budget expiring mid-run, which takes a second of idleness (see
 // package model).
@@ -83,10 +82,10 @@ func TestScriptsMatchModel(t *testing.T) {
 		for _, kind := range []string{"acquire 1", "acquire 1 later bucket", "acquire 1 later sliding", "acquire 2",
 			"acquire 0 pause", "acquire 0 concurrency", "acquire 0 bucket", "acquire 0 sliding", "acquire -1 bucket",
 			"acquire -1 sliding", "acquire 0 queued", "acquire 1 pending", "acquire 2 pending", "acquire 1 claim",
-			"acquire 0 claim queued", "acquire 0 claim quota", "acquire 1 grant", "acquire grant expired",
+			"acquire 0 claim queued", "acquire 0 claim quota", "acquire 2 handed",
 			"acquire 1 batch", "acquire 0 quota", "acquire 0 stop", "acquire 1 probe", "sliding exact wait",
 			"weighted", "split charged", "spend charged",
-			"granted", "leave 0", "settle 1", "settle 0", "settle usage 1", "release 1", "cancel 1",
+			"handed 1", "handed 2", "handed 0", "handed claim", "leave 0", "leave 1", "settle 1", "settle 0", "settle usage 1", "release 1", "cancel 1",
 			"keepalive 1", "keepalive 0", "giveback all", "giveback part", "giveback none", "sliding giveback",
 			"sliding debt", "spend corrected", "stack merged", "stack popped", "throttle", "lowering",
 			"stop quota", "stop stop", "resume", "acquire 3", "define 1", "define 0", "tenant acquire 1",

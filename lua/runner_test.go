@@ -75,6 +75,8 @@ type acquireArgs struct {
 	spacing      int64 // ms between slots freeing, as the caller computes it
 	ticket       int64 // as sent: 0 first, then what a reply gave
 	tenant       int   // the tenant charged (0: none)
+	// cs are the charges it sent, which a queued waiter is admitted with.
+	cs []model.Charge
 }
 
 // runner drives one scenario through a lane and the model.
@@ -199,7 +201,7 @@ func (r *runner) do(s step) {
 	case (s.op == opClaim || s.op == opClaim+1) && len(r.waiting) > 0:
 		r.acquire(r.waiting[int(s.b)%len(r.waiting)])
 	case s.op == opLeave && len(r.waiting) > 0:
-		r.leave(r.waiting[int(s.b)%len(r.waiting)].id)
+		r.leave(r.waiting[int(s.b)%len(r.waiting)])
 	case s.op <= opRetry || s.op == opLeave:
 		r.acquire(r.newCall(s))
 	case s.op <= opSettle+3:
@@ -289,10 +291,11 @@ func (r *runner) keysOf(tenant int) ([]string, string) {
 }
 
 func (r *runner) acquire(c acquireArgs) {
-	r.calls = append(r.calls, c)
 	limit, bslots := r.slots()
 	cs := r.config(c.tenant).Charges(c.req, c.batch, r.sc.floor)
 	keys, tkey := r.keysOf(c.tenant)
+	c.cs = cs
+	r.calls = append(r.calls, c)
 	a := wire.Acquire{ID: c.id, Batch: c.batch, MaxWait: time.Duration(c.maxWait) * time.Millisecond,
 		TTL: time.Duration(c.ttl) * time.Millisecond, Limit: limit, BatchSlots: bslots, Spacing: c.spacing,
 		Ticket: c.ticket, Charges: cs, Versioned: r.sc.versioned, Version: r.version}
@@ -302,10 +305,9 @@ func (r *runner) acquire(c acquireArgs) {
 		a.OverShare, a.KeepPPM = true, r.sc.floor*1000
 	}
 	args := a.Args()
-	// What the model held for this caller before: a pending lease, a grant;
-	// and every bucket field of the budget and of the tenant.
+	// What the model held for this caller before: a pending lease; and
+	// every bucket field of the budget and of the tenant.
 	wasPending := r.m.Pending(c.id)
-	g, hadGrant := r.m.Grant(c.id)
 	fieldsBefore := r.bucketFields(tkey)
 	got := r.evalKeys(keys, lua.Acquire, args...)
 	us := r.replyNow(got, 2, true)
@@ -336,8 +338,7 @@ func (r *runner) acquire(c acquireArgs) {
 		r.version = want.Ticket
 		return
 	}
-	granted := hadGrant && g > now
-	r.seen[r.kind(c, want, wasPending, granted, hadGrant)]++
+	r.seen[r.kind(c, want, wasPending)]++
 	r.checkTenantCall(c, a, cs, us, want, wasPending, over, fieldsBefore)
 	if want.Code == 1 && !wasPending {
 		r.countCharged(c, cs)
@@ -351,7 +352,7 @@ func (r *runner) acquire(c acquireArgs) {
 		r.checkSlidingWait(c, us, want, waits)
 	}
 	r.track(c, want, us, cs, wasPending)
-	if limit > 0 && want.Code == 1 && want.Ticket == 0 && !granted {
+	if limit > 0 && want.Code == 1 && want.Ticket == 0 {
 		r.checkTaker(c, us)
 	}
 }
@@ -386,14 +387,12 @@ func class(reason string) string {
 }
 
 // kind names a reply for the coverage count.
-func (r *runner) kind(c acquireArgs, rep model.Reply, wasPending, granted, hadGrant bool) string {
+func (r *runner) kind(c acquireArgs, rep model.Reply, wasPending bool) string {
 	switch {
 	case rep.Code == 1 && wasPending:
 		return "acquire 1 claim"
-	case rep.Code == 1 && granted:
-		return "acquire 1 grant"
-	case hadGrant && !granted && c.ticket != 0:
-		return "acquire grant expired"
+	case rep.Code == 2 && rep.Ticket == 0 && c.ticket != 0:
+		return "acquire 2 handed"
 	case rep.Code == 0 && wasPending && rep.Ticket != 0:
 		return "acquire 0 claim queued"
 	case rep.Code == 0 && wasPending:
@@ -439,24 +438,36 @@ func (r *runner) track(c acquireArgs, rep model.Reply, us int64, cs []model.Char
 	r.byID[c.id] = l
 }
 
-// leave sends settle for a waiter that gives up, with no corrections.
-func (r *runner) leave(id string) {
+// leave sends settle for a waiter that gives up, as package pacer does: a
+// cancel, since a slot freed may have admitted it meanwhile; charged at its
+// ticket (a lower bound: its first denial), or its pending lease's; its
+// turn not known (a sliding window gets nothing back).
+func (r *runner) leave(w acquireArgs) {
+	id := w.id
 	limit, bslots := r.slots()
-	tenant := 0
-	if l := r.byID[id]; l != nil {
-		tenant = l.tenant
-	} else if i := slices.IndexFunc(r.calls, func(c acquireArgs) bool { return c.id == id }); i >= 0 {
-		tenant = r.calls[i].tenant
+	tenant := w.tenant
+	charged := w.ticket
+	l := r.byID[id]
+	if l != nil {
+		charged, tenant = l.charged, l.tenant
 	}
 	keys, tkey := r.keysOf(tenant)
-	got := r.evalKeys(keys, lua.Settle, id, 0, limit, bslots)
+	deltas := r.config(tenant).Deltas(model.Canceled, w.req, 0, model.Usage{})
+	got := r.evalKeys(keys, lua.Settle, wire.SettleArgs(id, charged, limit, bslots, deltas)...)
 	us := r.replyNow(got, 1, true)
-	want := r.m.SettleTenant(us, id, tkey, 0, limit, bslots, nil)
-	r.logf("  leave %s = %v; model %d", id, got, want)
+	want := r.m.SettleTenant(us, id, tkey, charged, limit, bslots, deltas)
+	r.logf("  leave %s %v = %v; model %d", id, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "leave %s = %v; model says {%d now}", id, got, want)
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
-	if l := r.byID[id]; l != nil {
+	if l != nil {
 		l.open = false
+		if want == 1 {
+			for _, d := range deltas {
+				if d.Us < 0 {
+					l.used[d.Field] = max(0, l.used[d.Field]+d.Us)
+				}
+			}
+		}
 	}
 	r.seen[fmt.Sprintf("leave %d", want)]++
 }
@@ -804,7 +815,64 @@ func (r *runner) comparePublished() {
 	}
 	want := r.published
 	r.check(slices.Equal(got, want), "published %q; model says %q", got, want)
-	r.seen["granted"] += len(want)
+}
+
+// handed tracks what a message says a freed slot did for each waiter
+// (see prelude.lua's give): admitted it ('<id>:1:<expiry>:<charged µs>';
+// for a pending lease, its claim), made it a pending lease (2), or sent it
+// back to acquire (0).
+func (r *runner) handed(msg string) {
+	for _, e := range strings.Fields(msg) {
+		f := strings.Split(e, ":")
+		if len(f) != 4 {
+			r.fail("published %q: want <id>:<code>:<expiry>:<µs>", e)
+		}
+		id := f[0]
+		code, _ := strconv.ParseInt(f[1], 10, 64)
+		expiry, _ := strconv.ParseInt(f[2], 10, 64)
+		at, _ := strconv.ParseInt(f[3], 10, 64)
+		i := slices.IndexFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
+		if i < 0 {
+			// A retry of its first attempt (ticket 0) that the rates held
+			// back left it in the queue, forgotten here: its process would
+			// still listen.
+			j := len(r.calls) - 1
+			for j >= 0 && r.calls[j].id != id {
+				j--
+			}
+			if j < 0 {
+				r.fail("handed %s, which never called", id)
+			}
+			r.waiting = append(r.waiting, r.calls[j])
+			i = len(r.waiting) - 1
+		}
+		w := r.waiting[i]
+		l := r.byID[id]
+		switch {
+		case code == 1 && l != nil:
+			l.expiry = expiry
+			r.seen["handed claim"]++
+		case code == 1 || code == 2:
+			turn := expiry - w.ttl
+			l = &lease{id: id, req: w.req, start: turn, charged: at, expiry: expiry, open: true,
+				turn: turn * 1000, turnMs: turn, used: map[string]int64{}}
+			for _, ch := range w.cs {
+				l.used[ch.Field] = ch.Charge
+			}
+			r.leases = append(r.leases, l)
+			r.byID[id] = l
+			r.seen[fmt.Sprintf("handed %d", code)]++
+		default:
+			r.seen["handed 0"]++
+			continue // it comes back with its ticket
+		}
+		// An admitted waiter stays among the waiting: one that missed the
+		// message comes back with its ticket (its fallback timer), or
+		// gives up; a pending one claims its slot at its turn.
+		if code == 2 {
+			r.waiting[i].ticket = (expiry - w.ttl) * 1000
+		}
+	}
 }
 
 // queued returns the model's slot queue, in order.

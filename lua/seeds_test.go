@@ -384,12 +384,10 @@ func fuzzSeeds() [][]byte {
 			seedStep(0, -1_000, interactive|ttl60s|waitC, 1, 60_000),
 			seedStep(opSettle, 0, modeSettle, 0, 3),
 			seedStep(opKeepAlive, 0, 0x80, 0, 1)),
-		// The slot queue, 2 slots: two callers queue; a slot freed is
-		// granted to the first, which claims it; the second's grant
-		// expires unclaimed, a new arrival takes the slot, and the second
-		// comes back to the head of the queue by its ticket, then leaves;
-		// a waiter leaves holding a grant; batch waiters queue behind
-		// interactive ones.
+		// The slot queue, 2 slots: two callers queue; a slot freed admits
+		// the first, which comes back and is told so; the second is
+		// admitted by the next, a new arrival queues, waiters leave,
+		// admitted or not; batch waiters queue behind interactive ones.
 		seq(header(2, off, tpm1000, off, off, 1, 2),
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
@@ -416,8 +414,37 @@ func fuzzSeeds() [][]byte {
 		// Calls waiting for tokens hold no slot (2 slots, 1000 tokens a
 		// minute): two reserve later turns; one claims before its turn;
 		// at their turns the first takes the free slot, the second queues
-		// for it and is granted it when the first settles; a pending lease
+		// for it and claims it when the first settles; a pending lease
 		// is canceled.
+		// A slot freed admits the head waiter as acquire would: two hold
+		// the slots, three queue; one ends with a debt, so the first
+		// waiter's tokens no longer fit: it and those after it become
+		// pending leases (a later turn, no slot); one claims before its
+		// turn, another gives up (a cancel).
+		seq(header(6, off, tpm1000, off, off, 1, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 14<<3|usedFarMore),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(opLeave, 1, 0, 1, 0)),
+		// A slot freed admits the head waiter outright; the waiter, having
+		// missed the message, comes back with its ticket and is told it
+		// was admitted; another, admitted, gives up (its lease is
+		// canceled, and its slot goes to the next waiter).
+		seq(header(8, off, tpm1000, off, off, 1, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opLeave, 1, 0, 0, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
 		seq(header(4, off, tpm1000, off, off, 1, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
 			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),

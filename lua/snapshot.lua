@@ -6,7 +6,7 @@
 -- ARGV[1..] the configured buckets' fields
 --
 -- Returns {now_us, pause_remaining_ms, slots_held, tats...}: slots_held
--- counts the leases holding a slot and the grants kept for waiters; one
+-- counts the leases holding a slot (not pending leases); one
 -- TAT (µs) per field, in the order sent, as a string, '' when none is
 -- stored (the bucket is full).
 

@@ -28,8 +28,11 @@ import (
 // turn with one script call and sleeps until then, first come, first
 // served; with a concurrency limit it takes its slot only at its turn. A
 // call that finds no free slot queues for one, first come, first served
-// across every process, and is woken when a slot is granted to it; a call
-// that waits for a pause asks again when the pause ends.
+// across every process: the settle that frees a slot admits the queue's
+// head, and tells it, so it returns without asking again. A waiter whose
+// process dies is admitted all the same, and holds that slot until its
+// lease TTL ends. A call that waits for a pause asks again when the pause
+// ends.
 func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if p.s().shadow {
 		return p.TryAcquire(ctx, r)
@@ -71,10 +74,19 @@ type acquisition struct {
 	turnMs  int64              // the pending lease's turn (see wire.AcquireReply.TurnMs)
 	denied  *wire.AcquireReply // the last denial slept on
 	stale   int                // definitions followed during this call
+	// under is the definition the call's charges were made under, once
+	// queued or pending: a freed slot admits a waiter with the request it
+	// queued with, and a pending lease was charged at its admission, so
+	// their leases end against that definition's buckets even if another
+	// is in force by then (see Define).
+	under *settings
 }
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 	p, r := a.p, a.r
+	// next is the reply a freed slot's message stands for (see handed):
+	// the waiter was admitted there, and asks the budget nothing.
+	var next *wire.AcquireReply
 	for {
 		if err := ctx.Err(); err != nil {
 			a.abandon()
@@ -93,7 +105,17 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			continue // Redis answers again, or ctx is done
 		}
 		remain := max(time.Until(a.deadline), 0)
-		rep, charged, err := p.acquireOnce(ctx, a.id, r, remain, a.ticket)
+		var rep wire.AcquireReply
+		var charged int64
+		var err error
+		// s: the definition this reply's charges were made under.
+		var s *settings
+		if next != nil {
+			rep, charged, next, s = *next, next.NowUs, nil, a.under
+		} else {
+			s = p.s()
+			rep, charged, err = p.acquireOnce(ctx, a.id, r, remain, a.ticket, a.began)
+		}
 		if err == nil && rep.Code == wire.Stale {
 			err = p.redefined(ctx, r, &a.stale)
 			if err == nil {
@@ -116,18 +138,24 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
 			return nil, err
 		}
+		if rep.Code == wire.Already && a.ticket != 0 && a.pending == nil && a.under != nil {
+			// A waiter told it was admitted already: a freed slot admitted
+			// it with the request it queued with (the message missed, or
+			// not yet read), under that definition.
+			s = a.under
+		}
 		admitted := rep.Code == wire.Admitted || rep.Code == wire.Already
 		switch {
 		case admitted && rep.Ticket == 0 && a.pending != nil:
 			// The pending lease claimed its slot at its turn.
-			l := p.newLease(leasing.Admission{
-				ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: a.pending.Start(), Expiry: rep.Expiry,
-				ChargedUs: a.charged, Waited: time.Since(a.began), TurnMs: a.turnMs,
-			})
+			ad := p.admission(a.under, r)
+			ad.ID, ad.Start, ad.Expiry = a.id, a.pending.Start(), rep.Expiry
+			ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
+			l := p.leaseUnder(a.under, ad)
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
 			return l, nil
 		case admitted && rep.Ticket == 0:
-			l, err := p.admit(ctx, a.id, r, rep, charged, a.began)
+			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began)
 			if err == errRequeue {
 				a.id, a.ticket = leasing.NewID(), 0
 				continue
@@ -136,7 +164,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		case admitted:
 			// Admitted with a later turn, holding no slot until then: sleep
 			// until the turn, then claim a slot with the ticket.
-			if err := a.reserved(ctx, rep, charged); err == errRequeue {
+			if err := a.reserved(ctx, s, rep, charged); err == errRequeue {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -145,11 +173,17 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			a.abandon()
 			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.Reason)
 		case rep.Ticket != 0:
-			// Queued for a slot: wait for a grant.
+			// Queued for a slot: wait until a freed slot admits it, or
+			// for the fallback timer.
 			a.ticket, a.denied = rep.Ticket, &rep
-			if err := p.waitGrant(ctx, a.id, r, rep, a.deadline); err != nil {
+			if a.pending == nil {
+				a.under = s // the request kept with its queue entry
+			}
+			outcome, err := p.waitGrant(ctx, a.id, r, rep, a.deadline)
+			if err != nil {
 				continue // the loop's top says which error
 			}
+			next = a.handed(outcome)
 		default:
 			if rep.Wait > remain {
 				a.abandon()
@@ -172,14 +206,14 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 // its turn (see untilTurn), and sets the ticket that claims its slot. It
 // returns errRequeue when the turn was given back after a pause (the call
 // queues again under a new id), and ctx's error, the lease given back.
-func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charged int64) error {
+func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.AcquireReply, charged int64) error {
 	p, r := a.p, a.r
 	if a.pending == nil {
-		a.charged, a.turnMs = charged, rep.TurnMs()
-		a.pending = p.newLease(leasing.Admission{
-			ID: a.id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-			ChargedUs: charged, Waited: time.Since(a.began) + rep.Wait, TurnMs: rep.TurnMs(), Quiet: true,
-		})
+		a.charged, a.turnMs, a.under = charged, rep.TurnMs(), s
+		ad := p.admission(s, r)
+		ad.ID, ad.Start, ad.Expiry = a.id, rep.Now.Add(rep.Wait), rep.Expiry
+		ad.ChargedUs, ad.Waited, ad.TurnMs, ad.Quiet = charged, time.Since(a.began)+rep.Wait, rep.TurnMs(), true
+		a.pending = p.leaseUnder(s, ad)
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
 	a.ticket = rep.Ticket
@@ -193,15 +227,22 @@ func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charg
 }
 
 // abandon undoes what a call that gives up left in the budget: a pending
-// lease is canceled (its tokens go back, its place in the slot queue and
-// any grant with it), a queued waiter leaves the queue.
+// lease is canceled (its tokens go back, and its place in the slot queue),
+// a queued waiter leaves the queue, and if a freed slot admitted it
+// meanwhile, that lease is canceled, its slot going to the next waiter.
 func (a *acquisition) abandon() {
 	switch {
 	case a.pending != nil:
 		a.p.giveBack(a.pending)
 		a.pending = nil
 	case a.ticket != 0:
-		a.p.leave(a.id)
+		// Its ticket is the µs of its first denial: a lower bound of when
+		// a freed slot can have charged it.
+		s := a.under
+		if s == nil {
+			s = a.p.s()
+		}
+		a.p.leave(s, a.id, a.r, a.ticket, a.deadline)
 	}
 	a.ticket = 0
 }
@@ -217,12 +258,12 @@ var errRequeue = errors.New("pacer: turn given back after a pause")
 // later turn is pending, see acquisition.reserved). A ctx canceled during
 // that sleep returns at once; the turn is given back in the background
 // (see giveBack), so nothing stays charged for a call that is never made.
-func (p *Pacer) admit(ctx context.Context, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
-	l := p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now.Add(rep.Wait), Expiry: rep.Expiry,
-		ChargedUs: charged, Waited: time.Since(began) + rep.Wait, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs(),
-		Quiet: rep.Wait > 0,
-	})
+func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
+	ad := p.admission(s, r)
+	ad.ID, ad.Start, ad.Expiry = id, rep.Now.Add(rep.Wait), rep.Expiry
+	ad.ChargedUs, ad.Waited, ad.Probe, ad.TurnMs = charged, time.Since(began)+rep.Wait, rep.Reason == reasonProbe, rep.TurnMs()
+	ad.Quiet = rep.Wait > 0
+	l := p.leaseUnder(s, ad)
 	if rep.Reason == reasonProbe {
 		rep.Reason = ""
 	}
@@ -375,7 +416,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	var charged int64
 	var err error
 	for stale := 0; ; {
-		rep, charged, err = p.acquireOnce(ctx, id, r, 0, 0)
+		rep, charged, err = p.acquireOnce(ctx, id, r, 0, 0, time.Now())
 		if err == nil && rep.Code == wire.Stale {
 			if err = p.redefined(ctx, r, &stale); err == nil {
 				continue
@@ -408,21 +449,22 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 
 // acquireOnce runs acquire.lua once, with the call's ticket (0 on its first
 // attempt). It also returns the µs at which the buckets were charged, as
-// settle.lua wants it: the reply's clock, or for a retried id (admitted by
-// an attempt whose reply go-redis lost and resent) a lower bound, the clock
-// less the time since this call began.
-func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64) (wire.AcquireReply, int64, error) {
-	sent := time.Now()
+// settle.lua wants it: the reply's clock, or for an id admitted before (by
+// an attempt whose reply go-redis lost and resent, or by a freed slot
+// while it waited in the queue) a lower bound, the clock less the time
+// since the call began.
+func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64, began time.Time) (wire.AcquireReply, int64, error) {
 	v, err := p.callKeys(ctx, p.keysOf(r), lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
 		// The reply came after the caller gave up: give the lease back, or
-		// leave the slot queue.
+		// leave the slot queue. (A caller that sent a ticket was queued
+		// before, and leaves by itself: see acquisition.abandon.)
 		rep, err := wire.DecodeAcquire(v)
 		switch {
 		case err != nil:
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
-		case rep.Ticket != 0:
-			p.leave(id)
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, began), TurnMs: rep.TurnMs(), Quiet: true}))
+		case rep.Ticket != 0 && ticket == 0:
+			p.leave(p.s(), id, r, rep.Ticket, time.Now().Add(maxWait))
 		}
 	})
 	if err != nil {
@@ -432,13 +474,14 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	if err != nil {
 		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s().name, err)
 	}
-	return rep, chargedAt(rep, sent), nil
+	return rep, chargedAt(rep, began), nil
 }
 
-// chargedAt returns when an admission sent at sent charged the buckets.
-func chargedAt(rep wire.AcquireReply, sent time.Time) int64 {
+// chargedAt returns when an admission of a call that began at began
+// charged the buckets.
+func chargedAt(rep wire.AcquireReply, began time.Time) int64 {
 	if rep.Code == wire.Already {
-		return rep.NowUs - time.Since(sent).Microseconds() - 1000
+		return rep.NowUs - time.Since(began).Microseconds() - 1000
 	}
 	return rep.NowUs
 }

@@ -48,8 +48,8 @@ type Pacer struct {
 	// defined says its first call settled which definition it runs.
 	defining sync.Mutex
 	defined  atomic.Bool
-	// grants wakes this process's waiters for a concurrency slot when the
-	// budget grants them one (nil without a concurrency limit).
+	// grants hands this process's waiters for a concurrency slot their
+	// admission when a freed slot admits them.
 	grants *concurrency.Grants
 	// pausedUntil is the end of the latest pause this process set, and
 	// pausedAt when it was set (UnixNano). A call that reserved its turn
@@ -126,10 +126,10 @@ func (p *Pacer) Limits() Limits { return p.s().limits }
 
 // Keys returns the Redis keys of the budget: the state hash, the lease
 // sorted set, the slot queue (a sorted set, whose name is also the
-// channel on which slot grants are published), and the hash that holds
-// the budget's stored definition (see Define; it exists only once one is
-// stored, and has no TTL). They share one hash tag, with every tenant's
-// hash (see TenantKey).
+// channel on which the admissions of queued waiters are published), and
+// the hash that holds the budget's stored definition (see Define; it
+// exists only once one is stored, and has no TTL). They share one hash
+// tag, with every tenant's hash (see TenantKey).
 func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
 // newLease returns the lease for an admission (see leasing.Open).
@@ -137,9 +137,15 @@ func (p *Pacer) newLease(a leasing.Admission) *Lease {
 	return leasing.Open(p.s().budget, a).(*Lease)
 }
 
+// leaseUnder opens a lease charged under definition s, which it ends
+// against (its buckets' fields), whatever definition is in force by then.
+func (p *Pacer) leaseUnder(s *settings, a leasing.Admission) *Lease {
+	return leasing.Open(s.budget, a).(*Lease)
+}
+
 // ended is told of every lease's end: it keeps the mean hold time and
 // emits the Ended event. (The slot goes to the budget's first waiter, in
-// whichever process: settle.lua grants it.)
+// whichever process: settle.lua admits it.)
 func (p *Pacer) ended(e leasing.Ending) {
 	if e.Held > 0 {
 		ms := float64(e.Held) / float64(time.Millisecond)

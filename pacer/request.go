@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
@@ -67,22 +68,10 @@ type Request struct {
 // tokens, split into input and output when it says them (checkRequest has
 // checked they add up), times the weight of its model, rounded up; and for
 // a budget with Spend rates what it may cost at most.
-func (p *Pacer) use(r Request) wire.Use {
-	pr, priced := p.price(r)
-	return wire.Reserved(r.Tokens, r.Input, r.Output, p.weight(r), pr, priced)
-}
+func (p *Pacer) use(r Request) wire.Use { return p.s().use(r) }
 
 // price returns the price of r's model, for a budget with Spend rates.
-func (p *Pacer) price(r Request) (wire.Price, bool) {
-	if !p.s().spend {
-		return wire.Price{}, false
-	}
-	if pr, ok := p.s().prices[r.Model]; ok {
-		return pr, true
-	}
-	pr, ok := p.s().prices[""]
-	return pr, ok
-}
+func (p *Pacer) price(r Request) (wire.Price, bool) { return p.s().price(r) }
 
 // priceOf returns the price of r's model, or none.
 func (p *Pacer) priceOf(r Request) wire.Price {
@@ -91,11 +80,39 @@ func (p *Pacer) priceOf(r Request) wire.Price {
 }
 
 // weight returns the weight of r's model on token rates.
-func (p *Pacer) weight(r Request) float64 {
-	if w, ok := p.s().weights[r.Model]; ok {
+func (p *Pacer) weight(r Request) float64 { return p.s().weight(r) }
+
+// use, price and weight are the Pacer's under definition s: a lease
+// charged under one definition is opened and ended under it, whatever
+// definition is in force by then (see acquisition.under).
+func (s *settings) use(r Request) wire.Use {
+	pr, priced := s.price(r)
+	return wire.Reserved(r.Tokens, r.Input, r.Output, s.weight(r), pr, priced)
+}
+
+func (s *settings) price(r Request) (wire.Price, bool) {
+	if !s.spend {
+		return wire.Price{}, false
+	}
+	if pr, ok := s.prices[r.Model]; ok {
+		return pr, true
+	}
+	pr, ok := s.prices[""]
+	return pr, ok
+}
+
+func (s *settings) weight(r Request) float64 {
+	if w, ok := s.weights[r.Model]; ok {
 		return w
 	}
 	return 1
+}
+
+// admission returns the lease fields of r's admission charged under s:
+// what it reserved, at which weight and price, and its tenant.
+func (p *Pacer) admission(s *settings, r Request) leasing.Admission {
+	pr, _ := s.price(r)
+	return leasing.Admission{Tokens: r.Tokens, Reserve: s.use(r), Weight: s.weight(r), Price: pr, Priced: s.spend, TenantKey: p.tkey(r)}
 }
 
 // withTotal returns r with Tokens set to Input + Output when only they are

@@ -23,7 +23,10 @@ type Call struct {
 	Limit, BatchSlots int64
 	Spacing           int64 // ms between two slots freeing
 	Ticket            int64 // µs; 0 on a call's first attempt
-	Charges           []Charge
+	// Charges are the configured rates' parts, in the scripts' order: a
+	// queued waiter keeps them (w:<id>), and the script that frees a slot
+	// admits it with them.
+	Charges []Charge
 	// Tenant is the tenant's hash (KEYS[5]; "": none), whose fields the
 	// charges marked '@' and '%' are (see tenant.go). OverShare sends an
 	// interactive call's priority as "0:<KeepPPM>": over the tenant's
@@ -61,8 +64,9 @@ type Reply struct {
 //     probe interval lets through.
 //   - 2: the id is already in the lease set (a retry, or a claim before its
 //     turn), nothing charged.
-//   - 0: not admitted; with a Ticket, queued for a slot. The queues and
-//     grants may have moved. Reason "quota" or "stop": the budget is
+//   - 0: not admitted; with a Ticket, queued for a slot, its request kept
+//     for the script that frees one (see give). The queue may have moved:
+//     the waiters before the caller get the free slots first. Reason "quota" or "stop": the budget is
 //     stopped (see Stop).
 //   - -1: the charge exceeds the allowance in bucket Reason: the call can
 //     never be admitted.
@@ -124,8 +128,9 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 
 	conc := c.Limit > 0
 	tk, mine := us, int64(0)
-	var granted, isPending bool
-	var pend int64
+	var isPending bool
+	var pend, slots, free int64
+	blocked := true
 	if conc {
 		if c.Ticket != 0 {
 			tk = c.Ticket
@@ -135,21 +140,23 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 				}
 				pend, isPending = s, true
 			}
-			g, ok := b.leases[grant(c.ID)]
-			granted = ok && g > now
 		}
 		mine = tk
 		if c.Batch {
 			mine += batchOffset
 		}
+		// The waiters before the caller get the free slots first, before
+		// its buckets are read: they are charged first.
+		slots, free, blocked = b.give(now, us, c.Limit, c.BatchSlots, c.ID, mine)
 	}
 	take := func() bool {
-		live := b.inFlight(now)
-		free := min(c.Limit-live, maxGive)
-		if free <= 0 {
+		if free <= 0 || blocked || (c.Batch && slots >= c.BatchSlots) {
 			return false
 		}
-		return b.hand(now, free, live, c.BatchSlots, c.ID, mine)
+		if c.Ticket != 0 {
+			b.dequeue(c.ID)
+		}
+		return true
 	}
 	queued := func() Reply {
 		if c.Ticket == 0 {
@@ -160,26 +167,21 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		wait := (b.ahead(mine) + 1) * c.Spacing
 		if wait > c.MaxWait {
 			if c.Ticket != 0 {
-				delete(b.queue, c.ID)
+				b.dequeue(c.ID)
+			}
+			if isPending {
+				return already(pend)
 			}
 			return Reply{0, wait, "concurrency", 0, 0}
 		}
-		if _, ok := b.queue[c.ID]; !ok {
-			if b.queue == nil {
-				b.queue = make(map[string]int64)
-			}
-			b.queue[c.ID] = mine
+		w := waiter{claim: isPending, batch: c.Batch, ttl: c.TTL, deadline: now + c.MaxWait}
+		if !isPending {
+			w.charges = c.Charges
 		}
+		b.enqueue(c.ID, mine, w)
 		return Reply{0, wait, "concurrency", 0, tk}
 	}
-	leave := func() {
-		if granted {
-			delete(b.leases, grant(c.ID))
-			b.dispatch(now, c.Limit, c.BatchSlots)
-		} else {
-			delete(b.queue, c.ID)
-		}
-	}
+	leave := func() { b.dequeue(c.ID) }
 
 	if isPending {
 		// A pending lease claims its slot: no bucket, no pause.
@@ -195,10 +197,7 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 			}
 			return Reply{0, wait, st.kind, 0, 0}
 		}
-		if granted {
-			delete(b.leases, grant(c.ID))
-		}
-		if granted || take() {
+		if take() {
 			expiry = max(expiry, now+c.TTL)
 			b.leases[c.ID] = expiry
 			return Reply{1, 0, "", expiry, 0}
@@ -372,12 +371,8 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		}
 		return deny(wait, reason)
 	}
-	if conc {
-		if granted {
-			delete(b.leases, grant(c.ID))
-		} else if !take() {
-			return queued()
-		}
+	if conc && !take() {
+		return queued()
 	}
 	if admit(expiry) {
 		if probe {

@@ -137,12 +137,12 @@ type Budget struct {
 	dv      string
 	written bool
 	// leases is the lease set: id -> expiry ms for a lease holding its
-	// slot, PENDING + expiry for a pending one, and g:<id> -> the end of
-	// its claim window for a grant.
+	// slot, PENDING + expiry for a pending one.
 	leases map[string]int64
 	// queue is the slot queue: waiter id -> its score (a ticket, µs, plus
-	// BATCH for a batch waiter).
-	queue map[string]int64
+	// BATCH for a batch waiter); waiters each one's request (w:<id>).
+	queue   map[string]int64
+	waiters map[string]waiter
 	// published are the messages published since Published was last
 	// called.
 	published []string

@@ -4,8 +4,9 @@
 // A Budget holds exactly what the scripts keep in Redis: for each rate,
 // by its field, a GCRA bucket's TAT in µs and its give-back stack, or a
 // strict sliding window's counts per sub-window (sliding.go); the pause,
-// qb and the stop (qs); the lease set with its leases, pending leases and
-// grants; the slot queue. Its methods Acquire, Settle, KeepAlive, Pause,
+// qb and the stop (qs); the lease set with its leases and pending leases;
+// the slot queue, with each waiter's request (w:<id>). Its methods
+// Acquire, Settle, KeepAlive, Pause,
 // Throttle, Stop and Snapshot follow acquire.lua, settle.lua,
 // keepalive.lua, pause.lua, stop.lua and snapshot.lua step by step; it
 // also records what the scripts publish (Published). The model reads no

@@ -17,8 +17,9 @@ type Delta = wire.Correction
 // lease stays in the set and its reservation stays charged.
 //
 // An id that holds no slot (a waiter giving up, a pending lease) leaves
-// the slot queue, and a grant it held goes to the next waiter; a slot a
-// lease held goes to the queue's head.
+// the slot queue with its request; a slot a lease held goes to the
+// queue's head (see give), after the corrections: a give-back may let it
+// fit.
 //
 // Giving back moves each stored TAT back by what the charges since
 // charged leave room for (see giveBack), and never for a bucket that is
@@ -42,11 +43,7 @@ func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots i
 	expiry := score
 	if !ok || score >= pending {
 		if limit > 0 {
-			delete(b.queue, id)
-			if _, g := b.leases[grant(id)]; g {
-				delete(b.leases, grant(id))
-				b.dispatch(now, limit, bslots)
-			}
+			b.dequeue(id)
 		}
 		if !ok {
 			return 0
@@ -57,11 +54,18 @@ func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots i
 	if live {
 		delete(b.leases, id)
 	}
-	if limit > 0 && score < pending {
-		b.dispatch(now, limit, bslots)
+	freed := limit > 0 && score < pending
+	if !live || len(deltas) == 0 {
+		if freed {
+			b.give(now, us, limit, bslots, "", 0)
+		}
+		if !live {
+			return 2
+		}
+		return 1
 	}
-	if !live {
-		return 2
+	if freed {
+		defer b.give(now, us, limit, bslots, "", 0)
 	}
 	// The budget's corrections, then the tenant's, each in its hash.
 	for pass := range 2 {

@@ -65,7 +65,7 @@ func (b *Budget) Throttle(us, ms int64, lowers []Lower) int64 {
 // Snapshot is what snapshot.lua reports, as numbers.
 type Snapshot struct {
 	PauseRemaining int64 // ms until the pause ends; 0 if none
-	InFlight       int64 // slots held: leases and grants whose expiry is after now
+	InFlight       int64 // slots held: leases whose expiry is after now
 	// Values are the fields asked for as the state hash holds them (see
 	// Value): a bucket's TAT (µs), a sliding window's counts; "" for none.
 	Values []string

@@ -1,0 +1,178 @@
+package pacer_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// queuedSignal returns an Observe func that signals on queued each time a
+// call waits for a concurrency slot.
+func queuedSignal(queued chan<- struct{}) func(pacer.Event) {
+	return func(e pacer.Event) {
+		if e.Kind == pacer.Waiting && e.Limit == pacer.LimitConcurrency {
+			select {
+			case queued <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// A tenant's waiter keeps no request in the state hash: the script that
+// frees a slot cannot reach the tenant's hash, so it tells the waiter to
+// ask again ('<id>:0:0:0'), and the waiter's next acquire admits it,
+// charging the tenant.
+func TestTenantWaiterAsksAgain(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		queued := make(chan struct{}, 1)
+		p := newPacer(t, b, pacer.Config{
+			Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1, TPM: 600_000}, MaxWait: 30 * time.Second,
+			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 100_000, Window: time.Hour}}},
+			Observe: queuedSignal(queued),
+		})
+		rdb := b.Client(t)
+		keys := p.Keys()
+		sub := rdb.Subscribe(ctx, keys[2])
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held, err := p.Acquire(ctx, pacer.Request{Tenant: "a", Tokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *pacer.Lease, 1)
+		go func() {
+			l, err := p.Acquire(ctx, pacer.Request{Tenant: "b", Tokens: 1000})
+			if err != nil {
+				t.Errorf("tenant b's Acquire = %v", err)
+			}
+			got <- l
+		}()
+		<-queued
+		h, err := rdb.HGetAll(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f := range h {
+			if strings.HasPrefix(f, "w:") {
+				t.Errorf("state hash has %s for a tenant's waiter; want no request kept", f)
+			}
+		}
+		if err := held.Settle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := sub.ReceiveMessage(ctx)
+		if err != nil || !strings.HasSuffix(msg.Payload, ":0:0:0") || strings.Contains(msg.Payload, " ") {
+			t.Errorf("published %v, %v; want one waiter told to ask again, '<id>:0:0:0'", msg, err)
+		}
+		var w *pacer.Lease
+		select {
+		case w = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("tenant b not admitted 10 s after the slot freed")
+		}
+		if w == nil {
+			return
+		}
+		ts, err := p.TenantSnapshot(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts.Rates) != 1 || ts.Rates[0].Level > 99_000+100 {
+			t.Errorf("tenant b's rates %+v; want its 1,000 tokens charged", ts.Rates)
+		}
+		if err := w.Settle(ctx, 1000); err != nil {
+			t.Errorf("tenant b's Settle = %v", err)
+		}
+		if s := snap(t, p); s.InFlight != 0 {
+			t.Errorf("slots held after its settle = %d; want 0", s.InFlight)
+		}
+	})
+}
+
+// A waiter queued under one definition and handed a slot after another is
+// stored (here by its own process) was charged by the request it queued
+// with: its lease ends against that definition's buckets, so a cancel
+// gives its tokens back to the bucket that took them.
+func TestHandOverUnderQueuedDefinition(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		queued := make(chan struct{}, 1)
+		hour := []pacer.Rate{{Unit: pacer.Tokens, Limit: 100_000, Window: time.Hour}}
+		p := newPacer(t, b, pacer.Config{
+			Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1}, Rates: hour, MaxWait: 30 * time.Second,
+			Version: 1, Observe: queuedSignal(queued),
+		})
+		rdb := b.Client(t)
+		state := p.Keys()[0]
+		// One lease held a second: the mean hold, and so the waiter's
+		// fallback timer, is a second or more, and the waiter learns of its
+		// admission from the message, with the µs it was charged at (asking
+		// again, it would know only a lower bound, and get back only what
+		// the charges after that bound leave room for).
+		first, err := p.Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := first.Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		held, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		field := string(hour[0].Name())
+		got := make(chan *pacer.Lease, 1)
+		go func() {
+			l, err := p.Acquire(ctx, pacer.Request{Tokens: 1000})
+			if err != nil {
+				t.Errorf("waiter's Acquire = %v", err)
+			}
+			got <- l
+		}()
+		<-queued
+		time.Sleep(500 * time.Millisecond) // the Pacer's subscription is ready
+		// Version 2 counts tokens over two hours: another bucket.
+		if _, err := p.Define(ctx, pacer.Config{Limits: pacer.Limits{Concurrency: 1},
+			Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 100_000, Window: 2 * time.Hour}}, Version: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := held.Settle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		var w *pacer.Lease
+		select {
+		case w = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("waiter not admitted 10 s after the slot freed")
+		}
+		if w == nil {
+			return
+		}
+		tat := func() int64 {
+			v, err := rdb.HGet(ctx, state, field).Int64()
+			if err != nil {
+				t.Fatalf("HGET %s: %v", field, err)
+			}
+			return v
+		}
+		charged := tat()
+		if err := w.Cancel(ctx); err != nil {
+			t.Fatalf("the handed lease's Cancel = %v", err)
+		}
+		// The hand-over charged 1,000 tokens, 36 s of the hourly bucket; the
+		// cancel takes them back, down to now at most (the bucket was full
+		// when the slot freed): all but the milliseconds since.
+		if moved := charged - tat(); moved < 35_000_000 {
+			t.Errorf("the cancel moved %s back %d µs; want about 36,000,000: the tokens back to the bucket that took them", field, moved)
+		}
+	})
+}
