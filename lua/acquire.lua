@@ -18,8 +18,8 @@
 -- ARGV[7]  ms between two slots freeing: the mean time a call holds its
 --          slot over the limit (integer >= 1; read only when a caller queues)
 -- ARGV[8]  ticket: 0 on a call's first attempt; afterwards the ticket a
---          reply gave it (µs), which keeps its place in the slot queue and
---          claims a slot granted to it, or the slot of its pending lease
+--          reply gave it (µs), which keeps its place in the slot queue, or
+--          claims the slot of its pending lease
 -- ARGV[9..8+n]  the n configured buckets' fields (rpm, tpm, rpd, tpd)
 -- ARGV[9+n..]   for each bucket in the same order, two integers: the call's
 --          charge (µs of the bucket's time) and its allowance (how far past
@@ -38,9 +38,12 @@
 --            lost, or a claim before its turn); nothing charged again;
 --            wait_ms until its turn (0 if past); ticket as for code 1.
 --   code  0: not admitted, nothing charged; retry in wait_ms. ticket t:
---            queued for a slot: retry with ticket t when the id is
---            published on KEYS[3] (a grant) or after wait_ms, whichever is
---            first. ticket 0: not queued.
+--            queued for a slot, its request kept with its entry: the
+--            script that frees a slot admits it there (see give in
+--            prelude.lua) and publishes its id and outcome on KEYS[3].
+--            Wait for that message, or retry with ticket t after wait_ms,
+--            whichever is first (a retry finds an admission made meanwhile:
+--            code 2). ticket 0: not queued.
 --   code -1: can never be admitted: its charge exceeds its allowance in
 --            bucket `reason`.
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency,
@@ -72,12 +75,6 @@ local n = (#ARGV - 8) / 3
 -- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
 -- and ARGV[8 + n + 2k].
 local us, now = clock()
--- h: xp, pause, then each bucket's TAT, then each one's give-back stack,
--- then the stop (see stop.lua).
-local names = {'xp', 'pause'}
-for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
-names[3 + 2 * n] = 'qs'
-local h = redis.call('HMGET', state, unpack(names, 1, 3 + 2 * n))
 
 -- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
 -- µs, and slides[k] its counts once read.
@@ -87,6 +84,39 @@ for k = 1, n do
   if byte(f, 1) == 126 then sl[k] = string.match(f, '^~(%d+):') + 0 end
 end
 
+-- Slots. mine is the caller's place in the slot queue: its ticket (tk),
+-- or now for a first attempt, plus BATCH for batch. A caller that comes
+-- back with a ticket may have been admitted by the script that freed a
+-- slot, or be a pending lease claiming its slot. held is the id's score
+-- in the lease set once looked up (false: not there): admitted before.
+-- Unless it was admitted, the waiters before it get the free slots first
+-- (give), before its buckets are read: they are charged first. slots is
+-- then the slots held, free those still free, and blocked whether a
+-- waiter before the caller is still queued.
+local conc = limit ~= '0'
+local tk, mine, held = us, 0, nil
+local slots, free, blocked = 0, 0, true
+if conc then
+  limit = limit + 0
+  if ticket ~= '0' then
+    tk = ticket + 0
+    held = redis.call('ZSCORE', leases, id)
+    if held then held = held + 0 end
+  end
+  mine = tk
+  if batch then mine = tk + BATCH end
+  if not held or held >= PENDING then
+    slots, free, blocked = give(now, us, limit, ARGV[6] + 0, id, mine)
+  end
+end
+
+-- h: xp, pause, then each bucket's TAT, then each one's give-back stack,
+-- then the stop (see stop.lua).
+local names = {'xp', 'pause'}
+for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h' end
+names[3 + 2 * n] = 'qs'
+local h = redis.call('HMGET', state, unpack(names, 1, 3 + 2 * n))
+
 -- A stop (see stop.lua) refuses every call until it ends, but one call per
 -- probe interval that fits now: the probe. stop is false, or the stop's
 -- end, next probe time, probe interval (ms) and kind.
@@ -94,25 +124,6 @@ local stop, probe = false, nil
 if h[3 + 2 * n] then
   local u, p, e, kind = string.match(h[3 + 2 * n], '^(%d+) (%d+) (%d+) (%a+)$')
   if u and u + 0 > now then stop = {u + 0, p + 0, e + 0, kind} end
-end
-
--- Slots. mine is the caller's place in the slot queue: its ticket (tk),
--- or now for a first attempt, plus BATCH for batch. A caller that comes
--- back with a ticket may hold a grant (a slot kept for it), or be a
--- pending lease claiming its slot. held is the id's score in the lease
--- set once looked up (false: not there): admitted before.
-local conc = limit ~= '0'
-local tk, mine, granted, held = us, 0, false, nil
-if conc then
-  limit = limit + 0
-  if ticket ~= '0' then
-    tk = ticket + 0
-    local s = redis.call('ZMSCORE', leases, id, 'g:' .. id)
-    if s[1] then held = s[1] + 0 end
-    granted = s[2] and s[2] - now > 0
-  end
-  mine = tk
-  if batch then mine = tk + BATCH end
 end
 
 local wait, reason, reply = 0, '', nil
@@ -179,7 +190,7 @@ repeat
 
     -- A pause admits nobody and reserves nothing: a pause may be extended
     -- while callers wait, and a reservation made now could not see that.
-    -- A waiter keeps its place in the queue, or its grant, which expires.
+    -- A waiter keeps its place in the queue.
     local pause = h[2]
     if pause then
       pause = pause + 0
@@ -199,15 +210,9 @@ repeat
     end
 
     -- A waiter the buckets hold back, or that reserves a later turn, no
-    -- longer waits for a slot: it leaves the queue, and a grant it held
-    -- goes to the next waiter.
+    -- longer waits for a slot: it leaves the queue, with its request.
     if conc and ticket ~= '0' and wait > 0 then
-      if granted then
-        redis.call('ZREM', leases, 'g:' .. id)
-        give(now, limit, ARGV[6] + 0)
-      else
-        redis.call('ZREM', queue, id)
-      end
+      if redis.call('ZREM', queue, id) == 1 then redis.call('HDEL', state, 'w:' .. id) end
     end
 
     local bound = 0
@@ -242,15 +247,20 @@ repeat
   end
 
   if slot then
-    -- A slot: a grant kept for the caller, or a free one if no waiter
-    -- comes before it (those that do are granted theirs first).
-    if granted then
-      redis.call('ZREM', leases, 'g:' .. id)
-    elseif not give(now, limit, ARGV[6] + 0, id, mine) then
-      -- The caller waits in the queue by its ticket. One slot frees every
-      -- ARGV[7] ms, and each waiter before it takes one: a caller that
-      -- would wait past its max wait is not queued (and leaves the queue
-      -- if it was in it), so it fails now rather than after its bound.
+    -- A slot, if one is free and no waiter before the caller is still
+    -- queued (give served those first). A batch call takes one only while
+    -- fewer than ARGV[6] are held.
+    if free > 0 and not blocked and (not batch or slots < ARGV[6] + 0) then
+      if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
+        redis.call('HDEL', state, 'w:' .. id)
+      end
+    else
+      -- The caller waits in the queue by its ticket, its request kept
+      -- with it (see prelude.lua) until a slot freed for it admits it.
+      -- One slot frees every ARGV[7] ms, and each waiter before it takes
+      -- one: a caller that would wait past its max wait is not queued
+      -- (and leaves the queue if it was in it), so it fails now rather
+      -- than after its bound.
       if ticket == '0' then
         held = redis.call('ZSCORE', leases, id)
         if held then held = held + 0; break end
@@ -258,10 +268,23 @@ repeat
       local m = fmt('%d', mine)
       wait, reason = (redis.call('ZCOUNT', queue, '-inf', '(' .. m) + 1) * ARGV[7], 'concurrency'
       if wait > maxwait + 0 then
-        if ticket ~= '0' then redis.call('ZREM', queue, id) end
+        if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
+          redis.call('HDEL', state, 'w:' .. id)
+        end
         break
       end
+      local req
+      if held then
+        req = fmt('p %d %d', ttl, now + maxwait)
+      else
+        local parts = {fmt('%s %d %d', batch and '1' or '0', ttl, now + maxwait)}
+        for k = 1, n do
+          parts[k + 1] = ARGV[8 + k] .. ' ' .. ARGV[7 + n + 2 * k] .. ' ' .. ARGV[8 + n + 2 * k]
+        end
+        req = table.concat(parts, ' ', 1, n + 1)
+      end
       redis.call('ZADD', queue, 'NX', m, id)
+      redis.call('HSET', state, 'w:' .. id, req)
       reply = {0, wait, us, reason, 0, tk}
       break
     end

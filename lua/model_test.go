@@ -14,8 +14,8 @@ import (
 // acquires, claims, leaves, settles, keepalives, pauses and clock steps goes
 // to both, and every reply, and after every step every bucket's TAT the
 // snapshot script reports, every member of the lease set and of the slot
-// queue, must agree exactly: they are integers. So must the grants the
-// scripts publish, in order. The runner also checks the budget's promises
+// queue, must agree exactly: they are integers. So must the admissions the
+// scripts publish for queued waiters, in order. The runner also checks the budget's promises
 // on the model (promise_test.go).
 //
 // On miniredis the test sets the clock (Mini.SetTime). A real Redis has a
@@ -23,8 +23,7 @@ import (
 // model is a pure function of it; so the real lane is exact too, driven by
 // the replies' clocks. It runs the same steps on a time axis compressed
 // 10,000 times (a 70 s step is a 7 ms sleep, a 60 s window 6 ms; a step back
-// is skipped), so leases expire and buckets refill within the test (a
-// grant's claim window, a constant second, does not shrink). What this lane
+// is skipped), so leases expire and buckets refill within the test. What this lane
 // adds is Redis's own Lua 5.1 against gopher-lua. It relies on no key of
 // the budget expiring mid-run, which takes a second of idleness (see
 // package model).
@@ -59,8 +58,9 @@ func TestScriptsMatchModel(t *testing.T) {
 		for _, kind := range []string{"acquire 1 ", "acquire 1 later", "acquire 2 ", "acquire 0 pause",
 			"acquire 0 concurrency", "acquire 0 rpm", "acquire 0 tpm", "acquire -1 tpm",
 			"acquire 0 queued", "acquire 1 pending", "acquire 2 pending", "acquire 1 claim",
-			"acquire 0 claim queued", "acquire 1 grant", "acquire grant expired", "acquire 1 batch",
-			"granted", "leave 0", "settle 1", "settle 0", "release 1", "cancel 1",
+			"acquire 0 claim queued", "acquire 2 handed", "acquire 1 batch",
+			"handed 1", "handed 2", "handed 0", "handed claim", "leave 0", "leave 1",
+			"settle 1", "settle 0", "release 1", "cancel 1",
 			"keepalive 1", "keepalive 0", "giveback all", "giveback part", "giveback none",
 			"stack merged", "stack popped", "throttle"} {
 			if seen[kind] == 0 {

@@ -40,8 +40,6 @@
 --
 -- Concurrency slots. The lease set (KEYS[2]) holds, scored in ms:
 --   <id>     a lease holding a slot, scored by its expiry;
---   g:<id>   a grant: a slot kept for the queued waiter <id> until the end
---            of its claim window (CLAIM ms), counted as held;
 --   <id>     a pending lease, scored PENDING + its expiry: admitted with a
 --            later turn for its tokens, it holds no slot until it claims
 --            one at its turn.
@@ -49,7 +47,14 @@
 -- their ticket: the µs of their first denial (or their turn, for a pending
 -- lease), plus BATCH for batch calls, so that every interactive waiter
 -- comes first. A waiter resends its ticket, so it never loses its place.
---
+-- Each waiter's request is kept with its entry, in the state hash's field
+-- w:<id>: '<batch> <ttl> <deadline>' and, for each bucket, ' <field>
+-- <charge> <allowance>' as acquire takes them (deadline: the ms after
+-- which it no longer waits); or 'p <ttl> <deadline>' for a pending lease
+-- waiting to claim its slot. The script that frees a slot admits the
+-- queue's head with it (see give), so a waiter learns of its admission
+-- from a message and makes no second call.
+
 -- Redis runs a script alone, so its cost is everyone's latency. On a small
 -- machine every redis.call costs a few microseconds, and every argument,
 -- hash field, number parsed from a string (strtod) or printed into one
@@ -120,75 +125,6 @@ local function cover(now, xp, ms, args, j)
     redis.call('PEXPIRE', KEYS[k], ttl)
   end
   redis.call('PEXPIRE', KEYS[1], ttl)
-end
-
--- give gives the free slots to the slot queue's head, first come, first
--- served, and reports whether the caller of acquire (id me, score mine)
--- got one; with me nil (settle, or a grant given up), it gives whatever is
--- free if anyone waits. limit is the concurrency limit, bslots the slots
--- batch calls may use: a batch waiter gets a slot only while fewer are
--- held. The caller takes its slot itself, at its own entry if it is
--- queued, or else placed by its score after any waiter of the same score.
--- Each other waiter given one gets a grant, and its id is published on
--- the queue's name, where its process listens.
---
--- Every script makes this closure, so its constants are its own locals: a
--- closure's upvalues cost hundreds of instructions each to make.
-local function give(now, limit, bslots, me, mine)
-  -- CLAIM is how long a grant keeps a slot for its waiter, in ms: one that
-  -- does not claim it in time (it crashed, or missed the message) loses
-  -- the slot to the next waiter once, and keeps its place in the queue by
-  -- its ticket. MAXGIVE bounds the slots one script gives: a mass expiry
-  -- must not make one call grant thousands.
-  local CLAIM, MAXGIVE = 1000, 100
-  -- Without a caller, nothing to do unless someone waits (below the
-  -- sentinel's score): counted, as an integer reply costs less than
-  -- members and scores.
-  if not me and redis.call('ZCOUNT', KEYS[3], '-inf', '(9000000000000000') == 0 then return false end
-  local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
-  local free = math.min(limit - live, MAXGIVE)
-  if free <= 0 then return false end
-  -- The queue's first members by rank, with their scores; the sentinel
-  -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
-  local heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free - 1), 'WITHSCORES')
-  local took, seen, grants, names, k, claim = false, false, {}, {}, 0, nil
-  local i, given = 1, 0
-  while given < free do
-    local m, s = heads[i], heads[i + 1]
-    if m == '~' then m, s = nil, nil end
-    if s then s = s + 0 end
-    local own = me ~= nil and m == me
-    if own then seen = true end
-    if own and took then
-      i = i + 2
-    else
-      local caller = me ~= nil and not took and (own or not m or mine < s)
-      if not caller and not m then break end
-      local score = s
-      if caller and not own then score = mine end
-      if score >= BATCH and live + given >= bslots then break end
-      given = given + 1
-      if caller then
-        took = true
-        if own then i = i + 2 end
-      else
-        k = k + 1
-        claim = claim or fmt('%d', now + CLAIM)
-        grants[2 * k - 1], grants[2 * k], names[k] = claim, 'g:' .. m, m
-        i = i + 2
-      end
-    end
-  end
-  if k > 0 then
-    redis.call('ZADD', KEYS[2], unpack(grants, 1, 2 * k))
-    redis.call('PUBLISH', KEYS[3], table.concat(names, ' ', 1, k))
-  end
-  if took and seen then
-    k = k + 1
-    names[k] = me
-  end
-  if k > 0 then redis.call('ZREM', KEYS[3], unpack(names, 1, k)) end
-  return took
 end
 
 -- dec returns entry k (from 1) of the give-back stack s: its time and
@@ -292,4 +228,159 @@ local function swrite(base, cs)
   local parts = {fmt('%d', base + first - 1)}
   for i = first, last do parts[#parts + 1] = fmt('%d', cs[i]) end
   return table.concat(parts, ' ')
+end
+
+-- give hands the free slots to the slot queue's waiters, first come, first
+-- served: it admits each, in order, as acquire would have had the waiter
+-- asked at that moment (see wake). The caller of acquire (id me, queue
+-- score mine) comes after the waiters before it (lower score, or the same
+-- score and a lower id), and give stops there; without a caller (settle)
+-- it hands over whatever is free. limit is the concurrency limit, bslots
+-- the slots batch calls may use: a batch waiter gets one only while fewer
+-- are held. Each waiter it handles leaves the queue, and its id and
+-- outcome are published on the queue's name, where its process listens
+-- (space-separated '<id>:<code>:<expiry ms>:<charged µs>'):
+--   1  admitted, holding its slot until expiry, its buckets charged at
+--      the µs given (or, for a pending lease's claim, its slot taken);
+--   2  its tokens' turn lies ahead: admitted as a pending lease (holding
+--      no slot), turn = expiry less its TTL, charged at the µs given;
+--   0  not admitted (its buckets, a pause or a stop hold it back, or its
+--      deadline passed): it asks acquire again, with its ticket.
+-- It returns the slots held after it, those still free, and whether the
+-- caller must wait (a waiter before it is still queued).
+--
+-- Every script makes this closure, so its constants are its own locals: a
+-- closure's upvalues cost hundreds of instructions each to make.
+local function give(now, us, limit, bslots, me, mine)
+  -- MAXGIVE bounds the slots one script gives: a mass expiry must not
+  -- make one call admit thousands. LOOK is how many waiters past the
+  -- free slots it looks at, for those that get no slot (a later turn,
+  -- not admitted).
+  local MAXGIVE, LOOK = 100, 4
+  local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
+  local free = math.min(limit - live, MAXGIVE)
+  if free <= 0 then return live, 0, false end
+  -- The queue's first members by rank, with their scores; the sentinel
+  -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
+  local heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free + LOOK - 1), 'WITHSCORES')
+  if not heads[1] or heads[1] == '~' then return live, free, false end
+  local ws = {}
+  for i = 1, #heads / 2 do ws[i] = 'w:' .. heads[2 * i - 1] end
+  local reqs = redis.call('HMGET', KEYS[1], unpack(ws))
+  local given, blocked, gone, sent, k = 0, true, {}, {}, 0
+  for i = 1, #heads / 2 do
+    local m, s = heads[2 * i - 1], heads[2 * i] + 0
+    if m == '~' or (me and (m == me or s > mine or (s == mine and m > me))) then
+      blocked = false
+      break
+    end
+    if given >= free or (s >= BATCH and live + given >= bslots) then break end
+    local req, code, expiry, at = reqs[i], 0, 0, 0
+    local stop = false
+    if req then
+      local batch, ttl, deadline, rest = string.match(req, '^(%S+) (%d+) (%d+)(.*)$')
+      ttl, deadline = ttl + 0, deadline + 0
+      if deadline < now then
+        req = nil
+      elseif batch == 'p' then
+        -- A pending lease claims its slot: its buckets were charged when
+        -- it was admitted, and a pause does not hold back a turn already
+        -- reserved; a stop does (its call would meet the exhausted quota).
+        local held = redis.call('ZSCORE', KEYS[2], m)
+        local h = redis.call('HMGET', KEYS[1], 'xp', 'qs')
+        local st = h[2] and string.match(h[2], '^(%d+) ')
+        if st and st + 0 > now then
+          stop = true
+        elseif held and held + 0 >= PENDING then
+          expiry = max(held - PENDING, now + ttl)
+          redis.call('ZADD', KEYS[2], fmt('%d', expiry), m)
+          cover(now, (h[1] or 0) + 0, expiry, {}, 0)
+          code, given = 1, given + 1
+        end
+      else
+        -- The waiter's buckets, as acquire reads and charges them.
+        local fs, cs, as, n = {}, {}, {}, 0
+        for f, c, a in string.gmatch(rest, ' (%S+) (%d+) (%d+)') do
+          n = n + 1
+          fs[n], cs[n], as[n] = f, c + 0, a + 0
+        end
+        local names = {'xp', 'pause', 'qs'}
+        for j = 1, n do names[3 + j], names[3 + n + j] = fs[j], fs[j] .. '.h' end
+        local h = redis.call('HMGET', KEYS[1], unpack(names, 1, 3 + 2 * n))
+        local st = h[3] and string.match(h[3], '^(%d+) ')
+        if (h[2] and h[2] + 0 > now) or (st and st + 0 > now) then
+          -- Paused or stopped: nobody is admitted. The waiter asks
+          -- acquire, which tells it how long; the next waiters wait for
+          -- the next slot to free.
+          stop = true
+        else
+          local wait, tats, froms, sls = 0, {}, {}, {}
+          for j = 1, n do
+            local f, charge, allow = fs[j], cs[j], as[j]
+            if byte(f, 1) == 126 then
+              local g = string.match(f, '^~(%d+):') + 0
+              local cur = floor(now * 1000 / g)
+              local base, cnt = sread(h[3 + j], cur - SK)
+              local jj = max(cur, base + #cnt - 1)
+              local sum = 0
+              for x = jj - SK, jj do sum = sum + (cnt[x - base + 1] or 0) end
+              while sum + charge > allow do
+                sum = sum - (cnt[jj - SK - base + 1] or 0)
+                jj = jj + 1
+              end
+              sls[j] = {g, base, cnt}
+              if jj > cur and jj * g - now * 1000 > wait then wait = jj * g - now * 1000 end
+            else
+              local tat = h[3 + j]
+              if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+              froms[j], tats[j] = tat, tat + charge
+              if tats[j] - us - allow > wait then wait = tats[j] - us - allow end
+            end
+          end
+          wait = ceil(wait / 1000)
+          if wait == 0 or (batch == '0' and wait <= deadline - now) then
+            -- Admitted: at its turn now, holding the slot; or with a
+            -- later turn, as a pending lease holding none.
+            expiry = now + wait + ttl
+            local score = expiry
+            if wait > 0 then
+              code, score = 2, PENDING + expiry
+            else
+              code, given = 1, given + 1
+            end
+            redis.call('ZADD', KEYS[2], fmt('%d', score), m)
+            at = us
+            local turn, args, ms, a = us + wait * 1000, {}, expiry, 0
+            for j = 1, n do
+              local sj = sls[j]
+              if sj then
+                local g, base, cnt = sj[1], sj[2], sj[3]
+                local jt = floor((now + wait) * 1000 / g)
+                sadd(base, cnt, jt, cs[j])
+                args[a + 1], args[a + 2] = fs[j], swrite(base, cnt)
+                a = a + 2
+                if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
+              else
+                args[a + 1], args[a + 2] = fs[j], fmt('%d', tats[j])
+                args[a + 3], args[a + 4] = names[3 + n + j], push(h[3 + n + j], us, max(froms[j] - turn, 0))
+                a = a + 4
+                if tats[j] / 1000 > ms then ms = tats[j] / 1000 end
+              end
+            end
+            cover(now, (h[1] or 0) + 0, ms, args, a)
+          end
+        end
+      end
+    end
+    k = k + 1
+    gone[k], sent[k] = m, fmt('%s:%d:%d:%d', m, code, expiry, at)
+    if stop then break end
+  end
+  if k > 0 then
+    redis.call('ZREM', KEYS[3], unpack(gone, 1, k))
+    for j = 1, k do gone[j] = 'w:' .. gone[j] end
+    redis.call('HDEL', KEYS[1], unpack(gone, 1, k))
+    redis.call('PUBLISH', KEYS[3], table.concat(sent, ' ', 1, k))
+  end
+  return live + given, free - given, blocked
 end

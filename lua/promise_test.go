@@ -46,6 +46,9 @@ func (r *runner) checkSlots() {
 	before := r.before
 	msgs := r.m.Published()
 	r.published = append(r.published, msgs...)
+	for _, msg := range msgs {
+		r.handed(msg)
+	}
 	if r.sc.conc == 0 || r.back {
 		return
 	}
@@ -54,7 +57,8 @@ func (r *runner) checkSlots() {
 	}
 	after := r.queued()
 	for _, msg := range msgs {
-		for _, id := range strings.Fields(msg) {
+		for _, e := range strings.Fields(msg) {
+			id, _, _ := strings.Cut(e, ":")
 			i := slices.IndexFunc(before, func(e entry) bool { return e.id == id })
 			if i < 0 {
 				r.fail("granted %s, which was not queued", id)

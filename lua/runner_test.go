@@ -54,6 +54,8 @@ type acquireArgs struct {
 	maxWait, ttl int64
 	spacing      int64 // ms between slots freeing, as the caller computes it
 	ticket       int64 // as sent: 0 first, then what a reply gave
+	// cs are the charges it sent, which a queued waiter is admitted with.
+	cs []model.Charge
 }
 
 // runner drives one scenario through a lane and the model.
@@ -159,7 +161,7 @@ func (r *runner) do(s step) {
 	case (s.op == opClaim || s.op == opClaim+1) && len(r.waiting) > 0:
 		r.acquire(r.waiting[int(s.b)%len(r.waiting)])
 	case s.op == opLeave && len(r.waiting) > 0:
-		r.leave(r.waiting[int(s.b)%len(r.waiting)].id)
+		r.leave(r.waiting[int(s.b)%len(r.waiting)])
 	case s.op <= opRetry || s.op == opLeave:
 		r.acquire(r.newCall(s))
 	case s.op <= opSettle+3:
@@ -211,49 +213,45 @@ func (r *runner) slots() (limit, bslots int64) {
 }
 
 func (r *runner) acquire(c acquireArgs) {
-	r.calls = append(r.calls, c)
 	prio := 0
 	if c.batch {
 		prio = 1
 	}
 	limit, bslots := r.slots()
 	cs := model.Charges(r.bk, c.cost, c.batch, r.sc.floor)
+	c.cs = cs
+	r.calls = append(r.calls, c)
 	args := append([]any{c.id, prio, c.maxWait, c.ttl, limit, bslots, c.spacing, c.ticket}, r.fields...)
 	for _, ch := range cs {
 		args = append(args, ch.Charge, ch.Allow)
 	}
-	// What the model held for this caller before: a pending lease, a grant.
+	// What the model held for this caller before: a pending lease.
 	wasPending := r.m.Pending(c.id)
-	g, hadGrant := r.m.Grant(c.id)
 	got := r.eval(lua.Acquire, args...)
 	us := r.replyNow(got, 2, true)
-	now := us / 1000
 	want := r.m.Acquire(us, model.Call{ID: c.id, Batch: c.batch, MaxWait: c.maxWait, TTL: c.ttl,
 		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs})
 	r.logf("  acquire %+v at %d = %v; model %+v", c, us, got, want)
 	r.check(len(got) == 6 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
 		got[4] == want.Expiry && got[5] == want.Ticket,
 		"acquire %+v = %v; model says %+v", c, got, want)
-	granted := hadGrant && g > now
-	r.seen[r.kind(c, want, wasPending, granted, hadGrant)]++
+	r.seen[r.kind(c, want, wasPending)]++
 	if limit > 0 && want.Code == 1 && want.Wait > 0 && want.Ticket == 0 {
 		r.fail("acquire %+v = %+v: a slot held for a turn %d ms ahead", c, want, want.Wait)
 	}
 	r.track(c, want, us, cs, wasPending)
-	if limit > 0 && want.Code == 1 && want.Ticket == 0 && !granted {
+	if limit > 0 && want.Code == 1 && want.Ticket == 0 {
 		r.checkTaker(c, us)
 	}
 }
 
 // kind names a reply for the coverage count.
-func (r *runner) kind(c acquireArgs, rep model.Reply, wasPending, granted, hadGrant bool) string {
+func (r *runner) kind(c acquireArgs, rep model.Reply, wasPending bool) string {
 	switch {
 	case rep.Code == 1 && wasPending:
 		return "acquire 1 claim"
-	case rep.Code == 1 && granted:
-		return "acquire 1 grant"
-	case hadGrant && !granted && c.ticket != 0:
-		return "acquire grant expired"
+	case rep.Code == 2 && rep.Ticket == 0 && c.ticket != 0:
+		return "acquire 2 handed"
 	case rep.Code == 0 && wasPending && rep.Ticket != 0:
 		return "acquire 0 claim queued"
 	case rep.Code == 0 && rep.Ticket != 0:
@@ -297,13 +295,25 @@ func (r *runner) track(c acquireArgs, rep model.Reply, us int64, cs []model.Char
 	r.byID[c.id] = l
 }
 
-// leave sends settle for a waiter that gives up, with no corrections.
-func (r *runner) leave(id string) {
+// leave sends settle for a waiter that gives up, as package pacer does: a
+// cancel, since a slot freed may have admitted it meanwhile; charged at its
+// ticket (a lower bound: its first denial), or its pending lease's.
+func (r *runner) leave(w acquireArgs) {
+	id := w.id
 	limit, bslots := r.slots()
-	got := r.eval(lua.Settle, id, 0, limit, bslots)
+	charged := w.ticket
+	if l := r.byID[id]; l != nil {
+		charged = l.charged
+	}
+	deltas := model.Deltas(r.bk, model.Canceled, w.cost, 0)
+	args := []any{id, charged, limit, bslots}
+	for _, d := range deltas {
+		args = append(args, model.Name(d.Bucket), d.Us)
+	}
+	got := r.eval(lua.Settle, args...)
 	us := r.replyNow(got, 1, true)
-	want := r.m.Settle(us, id, 0, limit, bslots, nil)
-	r.logf("  leave %s = %v; model %d", id, got, want)
+	want := r.m.Settle(us, id, charged, limit, bslots, deltas)
+	r.logf("  leave %s %v = %v; model %d", id, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "leave %s = %v; model says {%d now}", id, got, want)
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
 	if l := r.byID[id]; l != nil {
@@ -560,7 +570,63 @@ func (r *runner) comparePublished() {
 	}
 	want := r.published
 	r.check(slices.Equal(got, want), "published %q; model says %q", got, want)
-	r.seen["granted"] += len(want)
+}
+
+// handed tracks what a message says a freed slot did for each waiter
+// (see prelude.lua's give): admitted it ('<id>:1:<expiry>:<charged µs>';
+// for a pending lease, its claim), made it a pending lease (2), or sent it
+// back to acquire (0).
+func (r *runner) handed(msg string) {
+	for _, e := range strings.Fields(msg) {
+		f := strings.Split(e, ":")
+		if len(f) != 4 {
+			r.fail("published %q: want <id>:<code>:<expiry>:<µs>", e)
+		}
+		id := f[0]
+		code, _ := strconv.ParseInt(f[1], 10, 64)
+		expiry, _ := strconv.ParseInt(f[2], 10, 64)
+		at, _ := strconv.ParseInt(f[3], 10, 64)
+		i := slices.IndexFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
+		if i < 0 {
+			// A retry of its first attempt (ticket 0) that the buckets held
+			// back left it in the queue, forgotten here: its process would
+			// still listen.
+			j := len(r.calls) - 1
+			for j >= 0 && r.calls[j].id != id {
+				j--
+			}
+			if j < 0 {
+				r.fail("handed %s, which never called", id)
+			}
+			r.waiting = append(r.waiting, r.calls[j])
+			i = len(r.waiting) - 1
+		}
+		w := r.waiting[i]
+		l := r.byID[id]
+		switch {
+		case code == 1 && l != nil:
+			l.expiry = expiry
+			r.seen["handed claim"]++
+		case code == 1 || code == 2:
+			turn := expiry - w.ttl
+			l = &lease{id: id, cost: w.cost, start: turn, charged: at, expiry: expiry, open: true, turn: turn * 1000}
+			for _, ch := range w.cs {
+				l.used[ch.Bucket] = ch.Charge
+			}
+			r.leases = append(r.leases, l)
+			r.byID[id] = l
+			r.seen[fmt.Sprintf("handed %d", code)]++
+		default:
+			r.seen["handed 0"]++
+			continue // it comes back with its ticket
+		}
+		// An admitted waiter stays among the waiting: one that missed the
+		// message comes back with its ticket (its fallback timer), or
+		// gives up; a pending one claims its slot at its turn.
+		if code == 2 {
+			r.waiting[i].ticket = (expiry - w.ttl) * 1000
+		}
+	}
 }
 
 // queued returns the model's slot queue, in order.

@@ -249,6 +249,35 @@ func fuzzSeeds() [][]byte {
 		// at their turns the first takes the free slot, the second queues
 		// for it and is granted it when the first settles; a pending lease
 		// is canceled.
+		// A slot freed admits the head waiter as acquire would: two hold
+		// the slots, three queue; one ends with a debt, so the first
+		// waiter's tokens no longer fit: it and those after it become
+		// pending leases (a later turn, no slot); one claims before its
+		// turn, another gives up (a cancel).
+		seq(header(6, off, tpm1000, off, off, 1, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 300, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 14<<3|usedFarMore),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(opLeave, 1, 0, 1, 0)),
+		// A slot freed admits the head waiter outright; the waiter, having
+		// missed the message, comes back with its ticket and is told it
+		// was admitted; another, admitted, gives up (its lease is
+		// canceled, and its slot goes to the next waiter).
+		seq(header(8, off, tpm1000, off, off, 1, 0),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opLeave, 1, 0, 0, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
 		seq(header(4, off, tpm1000, off, off, 1, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
 			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),

@@ -1,8 +1,10 @@
--- settle.lua: end a lease. Gives its concurrency slot back (to the slot
--- queue's head, if anyone waits) and corrects the buckets by what the call
--- really used. Ends a lease at most once: a lease already ended, or
--- expired, changes nothing. Also takes a waiter that gives up out of the
--- slot queue.
+-- settle.lua: end a lease. Corrects the buckets by what the call really
+-- used, then gives its concurrency slot back: to the slot queue's head, if
+-- anyone waits, which it admits (see give in prelude.lua). Ends a lease at
+-- most once: a lease already ended, or expired, changes nothing. Also
+-- takes a waiter that gives up out of the slot queue; one that was
+-- admitted meanwhile (by a freed slot) is ended like any lease, so the
+-- waiter sends the corrections of a call never made (a cancel).
 --
 -- KEYS[1]  state hash   {<prefix>:<name>}:s
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l
@@ -28,7 +30,7 @@
 --   1: ended now.
 --   0: not in the lease set: ended before, or expired and since removed, or
 --      a waiter never admitted. If it waited for a slot, it leaves the
---      queue, and a slot granted to it goes to the next waiter.
+--      queue.
 --   2: expired: past its expiry, so its slot is already free. Left as it
 --      is (acquire removes it later) and nothing given back: its
 --      reservation stays charged, and a retry is answered 2 again.
@@ -55,12 +57,11 @@ if score then
   expiry = score
 end
 if not score or score >= PENDING then
-  -- No slot held: a waiter giving up (queued, or holding a grant), a
-  -- pending lease (which may wait for its slot too), or a lease ended
-  -- before. Out of the queue first, so that its grant goes to another.
-  if limit ~= '0' then
-    redis.call('ZREM', queue, id)
-    if redis.call('ZREM', leases, 'g:' .. id) == 1 then give(now, limit + 0, ARGV[4] + 0) end
+  -- No slot held: a waiter giving up, a pending lease (which may wait for
+  -- its slot too), or a lease ended before. Out of the queue, with its
+  -- request.
+  if limit ~= '0' and redis.call('ZREM', queue, id) == 1 then
+    redis.call('HDEL', state, 'w:' .. id)
   end
   if not score then return {0, us} end
   expiry = score - PENDING
@@ -68,14 +69,16 @@ end
 local live = expiry - now > 0
 if live then redis.call('ZREM', leases, id) end
 -- Its slot is free now (or was already, if it expired): the queue's head
--- gets it. A grant lasts CLAIM ms, less than the second by which xp
--- outlives a live lease, so it needs no cover; one that outlives the keys
--- (after an expiry) costs its waiter that grant, not its place.
-if limit ~= '0' and score < PENDING then give(now, limit + 0, ARGV[4] + 0) end
-if not live then return {2, us} end
+-- gets it once the buckets are corrected (a give-back may let it fit).
+local freed = limit ~= '0' and score < PENDING
 local n = (#ARGV - 4) / 2
-if n == 0 then return {1, us} end
+if not live or n == 0 then
+  if freed then give(now, us, limit + 0, ARGV[4] + 0) end
+  if not live then return {2, us} end
+  return {1, us}
+end
 
+repeat
 -- fields[k] is bucket k's field, delta[k] its correction. A sliding
 -- rate's (its field begins with '~', see prelude.lua) is '<units>@<j>':
 -- a give-back comes off sub-window j, where the call was counted (if it
@@ -112,7 +115,7 @@ if sfields then
     redis.call('HSET', state, unpack(args, 1, 2 * #sfields))
   end
   n = m
-  if n == 0 then return {1, us} end
+  if n == 0 then break end
 end
 
 if delta[1] < 0 then
@@ -166,7 +169,7 @@ if delta[1] < 0 then
     end
   end
   if j > 0 then redis.call('HSET', state, unpack(args, 1, j)) end
-  return {1, us}
+  break
 end
 
 -- A debt starts from now if the bucket is full (a full bucket's surplus is
@@ -186,4 +189,7 @@ for k = 1, n do
   if tat / 1000 > ms then ms = tat / 1000 end
 end
 cover(now, (h[1] or 0) + 0, max(ms, now), args, 4 * n)
+break
+until true
+if freed then give(now, us, limit + 0, ARGV[4] + 0) end
 return {1, us}

@@ -20,7 +20,9 @@ type Call struct {
 	Limit, BatchSlots int64
 	Spacing           int64 // ms between two slots freeing
 	Ticket            int64 // µs; 0 on a call's first attempt
-	Charges           []Charge
+	// Charges are the configured buckets' parts, in the scripts' order
+	// (rpm, tpm, rpd, tpd): a queued waiter keeps them, in that order.
+	Charges []Charge
 }
 
 // Reply is acquire's reply without now_us.
@@ -60,8 +62,9 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 
 	conc := c.Limit > 0
 	tk, mine := us, int64(0)
-	var granted, isPending bool
-	var pend int64
+	var isPending bool
+	var pend, slots, free int64
+	blocked := true
 	if conc {
 		if c.Ticket != 0 {
 			tk = c.Ticket
@@ -71,21 +74,22 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 				}
 				pend, isPending = s, true
 			}
-			g, ok := b.leases[grant(c.ID)]
-			granted = ok && g > now
 		}
 		mine = tk
 		if c.Batch {
 			mine += batchOffset
 		}
+		// The waiters before the caller get the free slots first.
+		slots, free, blocked = b.give(now, us, c.Limit, c.BatchSlots, c.ID, mine)
 	}
 	take := func() bool {
-		live := b.inFlight(now)
-		free := min(c.Limit-live, maxGive)
-		if free <= 0 {
+		if free <= 0 || blocked || (c.Batch && slots >= c.BatchSlots) {
 			return false
 		}
-		return b.hand(now, free, live, c.BatchSlots, c.ID, mine)
+		if c.Ticket != 0 {
+			b.dequeue(c.ID)
+		}
+		return true
 	}
 	queued := func() Reply {
 		if c.Ticket == 0 {
@@ -96,26 +100,21 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		wait := (b.ahead(mine) + 1) * c.Spacing
 		if wait > c.MaxWait {
 			if c.Ticket != 0 {
-				delete(b.queue, c.ID)
+				b.dequeue(c.ID)
+			}
+			if isPending {
+				return already(pend)
 			}
 			return Reply{0, wait, "concurrency", 0, 0}
 		}
-		if _, ok := b.queue[c.ID]; !ok {
-			if b.queue == nil {
-				b.queue = make(map[string]int64)
-			}
-			b.queue[c.ID] = mine
+		w := waiter{claim: isPending, batch: c.Batch, ttl: c.TTL, deadline: now + c.MaxWait}
+		if !isPending {
+			w.charges = c.Charges
 		}
+		b.enqueue(c.ID, mine, w)
 		return Reply{0, wait, "concurrency", 0, tk}
 	}
-	leave := func() {
-		if granted {
-			delete(b.leases, grant(c.ID))
-			b.dispatch(now, c.Limit, c.BatchSlots)
-		} else {
-			delete(b.queue, c.ID)
-		}
-	}
+	leave := func() { b.dequeue(c.ID) }
 
 	if isPending {
 		// A pending lease claims its slot: no bucket, no pause.
@@ -123,10 +122,7 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		if expiry-c.TTL > now {
 			return already(pend)
 		}
-		if granted {
-			delete(b.leases, grant(c.ID))
-		}
-		if granted || take() {
+		if take() {
 			expiry = max(expiry, now+c.TTL)
 			b.leases[c.ID] = expiry
 			return Reply{1, 0, "", expiry, 0}
@@ -223,12 +219,8 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		}
 		return deny(wait, reason)
 	}
-	if conc {
-		if granted {
-			delete(b.leases, grant(c.ID))
-		} else if !take() {
-			return queued()
-		}
+	if conc && !take() {
+		return queued()
 	}
 	if admit(expiry) {
 		return Reply{1, wait, reason, expiry, 0}

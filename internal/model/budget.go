@@ -67,12 +67,12 @@ type Budget struct {
 	pause int64 // ms until which nobody is admitted (0 = never set)
 	qb    int64 // the batch virtual queue, ms (0 = unset)
 	// leases is the lease set: id -> expiry ms for a lease holding its
-	// slot, PENDING + expiry for a pending one, and g:<id> -> the end of
-	// its claim window for a grant.
+	// slot, PENDING + expiry for a pending one.
 	leases map[string]int64
 	// queue is the slot queue: waiter id -> its score (a ticket, µs, plus
-	// BATCH for a batch waiter).
-	queue map[string]int64
+	// BATCH for a batch waiter); waiters each one's request (w:<id>).
+	queue   map[string]int64
+	waiters map[string]waiter
 	// published are the messages published since Published was last
 	// called.
 	published []string

@@ -16,8 +16,8 @@ type Delta struct {
 // lease stays in the set and its reservation stays charged.
 //
 // An id that holds no slot (a waiter giving up, a pending lease) leaves
-// the slot queue, and a grant it held goes to the next waiter; a slot a
-// lease held goes to the queue's head.
+// the slot queue; a slot a lease held goes to the queue's head (see give),
+// after the corrections.
 //
 // Giving back moves each stored TAT back by what the charges since
 // charged leave room for (see giveBack), and never for a bucket that is
@@ -29,11 +29,7 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 	expiry := score
 	if !ok || score >= pending {
 		if limit > 0 {
-			delete(b.queue, id)
-			if _, g := b.leases[grant(id)]; g {
-				delete(b.leases, grant(id))
-				b.dispatch(now, limit, bslots)
-			}
+			b.dequeue(id)
 		}
 		if !ok {
 			return 0
@@ -44,14 +40,20 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 	if live {
 		delete(b.leases, id)
 	}
-	if limit > 0 && score < pending {
-		b.dispatch(now, limit, bslots)
-	}
-	if !live {
-		return 2
-	}
-	if len(deltas) == 0 {
+	// The slot freed goes to the queue's head once the buckets are
+	// corrected: a give-back may let it fit.
+	freed := limit > 0 && score < pending
+	if !live || len(deltas) == 0 {
+		if freed {
+			b.give(now, us, limit, bslots, "", 0)
+		}
+		if !live {
+			return 2
+		}
 		return 1
+	}
+	if freed {
+		defer b.give(now, us, limit, bslots, "", 0)
 	}
 	if deltas[0].Us < 0 {
 		for _, d := range deltas {

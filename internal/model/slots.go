@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -10,12 +11,18 @@ import (
 const (
 	pending     = 1_000_000_000_000_000 // PENDING: a pending lease's score is this plus its expiry
 	batchOffset = 1 << 52               // BATCH: added to a batch waiter's ticket
-	claimMs     = 1000                  // CLAIM: how long a grant keeps a slot, ms
-	maxGive     = 100                   // MAXGIVE: the most grants one script makes
+	maxGive     = 100                   // MAXGIVE: the most slots one script gives
+	look        = 4                     // LOOK: the waiters give looks at past the free slots
 )
 
-// grant returns the lease set member of a grant for waiter id.
-func grant(id string) string { return "g:" + id }
+// waiter is the request a queued caller left with its queue entry (the
+// state hash's w:<id>): what the script that frees a slot admits it with.
+type waiter struct {
+	claim         bool // a pending lease waiting to claim its slot ('p')
+	batch         bool
+	ttl, deadline int64 // ms
+	charges       []Charge
+}
 
 // entry is a member of a sorted set and its score.
 type entry struct {
@@ -38,8 +45,8 @@ func sorted(set map[string]int64, keep func(int64) bool) []entry {
 	return es
 }
 
-// inFlight counts the slots held at now: leases and grants whose expiry is
-// after now, pending leases left out (ZCOUNT leases (now LIVE).
+// inFlight counts the slots held at now: leases whose expiry is after now,
+// pending leases left out (ZCOUNT leases (now LIVE).
 func (b *Budget) inFlight(now int64) int64 {
 	var n int64
 	for _, e := range b.leases {
@@ -61,78 +68,117 @@ func (b *Budget) ahead(score int64) int64 {
 	return n
 }
 
-// hand mirrors prelude.lua's hand: it gives free slots (live held) to the
-// queue's first waiters in order. The caller me (score mine; "" for none)
-// takes its slot itself, at its own entry if it is queued, or else placed
-// by its score after any waiter of the same score. Batch waiters get one
-// only while fewer than bslots are held. Each other waiter gets a grant.
-// It reports whether the caller got a slot.
-func (b *Budget) hand(now, free, live, bslots int64, me string, mine int64) bool {
-	heads := sorted(b.queue, func(int64) bool { return true })
-	heads = heads[:min(int64(len(heads)), free)]
-	took, seen := false, false
-	var names []string
-	i, given := 0, int64(0)
-	for given < free {
-		has := i < len(heads)
-		var h entry
-		if has {
-			h = heads[i]
-		}
-		own := me != "" && has && h.id == me
-		seen = seen || own
-		if own && took {
-			i++
-			continue
-		}
-		caller := me != "" && !took && (own || !has || mine < h.score)
-		if !caller && !has {
-			break
-		}
-		score := h.score
-		if caller && !own {
-			score = mine
-		}
-		if score >= batchOffset && live+given >= bslots {
-			break
-		}
-		given++
-		if caller {
-			took = true
-			if own {
-				i++
-			}
-			continue
-		}
-		if b.leases == nil {
-			b.leases = make(map[string]int64)
-		}
-		b.leases[grant(h.id)] = now + claimMs
-		names = append(names, h.id)
-		i++
+// enqueue puts id in the slot queue at score unless it is there (ZADD NX),
+// and keeps its request w with it (HSET).
+func (b *Budget) enqueue(id string, score int64, w waiter) {
+	if b.queue == nil {
+		b.queue = make(map[string]int64)
+		b.waiters = make(map[string]waiter)
 	}
-	for _, id := range names {
-		delete(b.queue, id)
+	if _, ok := b.queue[id]; !ok {
+		b.queue[id] = score
 	}
-	if took && seen {
-		delete(b.queue, me)
-	}
-	if len(names) > 0 {
-		b.published = append(b.published, strings.Join(names, " "))
-	}
-	return took
+	b.waiters[id] = w
 }
 
-// dispatch mirrors prelude.lua's dispatch: the slots free at now go to the
-// queue's head.
-func (b *Budget) dispatch(now, limit, bslots int64) {
-	if len(b.queue) == 0 {
-		return
+// dequeue takes id out of the slot queue with its request, if it is there.
+func (b *Budget) dequeue(id string) {
+	if _, ok := b.queue[id]; ok {
+		delete(b.queue, id)
+		delete(b.waiters, id)
 	}
+}
+
+// give mirrors prelude.lua's give: it hands the free slots to the slot
+// queue's waiters in order, admitting each as acquire would, up to the
+// caller me (score mine; "" for none), which comes after the waiters with
+// a lower score, or the same score and a lower id. Each waiter handled
+// leaves the queue, and '<id>:<code>:<expiry>:<charged µs>' is published
+// for it: 1 admitted holding its slot, 2 a pending lease (a later turn),
+// 0 not admitted. It returns the slots held after it, those still free,
+// and whether a waiter before the caller is still queued.
+func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int64, int64, bool) {
 	live := b.inFlight(now)
-	if free := min(limit-live, maxGive); free > 0 {
-		b.hand(now, free, live, bslots, "", 0)
+	free := min(limit-live, maxGive)
+	if free <= 0 {
+		return live, 0, false
 	}
+	heads := sorted(b.queue, func(int64) bool { return true })
+	if len(heads) == 0 {
+		return live, free, false
+	}
+	// The script reads free+LOOK members, the sentinel among them if the
+	// queue is shorter: reading it ends the queue.
+	sentinel := int64(len(heads)) < free+look
+	heads = heads[:min(int64(len(heads)), free+look)]
+	given, blocked := int64(0), true
+	var gone, sent []string
+	for i, h := range heads {
+		if me != "" && (h.id == me || h.score > mine || (h.score == mine && h.id > me)) {
+			blocked = false
+			break
+		}
+		if given >= free || (h.score >= batchOffset && live+given >= bslots) {
+			break
+		}
+		code, expiry, at, stop := 0, int64(0), int64(0), false
+		w, ok := b.waiters[h.id]
+		switch {
+		case !ok || w.deadline < now:
+		case w.claim:
+			if held, ok := b.leases[h.id]; ok && held >= pending {
+				expiry = max(held-pending, now+w.ttl)
+				b.leases[h.id] = expiry
+				code, given = 1, given+1
+			}
+		case b.pause > now:
+			stop = true
+		default:
+			var tats, froms [4]int64
+			var wus int64
+			for _, ch := range w.charges {
+				froms[ch.Bucket] = b.from(ch.Bucket, us)
+				tats[ch.Bucket] = froms[ch.Bucket] + ch.Charge
+				wus = max(wus, tats[ch.Bucket]-us-ch.Allow)
+			}
+			wait := (wus + 999) / 1000
+			if wait == 0 || (!w.batch && wait <= w.deadline-now) {
+				if b.leases == nil {
+					b.leases = make(map[string]int64)
+				}
+				expiry = now + wait + w.ttl
+				if wait > 0 {
+					code = 2
+					b.leases[h.id] = pending + expiry
+				} else {
+					code, given = 1, given+1
+					b.leases[h.id] = expiry
+				}
+				at = us
+				turn := us + wait*1000
+				for _, ch := range w.charges {
+					k := ch.Bucket
+					b.push(k, us, max(froms[k]-turn, 0))
+					b.tat[k], b.stored[k] = tats[k], true
+				}
+			}
+		}
+		gone = append(gone, h.id)
+		sent = append(sent, fmt.Sprintf("%s:%d:%d:%d", h.id, code, expiry, at))
+		if stop {
+			break
+		}
+		if i == len(heads)-1 && sentinel {
+			blocked = false
+		}
+	}
+	for _, id := range gone {
+		b.dequeue(id)
+	}
+	if len(sent) > 0 {
+		b.published = append(b.published, strings.Join(sent, " "))
+	}
+	return live + given, free - given, blocked
 }
 
 // reap removes up to maxReap leases (and grants) whose expiry is at or
@@ -151,8 +197,8 @@ func (b *Budget) reap(now int64) {
 }
 
 // Published returns the messages the scripts published since the last
-// call (each the ids granted a slot by one script, space-separated), and
-// forgets them.
+// call (each the waiters one script handed slots to, space-separated
+// '<id>:<code>:<expiry>:<charged µs>', see give), and forgets them.
 func (b *Budget) Published() []string {
 	p := b.published
 	b.published = nil
@@ -160,7 +206,7 @@ func (b *Budget) Published() []string {
 }
 
 // Sets returns copies of the lease set (leases, pending leases as
-// PENDING + expiry, grants as g:<id>) and the slot queue, members to
+// PENDING + expiry) and the slot queue, members to
 // scores, as the scripts keep them (without the sentinels).
 func (b *Budget) Sets() (leases, queue map[string]int64) {
 	return maps(b.leases), maps(b.queue)
@@ -182,7 +228,7 @@ func (b *Budget) Queued() (ids []string, scores []int64) {
 	return ids, scores
 }
 
-// InFlight counts the slots held at now (ms): leases and grants.
+// InFlight counts the slots held at now (ms).
 func (b *Budget) InFlight(now int64) int64 { return b.inFlight(now) }
 
 // IsBatch reports whether a queue score is a batch waiter's.
@@ -193,13 +239,6 @@ func IsBatch(score int64) bool { return score >= batchOffset }
 func (b *Budget) Pending(id string) bool {
 	s, ok := b.leases[id]
 	return ok && s >= pending
-}
-
-// Grant returns the end of the claim window of a grant kept for id, if
-// there is one (expired or not).
-func (b *Budget) Grant(id string) (int64, bool) {
-	s, ok := b.leases[grant(id)]
-	return s, ok
 }
 
 // QueueScore returns the score of a waiter with ticket in the slot queue.

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,8 +15,9 @@ func slot(id string, ticket int64) Call {
 }
 
 // Waiters get slots in the order they were first denied, across any number
-// of callers: a slot freed goes to the queue's head as a grant, which only
-// that waiter can claim; a new arrival queues behind them.
+// of callers: the script that frees a slot admits the queue's head with it
+// and publishes its id, admission and expiry; a new arrival queues behind
+// them.
 func TestSlotQueue(t *testing.T) {
 	var b Budget
 	t1 := int64(t0) * 1000 // µs
@@ -32,59 +35,105 @@ func TestSlotQueue(t *testing.T) {
 			c.MaxWait = 0
 			return b.Acquire(t1+4, c)
 		}, Reply{0, 30, "concurrency", 0, 0}},
-		{"a ends: c gets a grant", func() Reply { return Reply{Code: b.Settle(t1+1000, "a", t1, 2, 1, nil)} }, Reply{Code: 1}},
+		{"a ends: c is admitted", func() Reply { return Reply{Code: b.Settle(t1+1000, "a", t1, 2, 1, nil)} }, Reply{Code: 1}},
 		{"d comes back early: still queued", func() Reply { return b.Acquire(t1+1001, slot("d", t1+3)) }, Reply{0, 10, "concurrency", 0, t1 + 3}},
 		{"f arrives: behind d", func() Reply { return b.Acquire(t1+1002, slot("f", 0)) }, Reply{0, 20, "concurrency", 0, t1 + 1002}},
-		{"c claims its grant", func() Reply { return b.Acquire(t1+1003, slot("c", t1+2)) }, Reply{1, 0, "", t0 + 60_001, 0}},
+		{"c asks again: admitted already", func() Reply { return b.Acquire(t1+1003, slot("c", t1+2)) }, Reply{2, 0, "", t0 + 60_001, 0}},
 	}
 	for _, s := range steps {
 		if diff := cmp.Diff(s.want, s.got()); diff != "" {
 			t.Fatalf("%s: mismatch (-want +got):\n%s\n%v", s.name, diff, &b)
 		}
 	}
-	if got := b.Published(); !cmp.Equal(got, []string{"c"}) {
-		t.Errorf("published %q; want [c]", got)
+	if got, want := b.Published(), []string{fmt.Sprintf("c:1:%d:%d", t0+60_001, t1+1000)}; !cmp.Equal(got, want) {
+		t.Errorf("published %q; want %q", got, want)
 	}
-	// b ends: d's grant. d does not claim it; its grant expires after a
-	// second, and f, coming back then, takes the slot: d lost it once.
+	// b ends: d is admitted, f stays first in the queue.
 	if got := b.Settle(t1+2000, "b", t1, 2, 1, nil); got != 1 {
 		t.Fatalf("settle b = %d", got)
 	}
-	if got := b.Published(); !cmp.Equal(got, []string{"d"}) {
-		t.Errorf("published %q; want [d]", got)
+	if got, want := b.Published(), []string{fmt.Sprintf("d:1:%d:%d", t0+60_002, t1+2000)}; !cmp.Equal(got, want) {
+		t.Errorf("published %q; want %q", got, want)
 	}
-	late := t1 + 2000 + claimMs*1000
-	if got := b.Acquire(late, slot("f", t1+1002)); got.Code != 1 {
-		t.Fatalf("f after d's grant expired = %+v; want admitted\n%v", got, &b)
+	if ids, _ := b.Queued(); !cmp.Equal(ids, []string{"f"}) {
+		t.Errorf("queue %v; want [f]", ids)
 	}
-	// d comes back with its ticket: first in the queue again.
-	if got := b.Acquire(late+1, slot("d", t1+3)); got != (Reply{0, 10, "concurrency", 0, t1 + 3}) {
-		t.Errorf("d after its grant expired = %+v; want queued first, wait 10", got)
-	}
-	if ids, _ := b.Queued(); !cmp.Equal(ids, []string{"d"}) {
-		t.Errorf("queue %v; want [d]", ids)
+	if got := b.InFlight(t0 + 2); got != 2 {
+		t.Errorf("slots held = %d; want 2 (c and d)", got)
 	}
 }
 
-// A waiter that gives up leaves the queue, and a grant it held goes to the
-// next waiter.
-func TestLeaveGivesTheGrantOn(t *testing.T) {
+// A waiter that gives up right as a slot admits it ends the lease it was
+// given (a cancel), and the slot goes to the next waiter: none is lost.
+func TestLeaveAfterHandOver(t *testing.T) {
 	var b Budget
 	us := int64(t0) * 1000
 	b.Acquire(us, slot("a", 0))
 	b.Acquire(us, slot("b", 0))
 	b.Acquire(us+1, slot("c", 0))
 	b.Acquire(us+2, slot("d", 0))
-	b.Settle(us+10, "a", us, 2, 1, nil) // c's grant
+	b.Settle(us+10, "a", us, 2, 1, nil) // admits c
 	b.Published()
-	if got := b.Settle(us+20, "c", 0, 2, 1, nil); got != 0 {
-		t.Fatalf("c leaves = %d; want 0 (not a lease)", got)
+	if got := b.Settle(us+20, "c", us+1, 2, 1, nil); got != 1 {
+		t.Fatalf("c leaves = %d; want 1 (its lease ended)", got)
 	}
-	if got := b.Published(); !cmp.Equal(got, []string{"d"}) {
-		t.Errorf("published %q after c left; want [d]", got)
+	if got := b.Published(); len(got) != 1 || !strings.HasPrefix(got[0], "d:1:") {
+		t.Errorf("published %q after c left; want d admitted", got)
 	}
 	if ids, _ := b.Queued(); len(ids) != 0 {
 		t.Errorf("queue %v; want empty", ids)
+	}
+	if got := b.InFlight(t0); got != 2 {
+		t.Errorf("slots held = %d; want 2 (b and d)", got)
+	}
+	// A waiter that leaves before any slot frees just leaves the queue.
+	b.Acquire(us+30, slot("e", 0))
+	if got := b.Settle(us+40, "e", 0, 2, 1, nil); got != 0 {
+		t.Errorf("e leaves = %d; want 0 (never admitted)", got)
+	}
+	if ids, _ := b.Queued(); len(ids) != 0 {
+		t.Errorf("queue %v; want empty", ids)
+	}
+}
+
+// A head waiter whose tokens do not fit when a slot frees is admitted as
+// acquire would admit it: an interactive one reserves its turn as a
+// pending lease holding no slot, and the slot goes on to the next waiter;
+// a batch one is told to ask again (code 0) and leaves the queue.
+func TestHandOverToTokens(t *testing.T) {
+	bs := Buckets{{}, {6000, 6000, 60_000}, {}, {}} // tpm: 100 a second
+	var b Budget
+	us := int64(t0) * 1000
+	call := func(id string, cost int64, batch bool) Call {
+		return Call{ID: id, Batch: batch, MaxWait: 60_000, TTL: 60_000, Limit: 1, BatchSlots: 1, Spacing: 10, Charges: Charges(bs, cost, batch, 0)}
+	}
+	if got := b.Acquire(us, call("a", 1000, false)); got.Code != 1 {
+		t.Fatalf("a = %+v", got)
+	}
+	b.Acquire(us+1, call("big", 3000, false)) // queued: tokens fit now, the slot does not
+	b.Acquire(us+2, call("small", 500, false))
+	b.Acquire(us+3, call("bat", 10, true))
+	if ids, _ := b.Queued(); !cmp.Equal(ids, []string{"big", "small", "bat"}) {
+		t.Fatalf("queue %v", ids)
+	}
+	// a ends having used 4,000 tokens more than it reserved: big no longer
+	// fits for 19 s, so it becomes pending; small fits only after big's
+	// turn, and is pending too; bat, batch, never reserves ahead: not
+	// admitted.
+	b.Settle(us+1000_000, "a", us, 1, 1, Deltas(bs, Settled, 1000, 5000))
+	got := b.Published()
+	if len(got) != 1 {
+		t.Fatalf("published %q", got)
+	}
+	parts := strings.Fields(got[0])
+	if len(parts) != 3 || !strings.HasPrefix(parts[0], "big:2:") || !strings.HasPrefix(parts[1], "small:2:") || parts[2] != "bat:0:0:0" {
+		t.Errorf("published %q; want big and small pending, bat told to ask again", got)
+	}
+	if !b.Pending("big") || !b.Pending("small") {
+		t.Errorf("big, small pending = %v, %v; want both", b.Pending("big"), b.Pending("small"))
+	}
+	if got := b.InFlight(t0 + 1); got != 0 {
+		t.Errorf("slots held = %d; want 0: pending leases hold none", got)
 	}
 }
 
@@ -115,18 +164,17 @@ func TestBatchWaitersComeLast(t *testing.T) {
 	}
 	// x ends: its slot goes to j, the first waiter, though x was batch.
 	b.Settle(us+10, "x", us, 2, 1, nil)
-	if got := b.Published(); !cmp.Equal(got, []string{"j"}) {
-		t.Errorf("published %q; want [j]", got)
+	if got := b.Published(); len(got) != 1 || !strings.HasPrefix(got[0], "j:1:") {
+		t.Errorf("published %q; want j admitted", got)
 	}
-	// i ends, but j's grant holds the batch share: y waits.
+	// i ends, but j holds the batch share: y waits.
 	b.Settle(us+20, "i", us, 2, 1, nil)
 	if got := b.Published(); len(got) != 0 {
 		t.Errorf("published %q; want nothing while the batch share is held", got)
 	}
-	b.Acquire(us+30, slot("j", us+3))
 	b.Settle(us+40, "j", us, 2, 1, nil)
-	if got := b.Published(); !cmp.Equal(got, []string{"y"}) {
-		t.Errorf("published %q; want [y]", got)
+	if got := b.Published(); len(got) != 1 || !strings.HasPrefix(got[0], "y:1:") {
+		t.Errorf("published %q; want y admitted", got)
 	}
 }
 
