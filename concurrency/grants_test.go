@@ -56,7 +56,7 @@ func (f *fakeListener) next(t *testing.T) listenerCalls {
 	return listenerCalls{}
 }
 
-func woken(ch <-chan struct{}) bool {
+func woken(ch <-chan string) bool {
 	select {
 	case <-ch:
 		return true
@@ -91,10 +91,26 @@ func TestGrantsWakeTheWaiterPublished(t *testing.T) {
 	if !woken(c) || woken(b) {
 		t.Errorf("deliver(\"x c\"): c woken %v, b woken %v; want only c", woken(c), woken(b))
 	}
-	// A grant published a moment before its waiter registers still wakes it.
-	l.deliver("d")
+	// Each waiter gets its own outcome, the part after its id.
+	x, leaveX := g.Wait("x2")
+	defer leaveX()
+	l.deliver("y:2:7:8 x2:1:5:6")
+	if got := <-x; got != "1:5:6" {
+		t.Errorf("x2's outcome = %q; want 1:5:6", got)
+	}
+	// An outcome published a moment before its waiter registers still
+	// reaches it.
+	l.deliver("d:1:9:10")
 	if d, leave := g.Wait("d"); !woken(d) {
-		t.Error("a waiter whose grant came first was not woken")
+		t.Error("a waiter whose outcome came first was not woken")
+	} else {
+		if got := <-d; got != "" {
+			t.Errorf("second receive = %q; want the closed channel's empty string", got)
+		}
+		leave()
+	}
+	if d, leave := g.Wait("y"); <-d != "2:7:8" {
+		t.Error("y's outcome, published before it registered, was lost")
 	} else {
 		leave()
 	}

@@ -71,6 +71,9 @@ type acquisition struct {
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 	p, r := a.p, a.r
+	// next is the reply a freed slot's message stands for (see handed):
+	// the waiter was admitted there, and asks the budget nothing.
+	var next *wire.AcquireReply
 	for {
 		if err := ctx.Err(); err != nil {
 			a.abandon()
@@ -82,7 +85,14 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			return nil, err
 		}
 		remain := max(time.Until(a.deadline), 0)
-		rep, charged, err := p.acquireOnce(ctx, a.id, r, remain, a.ticket)
+		var rep wire.AcquireReply
+		var charged int64
+		var err error
+		if next != nil {
+			rep, charged, next = *next, next.NowUs, nil
+		} else {
+			rep, charged, err = p.acquireOnce(ctx, a.id, r, remain, a.ticket, a.began)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // the loop's top says which error
@@ -125,11 +135,14 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			a.abandon()
 			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.Reason)
 		case rep.Ticket != 0:
-			// Queued for a slot: wait for a grant.
+			// Queued for a slot: wait until a freed slot admits it, or
+			// for the fallback timer.
 			a.ticket, a.denied = rep.Ticket, &rep
-			if err := p.waitGrant(ctx, a.id, r, rep, a.deadline); err != nil {
+			outcome, err := p.waitGrant(ctx, a.id, r, rep, a.deadline)
+			if err != nil {
 				continue // the loop's top says which error
 			}
+			next = a.handed(outcome)
 		default:
 			if rep.Wait > remain {
 				a.abandon()
@@ -173,15 +186,18 @@ func (a *acquisition) reserved(ctx context.Context, rep wire.AcquireReply, charg
 }
 
 // abandon undoes what a call that gives up left in the budget: a pending
-// lease is canceled (its tokens go back, its place in the slot queue and
-// any grant with it), a queued waiter leaves the queue.
+// lease is canceled (its tokens go back, and its place in the slot queue),
+// a queued waiter leaves the queue, and if a freed slot admitted it
+// meanwhile, that lease is canceled, its slot going to the next waiter.
 func (a *acquisition) abandon() {
 	switch {
 	case a.pending != nil:
 		a.p.giveBack(a.pending)
 		a.pending = nil
 	case a.ticket != 0:
-		a.p.leave(a.id)
+		// Its ticket is the µs of its first denial: a lower bound of when
+		// a freed slot can have charged it.
+		a.p.leave(a.id, a.r, a.ticket, a.deadline)
 	}
 	a.ticket = 0
 }
@@ -345,7 +361,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	r = r.withTotal()
 	id := leasing.NewID()
-	rep, charged, err := p.acquireOnce(ctx, id, r, 0, 0)
+	rep, charged, err := p.acquireOnce(ctx, id, r, 0, 0, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -368,21 +384,22 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 
 // acquireOnce runs acquire.lua once, with the call's ticket (0 on its first
 // attempt). It also returns the µs at which the buckets were charged, as
-// settle.lua wants it: the reply's clock, or for a retried id (admitted by
-// an attempt whose reply go-redis lost and resent) a lower bound, the clock
-// less the time since this call began.
-func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64) (wire.AcquireReply, int64, error) {
-	sent := time.Now()
+// settle.lua wants it: the reply's clock, or for an id admitted before (by
+// an attempt whose reply go-redis lost and resent, or by a freed slot
+// while it waited in the queue) a lower bound, the clock less the time
+// since the call began.
+func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64, began time.Time) (wire.AcquireReply, int64, error) {
 	v, err := p.call(ctx, lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
 		// The reply came after the caller gave up: give the lease back, or
-		// leave the slot queue.
+		// leave the slot queue. (A caller that sent a ticket was queued
+		// before, and leaves by itself: see acquisition.abandon.)
 		rep, err := wire.DecodeAcquire(v)
 		switch {
 		case err != nil:
 		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, sent), TurnMs: rep.TurnMs(), Quiet: true}))
-		case rep.Ticket != 0:
-			p.leave(id)
+			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend, Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, began), TurnMs: rep.TurnMs(), Quiet: true}))
+		case rep.Ticket != 0 && ticket == 0:
+			p.leave(id, r, rep.Ticket, time.Now().Add(maxWait))
 		}
 	})
 	if err != nil {
@@ -392,13 +409,14 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	if err != nil {
 		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s.name, err)
 	}
-	return rep, chargedAt(rep, sent), nil
+	return rep, chargedAt(rep, began), nil
 }
 
-// chargedAt returns when an admission sent at sent charged the buckets.
-func chargedAt(rep wire.AcquireReply, sent time.Time) int64 {
+// chargedAt returns when an admission of a call that began at began
+// charged the buckets.
+func chargedAt(rep wire.AcquireReply, began time.Time) int64 {
 	if rep.Code == wire.Already {
-		return rep.NowUs - time.Since(sent).Microseconds() - 1000
+		return rep.NowUs - time.Since(began).Microseconds() - 1000
 	}
 	return rep.NowUs
 }

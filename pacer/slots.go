@@ -3,20 +3,27 @@ package pacer
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
-	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
 )
 
 // Waiting for a concurrency slot. A caller that finds none is queued in
-// Redis with a ticket (the time of its first denial), so callers in every
-// process get slots first come, first served. When a slot frees, the
-// script that freed it grants it to the queue's head and publishes the
-// head's id; the waiter's process wakes it, and it claims the slot with its
-// ticket. So a waiter costs one script call to queue and one to claim, and
-// it is woken by the grant, not by polling.
+// Redis with a ticket (the time of its first denial) and its request, so
+// callers in every process get slots first come, first served. When a
+// slot frees, the script that freed it admits the queue's head with it,
+// checking and charging every limit as acquire would, and publishes the
+// head's id with the outcome; the waiter's process hands it the outcome,
+// and its call runs. So a waiter costs one script call (the one that
+// queued it), and it is woken by its admission, not by polling.
+//
+// The price: a waiter whose process dies is admitted all the same, and
+// holds its slot until its lease TTL ends. One that gives up ends the
+// lease it may have been given (see leave).
 
 // linger is how long a Pacer keeps its subscription to grants after its
 // last waiter left: a steady stream of waiters keeps one connection, and an
@@ -65,16 +72,11 @@ func (p *Pacer) listen(ctx context.Context, ready func(), deliver func(string)) 
 	}
 }
 
-// granted returns those of ids that hold a grant (member g:<id> of the
-// lease set; one that expired is looked at too, at the cost of a script
-// call), in one command: the waiters registered before the subscription
-// was ready.
+// granted returns those of ids that a freed slot admitted (they are in the
+// lease set), in one command: the waiters registered before the
+// subscription was ready. Each then asks acquire, which tells it.
 func (p *Pacer) granted(ctx context.Context, ids []string) ([]string, error) {
-	members := make([]string, len(ids))
-	for i, id := range ids {
-		members[i] = "g:" + id
-	}
-	scores, err := p.sub.ZMScore(ctx, p.keys[1], members...).Result()
+	scores, err := p.sub.ZMScore(ctx, p.keys[1], ids...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -87,14 +89,15 @@ func (p *Pacer) granted(ctx context.Context, ids []string) ([]string, error) {
 	return out, nil
 }
 
-// waitGrant waits, queued with the reply rep, until the budget grants this
-// caller (id) a slot, or until its fallback timer fires, for a grant whose
-// message was lost: twice the script's estimate of the wait and a little
-// more, so that it rarely fires before a grant that works (each time it
-// does costs a script call), but never past the deadline (less a round
-// trip). A waiter whose grant expired meanwhile keeps its place by its
-// ticket. It returns ctx's error if ctx ends first.
-func (p *Pacer) waitGrant(ctx context.Context, id string, r Request, rep wire.AcquireReply, deadline time.Time) error {
+// waitGrant waits, queued with the reply rep, until a freed slot admits
+// this caller (id), and returns the outcome published for it (see
+// handed); or until its fallback timer fires, for a message that was
+// lost: twice the script's estimate of the wait and a little more, so that
+// it rarely fires before a message (each time it does costs a script
+// call), but never past the deadline (less a round trip). Then it returns
+// "": the caller asks acquire with its ticket, which keeps its place, or
+// tells it it was admitted. It returns ctx's error if ctx ends first.
+func (p *Pacer) waitGrant(ctx context.Context, id string, r Request, rep wire.AcquireReply, deadline time.Time) (string, error) {
 	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: LimitConcurrency})
 	wake, leave := p.grants.Wait(id)
 	defer leave()
@@ -106,10 +109,46 @@ func (p *Pacer) waitGrant(ctx context.Context, id string, r Request, rep wire.Ac
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-wake:
+	case outcome := <-wake:
+		return outcome, nil
 	case <-t.C:
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
+	}
+	return "", nil
+}
+
+// handed returns the reply acquire would have given this waiter, from the
+// outcome a freed slot published for it ('<code>:<expiry ms>:<charged
+// µs>', see prelude.lua's give): code 1, admitted holding its slot (for a
+// pending lease, its claim); code 2, admitted with a later turn as a
+// pending lease (its turn is the expiry less the lease TTL). It returns
+// nil for anything else (0: not admitted; a malformed outcome): the
+// waiter asks acquire.
+func (a *acquisition) handed(outcome string) *wire.AcquireReply {
+	f := strings.Split(outcome, ":")
+	if len(f) != 3 {
+		return nil
+	}
+	code, err1 := strconv.ParseInt(f[0], 10, 64)
+	expiry, err2 := strconv.ParseInt(f[1], 10, 64)
+	at, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || expiry <= 0 {
+		return nil
+	}
+	rep := &wire.AcquireReply{Code: wire.Admitted, Now: time.UnixMicro(at), NowUs: at, Expiry: time.UnixMilli(expiry)}
+	switch {
+	case code == 1 && a.pending != nil:
+		return rep // the claim: the lease was charged at its admission
+	case at <= 0:
+		return nil
+	case code == 1:
+		return rep
+	case code == 2 && a.pending == nil:
+		turn := expiry - a.p.s.leaseTTL.Milliseconds()
+		rep.Wait = time.Duration(max(turn-at/1000, 0)) * time.Millisecond
+		rep.Ticket = turn * 1000
+		return rep
 	}
 	return nil
 }
@@ -118,14 +157,18 @@ func (p *Pacer) waitGrant(ctx context.Context, id string, r Request, rep wire.Ac
 // message takes a round trip and a scheduler's delay to arrive.
 const fallbackSlack = 100 * time.Millisecond
 
-// leave takes a waiter that gives up out of the slot queue, in the
-// background: settle.lua, for an id that is not a lease, removes it and
-// gives a slot granted to it to the next waiter. One attempt: if it fails,
-// a grant made to the waiter expires after its claim window.
-func (p *Pacer) leave(id string) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, _ = wire.Run(ctx, lua.Settle, p.rdb, p.keys, wire.SettleArgs(id, 0, p.s.limits.Concurrency, p.batchSlots(), nil), nil)
-	}()
+// leave takes a waiter that gives up (id, waiting for r) out of the slot
+// queue, in the background. A freed slot may have admitted it meanwhile,
+// or may do so until it leaves, so it leaves as a lease that is canceled
+// (see giveBack): settle.lua removes an id that is not a lease from the
+// queue, and ends one that is, giving its tokens back and its slot to the
+// next waiter. chargedUs is a lower bound of when it may have been
+// charged; deadline the end of its wait, after which the budget admits it
+// no more. Until a settle lands, or the lease it may hold expires, it
+// retries while Redis fails.
+func (p *Pacer) leave(id string, r Request, chargedUs int64, deadline time.Time) {
+	p.giveBack(p.newLease(leasing.Admission{
+		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s.spend,
+		Start: time.Now(), Expiry: deadline.Add(p.s.leaseTTL), ChargedUs: chargedUs, Quiet: true,
+	}))
 }

@@ -33,10 +33,15 @@ process that pauses the budget does not make its own reserved turns wait the
 pause out, and there are no events or Run helper.
 
 Slots (a concurrency limit) are shared first come, first served with every
-process, through the slot queue the scripts keep in Redis. A Python waiter
-does not subscribe to the grants the scripts publish: it asks again at the
-script's estimate, at most every _POLL_MS, well within the 1,000 ms a grant
-is kept for it. A lease ending in this process also wakes its waiters.
+process, through the slot queue the scripts keep in Redis. A waiter's
+request is kept with its queue entry, and the script that frees a slot
+admits the queue's head with it (charging its limits as acquire would).
+A Python waiter does not subscribe to the messages that announce it: it
+asks again at the script's estimate, at most every _POLL_MS, and finds
+itself admitted (code 2). A lease ending in this process also wakes its
+waiters. A waiter that gives up ends the lease it may have been given
+meanwhile (a cancel); one whose process dies holds the slot it was given
+until its lease TTL ends.
 """
 
 from __future__ import annotations
@@ -684,8 +689,8 @@ class Pacer:
                 if rep.code == TOO_LARGE:
                     raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
                 if rep.ticket != 0:
-                    # Queued for a slot: ask again at the estimate, soon
-                    # enough to claim a grant within its claim window.
+                    # Queued for a slot: ask again at the estimate; a freed
+                    # slot may have admitted it meanwhile (code 2).
                     ticket = rep.ticket
                     self._wait_slot(rep, deadline)
                     continue
@@ -697,9 +702,11 @@ class Pacer:
                 self._wait(rep, deadline)
         except BaseException:
             if pending is not None:
-                _cancel_quietly(pending)  # its tokens, and any grant, go back
+                _cancel_quietly(pending)  # its tokens go back, and its place
             elif ticket:
-                self._leave(lease_id)
+                # Its ticket (its first denial) is a lower bound of when a
+                # freed slot may have admitted it.
+                self._leave(lease_id, use, ticket)
             raise
 
     def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0) -> "Lease":
@@ -744,23 +751,31 @@ class Pacer:
 
     def _wait_slot(self, rep: AcquireReply, deadline: int) -> None:
         # A queued slot waiter sleeps the script's estimate, at most
-        # _POLL_MS (a grant is kept for it only 1,000 ms), never past the
-        # bound less a round trip, and wakes early when a lease of this
-        # process ends: its slot may have been granted here.
+        # _POLL_MS (a slot that admitted it is held meanwhile), never past
+        # the bound less a round trip, and wakes early when a lease of this
+        # process ends: its slot may have admitted a waiter here.
         w = min(rep.wait_ms, _POLL_MS) * 1_000_000
         d = w + self._jitter(w // 10)
         d = min(d, max(0, deadline - self._clock() - int(_ROUND_TRIP_S * 1e9)))
         with self._freed:
             self._freed.wait(d / 1e9)
 
-    def _leave(self, lease_id: str) -> None:
-        # A waiter that gives up leaves the slot queue: settle with its id,
-        # charged 0, no corrections; a grant made to it goes to the next
-        # waiter. If this fails, the grant expires after its claim window.
-        try:
-            self._run("settle", [lease_id, 0, self.settings.concurrency, self.batch_slots])
-        except Exception:
-            pass
+    def _leave(self, lease_id: str, use: "_Use", charged_us: int) -> None:
+        # A waiter that gives up leaves the slot queue: settle with its id
+        # and a cancel's corrections, since a freed slot may have admitted
+        # it meanwhile (then its lease ends, its tokens go back and its slot
+        # goes to the next waiter). charged_us is a lower bound of when that
+        # charged it. A few attempts; if all fail, a slot it was given is
+        # held until its lease TTL ends.
+        args = [lease_id, charged_us, self.settings.concurrency, self.batch_slots]
+        for field, us in corrections(self.settings.buckets, use, 0, True):
+            args += [field, us]
+        for attempt in range(3):
+            try:
+                self._run("settle", args)
+                return
+            except Exception:
+                time.sleep(0.05 * (attempt + 1))
 
     def _ended(self, held_us: int) -> None:
         if self.settings.concurrency:
@@ -835,8 +850,8 @@ class Pacer:
     def snapshot(self) -> Snapshot:
         """Read the budget without changing it: each bucket's level, slots held, any pause.
 
-        in_flight counts the slots held (leases, and grants kept for
-        waiters), not pending leases waiting for their turn.
+        in_flight counts the slots held, not pending leases waiting for
+        their turn.
         """
         bs = self.settings.buckets
         # The stop (see stop.lua) is read as one more field.
