@@ -5,7 +5,7 @@
 // process get slots first come, first served. This package adds what one
 // process does on its own:
 //
-//   - Grants wakes a local waiter as soon as the budget grants it a slot,
+//   - Grants wakes a local waiter as soon as a freed slot admits it,
 //     from one subscription per budget, open only while someone waits.
 //   - KeepAlive renews a long call's lease in the background, so a call that
 //     runs longer than the lease TTL keeps its slot.

@@ -28,8 +28,11 @@ import (
 // turn with one script call and sleeps until then, first come, first
 // served; with a concurrency limit it takes its slot only at its turn. A
 // call that finds no free slot queues for one, first come, first served
-// across every process, and is woken when a slot is granted to it; a call
-// that waits for a pause asks again when the pause ends.
+// across every process: the settle that frees a slot admits the queue's
+// head, and tells it, so it returns without asking again. A waiter whose
+// process dies is admitted all the same, and holds that slot until its
+// lease TTL ends. A call that waits for a pause asks again when the pause
+// ends.
 func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if p.s.shadow {
 		return p.TryAcquire(ctx, r)

@@ -33,12 +33,13 @@ type Lease = lease.Lease
 // multiple goroutines.
 type Pacer struct {
 	rdb    redis.Scripter
-	sub    redis.UniversalClient // for the subscription to slot grants
+	sub    redis.UniversalClient // for the subscription to slot hand-overs
 	s      settings
 	keys   []string
 	budget *leasing.Budget
-	// grants wakes this process's waiters for a concurrency slot when the
-	// budget grants them one (nil without a concurrency limit).
+	// grants hands this process's waiters for a concurrency slot their
+	// admission when a freed slot admits them (nil without a concurrency
+	// limit).
 	grants *concurrency.Grants
 	// pausedUntil is the end of the latest pause this process set, and
 	// pausedAt when it was set (UnixNano). A call that reserved its turn
@@ -95,7 +96,8 @@ func (p *Pacer) Limits() Limits { return p.s.limits }
 
 // Keys returns the Redis keys of the budget: the state hash, the lease
 // sorted set and the slot queue (a sorted set, whose name is also the
-// channel on which slot grants are published). They share one hash tag.
+// channel on which the admissions of queued waiters are published). They
+// share one hash tag.
 func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
 // newLease returns the lease for an admission (see leasing.Open).
@@ -105,7 +107,7 @@ func (p *Pacer) newLease(a leasing.Admission) *Lease {
 
 // ended is told of every lease's end: it keeps the mean hold time and
 // emits the Ended event. (The slot goes to the budget's first waiter, in
-// whichever process: settle.lua grants it.)
+// whichever process: settle.lua admits it.)
 func (p *Pacer) ended(e leasing.Ending) {
 	if e.Held > 0 {
 		ms := float64(e.Held) / float64(time.Millisecond)

@@ -25,7 +25,7 @@ import (
 // holds its slot until its lease TTL ends. One that gives up ends the
 // lease it may have been given (see leave).
 
-// linger is how long a Pacer keeps its subscription to grants after its
+// linger is how long a Pacer keeps its subscription to hand-overs after its
 // last waiter left: a steady stream of waiters keeps one connection, and an
 // idle process closes it.
 const linger = 5 * time.Second
@@ -35,7 +35,7 @@ func (p *Pacer) batchSlots() int64 {
 	return wire.Slots(p.s.limits.Concurrency, p.s.keep)
 }
 
-// listen subscribes to the budget's grants until ctx is done (see
+// listen subscribes to the budget's hand-overs until ctx is done (see
 // concurrency.Grants): the slot queue's key is also the channel.
 func (p *Pacer) listen(ctx context.Context, ready func(), deliver func(string)) {
 	sub := p.sub.Subscribe(ctx, p.keys[2])
@@ -153,8 +153,8 @@ func (a *acquisition) handed(outcome string) *wire.AcquireReply {
 	return nil
 }
 
-// fallbackSlack is added to a queued waiter's fallback timer: a grant
-// message takes a round trip and a scheduler's delay to arrive.
+// fallbackSlack is added to a queued waiter's fallback timer: the message
+// that admits it takes a round trip and a scheduler's delay to arrive.
 const fallbackSlack = 100 * time.Millisecond
 
 // leave takes a waiter that gives up (id, waiting for r) out of the slot

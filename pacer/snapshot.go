@@ -43,10 +43,10 @@ type Snapshot struct {
 	// Rates holds Config.Rates other than the four above, in order.
 	Rates []RateState
 
-	// InFlight counts the concurrency slots held: by leases not yet ended
-	// or expired, and by grants kept for waiters about to claim them (a
-	// lease waiting for its turn holds none). Concurrency is the limit on
-	// them (0 = none).
+	// InFlight counts the concurrency slots held by leases not yet ended
+	// or expired, those of queued waiters a freed slot admitted included
+	// (a lease waiting for its turn holds none). Concurrency is the limit
+	// on them (0 = none).
 	InFlight, Concurrency int64
 	// Paused is how long every caller still has to wait; 0 if not paused.
 	Paused time.Duration
