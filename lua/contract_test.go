@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -123,9 +124,10 @@ func TestContractAsDocumented(t *testing.T) {
 }
 
 // The slot queue as docs/lua-contract.md states it: a caller finding no
-// slot is queued with a ticket; a slot freed is granted to the queue's head
-// and its id published on the queue key's name; the waiter claims it by
-// sending its ticket.
+// slot is queued with a ticket, its request kept with it; the settle that
+// frees a slot admits the queue's head and publishes '<id>:1:<expiry>:<charged
+// µs>' on the queue key's name; the waiter, asking again with its ticket,
+// is told it was admitted (code 2), nothing charged twice.
 func TestSlotQueueAsDocumented(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
@@ -159,15 +161,23 @@ func TestSlotQueueAsDocumented(t *testing.T) {
 		if got := acquire("z", 0, 0); got[0] != int64(0) || got[1] != int64(20) || got[5] != int64(0) {
 			t.Errorf("acquire z, no wait = %v; want {0, 20, now_us, 'concurrency', 0, 0}: not queued", got)
 		}
-		if got := eval("settle", "x", 0, 1, 1); got[0] != int64(1) {
-			t.Fatalf("settle x = %v; want {1, now_us}", got)
+		if n, err := rdb.HExists(ctx, keys[0], "w:y").Result(); err != nil || !n {
+			t.Errorf("y's request in w:y: %v, %v; want kept with its queue entry", n, err)
 		}
+		settled := eval("settle", "x", 0, 1, 1)
+		if settled[0] != int64(1) {
+			t.Fatalf("settle x = %v; want {1, now_us}", settled)
+		}
+		us := settled[1].(int64)
 		msg, err := sub.ReceiveMessage(ctx)
-		if err != nil || msg.Payload != "y" {
-			t.Fatalf("published %v, %v; want y, granted x's slot", msg, err)
+		if want := fmt.Sprintf("y:1:%d:%d", us/1000+60000, us); err != nil || msg.Payload != want {
+			t.Fatalf("published %v, %v; want %q: y admitted with x's slot", msg, err, want)
 		}
-		if got := acquire("y", 1000, y[5]); got[0] != int64(1) || got[5] != int64(0) {
-			t.Errorf("acquire y with its ticket = %v; want {1, 0, now_us, '', expiry, 0}", got)
+		if n, err := rdb.HExists(ctx, keys[0], "w:y").Result(); err != nil || n {
+			t.Errorf("w:y after y's admission: %v, %v; want gone", n, err)
+		}
+		if got := acquire("y", 1000, y[5]); got[0] != int64(2) || got[4] != us/1000+60000 || got[5] != int64(0) {
+			t.Errorf("acquire y with its ticket = %v; want {2, 0, now_us, '', expiry, 0}: admitted already", got)
 		}
 		if got := eval("snapshot"); got[2] != int64(1) {
 			t.Errorf("snapshot = %v; want 1 slot held", got)

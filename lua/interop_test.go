@@ -19,8 +19,9 @@ import (
 //     other side is admitted into, and its charge is room it is refused;
 //   - slots: each side's leases hold the other side's calls back; a
 //     waiting call on either side is admitted after the other side's lease
-//     ends, by the Redis clock; waiters of both sides are granted slots in
-//     the order they queued; a Python keep-alive moves its lease's expiry;
+//     ends, by the Redis clock; waiters of both sides are admitted by the
+//     slots freed in the order they queued; a Python keep-alive moves its
+//     lease's expiry;
 //   - pauses: each side's pause (and Python's report of a 429, which also
 //     lowers the token bucket) holds the other side's calls back;
 //   - rates: on an hourly token rate beside input and output rates, each

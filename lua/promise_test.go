@@ -39,9 +39,10 @@ func (r *runner) checkBound() {
 }
 
 // checkSlots checks, after each step, the slot promises: never more slots
-// held (leases and grants) than the limit; and first come, first served:
-// a slot the step granted went to a waiter that no waiter of its priority
-// left in the queue came before. r.before is the queue before the step.
+// held than the limit; and first come, first served: a waiter the step
+// handed a slot (or otherwise took out of the queue) is one that no waiter
+// of its priority left in the queue came before. r.before is the queue
+// before the step.
 func (r *runner) checkSlots() {
 	before := r.before
 	msgs := r.m.Published()
@@ -53,7 +54,7 @@ func (r *runner) checkSlots() {
 		return
 	}
 	if held := r.m.InFlight(r.last); held > r.sc.conc {
-		r.fail("%d slots held (leases and grants); the limit is %d", held, r.sc.conc)
+		r.fail("%d slots held; the limit is %d", held, r.sc.conc)
 	}
 	after := r.queued()
 	for _, msg := range msgs {
@@ -61,17 +62,16 @@ func (r *runner) checkSlots() {
 			id, _, _ := strings.Cut(e, ":")
 			i := slices.IndexFunc(before, func(e entry) bool { return e.id == id })
 			if i < 0 {
-				r.fail("granted %s, which was not queued", id)
+				r.fail("handed %s a slot, which was not queued", id)
 			}
 			r.overtook(id, before[i].score, after)
 		}
 	}
 }
 
-// checkTaker checks that a call that took a slot itself (not by claiming a
-// grant kept for it) came before every waiter of its priority still
-// queued: a waiter that queued is never overtaken by a later one, unless
-// its grant expired (and then it is not in the queue).
+// checkTaker checks that a call that took a slot itself came before every
+// waiter of its priority still queued: a waiter that queued is never
+// overtaken by a later one.
 func (r *runner) checkTaker(c acquireArgs, us int64) {
 	if r.back {
 		return

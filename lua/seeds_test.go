@@ -215,12 +215,10 @@ func fuzzSeeds() [][]byte {
 			seedStep(0, -1_000, interactive|ttl60s|waitC, 1, 60_000),
 			seedStep(opSettle, 0, modeSettle, 0, 3),
 			seedStep(opKeepAlive, 0, 0x80, 0, 1)),
-		// The slot queue, 2 slots: two callers queue; a slot freed is
-		// granted to the first, which claims it; the second's grant
-		// expires unclaimed, a new arrival takes the slot, and the second
-		// comes back to the head of the queue by its ticket, then leaves;
-		// a waiter leaves holding a grant; batch waiters queue behind
-		// interactive ones.
+		// The slot queue, 2 slots: two callers queue; a slot freed admits
+		// the first, which comes back and is told so; the second is
+		// admitted by the next, a new arrival queues, waiters leave,
+		// admitted or not; batch waiters queue behind interactive ones.
 		seq(header(2, off, tpm1000, off, off, 1, 2),
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
 			seedStep(0, 0, interactive|ttl60s|waitC, 10, 1000),
@@ -247,7 +245,7 @@ func fuzzSeeds() [][]byte {
 		// Calls waiting for tokens hold no slot (2 slots, 1000 tokens a
 		// minute): two reserve later turns; one claims before its turn;
 		// at their turns the first takes the free slot, the second queues
-		// for it and is granted it when the first settles; a pending lease
+		// for it and claims it when the first settles; a pending lease
 		// is canceled.
 		// A slot freed admits the head waiter as acquire would: two hold
 		// the slots, three queue; one ends with a debt, so the first
