@@ -257,6 +257,12 @@ local function give(now, us, limit, bslots, me, mine)
   -- free slots it looks at, for those that get no slot (a later turn,
   -- not admitted).
   local MAXGIVE, LOOK = 100, 4
+  -- Without a caller (settle), nothing to do unless someone waits (below
+  -- the sentinel's score): counted, as an integer reply costs less than
+  -- members and scores.
+  if not me and redis.call('ZCOUNT', KEYS[3], '-inf', '(9000000000000000') == 0 then
+    return 0, 0, false
+  end
   local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
   local free = math.min(limit - live, MAXGIVE)
   if free <= 0 then return live, 0, false end
