@@ -52,8 +52,9 @@ type shareResult struct {
 
 // With a concurrency limit, N processes of equal demand share the slots
 // first come, first served: each process's share of the admissions is within
-// ±20% of 1/N, whichever started first; and each admission costs at most
-// three script calls (acquire denied and queued, acquire claiming, settle).
+// ±20% of 1/N, whichever started first; and each admission costs two
+// script calls (the acquire that queues it or finds a free slot, and the
+// settle, which admits the next waiter).
 // The processes are this test binary run again as workers, on the real Redis
 // and on the cluster.
 func TestSlotsSharedByProcesses(t *testing.T) {
@@ -131,12 +132,14 @@ func checkShare(t *testing.T, b redistest.Backend, n int) {
 	perCall := float64(scripts) / float64(all)
 	t.Logf("%s, %d processes × %d goroutines, %d slots, %v calls: shares %s, %d admitted in %v, slot utilization %.1f%%, %.3f script calls per admitted call (%d / %d), %d other commands",
 		job.Kind, n, job.Goroutines, slots, job.Call, strings.Join(shares, " "), total, job.Window, 100*util, perCall, scripts, all, others)
-	// Three calls per admission when every call waits its turn: the
-	// acquire that queues it, the one that claims its slot, the settle.
-	// What goes above is a waiter's fallback timer firing before its grant
-	// message arrived, which a loaded machine causes now and then.
-	if perCall > 3.05 {
-		t.Errorf("%.3f script calls per admitted call; want at most 3.05", perCall)
+	// Two calls per admission: the acquire that queues it (or finds a free
+	// slot), and the settle. What goes above is a waiter's fallback timer
+	// firing before the message that admitted it arrived, or a waiter
+	// admitted before its process's subscription was ready (the first of a
+	// burst), which then asks once more: a loaded machine causes that now
+	// and then (2.00 to 2.01 measured at a load average of 20).
+	if perCall > 2.25 {
+		t.Errorf("%.3f script calls per admitted call; want at most 2.25", perCall)
 	}
 }
 
