@@ -553,3 +553,59 @@ func TestDeadWaiterHoldsItsSlotOnlyItsTTL(t *testing.T) {
 		_ = l.Settle(ctx, 0)
 	})
 }
+
+// A freed slot admits its waiter against every limit, a strict sliding
+// window's included: the window counts the waiter's call, so the calls it
+// then lets through are its limit in all, with slots free.
+func TestHandOverChargesSlidingWindows(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		r := pacer.Rate{Unit: pacer.Requests, Limit: 3, Window: time.Hour, Sliding: true}
+		cfg := pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{r}, Limits: pacer.Limits{Concurrency: 1}, MaxWait: 30 * time.Second}
+		ps := newPacers(t, b, 2, cfg)
+		held, err := ps[0].Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *pacer.Lease, 1)
+		go func() {
+			l, err := ps[1].Acquire(ctx, pacer.Request{})
+			if err != nil {
+				t.Errorf("waiter's Acquire = %v", err)
+			}
+			got <- l
+		}()
+		rdb := b.Client(t)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			q, err := rdb.ZCard(ctx, ps[0].Keys()[2]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q > 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the waiter never queued")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if err := held.Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		w := <-got
+		if w == nil {
+			return
+		}
+		if err := w.Settle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		// Two counted (the holder and the waiter): one more fits the hour.
+		if _, err := ps[0].TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatalf("the third call of the hour = %v; want admitted", err)
+		}
+		_, err = ps[1].TryAcquire(ctx, pacer.Request{})
+		if ny := notYet(t, "the fourth call of the hour", err); ny.Limit == pacer.LimitConcurrency || ny.Limit == "" {
+			t.Errorf("the fourth call was refused by %q; want the sliding rate", ny.Limit)
+		}
+	})
+}
