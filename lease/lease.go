@@ -289,9 +289,15 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 	case res[0] == 2:
 		l.end = Expired
 		return Expired, ErrExpired
-	case res[0] == 0 && l.tried != Held && now.Before(l.expiry.Add(reapAfter)):
-		// Not found, yet an expired lease would still be in the set: the
-		// earlier attempt whose reply was lost did end it.
+	case res[0] == 0 && now.Before(l.expiry.Add(reapAfter)):
+		// Not found, yet an expired lease would still be in the set: an
+		// earlier attempt whose reply was lost did end it. That may be
+		// this very call: a Redis client resends a script whose reply
+		// timed out (go-redis does, MaxRetries times), and only the last
+		// reply reaches us.
+		if l.tried == Held {
+			l.tried = how
+		}
 		l.end = l.tried
 		return l.end, nil
 	case res[0] == 0:

@@ -52,6 +52,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 		"refund": {Budget: name + ":refund", Limits: vlimits{TPM: 60}},
 		"slots":  {Budget: name + ":slots", Limits: vlimits{Concurrency: 2}, LeaseTTLMs: 30_000},
 		"pause":  {Budget: name + ":pause", Limits: vlimits{TPM: 60_000}},
+		"resent": {Budget: name + ":resent", Limits: vlimits{TPM: 60_000}},
 		// Each rate refills one token a second: 100 tokens at most of
 		// 3,600 an hour, 60 input and 60 output tokens a minute.
 		"rates": {Budget: name + ":rates", Rates: []vrate{
@@ -83,6 +84,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
 	t.Run("slots", func(t *testing.T) { interopSlots(t, w, rdb, pacers["slots"][0]) })
 	t.Run("pauses", func(t *testing.T) { interopPauses(t, w, pacers["pause"][0]) })
+	t.Run("resent", func(t *testing.T) { interopResent(t, w, pacers["resent"][0]) })
 	t.Run("rates", func(t *testing.T) { interopRates(t, w, pacers["rates"][0]) })
 	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
 	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
@@ -110,6 +112,36 @@ func pyEnd(t *testing.T, w *worker, lease, how string, used int64) pyAnswer {
 		t.Fatalf("Python %s %s: %s %s", how, lease, a.Error, a.Message)
 	}
 	return a
+}
+
+// interopResent: a settle the Redis client sends twice (its first reply
+// lost to a timeout) finds no lease the second time. The Python lease
+// takes that as its own first attempt, settled, not as an expiry; the
+// refund is made once.
+func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
+	a := pyTry(w, "resent", 6000)
+	if a.Error != "" {
+		t.Fatalf("Python try: %s %s", a.Error, a.Message)
+	}
+	level := func() float64 {
+		t.Helper()
+		s, err := p.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.TPM.Level
+	}
+	before := level()
+	e := w.do(map[string]any{"op": "end", "lease": a.Lease, "how": "settle", "used": 1000, "resent": true})
+	if e.Error != "" || e.State != "settled" {
+		t.Fatalf("Python settle sent twice = %q %s, state %q; want settled", e.Error, e.Message, e.State)
+	}
+	// 5,000 given back once; the refill of 1,000 a second over the test's
+	// few milliseconds adds little. Twice would be 10,000 (capped at the
+	// capacity of 60,000, which the level stays far below).
+	if got := level() - before; got < 4999 || got > 6000 {
+		t.Errorf("TPM level rose by %v; want 5,000 given back once (plus the refill)", got)
+	}
 }
 
 // interopRefunds: on 60 tokens with a refill of one a second, each side

@@ -3,7 +3,9 @@ package pacer_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,6 +148,105 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 			t.Errorf("TPM level = %v; want 400 and at most %.2f with the refill: an expired lease refunds nothing", lvl, most)
 		}
 	})
+}
+
+// Settle whose reply timed out is resent by go-redis itself (it retries a
+// command after a read timeout, MaxRetries times), so the script runs
+// twice and only the second reply, "no such lease", reaches the lease.
+// That is the lease's own first attempt ending it, not an expiry: Settle
+// succeeds, the lease is settled and reported so, and the refund is made
+// once. Seen on a loaded CI machine, where a miniredis slower than the
+// read timeout made a few settles of every hundred report ErrLeaseExpired.
+func TestSettleResentByTheRedisClient(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		redistest.QuietRedisLog(t)
+		ctx := context.Background()
+		px := redistest.NewProxy(t, b.Addrs[0])
+		// One connection, so that go-redis's retry dials a new one; the
+		// dial lets answers through again, so the retry is answered.
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
+		defer rdb.Close()
+		// armed: when the hang began (UnixNano). The dial that follows the
+		// settle's read timeout ends it; one before (another of the
+		// Pacer's connections) does not.
+		var armed atomic.Int64
+		var dials atomic.Int32
+		rdb.AddHook(dialHook(func() {
+			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
+				dials.Add(1)
+				px.Hang(false)
+			}
+		}))
+		var mu sync.Mutex
+		var ends []pacer.Event
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000},
+			Observe: func(e pacer.Event) {
+				if e.Kind == pacer.Ended && e.Tokens == 600 {
+					mu.Lock()
+					ends = append(ends, e)
+					mu.Unlock()
+				}
+			}}
+		p, err := pacer.New(rdb, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct := newPacer(t, b, cfg)
+		// A first lease loads settle.lua, so that the one under test runs
+		// at its first EVALSHA rather than failing with NOSCRIPT.
+		first, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		armed.Store(time.Now().UnixNano())
+		px.Hang(true)
+		err = l.Settle(ctx, 100)
+		if dials.Load() != 1 {
+			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the settle", dials.Load())
+		}
+		if err != nil {
+			t.Errorf("Settle resent by go-redis = %v; want nil: the first run ended the lease", err)
+		}
+		if got := l.State(); got != lease.Settled {
+			t.Errorf("State() = %v; want settled", got)
+		}
+		mu.Lock()
+		if len(ends) != 1 || ends[0].End != lease.Settled || ends[0].Used != 100 {
+			t.Errorf("Ended events = %+v; want one, settled, 100 used", ends)
+		}
+		mu.Unlock()
+		// 100 of 1000 used, the 500 refunded once: the level is 900 plus
+		// what refilled, never more than the capacity.
+		if lvl := snap(t, direct).TPM.Level; lvl < 899 || lvl > 1000 {
+			t.Errorf("TPM level = %v; want 900 (plus the refill): the refund made once", lvl)
+		}
+	})
+}
+
+// dialHook is a go-redis hook that calls f before each new connection.
+type dialHook func()
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h()
+		return next(ctx, network, addr)
+	}
+}
+
+func (h dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // Acquire canceled while it sleeps towards a reserved turn and Redis hangs

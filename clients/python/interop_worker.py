@@ -49,6 +49,20 @@ def end(lease, how, used, input=0, output=0):
     return lease.start_us + lease.held_us if lease.held_us else 0
 
 
+def resend(p):
+    """Make p's next script call run twice and return the second reply, as
+    a client that resends a call whose reply timed out does (redis-py with
+    a Retry that retries on timeouts, go-redis by default)."""
+    run = p._run
+
+    def twice(name, args):
+        del p._run  # back to the class's method after this call
+        run(name, args)
+        return run(name, args)
+
+    p._run = twice
+
+
 def load(p, seconds, threads, seed, ends):
     """Callers on threads (thread 0 sends batch calls) until seconds pass.
 
@@ -115,6 +129,8 @@ def main():
                        "expiry_ms": lease.expiry_ms, "waited_ms": (time.monotonic() - t0) * 1000}
             elif op == "end":
                 lease = leases[cmd["lease"]]
+                if cmd.get("resent"):
+                    resend(lease._pacer)
                 out = {"end_us": end(lease, cmd["how"], cmd.get("used", 0), cmd.get("input", 0), cmd.get("output", 0)),
                        "state": lease.state}
             elif op == "keepalive":

@@ -1157,11 +1157,12 @@ class Lease:
                 self._held_us = now_us - self.start_us
             return how, None
         if code == 2 or code == 0:
-            # Not found within a minute of the expiry, after an attempt whose
-            # reply was lost: that attempt ended it (an expired lease would
-            # still be in the set, and answer 2).
-            if code == 0 and self._tried and now_us < (self._expiry_ms + _REAP_AFTER_MS) * 1000:
-                self._state = self._tried
+            # Not found within a minute of the expiry: an attempt whose reply
+            # was lost ended it (an expired lease would still be in the set,
+            # and answer 2). That may be this very call, resent by redis-py
+            # after a timeout (its Retry), when only the last reply arrives.
+            if code == 0 and now_us < (self._expiry_ms + _REAP_AFTER_MS) * 1000:
+                self._state = self._tried or how
                 return self._state, None
             self._state = "expired"
             return "expired", LeaseExpiredError(f"llmpacer: lease {self.id} expired before it ended")
