@@ -41,6 +41,8 @@ var (
 	snapshotSrc string
 	//go:embed define.lua
 	defineSrc string
+	//go:embed route.lua
+	routeSrc string
 )
 
 // The scripts, ready to run with Script.Run, which sends EVALSHA and falls
@@ -63,14 +65,27 @@ var (
 	// Define stores a budget's definition if it is newer, or reads the
 	// one stored (define.lua).
 	Define = redis.NewScript(Source("define"))
+	// Route admits a call on one of several budgets, in one round trip
+	// (route.lua, with acquire.lua inside: see Source).
+	Route = redis.NewScript(Source("route"))
 )
 
 // Source returns the full text sent to Redis for the named script
-// ("acquire", "settle", "keepalive", "pause", "stop" or "snapshot"): the prelude, a
-// newline, then the script. It returns "" for any other name.
+// ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define"
+// or "route"): the prelude, a newline, then the script. It returns "" for
+// any other name.
+//
+// "route" is the exception: acquire runs there once per budget, on each
+// budget's KEYS and ARGV, so the prelude and acquire.lua become the body
+// of a function of those two, `local function acq(KEYS, ARGV)`, and
+// route.lua follows it. Inside it the prelude's helpers see the budget's
+// keys, and acquire's text, the one copy of its computation, runs
+// unchanged.
 func Source(name string) string {
 	var s string
 	switch name {
+	case "route":
+		return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + routeSrc
 	case "acquire":
 		s = acquireSrc
 	case "settle":

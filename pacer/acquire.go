@@ -44,8 +44,14 @@ func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 		return nil, err
 	}
 	r = r.withTotal()
-	a := acquisition{p: p, r: r, began: time.Now(), id: leasing.NewID()}
-	a.bound = p.s().maxWait
+	a := p.newAcquisition(ctx, r, time.Now(), p.s().maxWait)
+	return a.run(ctx)
+}
+
+// newAcquisition starts an Acquire of r (with its total) that began at
+// began, bounded by r.MaxWait, or else by maxWait, and by ctx's deadline.
+func (p *Pacer) newAcquisition(ctx context.Context, r Request, began time.Time, maxWait time.Duration) *acquisition {
+	a := &acquisition{p: p, r: r, began: began, id: leasing.NewID(), bound: maxWait}
 	if r.MaxWait > 0 {
 		a.bound = r.MaxWait
 	}
@@ -53,7 +59,7 @@ func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if d, ok := ctx.Deadline(); ok && d.Before(a.deadline) {
 		a.deadline, a.ctxBound = d, true
 	}
-	return a.run(ctx)
+	return a
 }
 
 // acquisition is one Acquire call in progress.
@@ -80,7 +86,21 @@ type acquisition struct {
 	// their leases end against that definition's buckets even if another
 	// is in force by then (see Define).
 	under *settings
+	// routed is set for a call a Group routed to this budget: start is the
+	// reply route.lua gave (an admission, or a place in the slot queue),
+	// charged and made under startS, which the call continues from. When
+	// the call holds nothing here any more (a turn given back after a
+	// pause, a denial, a stop), run returns errReroute: the Group routes
+	// it again, over every deployment.
+	routed  bool
+	start   *wire.AcquireReply
+	startUs int64
+	startS  *settings
 }
+
+// errReroute tells a Group that its call no longer holds anything on the
+// deployment it was routed to, and must be routed again.
+var errReroute = errors.New("pacer: route again")
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 	p, r := a.p, a.r
@@ -112,6 +132,8 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		var s *settings
 		if next != nil {
 			rep, charged, next, s = *next, next.NowUs, nil, a.under
+		} else if a.start != nil {
+			rep, charged, s, a.start = *a.start, a.startUs, a.startS, nil
 		} else {
 			s = p.s()
 			rep, charged, err = p.acquireOnce(ctx, a.id, r, remain, a.ticket, a.began)
@@ -135,6 +157,9 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		if err := stopped(rep); err != nil {
 			p.stoppedAt.Store(time.Now().UnixNano())
 			a.abandon()
+			if a.routed {
+				return nil, errReroute // route.lua skips a stopped deployment
+			}
 			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
 			return nil, err
 		}
@@ -157,6 +182,9 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 		case admitted && rep.Ticket == 0:
 			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began)
 			if err == errRequeue {
+				if a.routed {
+					return nil, errReroute
+				}
 				a.id, a.ticket = leasing.NewID(), 0
 				continue
 			}
@@ -165,6 +193,9 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			// Admitted with a later turn, holding no slot until then: sleep
 			// until the turn, then claim a slot with the ticket.
 			if err := a.reserved(ctx, s, rep, charged); err == errRequeue {
+				if a.routed {
+					return nil, errReroute
+				}
 				continue
 			} else if err != nil {
 				return nil, err
@@ -185,6 +216,10 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			}
 			next = a.handed(outcome)
 		default:
+			if a.routed && a.ticket == 0 && a.pending == nil {
+				// Nothing held here: another deployment may have room.
+				return nil, errReroute
+			}
 			if rep.Wait > remain {
 				a.abandon()
 				err := &WaitError{Wait: rep.Wait, Bound: a.bound, Limit: Limit(rep.Reason), ctxBound: a.ctxBound}
@@ -430,6 +465,12 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 		}
 		break
 	}
+	return p.tryAnswer(id, r, rep, charged)
+}
+
+// tryAnswer turns a reply to an acquire sent with max wait 0 into
+// TryAcquire's answer: a lease, or the error that says why not.
+func (p *Pacer) tryAnswer(id string, r Request, rep wire.AcquireReply, charged int64) (*Lease, error) {
 	if err := stopped(rep); err != nil {
 		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
 		return nil, err
@@ -442,7 +483,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	case wire.TooLarge:
 		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.Reason)
 	}
-	err = &NotYetError{RetryAfter: rep.Wait, Limit: Limit(rep.Reason)}
+	err := &NotYetError{RetryAfter: rep.Wait, Limit: Limit(rep.Reason)}
 	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
 	return nil, err
 }
@@ -455,16 +496,8 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 // since the call began.
 func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64, began time.Time) (wire.AcquireReply, int64, error) {
 	v, err := p.callKeys(ctx, p.keysOf(r), lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
-		// The reply came after the caller gave up: give the lease back, or
-		// leave the slot queue. (A caller that sent a ticket was queued
-		// before, and leaves by itself: see acquisition.abandon.)
-		rep, err := wire.DecodeAcquire(v)
-		switch {
-		case err != nil:
-		case rep.Code == wire.Admitted || rep.Code == wire.Already:
-			p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, began), TurnMs: rep.TurnMs(), Quiet: true}))
-		case rep.Ticket != 0 && ticket == 0:
-			p.leave(p.s(), id, r, rep.Ticket, time.Now().Add(maxWait))
+		if rep, err := wire.DecodeAcquire(v); err == nil {
+			p.undoLate(rep, id, r, maxWait, ticket, began)
 		}
 	})
 	if err != nil {
@@ -475,6 +508,19 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s().name, err)
 	}
 	return rep, chargedAt(rep, began), nil
+}
+
+// undoLate undoes an acquire whose reply came after the caller gave up:
+// it gives the lease back, or leaves the slot queue. (A caller that sent a
+// ticket was queued before, and leaves by itself: see
+// acquisition.abandon.)
+func (p *Pacer) undoLate(rep wire.AcquireReply, id string, r Request, maxWait time.Duration, ticket int64, began time.Time) {
+	switch {
+	case rep.Code == wire.Admitted || rep.Code == wire.Already:
+		p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, began), TurnMs: rep.TurnMs(), Quiet: true}))
+	case rep.Ticket != 0 && ticket == 0:
+		p.leave(p.s(), id, r, rep.Ticket, time.Now().Add(maxWait))
+	}
 }
 
 // chargedAt returns when an admission of a call that began at began

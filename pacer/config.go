@@ -163,6 +163,17 @@ type Config struct {
 	// Same rules as Name.
 	KeyPrefix string
 
+	// HashTag, if set, is the Redis Cluster hash tag of the budget's keys,
+	// in place of "<KeyPrefix>:<Name>": the keys become
+	// "{<HashTag>}<KeyPrefix>:<Name>:s" and so on. Budgets with one
+	// HashTag live in one hash slot, so one script can touch them all:
+	// give the deployments of a Group one, and it routes each call in one
+	// round trip on a Cluster too (see NewGroup). They then also live on
+	// one node. Empty (the default): each budget its own slot, keys
+	// "{<KeyPrefix>:<Name>}:s". Same rules as Name. Every process of a
+	// budget must use the same HashTag: another one is another budget.
+	HashTag string
+
 	// Shadow makes the budget observe without ever holding a call, to
 	// adopt it safely: Acquire and TryAcquire never wait and never fail
 	// for want of room, nor for Redis. A call the budget has room for now
@@ -337,6 +348,11 @@ func (c Config) validate() error {
 	}
 	if err := checkName("KeyPrefix", cmp.Or(c.KeyPrefix, DefaultKeyPrefix)); err != nil {
 		return err
+	}
+	if c.HashTag != "" {
+		if err := checkName("HashTag", c.HashTag); err != nil {
+			return err
+		}
 	}
 	l := c.Limits
 	if l.IsZero() && len(c.Rates) == 0 {

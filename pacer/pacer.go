@@ -40,7 +40,7 @@ type Pacer struct {
 	// stored in Redis (see Define). Read it with s().
 	cur  atomic.Pointer[settings]
 	keys []string // state hash, lease zset, slot queue, definition hash
-	tag  string   // the budget's hash tag, "{<prefix>:<name>}"
+	tag  string   // what starts every key: "{<prefix>:<name>}", or "{<HashTag>}<prefix>:<name>"
 	// local is the Config New was given: a stored definition replaces its
 	// budget fields, never its Name, KeyPrefix, Observe or Shadow.
 	local Config
@@ -85,8 +85,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 		return nil, err
 	}
 	// One hash tag for every key of the budget: the scripts touch several
-	// keys, and on a Redis Cluster they must live in one slot.
+	// keys, and on a Redis Cluster they must live in one slot. A HashTag
+	// shared by several budgets puts them all in one slot (see Group).
 	tag := "{" + s.prefix + ":" + s.name + "}"
+	if cfg.HashTag != "" {
+		tag = "{" + cfg.HashTag + "}" + s.prefix + ":" + s.name
+	}
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: []string{tag + ":s", tag + ":l", tag + ":q", tag + ":d"}}

@@ -53,6 +53,20 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 	if call == nil {
 		return zero, invalidf("Run: call is nil")
 	}
+	if p == nil {
+		return zero, invalidf("Run: the Pacer is nil")
+	}
+	acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+		l, err := p.Acquire(ctx, r)
+		return l, p, err
+	}
+	return run(ctx, acquire, nil, r, func(ctx context.Context, _ *Pacer) (T, error) { return call(ctx) }, usage, opts)
+}
+
+// run is Run's and RunGroup's loop: acquire picks the budget of each
+// attempt; g, if not nil, is the group whose failing deployments cool down.
+func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Lease, *Pacer, error), g *Group, r Request, call func(context.Context, *Pacer) (T, error), usage func(T) int64, opts []RunOption) (T, error) {
+	var zero T
 	c := newRunConfig(opts)
 	began := time.Now()
 	var last *RunError
@@ -67,14 +81,14 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 				req.MaxWait = left
 			}
 		}
-		l, err := p.Acquire(ctx, req)
+		l, p, err := acquire(ctx, req)
 		if err != nil {
 			if last != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooLarge) {
 				return zero, giveUp(last, err)
 			}
 			return zero, err
 		}
-		v, callErr, took := runOnce(ctx, l, call, usage)
+		v, callErr, took := runOnce(ctx, l, func(ctx context.Context) (T, error) { return call(ctx, p) }, usage)
 		if callErr == nil {
 			report(c, Attempt{N: attempt, Waited: l.Waited(), Took: took})
 			return v, nil
@@ -96,6 +110,10 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 			// The provider's limit is the fleet's: hold back every process,
 			// whether or not this one retries.
 			paused = p.Throttled(ctx, delay, verdict.Limit, r) == nil
+		} else if g != nil && failing(verdict) {
+			// A failing deployment leaves the group for its cooldown, and
+			// the next attempt goes to another at once.
+			paused = g.Cooldown(ctx, p, 0) == nil && g.cooldown > 0
 		}
 		if attempt > c.retries {
 			last.exhausted = true
@@ -226,12 +244,25 @@ func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.C
 	if call == nil {
 		return zero, invalidf("TryRun: call is nil")
 	}
+	if p == nil {
+		return zero, invalidf("TryRun: the Pacer is nil")
+	}
+	acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+		l, err := p.TryAcquire(ctx, r)
+		return l, p, err
+	}
+	return tryRun(ctx, acquire, nil, r, func(ctx context.Context, _ *Pacer) (T, error) { return call(ctx) }, usage, opts)
+}
+
+// tryRun is TryRun's and TryRunGroup's one attempt (see run).
+func tryRun[T any](ctx context.Context, acquire func(context.Context, Request) (*Lease, *Pacer, error), g *Group, r Request, call func(context.Context, *Pacer) (T, error), usage func(T) int64, opts []RunOption) (T, error) {
+	var zero T
 	c := newRunConfig(opts)
-	l, err := p.TryAcquire(ctx, r)
+	l, p, err := acquire(ctx, r)
 	if err != nil {
 		return zero, err
 	}
-	v, callErr, took := runOnce(ctx, l, call, usage)
+	v, callErr, took := runOnce(ctx, l, func(ctx context.Context) (T, error) { return call(ctx, p) }, usage)
 	if callErr == nil {
 		report(c, Attempt{N: 1, Took: took})
 		return v, nil
@@ -244,6 +275,15 @@ func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.C
 		d := c.delay(1, verdict)
 		verdict.RetryAfter = d
 		_ = p.Throttled(ctx, d, verdict.Limit, r)
+	} else if g != nil && failing(verdict) {
+		_ = g.Cooldown(ctx, p, 0)
 	}
 	return zero, &RunError{Verdict: verdict, Attempts: 1, Err: callErr}
+}
+
+// failing says whether a verdict shows the deployment failing rather than
+// the call: overloaded, or a transient failure (a 5xx, a broken
+// connection).
+func failing(v classify.Verdict) bool {
+	return v.Kind == classify.Overloaded || v.Kind == classify.Transient
 }

@@ -25,6 +25,7 @@ const maxUsage = 1 << 50
 // if the answer reported it, released (its whole reservation kept) if not.
 type meter struct {
 	t      *transport
+	p      *pacer.Pacer // the budget the call was admitted on
 	ctx    context.Context
 	l      *pacer.Lease
 	k      *keeper
@@ -102,7 +103,7 @@ func (m *meter) finish(eof bool) {
 	case failure && !ok:
 		// An error event inside a 200 stream: answered as the same error
 		// before the stream began would be.
-		m.t.answer(m.ctx, v, m.l, m.tokens, v.Status)
+		m.t.answer(m.ctx, v, m.p, m.l, m.tokens, v.Status)
 	case ok:
 		// Input is all the prompt the provider processed (cache reads and
 		// writes included), so that input and output add up to the total;

@@ -66,6 +66,10 @@ type transport struct {
 	err  error    // a nil pacer or a bad option: every model call fails with it
 	ests sync.Map // model name → *estimate.Estimator
 	sync syncer
+	// g, for NewGroupTransport, routes each call to a deployment, whose
+	// target and syncer are in to (p is then g's first deployment).
+	g  *pacer.Group
+	to map[*pacer.Pacer]*target
 }
 
 // estimator returns the estimator for a model, made once per name.
@@ -107,32 +111,35 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	tokens := r.Tokens + r.Input + r.Output
-	l, err := t.p.Acquire(ctx, r)
+	l, p, base, err := t.acquire(ctx, r, out)
 	if err != nil {
 		closeBody(out)
 		return nil, err
 	}
 	k := keep(l)
-	resp, err := t.base.RoundTrip(out)
+	resp, err := base.RoundTrip(out)
 	if err != nil {
 		// Sent or not, the provider may have counted it: keep the
 		// reservation, as for a timeout.
 		k.stop()
 		end(ctx, l, l.Release)
+		if ctx.Err() == nil {
+			t.cooldown(ctx, p) // the deployment did not answer
+		}
 		return nil, err
 	}
 	if t.cfg.headerSync {
-		t.sync.push(classify.ParseHeaders(resp.Header, time.Now()))
+		t.syncer(p).push(classify.ParseHeaders(resp.Header, time.Now()))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		k.stop()
-		t.failed(ctx, resp, l, tokens)
+		t.failed(ctx, resp, p, l, tokens)
 		return resp, nil
 	}
 	stream := parsed && c.Stream || a == apiGeminiStream ||
 		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	k.answered()
-	b := &meter{t: t, ctx: ctx, l: l, k: k, a: a, tokens: tokens, rc: resp.Body}
+	b := &meter{t: t, p: p, ctx: ctx, l: l, k: k, a: a, tokens: tokens, rc: resp.Body}
 	if stream {
 		b.scan = newStreamScanner(a)
 	}
@@ -177,20 +184,21 @@ func (t *transport) prepare(req *http.Request, a api, urlModel string) (out *htt
 
 // failed answers a provider's refusal for the whole fleet, then hands the
 // answer back to the SDK unchanged (the part read to classify it put back).
-func (t *transport) failed(ctx context.Context, resp *http.Response, l *pacer.Lease, tokens int64) {
+func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pacer, l *pacer.Lease, tokens int64) {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, classify.MaxBodyBytes))
 	resp.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 	v := classify.FromHTTP(resp.StatusCode, resp.Header, head)
-	t.answer(ctx, v, l, tokens, resp.StatusCode)
+	t.answer(ctx, v, p, l, tokens, resp.StatusCode)
 }
 
 // answer ends the lease of a failed call as its verdict says, pausing or
-// stopping the budget first when the provider asks for it: before the SDK
-// sees the answer, so that its retry meets the pause.
-func (t *transport) answer(ctx context.Context, v classify.Verdict, l *pacer.Lease, tokens int64, status int) {
+// stopping the budget p first when the provider asks for it: before the
+// SDK sees the answer, so that its retry meets the pause (or, in a group,
+// goes to another deployment).
+func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, tokens int64, status int) {
 	switch {
 	case v.Kind == classify.RateLimited:
 		// The budget was ahead of the provider: keep the charge, and
@@ -201,15 +209,16 @@ func (t *transport) answer(ctx context.Context, v classify.Verdict, l *pacer.Lea
 			d = pacer.DefaultRateLimitDelay
 		}
 		bounded(ctx, func(ctx context.Context) error {
-			return t.p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})
+			return p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})
 		})
 	case v.Kind == classify.QuotaExhausted:
 		end(ctx, l, l.Reject)
 		bounded(ctx, func(ctx context.Context) error {
-			return t.p.StopQuota(ctx, classify.MaxRetryAfter, t.cfg.probe)
+			return p.StopQuota(ctx, classify.MaxRetryAfter, t.cfg.probe)
 		})
 	case status >= 500 || status == 0:
 		end(ctx, l, l.Release) // it may have been processed
+		t.cooldown(ctx, p)
 	default:
 		end(ctx, l, l.Reject) // refused before any work: tokens back
 	}

@@ -1,0 +1,79 @@
+-- route.lua: admit one call on one of several budgets (deployments of one
+-- model: regions, projects, keys), in one round trip: on the first, in the
+-- order sent, that has room now; or, when none has, on the one whose room
+-- comes first, where it reserves its turn or queues for a slot as acquire
+-- would.
+--
+-- The text sent is not this file alone (see Source in lua.go): acquire.lua,
+-- with the prelude, is wrapped as `local function acq(KEYS, ARGV) ... end`
+-- and this file follows. acq(k, a) is acquire.lua run on keys k and
+-- arguments a, with its reply; acquire's computation exists once.
+--
+-- KEYS     every deployment's acquire KEYS, one after the other, in the order
+--          of ARGV[3..]. On a Redis Cluster they must share one hash slot:
+--          give the budgets one hash tag (see docs/operations.md).
+-- ARGV[1]  d, the number of deployments (>= 1)
+-- ARGV[2]  the caller's max wait in ms (integer >= 0), for the last step
+-- ARGV[1+2i], ARGV[2+2i]  for deployment i (1..d): how many KEYS and how
+--          many ARGV its acquire takes
+-- ARGV[3+2d..]  every deployment's acquire ARGV, one after the other; each
+--          one's ARGV[3] (its max wait) is replaced (see below)
+--
+-- Deployment i is tried with max wait 0, in order: the first that admits
+-- the call (code 1 or 2) wins, and a reply of code 3 (another definition
+-- is stored) ends the script, nothing done on the others. A deployment that
+-- is stopped (reason quota or stop) or too small (code -1) is skipped; one
+-- that is paused is a candidate like any other, its wait the pause's. If
+-- none admits, the candidate with the smallest wait (the first in order
+-- among equals) is asked again with ARGV[2] as its max wait: an
+-- interactive call then reserves its turn there, or queues for a slot; a
+-- batch call is spaced along its queue. That second step is skipped when
+-- it cannot change the answer: max wait 0, the candidate paused, or its
+-- wait past the bound (acquire would refuse it the same way).
+--
+-- Returns {i, code, wait_ms, now_us, reason, expiry_ms, ticket}: the
+-- deployment (1-based) and acquire's reply there. With no candidate (every
+-- deployment stopped or too small) i is the first deployment and its reply
+-- is given.
+--
+-- A call admitted here is admitted once, on one deployment. A route
+-- resent after its reply was lost (go-redis retries a command on a
+-- network error) finds the earlier admission (code 2) on every deployment
+-- it tries before the one that admitted it only if those deny it; one that
+-- has room since admits it again, and the first lease, unclaimed, expires
+-- with its reservation kept, as a crashed caller's does.
+
+local d, bound = ARGV[1] + 0, ARGV[2]
+local ks, as = {}, {}
+local ki, ai = 0, 2 + 2 * d
+for i = 1, d do
+  local nk, na = ARGV[1 + 2 * i] + 0, ARGV[2 + 2 * i] + 0
+  local k, a = {}, {}
+  for j = 1, nk do k[j] = KEYS[ki + j] end
+  for j = 1, na do a[j] = ARGV[ai + j] end
+  ks[i], as[i] = k, a
+  ki, ai = ki + nk, ai + na
+end
+
+-- out: the answer if the second step is skipped: the best candidate's
+-- denial, or the first deployment's reply.
+local best, bw, out = 0, 0, nil
+for i = 1, d do
+  local a = as[i]
+  a[3] = '0'
+  local r = acq(ks[i], a)
+  local c = r[1]
+  if c > 0 then return {i, r[1], r[2], r[3], r[4], r[5], r[6]} end
+  if c == 0 and r[4] ~= 'quota' and r[4] ~= 'stop' and (best == 0 or r[2] < bw) then
+    best, bw, out = i, r[2], {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+  elseif i == 1 then
+    out = {1, r[1], r[2], r[3], r[4], r[5], r[6]}
+  end
+end
+if best == 0 or bound == '0' or out[5] == 'pause' or bw > bound + 0 then
+  return out
+end
+local a = as[best]
+a[3] = bound
+local r = acq(ks[best], a)
+return {best, r[1], r[2], r[3], r[4], r[5], r[6]}

@@ -1,0 +1,333 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+)
+
+// Policy says in which order a Group offers a call to its deployments.
+// Whatever the order, a call goes to a deployment with room now whenever
+// one has: the order only chooses among those.
+type Policy int
+
+const (
+	// FillInOrder offers each call to the deployments in the order given:
+	// the first fills up before the second gets a call, so list a cheaper
+	// or nearer deployment first. It is the zero value.
+	FillInOrder Policy = iota
+	// Spread offers each call first to a deployment drawn at random in
+	// proportion to the weights, then to the others in a like order:
+	// while several have room, each gets its weight's share of the calls.
+	Spread
+)
+
+// String names the policy: "fill-in-order" or "spread".
+func (p Policy) String() string {
+	switch p {
+	case FillInOrder:
+		return "fill-in-order"
+	case Spread:
+		return "spread"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// Deployment is one budget of a Group: a region, project or key with its
+// own limits, serving the same model as the group's others.
+type Deployment struct {
+	// Pacer is the deployment's budget (its own Config, limits and name).
+	Pacer *Pacer
+	// Weight is the deployment's share of the calls under Spread, while
+	// several deployments have room: its size (its TPM, say) spreads calls
+	// in proportion to room. 0 means 1. FillInOrder ignores it.
+	Weight float64
+}
+
+// GroupConfig describes a Group.
+type GroupConfig struct {
+	// Deployments are the budgets, at least 1 and at most 16, each a
+	// different budget. Give them one Config.HashTag so that a call is
+	// routed in one round trip on a Redis Cluster (see NewGroup).
+	Deployments []Deployment
+	// Policy is the order in which a call is offered to the deployments.
+	Policy Policy
+	// Cooldown is how long RunGroup and the transport of package pacerhttp
+	// take a deployment out of the group, for every process, when a call
+	// to it fails as overloaded or with a server error or a broken
+	// connection: they pause its budget (Pacer.Pause). Default 5 seconds;
+	// negative: never.
+	Cooldown time.Duration
+}
+
+// DefaultCooldown is GroupConfig.Cooldown's default.
+const DefaultCooldown = 5 * time.Second
+
+// maxDeployments bounds GroupConfig.Deployments: every one is tried in one
+// script, which Redis runs alone.
+const maxDeployments = 16
+
+// Group routes each call to one of several budgets (deployments of one
+// model: regions, projects, keys, or a fallback provider), so that no call
+// waits on a full deployment while another has room.
+//
+// A call is admitted on a deployment that has room now, the first in the
+// Policy's order; when none has, it waits, first come, first served, on the
+// deployment whose room comes first: it reserves its turn there, or queues
+// for a slot, as Pacer.Acquire would. A deployment that is paused (a 429),
+// stopped (an exhausted quota, an operator) or cooling down after failures
+// is passed over by every process, as its state lives in its budget.
+// Each deployment keeps its own limits: a group never admits more on one
+// than its budget allows, whoever else uses that budget.
+//
+// One script call (route.lua) tries every deployment, when their budgets
+// are on one Redis and, on a Redis Cluster, share a hash slot
+// (Config.HashTag). Otherwise each is tried with its own call.
+//
+// Acquire, TryAcquire, RunGroup and TryRunGroup mirror the Pacer's, and
+// say which deployment they chose. A Group is safe for simultaneous use by
+// multiple goroutines.
+type Group struct {
+	ds       []Deployment
+	policy   Policy
+	cooldown time.Duration
+	weights  []float64
+	// one says the deployments can be tried in one script call.
+	one bool
+}
+
+// NewGroup returns a Group of cfg's deployments. It validates cfg and does
+// not contact Redis.
+//
+// Deployments whose Pacer is a shadow (Config.Shadow) or may fail open
+// while Redis is down (Config.Outage) are refused with ErrInvalid: a group
+// cannot yet route without the shared state.
+func NewGroup(cfg GroupConfig) (*Group, error) {
+	n := len(cfg.Deployments)
+	if n == 0 || n > maxDeployments {
+		return nil, invalidf("GroupConfig.Deployments has %d deployments: give 1 to %d", n, maxDeployments)
+	}
+	if cfg.Policy != FillInOrder && cfg.Policy != Spread {
+		return nil, invalidf("GroupConfig.Policy = %d: use pacer.FillInOrder or pacer.Spread", int(cfg.Policy))
+	}
+	g := &Group{ds: append([]Deployment(nil), cfg.Deployments...), policy: cfg.Policy, cooldown: cfg.Cooldown, one: true}
+	if g.cooldown == 0 {
+		g.cooldown = DefaultCooldown
+	}
+	if g.cooldown > maxDur {
+		return nil, invalidf("GroupConfig.Cooldown = %v: at most %v", g.cooldown, maxDur)
+	}
+	seen := map[string]int{}
+	tag := ""
+	for i, d := range g.ds {
+		p := d.Pacer
+		if p == nil {
+			return nil, invalidf("GroupConfig.Deployments[%d].Pacer is nil", i)
+		}
+		if d.Weight < 0 || math.IsNaN(d.Weight) || math.IsInf(d.Weight, 0) {
+			return nil, invalidf("GroupConfig.Deployments[%d].Weight = %v: use a positive number, or 0 for 1", i, d.Weight)
+		}
+		if j, ok := seen[p.keys[0]]; ok {
+			return nil, invalidf("GroupConfig.Deployments[%d] and [%d] are the same budget %q: list each deployment once", j, i, p.Name())
+		}
+		seen[p.keys[0]] = i
+		if p.s().shadow || p.out != nil {
+			return nil, invalidf("GroupConfig.Deployments[%d] (%q) has Config.Shadow or Config.Outage set: a Group does not route shadow budgets or fail open yet", i, p.Name())
+		}
+		w := d.Weight
+		if w == 0 {
+			w = 1
+		}
+		g.weights = append(g.weights, w)
+		t := hashTag(p.keys[0])
+		if i == 0 {
+			tag = t
+		}
+		// One script reaches every budget on one server; on a cluster
+		// (or a ring) only if their keys share a slot.
+		if p.sub != g.ds[0].Pacer.sub {
+			g.one = false
+		}
+		if !singleServer(p) && t != tag {
+			g.one = false
+		}
+	}
+	return g, nil
+}
+
+// hashTag returns the hash tag of a key: what lies between its first '{'
+// and the next '}'.
+func hashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	j := strings.IndexByte(key[i+1:], '}')
+	return key[i+1 : i+1+j]
+}
+
+// Deployments returns the group's deployments, in the order given.
+func (g *Group) Deployments() []Deployment { return append([]Deployment(nil), g.ds...) }
+
+// order returns the order in which a call is offered to the deployments:
+// as given, or for Spread a weighted random order (each next deployment
+// drawn among those left in proportion to its weight).
+func (g *Group) order() []int {
+	o := make([]int, len(g.ds))
+	for i := range o {
+		o[i] = i
+	}
+	if g.policy != Spread || len(o) == 1 {
+		return o
+	}
+	total := 0.0
+	for _, w := range g.weights {
+		total += w
+	}
+	for k := 0; k < len(o)-1; k++ {
+		x := rand.Float64() * total
+		j := k
+		for ; j < len(o)-1; j++ {
+			if x -= g.weights[o[j]]; x < 0 {
+				break
+			}
+		}
+		total -= g.weights[o[j]]
+		o[k], o[j] = o[j], o[k]
+	}
+	return o
+}
+
+// Acquire admits r on one deployment and returns its lease and the Pacer
+// of the deployment it was admitted on: send the call there, and end the
+// lease as Pacer.Acquire's (Settle, Release...).
+//
+// r goes to the first deployment, in the Policy's order, with room for it
+// now. When none has, it waits on the one whose room comes first, as
+// Pacer.Acquire waits: it reserves its turn there or queues for a slot,
+// and stays with that deployment, unless a pause or stop set meanwhile
+// takes its turn back, when it is routed again. A deployment that is
+// paused is waited for only if every other one's wait is longer, one that
+// is stopped never, and one too small for r (ErrTooLarge) is passed over.
+//
+// The wait is bounded as Pacer.Acquire's: by r.MaxWait, or else the first
+// deployment's Config.MaxWait, and by ctx. The errors are Pacer.Acquire's:
+// a *WaitError when no deployment has room within the bound, a
+// *StoppedError when every deployment is stopped, ErrTooLarge when r fits
+// none, ErrInvalid for a request every deployment refuses.
+func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+	began := time.Now()
+	r = r.withTotal()
+	a := g.ds[0].Pacer.newAcquisition(ctx, r, began, g.ds[0].Pacer.s().maxWait)
+	bound, deadline, ctxBound := a.bound, a.deadline, a.ctxBound
+	var denied *routed
+	stale := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			if denied != nil && ctxBound && errors.Is(err, context.DeadlineExceeded) {
+				return nil, nil, &WaitError{Wait: denied.rep.Wait, Bound: bound, Limit: Limit(denied.rep.Reason), ctxBound: true}
+			}
+			return nil, nil, err
+		}
+		remain := max(time.Until(deadline), 0)
+		rt, err := g.route(ctx, r, remain, began)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue // the loop's top says which error
+			}
+			return nil, nil, err
+		}
+		p, rep := rt.p, rt.rep
+		switch {
+		case rep.Code == wire.Stale:
+			if err := p.redefined(ctx, r, &stale); err != nil {
+				return nil, nil, err
+			}
+			continue
+		case rep.Code == wire.TooLarge:
+			return nil, nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity on every deployment", ErrTooLarge, r.Tokens, rep.Reason)
+		case rep.Code == wire.Admitted || rep.Code == wire.Already || rep.Ticket != 0:
+			// Admitted, or holding a place in a slot queue: the call goes on
+			// as an Acquire of that deployment.
+			c := p.newAcquisition(ctx, r, began, bound)
+			c.id, c.routed = rt.id, true
+			c.bound, c.deadline, c.ctxBound = bound, deadline, ctxBound
+			c.start, c.startUs, c.startS = &rep, rt.charged, rt.s
+			l, err := c.run(ctx)
+			if err == errReroute {
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, p, nil
+		}
+		if err := stopped(rep); err != nil {
+			// Every deployment is stopped.
+			p.stoppedAt.Store(time.Now().UnixNano())
+			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
+			return nil, nil, err
+		}
+		if rep.Wait > remain {
+			err := &WaitError{Wait: rep.Wait, Bound: bound, Limit: Limit(rep.Reason), ctxBound: ctxBound}
+			if ctxBound {
+				err.Bound = time.Until(deadline)
+			}
+			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
+			return nil, nil, err
+		}
+		denied = &rt
+		if err := p.sleep(ctx, r, rep, deadline); err != nil {
+			continue // the loop's top says which error
+		}
+	}
+}
+
+// TryAcquire admits r on the first deployment, in the Policy's order, that
+// has room for it now, and returns its lease and that deployment's Pacer.
+// It never waits: when no deployment has room, it returns a *NotYetError
+// (errors.Is ErrNotYet) with the shortest time until one might, having
+// charged nothing; when every deployment is stopped, a *StoppedError.
+func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+	r = r.withTotal()
+	for stale := 0; ; {
+		rt, err := g.route(ctx, r, 0, time.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		if rt.rep.Code == wire.Stale {
+			if err := rt.p.redefined(ctx, r, &stale); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		l, err := rt.p.tryAnswer(rt.id, r, rt.rep, rt.charged)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, rt.p, nil
+	}
+}
+
+// Cooldown takes p's deployment out of the group for d (GroupConfig's
+// Cooldown when d is 0), for every process: it pauses its budget. Call it
+// when a deployment fails (a 5xx, a broken connection, an overload);
+// RunGroup and the transport of package pacerhttp call it themselves. A
+// 429 is the budget's business: Pacer.Throttled, which they call, pauses
+// it and corrects its buckets. A negative Cooldown in the GroupConfig and
+// d 0 does nothing.
+func (g *Group) Cooldown(ctx context.Context, p *Pacer, d time.Duration) error {
+	if d == 0 {
+		d = g.cooldown
+	}
+	if d < 0 {
+		return nil
+	}
+	if p == nil {
+		return invalidf("Group.Cooldown: the Pacer is nil")
+	}
+	return p.Pause(ctx, d)
+}

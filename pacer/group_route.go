@@ -1,0 +1,155 @@
+package pacer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/leasing"
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lua"
+	"github.com/redis/go-redis/v9"
+)
+
+// routed is one route's outcome: the deployment it chose, the call's id,
+// acquire's reply there, when it charged (see chargedAt), and the
+// definition its charges were made under.
+type routed struct {
+	p       *Pacer
+	id      string
+	rep     wire.AcquireReply
+	charged int64
+	s       *settings
+}
+
+// route offers r, under a new id, to every deployment that can take it,
+// in the Policy's order (see route.lua): it returns the first admission,
+// or else the deployment whose room comes first with its reply to an
+// acquire with max wait bound (admitted with a later turn, queued for a
+// slot, or denied). A deployment too small for r, or that refuses it as
+// invalid, is left out; when all are, the first one's error is returned.
+func (g *Group) route(ctx context.Context, r Request, bound time.Duration, began time.Time) (routed, error) {
+	var use []int
+	var first error
+	for _, i := range g.order() {
+		p := g.ds[i].Pacer
+		if err := p.settleDefinition(ctx); err != nil {
+			return routed{}, err
+		}
+		if err := p.checkRequest(r); err != nil {
+			if first == nil || i == 0 {
+				first = err
+			}
+			continue
+		}
+		use = append(use, i)
+	}
+	if len(use) == 0 {
+		return routed{}, first
+	}
+	id := leasing.NewID()
+	if g.one {
+		return g.routeOnce(ctx, id, r, use, bound, began)
+	}
+	return g.routeEach(ctx, id, r, use, bound, began)
+}
+
+// routeOnce runs route.lua: every deployment in one script call.
+func (g *Group) routeOnce(ctx context.Context, id string, r Request, use []int, bound time.Duration, began time.Time) (routed, error) {
+	args := make([]any, 2+2*len(use), 2+2*len(use)+len(use)*16)
+	args[0], args[1] = len(use), bound.Milliseconds()
+	var keys []string
+	ss := make([]*settings, len(use))
+	for k, i := range use {
+		p := g.ds[i].Pacer
+		ss[k] = p.s()
+		ks, as := p.keysOf(r), p.acquireArgs(id, r, bound, 0)
+		args[2+2*k], args[3+2*k] = len(ks), len(as)
+		keys = append(keys, ks...)
+		args = append(args, as...)
+	}
+	p0 := g.ds[use[0]].Pacer
+	v, err := wire.Run(ctx, lua.Route, p0.rdb, keys, args, func(v any) {
+		// The reply came after the caller gave up: undo it where it was
+		// made.
+		if k, rep, err := decodeRoute(v, len(use)); err == nil {
+			g.ds[use[k]].Pacer.undoLate(rep, id, r, bound, 0, began)
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return routed{}, err
+		}
+		return routed{}, unavailable(fmt.Errorf("pacer: redis on the group of %q: %w", p0.Name(), err))
+	}
+	k, rep, err := decodeRoute(v, len(use))
+	if err != nil {
+		return routed{}, fmt.Errorf("pacer: route on the group of %q: %w", p0.Name(), err)
+	}
+	return routed{p: g.ds[use[k]].Pacer, id: id, rep: rep, charged: chargedAt(rep, began), s: ss[k]}, nil
+}
+
+// decodeRoute checks route.lua's reply, {i, acquire's reply...}, for n
+// deployments, and returns i 0-based.
+func decodeRoute(v any, n int) (int, wire.AcquireReply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 7 {
+		return 0, wire.AcquireReply{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
+	}
+	i, ok := a[0].(int64)
+	if !ok || i < 1 || i > int64(n) {
+		return 0, wire.AcquireReply{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
+	}
+	rep, err := wire.DecodeAcquire(a[1:])
+	return int(i - 1), rep, err
+}
+
+// routeEach does what route.lua does, one acquire call per deployment: for
+// budgets a single script cannot reach (several Redis servers, or slots of
+// a cluster). It costs a round trip per deployment tried, and the choice
+// is not atomic: a deployment found full may have room by the time the
+// last is asked.
+func (g *Group) routeEach(ctx context.Context, id string, r Request, use []int, bound time.Duration, began time.Time) (routed, error) {
+	var out routed
+	best := false
+	for k, i := range use {
+		p := g.ds[i].Pacer
+		s := p.s()
+		rep, charged, err := p.acquireOnce(ctx, id, r, 0, 0, began)
+		if err != nil {
+			if ctx.Err() != nil {
+				return routed{}, err
+			}
+			return routed{}, unavailable(err)
+		}
+		rt := routed{p: p, id: id, rep: rep, charged: charged, s: s}
+		switch {
+		case rep.Code > wire.Denied: // admitted, or another definition stored
+			return rt, nil
+		case rep.Code == wire.Denied && stopped(rep) == nil && (!best || rep.Wait < out.rep.Wait):
+			out, best = rt, true
+		case k == 0:
+			out = rt
+		}
+	}
+	if !best || bound < time.Millisecond || out.rep.Reason == string(LimitPause) || out.rep.Wait > bound.Truncate(time.Millisecond) {
+		return out, nil
+	}
+	s := out.p.s()
+	rep, charged, err := out.p.acquireOnce(ctx, id, r, bound, 0, began)
+	if err != nil {
+		if ctx.Err() != nil {
+			return routed{}, err
+		}
+		return routed{}, unavailable(err)
+	}
+	return routed{p: out.p, id: id, rep: rep, charged: charged, s: s}, nil
+}
+
+// singleServer says whether p's budget is on one Redis server, where one
+// script reaches any key: not a Cluster or a Ring, which place keys by
+// their hash slot.
+func singleServer(p *Pacer) bool {
+	_, ok := p.sub.(*redis.Client)
+	return ok
+}

@@ -1,0 +1,40 @@
+package pacer
+
+import "context"
+
+// RunGroup is Run on a Group: each attempt is admitted on one deployment
+// (see Group.Acquire), and call is given that deployment's Pacer, to send
+// the call there (pick the client or the base URL by its Name).
+//
+// Failures are answered as Run answers them, on the deployment that
+// failed: a 429 pauses its budget (Pacer.Throttled), so the retry goes to
+// another deployment with room, if one has; an overload or a transient
+// failure (a 5xx, a broken connection) takes the deployment out of the
+// group for GroupConfig.Cooldown, for every process, and the next attempt
+// is routed at once, without backing off (with a negative Cooldown it
+// backs off as Run does).
+func RunGroup[T any](ctx context.Context, g *Group, r Request, call func(ctx context.Context, p *Pacer) (T, error), usage func(T) int64, opts ...RunOption) (T, error) {
+	var zero T
+	if call == nil {
+		return zero, invalidf("RunGroup: call is nil")
+	}
+	if g == nil {
+		return zero, invalidf("RunGroup: the Group is nil")
+	}
+	return run(ctx, g.Acquire, g, r, call, usage, opts)
+}
+
+// TryRunGroup is TryRun on a Group: it sends the call only if a deployment
+// has room now (see Group.TryAcquire), to that deployment, and never
+// retries or sleeps. A failure is answered on that deployment as
+// RunGroup answers it.
+func TryRunGroup[T any](ctx context.Context, g *Group, r Request, call func(ctx context.Context, p *Pacer) (T, error), usage func(T) int64, opts ...RunOption) (T, error) {
+	var zero T
+	if call == nil {
+		return zero, invalidf("TryRunGroup: call is nil")
+	}
+	if g == nil {
+		return zero, invalidf("TryRunGroup: the Group is nil")
+	}
+	return tryRun(ctx, g.TryAcquire, g, r, call, usage, opts)
+}

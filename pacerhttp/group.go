@@ -1,0 +1,165 @@
+package pacerhttp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// Target says where the calls admitted on one deployment of a group go.
+// The zero value sends them as the SDK made them.
+type Target struct {
+	// URL, if set, replaces the scheme and host of every call sent to the
+	// deployment ("https://westus.openai.azure.com"): the SDK keeps one
+	// base URL, the first deployment's, say.
+	URL string
+	// AzureDeployment, if set, replaces the deployment name of an Azure
+	// OpenAI path (".../openai/deployments/{name}/...").
+	AzureDeployment string
+	// Header is set on every call sent to the deployment, replacing the
+	// SDK's values: its key ("api-key" for Azure, "Authorization" for
+	// OpenAI), a project header.
+	Header http.Header
+	// Base sends the deployment's calls; nil: the transport's base.
+	Base http.RoundTripper
+}
+
+// target is a Target checked: its URL parsed, its base set.
+type target struct {
+	url    *url.URL
+	azure  string
+	header http.Header
+	base   http.RoundTripper
+	sync   syncer
+}
+
+// NewGroupTransport is NewTransport for a pacer.Group: each model call is
+// admitted on one of g's deployments (see Group.Acquire), rewritten for it
+// as targets says (keyed by the deployment's Pacer.Name), and sent there.
+// So one SDK client serves every deployment: configure it for any one of
+// them, and give each deployment its URL, Azure deployment name or key
+// here. A deployment with no entry gets the call as the SDK made it.
+//
+// Each answer is handled on the deployment that gave it: a 429 pauses its
+// budget, an exhausted quota stops it, its rate-limit headers sync it; a
+// 5xx or a connection that fails takes it out of the group for
+// GroupConfig.Cooldown, for every process. The SDK's retry of such an
+// answer is routed again, to a deployment with room.
+//
+// A nil g, a target for no deployment of g, or an invalid URL does not
+// panic: every model call then fails with an error matching
+// pacer.ErrInvalid.
+func NewGroupTransport(g *pacer.Group, targets map[string]Target, base http.RoundTripper, opts ...Option) http.RoundTripper {
+	var first *pacer.Pacer
+	if g != nil {
+		first = g.Deployments()[0].Pacer
+	}
+	rt := NewTransport(first, base, opts...)
+	t := rt.(*transport)
+	if g == nil {
+		t.err = fmt.Errorf("%w: pacerhttp.NewGroupTransport: the group is nil; pass the *pacer.Group to route among", pacer.ErrInvalid)
+		return t
+	}
+	t.g, t.to = g, map[*pacer.Pacer]*target{}
+	names := map[string]bool{}
+	for _, d := range g.Deployments() {
+		name := d.Pacer.Name()
+		names[name] = true
+		tg := &target{base: t.base}
+		tg.sync.p = d.Pacer
+		t.to[d.Pacer] = tg
+		c, ok := targets[name]
+		if !ok {
+			continue
+		}
+		if c.Base != nil {
+			tg.base = c.Base
+		}
+		tg.azure, tg.header = c.AzureDeployment, c.Header.Clone()
+		if c.URL != "" {
+			u, err := url.Parse(c.URL)
+			if err != nil || u.Scheme == "" || u.Host == "" {
+				t.err = fmt.Errorf("%w: pacerhttp.NewGroupTransport: the URL %q of %q: want scheme://host", pacer.ErrInvalid, c.URL, name)
+				return t
+			}
+			tg.url = u
+		}
+		if strings.Contains(c.AzureDeployment, "/") {
+			t.err = fmt.Errorf("%w: pacerhttp.NewGroupTransport: the Azure deployment %q of %q contains '/'", pacer.ErrInvalid, c.AzureDeployment, name)
+			return t
+		}
+	}
+	for name := range targets {
+		if !names[name] {
+			t.err = fmt.Errorf("%w: pacerhttp.NewGroupTransport: a target for %q, which is no deployment of the group", pacer.ErrInvalid, name)
+			return t
+		}
+	}
+	return t
+}
+
+// acquire admits r, on the transport's budget or on one of its group's
+// deployments, and returns the lease, the budget, and what sends the call,
+// having rewritten out for that deployment.
+func (t *transport) acquire(ctx context.Context, r pacer.Request, out *http.Request) (*pacer.Lease, *pacer.Pacer, http.RoundTripper, error) {
+	if t.g == nil {
+		l, err := t.p.Acquire(ctx, r)
+		return l, t.p, t.base, err
+	}
+	l, p, err := t.g.Acquire(ctx, r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tg := t.to[p]
+	tg.rewrite(out)
+	return l, p, tg.base, nil
+}
+
+// rewrite points out, the transport's own copy of the SDK's request, at
+// the target.
+func (tg *target) rewrite(out *http.Request) {
+	if tg.url == nil && tg.azure == "" && tg.header == nil {
+		return
+	}
+	u := *out.URL
+	if tg.url != nil {
+		u.Scheme, u.Host = tg.url.Scheme, tg.url.Host
+		out.Host = ""
+	}
+	if tg.azure != "" {
+		const marker = "/deployments/"
+		if i := strings.LastIndex(u.Path, marker); i >= 0 {
+			if _, rest, ok := strings.Cut(u.Path[i+len(marker):], "/"); ok {
+				u.Path = u.Path[:i+len(marker)] + tg.azure + "/" + rest
+				u.RawPath = ""
+			}
+		}
+	}
+	out.URL = &u
+	if tg.header != nil {
+		out.Header = out.Header.Clone()
+		for k, v := range tg.header {
+			out.Header[k] = v
+		}
+	}
+}
+
+// syncer returns the syncer of p's headers.
+func (t *transport) syncer(p *pacer.Pacer) *syncer {
+	if t.g == nil {
+		return &t.sync
+	}
+	return &t.to[p].sync
+}
+
+// cooldown takes a failing deployment out of the transport's group, if it
+// has one.
+func (t *transport) cooldown(ctx context.Context, p *pacer.Pacer) {
+	if t.g != nil {
+		bounded(ctx, func(ctx context.Context) error { return t.g.Cooldown(ctx, p, 0) })
+	}
+}
