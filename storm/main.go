@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer be.close()
+	defer func() { _ = be.cleanup(context.WithoutCancel(ctx)) }()
 	for _, pl := range plans {
 		if pl.outage != nil && be.mini == nil {
 			return fmt.Errorf("scenario %s closes and restarts Redis: run it on the in-process miniredis (without -redis or -cluster)", pl.name)

@@ -108,7 +108,7 @@ func newOutageRig(pl *plan, v variant, be *backend, cfg pacer.Config, c *chatCli
 		// of 5 dials, about 1.5 s against a refused port): the first call
 		// to meet the outage trips the circuit within a few milliseconds.
 		rdb := redis.NewClient(&redis.Options{Addr: be.mini.Addr(), PoolSize: 64, MaxRetries: 1, DialerRetries: 1})
-		rdb.AddHook(countHook{be.cmds})
+		rdb.AddHook(countHook{be.cmds, be.keys})
 		p, err := pacer.New(rdb, cfg)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,9 @@ type backend struct {
 	desc  string
 	addr  string // the address -procs' children use: the in-process miniredis's, else "" (theirs is in the flags)
 	cmds  *atomic.Int64
+	// keys are the keys the scripts were sent, deleted by cleanup: a
+	// real Redis is somebody's, not a scratch pad.
+	keys  *sync.Map
 	close func()
 }
 
@@ -59,11 +63,35 @@ func openRedis(ctx context.Context, o options) (*backend, error) {
 		close()
 		return nil, fmt.Errorf("%s: %w", desc, err)
 	}
-	b := &backend{rdb: rdb, desc: desc, addr: addr, mini: mini, cmds: new(atomic.Int64)}
+	b := &backend{rdb: rdb, desc: desc, addr: addr, mini: mini, cmds: new(atomic.Int64), keys: new(sync.Map)}
 	// Count after the ping, so the count is the pacer's alone.
-	rdb.AddHook(countHook{b.cmds})
+	rdb.AddHook(countHook{b.cmds, b.keys})
 	b.close = func() { _ = rdb.Close(); close() }
 	return b, nil
+}
+
+// cleanup deletes every key the storm's scripts were sent, on a real Redis
+// (an in-process miniredis goes with the process). The process that runs
+// the rows calls it when they are done; -procs' children do not, as their
+// budget is shared until the row ends.
+func (b *backend) cleanup(ctx context.Context) error {
+	if b.mini != nil {
+		return nil
+	}
+	var keys []string
+	b.keys.Range(func(k, _ any) bool {
+		keys = append(keys, k.(string))
+		return true
+	})
+	// One DEL a key: on a cluster the keys of different budgets live in
+	// different slots.
+	_, err := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k)
+		}
+		return nil
+	})
+	return err
 }
 
 // quiet waits until no command has been sent for idle, or at most limit.
@@ -85,7 +113,10 @@ func (b *backend) quiet(idle, limit time.Duration) {
 // hooks but depend on the pool, not on the pacer. A script run is one
 // EVALSHA, or two (EVALSHA answered NOSCRIPT, then EVAL) the first time the
 // server meets the script.
-type countHook struct{ n *atomic.Int64 }
+type countHook struct {
+	n    *atomic.Int64
+	keys *sync.Map
+}
 
 func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -106,6 +137,19 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func (h countHook) count(cmd redis.Cmder) {
+	if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		// EVAL(SHA) script numkeys key...: remember the keys.
+		a := cmd.Args()
+		if len(a) > 2 {
+			if n, ok := a[2].(int); ok {
+				for i := 3; i < 3+n && i < len(a); i++ {
+					if k, ok := a[i].(string); ok {
+						h.keys.Store(k, struct{}{})
+					}
+				}
+			}
+		}
+	}
 	switch cmd.Name() {
 	case "hello", "client", "auth", "select", "readonly":
 		return
