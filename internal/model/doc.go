@@ -58,7 +58,8 @@
 // the state hash's), and the model never forgets. On a real
 // Redis that matters in one case only: both keys expire a second or more
 // after every bucket is full and every lease has expired, after which a
-// retried id is admitted anew instead of answered with code 2. Tests keep
-// keys alive (miniredis expires keys only when told to) or finish well
-// within a second of idleness.
+// retried id is admitted anew instead of answered with code 2, and a
+// tenant's hash is gone. Tests keep keys alive: miniredis expires keys
+// only when told to, and the real-Redis lane of lua's differential test
+// takes their TTLs off after each step.
 package model
