@@ -209,60 +209,200 @@ end
 
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',
 -- g the width of its sub-windows in µs (a window is SK of them, or less).
--- Its value counts the units charged in each sub-window: '<base> <count>
--- <count> ...', the first count for sub-window base (floor(time / g)), a
--- token '-<n>' for n sub-windows with no count; it begins and ends with a
--- count ('' when none is left). A turn reserved far ahead (held there by
--- another rate) thus costs one token, not a zero for every sub-window
--- between. A window ending in sub-window j is counted as the SK + 1
--- sub-windows j - SK .. j, the oldest whole: never less than what a
--- window of SK × g really holds.
+-- A window ending in sub-window j is counted as the SK + 1 sub-windows
+-- j - SK .. j, the oldest whole: never less than what a window of SK × g
+-- really holds.
+--
+-- Its value is 70 numbers of 9 characters each, every character a base-64
+-- digit ('0' + d, d in 0..63, most significant first): r, the ring's
+-- newest sub-window; l, the latest sub-window with a count (0: none); t,
+-- the ring's total; p and pl (below); then the ring, the counts of the
+-- SK + 1 sub-windows r - SK .. r. Fixed places let a script read the count
+-- it needs with one string.byte, and the total spares it a sum, so a call
+-- costs the same whatever the counts: no parse, no loop over them, only
+-- the sub-windows that roll out since the last write, each read once.
+-- '' when nothing is counted.
+--
+-- Counts that leave the ring while still in a window (a turn reserved
+-- more than a window ahead, held there by another rate) are folded into
+-- p, their total, and pl, the latest of their sub-windows: a window
+-- ending at or before pl + SK counts p whole (never less than it holds),
+-- and one after it none. l is the latest count, in the ring or folded:
+-- a later call never takes an earlier turn. A total is kept at most 2^53
+-- (8 times the largest limit), so that every count is exact.
 local SK = 64
 
--- sread returns the counts of v from sub-window lo on, as a table from
--- lo - j to sub-window j's count (those above 0), and the last sub-window
--- with a count (lo - 1 if none). Its keys are never positive, so every
--- Lua keeps them hashed: gopher-lua (miniredis's Lua) would make an array
--- as long as a positive key, a sub-window number in the millions.
-local function sread(v, lo)
-  local cs, last, j = {}, lo - 1, nil
-  if v then
-    for x in string.gmatch(v, '%-?%d+') do
-      x = x + 0
-      if not j then
-        j = x
-      elseif x < 0 then
-        j = j - x
-      else
-        if x > 0 and j >= lo then cs[lo - j], last = x, j end
-        j = j + 1
+-- sread returns the state of a sliding rate's value v (nil or '': none)
+-- at sub-window cur: {r, l, t, p, pl, ring}, the ring its 585 characters.
+-- The sub-windows before cur - SK roll out: read once, as the ring moves
+-- on to cur. A value of the format before (decimal counts, '<base>
+-- <count> -<gap> ...') is read whole into p, the safe side. It makes no
+-- closure and keeps its constants to itself (see give).
+local function sread(v, cur)
+  local SK, N, byte, sub, max = 64, 65, string.byte, string.sub, math.max
+  if not v or #v ~= 630 then
+    local p, pl = 0, 0
+    if v and v ~= '' then
+      local j
+      for x in string.gmatch(v, '%-?%d+') do
+        x = x + 0
+        if not j then
+          j = x
+        elseif x < 0 then
+          j = j - x
+        else
+          if x > 0 and j >= cur - SK then p, pl = p + x, j end
+          j = j + 1
+        end
       end
     end
+    if p == 0 then return {cur, 0, 0, 0, 0, string.rep('0', 9 * N)} end
+    return {max(cur, pl + SK + 1), pl, 0, p, pl, string.rep('0', 9 * N)}
   end
-  return cs, last
+  local n = {}
+  for i = 1, 5 do
+    local a, b, c, d, e, f, g, h, x = byte(v, 9 * i - 8, 9 * i)
+    n[i] = ((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + d - 48) * 64 + e - 48) * 64
+      + f - 48) * 64 + g - 48) * 64 + h - 48) * 64 + x - 48
+  end
+  local r, l, t, p, pl, ring = n[1], n[2], n[3], n[4], n[5], sub(v, 46)
+  if r < cur then
+    local d = cur - r
+    if d >= N then
+      t, ring = 0, string.rep('0', 9 * N)
+    else
+      for k = 1, 9 * d, 9 do
+        local a, b, c, e, f, g, h, y, x = byte(ring, k, k + 8)
+        t = t - (((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + e - 48) * 64 + f - 48) * 64
+          + g - 48) * 64 + h - 48) * 64 + y - 48) * 64 + x - 48)
+      end
+      ring = sub(ring, 9 * d + 1) .. string.rep('0', 9 * d)
+    end
+    r = cur
+  end
+  if pl < cur - SK then p, pl = 0, 0 end
+  if t == 0 then
+    if p > 0 then l = pl else l = 0 end
+  end
+  return {r, l, t, p, pl, ring}
 end
 
--- sadd adds u (which may be negative) to the count at key k (lo - j),
--- never below 0.
-local function sadd(cs, k, u)
-  local c = (cs[k] or 0) + u
-  if c > 0 then cs[k] = c else cs[k] = nil end
+-- sfit returns the sub-window a call of charge units takes in state s (read
+-- at cur; charge <= allow): the first at or after cur and l whose window,
+-- with the charge, holds at most allow. Past l the window only loses
+-- counts: p once past pl + SK, then each ring count in turn, so at most
+-- SK + 1 reads.
+local function sfit(s, cur, charge, allow)
+  local SK = 64
+  local r, t, p, pl, ring = s[1], s[3], s[4], s[5], s[6]
+  local j = math.max(cur, s[2])
+  local sum, pin = t, false
+  if p > 0 and j <= pl + SK then sum, pin = t + p, true end
+  while sum + charge > allow do
+    if pin then
+      j, sum, pin = pl + SK + 1, t, false
+    elseif sum <= 0 then
+      break
+    else
+      if j < r then j = r end
+      local k = 9 * (j - r) + 1
+      local a, b, c, d, e, f, g, h, x = string.byte(ring, k, k + 8)
+      sum = sum - (((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + d - 48) * 64 + e - 48) * 64
+        + f - 48) * 64 + g - 48) * 64 + h - 48) * 64 + x - 48)
+      j = j + 1
+    end
+  end
+  return j
 end
 
--- swrite returns the counts read from lo on as stored (see above).
-local function swrite(cs, lo)
-  local js = {}
-  for k in pairs(cs) do js[#js + 1] = lo - k end
-  if not js[1] then return '' end
-  table.sort(js)
-  local parts, prev = {fmt('%d', js[1])}, js[1] - 1
-  for i = 1, #js do
-    local j = js[i]
-    if j - prev > 1 then parts[#parts + 1] = fmt('%d', prev + 1 - j) end
-    parts[#parts + 1] = fmt('%d', cs[lo - j])
-    prev = j
+-- swrite counts u units in sub-window j of state s (read at cur), and
+-- returns the value to store. A charge (u > 0, j >= cur) first moves the
+-- ring on to j if j is later, folding the counts that leave it while
+-- still in a window into p; one before the ring goes to p. A give-back
+-- (u < 0) comes off j's count, or off p if j was folded, never below
+-- zero; nothing once j rolled out.
+local function swrite(s, cur, j, u)
+  local SK, N, byte, sub, min = 64, 65, string.byte, string.sub, math.min
+  local r, l, t, p, pl, ring = s[1], s[2], s[3], s[4], s[5], s[6]
+  if u > 0 and j > r then
+    local d = min(j - r, N)
+    for k = 0, d - 1 do
+      local o = 9 * k + 1
+      local a, b, c, e, f, g, h, y, x = byte(ring, o, o + 8)
+      local v = ((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + e - 48) * 64 + f - 48) * 64
+        + g - 48) * 64 + h - 48) * 64 + y - 48) * 64 + x - 48
+      if v > 0 then
+        t = t - v
+        if r - SK + k >= cur - SK then p, pl = p + v, r - SK + k end
+      end
+    end
+    ring = sub(ring, 9 * d + 1) .. string.rep('0', 9 * d)
+    r = j
   end
-  return table.concat(parts, ' ')
+  local o = 9 * (j - r + SK) + 1
+  if j >= r - SK and j <= r then
+    local a, b, c, e, f, g, h, y, x = byte(ring, o, o + 8)
+    local v = ((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + e - 48) * 64 + f - 48) * 64
+      + g - 48) * 64 + h - 48) * 64 + y - 48) * 64 + x - 48
+    if u > 0 then
+      u = min(u, 9007199254740992 - t)
+      if u > 0 and j > l then l = j end
+    else
+      u = -min(-u, v)
+    end
+    if u ~= 0 then
+      v, t = v + u, t + u
+      local w = v
+      local x9 = w % 64; w = (w - x9) / 64
+      local x8 = w % 64; w = (w - x8) / 64
+      local x7 = w % 64; w = (w - x7) / 64
+      local x6 = w % 64; w = (w - x6) / 64
+      local x5 = w % 64; w = (w - x5) / 64
+      local x4 = w % 64; w = (w - x4) / 64
+      local x3 = w % 64; w = (w - x3) / 64
+      local x2 = w % 64
+      ring = sub(ring, 1, o - 1) .. string.char((w - x2) / 64 + 48, x2 + 48, x3 + 48, x4 + 48,
+        x5 + 48, x6 + 48, x7 + 48, x8 + 48, x9 + 48) .. sub(ring, o + 9)
+      if v == 0 and j == l then
+        -- The latest count is gone: the latest before it, or p's.
+        l = 0
+        for q = o - 9, 1, -9 do
+          local a2, b2, c2, e2, f2, g2, h2, y2, x2 = byte(ring, q, q + 8)
+          if a2 + b2 + c2 + e2 + f2 + g2 + h2 + y2 + x2 > 432 then
+            l = r - SK + (q - 1) / 9
+            break
+          end
+        end
+        if l == 0 and p > 0 then l = pl end
+      end
+    end
+  elseif u > 0 and p < 9007199254740992 then
+    p = p + min(u, 9007199254740992 - p)
+    if j > pl then pl = j end
+    if j > l then l = j end
+  elseif u < 0 and p > 0 and j >= cur - SK and j <= pl then
+    p = p - min(-u, p)
+    if p == 0 then
+      pl = 0
+      if t == 0 then l = 0 end
+    end
+  end
+  if t == 0 and p == 0 then return '' end
+  local out = {}
+  local hs = {r, l, t, p, pl}
+  for i = 1, 5 do
+    local w = hs[i]
+    local x9 = w % 64; w = (w - x9) / 64
+    local x8 = w % 64; w = (w - x8) / 64
+    local x7 = w % 64; w = (w - x7) / 64
+    local x6 = w % 64; w = (w - x6) / 64
+    local x5 = w % 64; w = (w - x5) / 64
+    local x4 = w % 64; w = (w - x4) / 64
+    local x3 = w % 64; w = (w - x3) / 64
+    local x2 = w % 64
+    out[i] = string.char((w - x2) / 64 + 48, x2 + 48, x3 + 48, x4 + 48, x5 + 48, x6 + 48, x7 + 48, x8 + 48, x9 + 48)
+  end
+  return out[1] .. out[2] .. out[3] .. out[4] .. out[5] .. ring
 end
 
 -- give hands the free slots to the slot queue's waiters, first come, first
@@ -361,16 +501,9 @@ local function give(now, us, limit, bslots, me, mine)
             if byte(f, 1) == 126 then
               local g = string.match(f, '^~(%d+):') + 0
               local cur = floor(now * 1000 / g)
-              local lo = cur - SK
-              local cnt, last = sread(h[3 + j], lo)
-              local jj = max(cur, last)
-              local sum = 0
-              for x = jj - SK, jj do sum = sum + (cnt[lo - x] or 0) end
-              while sum + charge > allow do
-                sum = sum - (cnt[lo - jj + SK] or 0)
-                jj = jj + 1
-              end
-              sls[j] = {g, lo, cnt}
+              local st = sread(h[3 + j], cur)
+              local jj = sfit(st, cur, charge, allow)
+              sls[j] = {g, cur, st}
               if jj > cur and jj * g - now * 1000 > wait then wait = jj * g - now * 1000 end
             else
               local tat = h[3 + j]
@@ -396,10 +529,9 @@ local function give(now, us, limit, bslots, me, mine)
             for j = 1, n do
               local sj = sls[j]
               if sj then
-                local g, lo, cnt = sj[1], sj[2], sj[3]
+                local g = sj[1]
                 local jt = floor((now + wait) * 1000 / g)
-                sadd(cnt, lo - jt, cs[j])
-                args[a + 1], args[a + 2] = fs[j], swrite(cnt, lo)
+                args[a + 1], args[a + 2] = fs[j], swrite(sj[3], sj[2], jt, cs[j])
                 a = a + 2
                 if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
               else

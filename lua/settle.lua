@@ -120,11 +120,8 @@ for pass = 1, 2 do repeat
       local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
       u, j = u + 0, j + 0
       local cur = floor(now * 1000 / g)
-      local lo = cur - SK
-      local cs = sread(hv[1 + i], lo)
       if u > 0 then j = cur end
-      if j >= lo then sadd(cs, lo - j, u) end
-      args[2 * i - 1], args[2 * i] = sfields[i], swrite(cs, lo)
+      args[2 * i - 1], args[2 * i] = sfields[i], swrite(sread(hv[1 + i], cur), cur, j, u)
       if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
     end
     if pass == 2 then

@@ -63,14 +63,49 @@ func TestSlidingCorrections(t *testing.T) {
 	if cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 700}, false, 0); len(cs) != 1 || cs[0].Us != 200 {
 		t.Errorf("a debt: %+v; want +200", cs)
 	}
-	lv, err := s.SlidingLevel(1_000_000_000, "6399 100 250")
-	if err != nil || lv != 650 {
-		t.Errorf("SlidingLevel = %v, %v; want 650", lv, err)
+}
+
+// A sliding window's level, from its value as stored: the ring's counts in
+// the window ending now, the folded ones whole while in it; a value of the
+// format before, every count not rolled out.
+func TestSlidingLevel(t *testing.T) {
+	s := wire.NewSliding("tokens/10s", 1000, 10*time.Second, wire.Tokens)
+	const now = 1_000_000_000 // sub-window 6400
+	var st wire.SlidingState
+	st.Head, st.Last, st.Total = 6402, 6402, 7+100+40+243
+	st.Counts[0] = 7    // sub-window 6338: in the window
+	st.Counts[62] = 100 // 6400
+	st.Counts[63] = 40  // 6401: ahead
+	st.Counts[64] = 243 // 6402: ahead
+	st.Folded, st.FoldedLast = 30, 6337
+	v := st.String()
+	back, ok, err := wire.ParseSliding(v)
+	if err != nil || !ok || back != st {
+		t.Fatalf("ParseSliding(%q) = %+v, %v, %v; want %+v", v, back, ok, err, st)
 	}
-	// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 ahead.
-	lv, err = s.SlidingLevel(1_000_000_000, "6334 7 -64 100 -65 300")
-	if err != nil || lv != 900 {
-		t.Errorf("SlidingLevel with skips = %v, %v; want 900", lv, err)
+	for _, c := range []struct {
+		name string
+		v    string
+		want float64
+	}{
+		{"empty", "", 1000},
+		{"ring and folded", v, 1000 - 7 - 100 - 30},
+		// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 too.
+		{"format before", "6334 7 -64 100 -65 300", 600},
+	} {
+		lv, err := s.SlidingLevel(now, c.v)
+		if err != nil || lv != c.want {
+			t.Errorf("%s: SlidingLevel = %v, %v; want %v", c.name, lv, err, c.want)
+		}
+	}
+	st.FoldedLast = 6335 // rolled out of the window ending in 6400
+	if lv, _ := s.SlidingLevel(now, st.String()); lv != 1000-7-100 {
+		t.Errorf("folded counts rolled out: SlidingLevel = %v; want %v", lv, 1000-7-100)
+	}
+	for _, bad := range []string{v[:len(v)-1] + "~", "x y"} {
+		if _, err := s.SlidingLevel(now, bad); err == nil {
+			t.Errorf("SlidingLevel(%q) = nil error; want one", bad)
+		}
 	}
 }
 
