@@ -261,7 +261,7 @@ repeat
         -- charge (allow is the units the call may see used, its own
         -- included; see sfit).
         local cur = floor(now * 1000 / g)
-        local st = sread(h[2 + k], cur)
+        local st = sread(h[2 + k], cur, b == 64 and tkey or state, field)
         if charge > allow then
           -- Over its share, a call larger than what the rate leaves it
           -- fits no sub-window: it waits until it is within its share.
@@ -433,8 +433,10 @@ repeat
     if b == 64 or b == 37 then out, j, m = targs, ta, tms end
     if g then
       local jt = floor((now + wait) * 1000 / g)
-      out[j + 1], out[j + 2] = f, swrite(slides[k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0)
+      local v, ring = swrite(slides[k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0)
+      out[j + 1], out[j + 2] = f, v
       j = j + 2
+      if ring then out[j + 1], out[j + 2] = f .. '.r', ring; j = j + 2 end
       if (jt + SK + 1) * g / 1000 > m then m = (jt + SK + 1) * g / 1000 end
     else
       out[j + 1], out[j + 2] = f, fmt('%d', tats[k])

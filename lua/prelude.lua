@@ -213,37 +213,95 @@ end
 -- j - SK .. j, the oldest whole: never less than what a window of SK × g
 -- really holds.
 --
--- Its value is 70 numbers of 9 characters each, every character a base-64
--- digit ('0' + d, d in 0..63, most significant first): r, the ring's
--- newest sub-window; l, the latest sub-window with a count (0: none); t,
--- the ring's total; p and pl (below); then the ring, the counts of the
--- SK + 1 sub-windows r - SK .. r. Fixed places let a script read the count
--- it needs with one string.byte, and the total spares it a sum, so a call
--- costs the same whatever the counts: no parse, no loop over them, only
--- the sub-windows that roll out since the last write, each read once.
--- '' when nothing is counted.
+-- The counts sit in a ring of the SK + 1 sub-windows r - SK .. r, r its
+-- head. The field holds '<r>:<l>:<t>:<c>:<p>:<pl>': l the latest
+-- sub-window with a count (0: none), c the head's count, t the sum of the
+-- others, which the field '<field>.r' holds ('' while t is 0): SK counts,
+-- of sub-windows r - SK .. r - 1, each 9 base-64 digits ('0' + d, most
+-- significant first). A call in the head's sub-window, most of them,
+-- reads and writes the field alone; the ring is read when the head moves
+-- on (each count leaving it read once), when a give-back comes off an
+-- older sub-window, and when a call waits. Writing a long string costs
+-- about ten instructions a byte (copy and garbage), so no call rewrites
+-- what it did not change. '' when nothing is counted.
 --
 -- Counts that leave the ring while still in a window (a turn reserved
 -- more than a window ahead, held there by another rate) are folded into
 -- p, their total, and pl, the latest of their sub-windows: a window
 -- ending at or before pl + SK counts p whole (never less than it holds),
 -- and one after it none. l is the latest count, in the ring or folded:
--- a later call never takes an earlier turn. A total is kept at most 2^53
--- (8 times the largest limit), so that every count is exact.
+-- a later call never takes an earlier turn. t + c and p are kept at most
+-- 2^53 (8 times the largest limit), so that every count is exact.
+--
+-- A sliding rate's state, once read, is a table: {r, l, t, c, p, pl, ring
+-- (nil until read), key, field, ring changed}. The functions make no
+-- closure and keep their constants to themselves (see give).
 local SK = 64
 
--- sread returns the state of a sliding rate's value v (nil or '': none)
--- at sub-window cur: {r, l, t, p, pl, ring}, the ring its 585 characters.
--- The sub-windows before cur - SK roll out: read once, as the ring moves
--- on to cur. A value of the format before (decimal counts, '<base>
--- <count> -<gap> ...') is read whole into p, the safe side. It makes no
--- closure and keeps its constants to itself (see give).
-local function sread(v, cur)
-  local SK, N, byte, sub, max = 64, 65, string.byte, string.sub, math.max
-  if not v or #v ~= 630 then
-    local p, pl = 0, 0
+-- sroll moves the ring's head of state s on to sub-window to (after r),
+-- for a script at sub-window cur: the counts that leave it are dropped,
+-- or folded into p if still in a window ending at cur or later.
+local function sroll(s, to, cur)
+  local SK, M = 64, 9007199254740992
+  local Z = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000'
+  local r, t, c, p, pl, ring = s[1], s[3], s[4], s[5], s[6], s[7]
+  local d, was = to - r, t > 0
+  if t > 0 then
+    if not ring then ring = redis.call('HGET', s[8], s[9] .. '.r') or Z end
+    for k = 0, math.min(d, SK) - 1 do
+      local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ring, 9 * k + 1, 9 * k + 1 + 8)
+      local v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
+        + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
+      if v > 0 then
+        t = t - v
+        if r - SK + k >= cur - SK then p, pl = math.min(p + v, M), r - SK + k end
+      end
+    end
+  end
+  if d > SK then
+    if c > 0 and r >= cur - SK then p, pl = math.min(p + c, M), r end
+    ring = ''
+  else
+    t = t + c
+    if t == 0 then
+      ring = ''
+    else
+      local cc
+      local e = c
+      local e9 = e % 64; e = (e - e9) / 64
+      local e8 = e % 64; e = (e - e8) / 64
+      local e7 = e % 64; e = (e - e7) / 64
+      local e6 = e % 64; e = (e - e6) / 64
+      local e5 = e % 64; e = (e - e5) / 64
+      local e4 = e % 64; e = (e - e4) / 64
+      local e3 = e % 64; e = (e - e3) / 64
+      local e2 = e % 64
+      cc = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
+      if not ring or ring == '' then ring = Z end
+      ring = string.sub(ring, 9 * d + 1) .. cc .. string.sub(Z, 1, 9 * d - 9)
+    end
+  end
+  s[1], s[3], s[4], s[5], s[6], s[7] = to, t, 0, p, pl, ring
+  if was or t > 0 then s[10] = true end
+end
+
+-- sread returns the state of a sliding rate whose field (in hash key) is
+-- f and holds v, at sub-window cur: its head moved on to cur, p dropped
+-- once pl rolled out. A value of the format before ('<base> <count>
+-- -<gap> ...', decimal, the counts alone) is read whole into p, the safe
+-- side.
+local function sread(v, cur, key, f)
+  local SK = 64
+  local r, l, t, c, p, pl
+  if v then r, l, t, c, p, pl = string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$') end
+  local s
+  if r then
+    s = {r + 0, l + 0, t + 0, c + 0, p + 0, pl + 0, nil, key, f, false}
+  else
+    s = {cur, 0, 0, 0, 0, 0, '', key, f, false}
     if v and v ~= '' then
       local j
+      p, pl = 0, 0
       for x in string.gmatch(v, '%-?%d+') do
         x = x + 0
         if not j then
@@ -255,60 +313,44 @@ local function sread(v, cur)
           j = j + 1
         end
       end
+      if p > 0 then s[1], s[2], s[5], s[6] = math.max(cur, pl + SK + 1), pl, p, pl end
+      s[10] = true
     end
-    if p == 0 then return {cur, 0, 0, 0, 0, string.rep('0', 9 * N)} end
-    return {max(cur, pl + SK + 1), pl, 0, p, pl, string.rep('0', 9 * N)}
   end
-  local n = {}
-  for i = 1, 5 do
-    local a, b, c, d, e, f, g, h, x = byte(v, 9 * i - 8, 9 * i)
-    n[i] = ((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + d - 48) * 64 + e - 48) * 64
-      + f - 48) * 64 + g - 48) * 64 + h - 48) * 64 + x - 48
-  end
-  local r, l, t, p, pl, ring = n[1], n[2], n[3], n[4], n[5], sub(v, 46)
-  if r < cur then
-    local d = cur - r
-    if d >= N then
-      t, ring = 0, string.rep('0', 9 * N)
-    else
-      for k = 1, 9 * d, 9 do
-        local a, b, c, e, f, g, h, y, x = byte(ring, k, k + 8)
-        t = t - (((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + e - 48) * 64 + f - 48) * 64
-          + g - 48) * 64 + h - 48) * 64 + y - 48) * 64 + x - 48)
-      end
-      ring = sub(ring, 9 * d + 1) .. string.rep('0', 9 * d)
-    end
-    r = cur
-  end
-  if pl < cur - SK then p, pl = 0, 0 end
-  if t == 0 then
-    if p > 0 then l = pl else l = 0 end
-  end
-  return {r, l, t, p, pl, ring}
+  if s[1] < cur then sroll(s, cur, cur) end
+  if s[6] < cur - SK then s[5], s[6] = 0, 0 end
+  if s[3] == 0 and s[4] == 0 then s[2] = s[6] end
+  return s
 end
 
 -- sfit returns the sub-window a call of charge units takes in state s (read
--- at cur; charge <= allow): the first at or after cur and l whose window,
--- with the charge, holds at most allow. Past l the window only loses
--- counts: p once past pl + SK, then each ring count in turn, so at most
--- SK + 1 reads.
+-- at cur): the first at or after cur and l whose window, with the charge,
+-- holds at most allow. Past l the window only loses counts: p once past
+-- pl + SK, then each ring count in turn and the head's, so at most SK + 1
+-- reads.
 local function sfit(s, cur, charge, allow)
   local SK = 64
-  local r, t, p, pl, ring = s[1], s[3], s[4], s[5], s[6]
+  local r, t, c, p, pl = s[1], s[3], s[4], s[5], s[6]
   local j = math.max(cur, s[2])
-  local sum, pin = t, false
-  if p > 0 and j <= pl + SK then sum, pin = t + p, true end
+  local sum, pin = t + c, false
+  if p > 0 and j <= pl + SK then sum, pin = sum + p, true end
   while sum + charge > allow do
     if pin then
-      j, sum, pin = pl + SK + 1, t, false
+      j, sum, pin = pl + SK + 1, t + c, false
     elseif sum <= 0 then
       break
     else
       if j < r then j = r end
-      local k = 9 * (j - r) + 1
-      local a, b, c, d, e, f, g, h, x = string.byte(ring, k, k + 8)
-      sum = sum - (((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + d - 48) * 64 + e - 48) * 64
-        + f - 48) * 64 + g - 48) * 64 + h - 48) * 64 + x - 48)
+      -- The window ending in j + 1 loses sub-window j - SK: a ring
+      -- count, or the head's.
+      if j - r == SK then
+        sum = sum - c
+      elseif t > 0 then
+        if not s[7] then s[7] = redis.call('HGET', s[8], s[9] .. '.r') or '' end
+        local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(s[7], 9 * (j - r) + 1, 9 * (j - r) + 1 + 8)
+        if a1 then sum = sum - (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
+        + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48) end
+      end
       j = j + 1
     end
   end
@@ -316,93 +358,101 @@ local function sfit(s, cur, charge, allow)
 end
 
 -- swrite counts u units in sub-window j of state s (read at cur), and
--- returns the value to store. A charge (u > 0, j >= cur) first moves the
--- ring on to j if j is later, folding the counts that leave it while
--- still in a window into p; one before the ring goes to p. A give-back
--- (u < 0) comes off j's count, or off p if j was folded, never below
--- zero; nothing once j rolled out.
+-- returns the field's value and the ring's (nil: unchanged). A charge
+-- (u > 0) at a later sub-window than the head first moves the head on to
+-- it; one before the ring is folded. A give-back (u < 0) comes off j's
+-- count, or off p if j was folded, never below zero; nothing once j
+-- rolled out.
 local function swrite(s, cur, j, u)
-  local SK, N, byte, sub, min = 64, 65, string.byte, string.sub, math.min
-  local r, l, t, p, pl, ring = s[1], s[2], s[3], s[4], s[5], s[6]
-  if u > 0 and j > r then
-    local d = min(j - r, N)
-    for k = 0, d - 1 do
-      local o = 9 * k + 1
-      local a, b, c, e, f, g, h, y, x = byte(ring, o, o + 8)
-      local v = ((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + e - 48) * 64 + f - 48) * 64
-        + g - 48) * 64 + h - 48) * 64 + y - 48) * 64 + x - 48
-      if v > 0 then
-        t = t - v
-        if r - SK + k >= cur - SK then p, pl = p + v, r - SK + k end
-      end
-    end
-    ring = sub(ring, 9 * d + 1) .. string.rep('0', 9 * d)
-    r = j
-  end
-  local o = 9 * (j - r + SK) + 1
-  if j >= r - SK and j <= r then
-    local a, b, c, e, f, g, h, y, x = byte(ring, o, o + 8)
-    local v = ((((((((a - 48) * 64 + b - 48) * 64 + c - 48) * 64 + e - 48) * 64 + f - 48) * 64
-      + g - 48) * 64 + h - 48) * 64 + y - 48) * 64 + x - 48
+  local SK, M = 64, 9007199254740992
+  local Z = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000'
+  if u > 0 and j > s[1] then sroll(s, j, cur) end
+  local r, l, t, c, p, pl = s[1], s[2], s[3], s[4], s[5], s[6]
+  if j == r then
     if u > 0 then
-      u = min(u, 9007199254740992 - t)
+      u = math.min(u, M - t - c)
       if u > 0 and j > l then l = j end
     else
-      u = -min(-u, v)
+      u = -math.min(-u, c)
     end
-    if u ~= 0 then
-      v, t = v + u, t + u
-      local w = v
-      local x9 = w % 64; w = (w - x9) / 64
-      local x8 = w % 64; w = (w - x8) / 64
-      local x7 = w % 64; w = (w - x7) / 64
-      local x6 = w % 64; w = (w - x6) / 64
-      local x5 = w % 64; w = (w - x5) / 64
-      local x4 = w % 64; w = (w - x4) / 64
-      local x3 = w % 64; w = (w - x3) / 64
-      local x2 = w % 64
-      ring = sub(ring, 1, o - 1) .. string.char((w - x2) / 64 + 48, x2 + 48, x3 + 48, x4 + 48,
-        x5 + 48, x6 + 48, x7 + 48, x8 + 48, x9 + 48) .. sub(ring, o + 9)
-      if v == 0 and j == l then
-        -- The latest count is gone: the latest before it, or p's.
-        l = 0
-        for q = o - 9, 1, -9 do
-          local a2, b2, c2, e2, f2, g2, h2, y2, x2 = byte(ring, q, q + 8)
-          if a2 + b2 + c2 + e2 + f2 + g2 + h2 + y2 + x2 > 432 then
+    c = c + u
+    if c == 0 and u ~= 0 and j == l then
+      -- The latest count is gone: the latest before it, or p's.
+      l = 0
+      if t > 0 then
+        if not s[7] then s[7] = redis.call('HGET', s[8], s[9] .. '.r') or Z end
+        for q = 9 * SK - 8, 1, -9 do
+          local b1, b2, b3, b4, b5, b6, b7, b8, b9 = string.byte(s[7], q, q + 8)
+          if b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8 + b9 > 432 then
             l = r - SK + (q - 1) / 9
             break
           end
         end
-        if l == 0 and p > 0 then l = pl end
+      end
+      if l == 0 then l = pl end
+    end
+  elseif j >= r - SK and j < r then
+    local ring = s[7]
+    if t == 0 then ring = Z elseif not ring then ring = redis.call('HGET', s[8], s[9] .. '.r') or Z end
+    local o = 9 * (j - r + SK) + 1
+    local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ring, o, o + 8)
+    local v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
+        + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
+    if u > 0 then
+      u = math.min(u, M - t - c)
+      if u > 0 and j > l then l = j end
+    else
+      u = -math.min(-u, v)
+    end
+    if u ~= 0 then
+      v, t = v + u, t + u
+      if t == 0 then
+        ring = ''
+      else
+        local cv
+        local e = v
+        local e9 = e % 64; e = (e - e9) / 64
+        local e8 = e % 64; e = (e - e8) / 64
+        local e7 = e % 64; e = (e - e7) / 64
+        local e6 = e % 64; e = (e - e6) / 64
+        local e5 = e % 64; e = (e - e5) / 64
+        local e4 = e % 64; e = (e - e4) / 64
+        local e3 = e % 64; e = (e - e3) / 64
+        local e2 = e % 64
+        cv = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
+        ring = string.sub(ring, 1, o - 1) .. cv .. string.sub(ring, o + 9)
+      end
+      s[7], s[10] = ring, true
+      if v == 0 and j == l then
+        -- The latest count is gone (the head has none): the latest
+        -- before it, or p's.
+        l = 0
+        for q = o - 9, 1, -9 do
+          if t == 0 then break end
+          local b1, b2, b3, b4, b5, b6, b7, b8, b9 = string.byte(ring, q, q + 8)
+          if b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8 + b9 > 432 then
+            l = r - SK + (q - 1) / 9
+            break
+          end
+        end
+        if l == 0 then l = pl end
       end
     end
-  elseif u > 0 and p < 9007199254740992 then
-    p = p + min(u, 9007199254740992 - p)
+  elseif u > 0 and p < M then
+    p = math.min(p + u, M)
     if j > pl then pl = j end
     if j > l then l = j end
   elseif u < 0 and p > 0 and j >= cur - SK and j <= pl then
-    p = p - min(-u, p)
+    p = p - math.min(-u, p)
     if p == 0 then
       pl = 0
-      if t == 0 then l = 0 end
+      if t == 0 and c == 0 then l = 0 end
     end
   end
-  if t == 0 and p == 0 then return '' end
-  local out = {}
-  local hs = {r, l, t, p, pl}
-  for i = 1, 5 do
-    local w = hs[i]
-    local x9 = w % 64; w = (w - x9) / 64
-    local x8 = w % 64; w = (w - x8) / 64
-    local x7 = w % 64; w = (w - x7) / 64
-    local x6 = w % 64; w = (w - x6) / 64
-    local x5 = w % 64; w = (w - x5) / 64
-    local x4 = w % 64; w = (w - x4) / 64
-    local x3 = w % 64; w = (w - x3) / 64
-    local x2 = w % 64
-    out[i] = string.char((w - x2) / 64 + 48, x2 + 48, x3 + 48, x4 + 48, x5 + 48, x6 + 48, x7 + 48, x8 + 48, x9 + 48)
-  end
-  return out[1] .. out[2] .. out[3] .. out[4] .. out[5] .. ring
+  local ring = nil
+  if s[10] then ring = s[7] end
+  if t == 0 and c == 0 and p == 0 then return '', ring end
+  return string.format('%d:%d:%d:%d:%d:%d', r, l, t, c, p, pl), ring
 end
 
 -- give hands the free slots to the slot queue's waiters, first come, first
@@ -501,9 +551,9 @@ local function give(now, us, limit, bslots, me, mine)
             if byte(f, 1) == 126 then
               local g = string.match(f, '^~(%d+):') + 0
               local cur = floor(now * 1000 / g)
-              local st = sread(h[3 + j], cur)
-              local jj = sfit(st, cur, charge, allow)
-              sls[j] = {g, cur, st}
+              local ss = sread(h[3 + j], cur, KEYS[1], f)
+              local jj = sfit(ss, cur, charge, allow)
+              sls[j] = {g, cur, ss}
               if jj > cur and jj * g - now * 1000 > wait then wait = jj * g - now * 1000 end
             else
               local tat = h[3 + j]
@@ -531,8 +581,10 @@ local function give(now, us, limit, bslots, me, mine)
               if sj then
                 local g = sj[1]
                 local jt = floor((now + wait) * 1000 / g)
-                args[a + 1], args[a + 2] = fs[j], swrite(sj[3], sj[2], jt, cs[j])
+                local v, ring = swrite(sj[3], sj[2], jt, cs[j])
+                args[a + 1], args[a + 2] = fs[j], v
                 a = a + 2
+                if ring then args[a + 1], args[a + 2] = fs[j] .. '.r', ring; a = a + 2 end
                 if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
               else
                 args[a + 1], args[a + 2] = fs[j], fmt('%d', tats[j])

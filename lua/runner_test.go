@@ -756,10 +756,25 @@ func (r *runner) countGiveBack(before []string, deltas []model.Delta, code int) 
 // <field>.h, 14-byte entries of two 7-byte big-endian integers) with the
 // model's.
 func (r *runner) compareStacks() {
-	var fields []string
+	var fields, rings []string
 	for _, f := range r.all {
-		if !strings.HasPrefix(f, "~") {
+		switch {
+		case strings.HasPrefix(f, "~"):
+			rings = append(rings, f+".r")
+		case !strings.HasPrefix(f, "@") && !strings.HasPrefix(f, "%"):
 			fields = append(fields, f+".h")
+		}
+	}
+	if len(rings) > 0 {
+		// A sliding window's ring: "" stored and none are alike.
+		h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], rings...).Result()
+		if err != nil {
+			r.fail("HMGET %s: %v", r.keys[0], err)
+		}
+		for i, v := range h {
+			got, _ := v.(string)
+			want := r.m.Ring(strings.TrimSuffix(rings[i], ".r"))
+			r.check(got == want, "%s = %q; model says %q", rings[i], got, want)
 		}
 	}
 	if len(fields) == 0 {

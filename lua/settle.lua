@@ -114,25 +114,28 @@ for pass = 1, 2 do repeat
   end
   if sfields then
     local hv = redis.call('HMGET', st, 'xp', unpack(sfields))
-    local args, ms = {}, 0
+    local args, ms, a = {}, 0, 0
     for i = 1, #sfields do
       local g = string.match(sfields[i], '^@?~(%d+):') + 0
       local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
       u, j = u + 0, j + 0
       local cur = floor(now * 1000 / g)
       if u > 0 then j = cur end
-      args[2 * i - 1], args[2 * i] = sfields[i], swrite(sread(hv[1 + i], cur), cur, j, u)
+      local v, ring = swrite(sread(hv[1 + i], cur, st, sfields[i]), cur, j, u)
+      args[a + 1], args[a + 2] = sfields[i], v
+      a = a + 2
+      if ring then args[a + 1], args[a + 2] = sfields[i] .. '.r', ring; a = a + 2 end
       if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
     end
     if pass == 2 then
       -- A tenant's hash lives as long as its buckets need, not as long as
       -- the leases charged to it: one that expired is written back with
       -- a TTL, never without.
-      tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, 2 * #sfields)
+      tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, a)
     elseif ms == 0 then
-      redis.call('HSET', st, unpack(args, 1, 2 * #sfields))
+      redis.call('HSET', st, unpack(args, 1, a))
     else
-      cover(now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
+      cover(now, (hv[1] or 0) + 0, ms, args, a)
     end
   end
   if m == 0 then break end

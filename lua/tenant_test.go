@@ -60,6 +60,8 @@ func (r *runner) compareTenants() {
 		if err != nil {
 			r.fail("HGETALL %s: %v", key, err)
 		}
+		// A sliding window's ring stored "" is as none.
+		maps.DeleteFunc(got, func(f, v string) bool { return v == "" && strings.HasSuffix(f, ".r") })
 		want := r.m.Tenant(key)
 		if want == nil {
 			want = map[string]string{}

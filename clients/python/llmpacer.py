@@ -76,7 +76,6 @@ _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
 _MAX_RATES = 16  # Config.rates
 _MAX_WINDOW_MS = 366 * 24 * 3600 * 1000  # a Rate's window
 _SLIDING_PARTS = 64  # sub-windows of a sliding window (wire.SlidingParts)
-_SLIDING_LEN = 9 * (5 + _SLIDING_PARTS + 1)  # a sliding window's value (wire.SlidingState)
 _REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
 _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
@@ -285,35 +284,29 @@ class Bucket:
         return math.ceil((c - c * keep) * self.interval) + self.slack
 
     def sliding_level(self, now_us: int, counts: str) -> float:
-        """The room a sliding window has at now_us, from its value as stored
-        (wire.SlidingState: 70 numbers of 9 base-64 digits, '0' + d: the
-        ring's head, the latest count, the ring's total, the folded units
-        and the latest of their sub-windows, then the ring's 65 counts up
-        to its head): the capacity less the window ending now, counted as
-        the scripts count it. A value of the format before ("<base>
-        <count> ...", -n for n sub-windows without a count) counts every
-        count not rolled out, as the scripts read it."""
+        """The room a sliding window has at now_us, from its field as stored
+        (wire.SlidingState.Header: "<head>:<last>:<total>:<current>:<folded>:
+        <folded last>"): the capacity less at most what the window ending
+        now counts, turns reserved ahead included, as wire.SlidingLevel. A
+        value of the format before ("<base> <count> ...", -n for n
+        sub-windows without a count) counts every count not rolled out, as
+        the scripts read it."""
         cur = now_us // 1000 * 1000 // self.sub
         if not counts:
             return float(self.capacity)
-        if len(counts) == _SLIDING_LEN:
-            if any(not "0" <= ch < "p" for ch in counts):
+        if ":" in counts:
+            f = counts.split(":")
+            if len(f) != 6 or not all(x.isdigit() for x in f):
                 raise ReplyError(f"llmpacer: {self.field} counts {counts!r}")
-            n = []
-            for i in range(0, _SLIDING_LEN, 9):
-                x = 0
-                for ch in counts[i:i + 9]:
-                    x = x * 64 + ord(ch) - 48
-                n.append(x)
-            head, folded, folded_last = n[0], n[3], n[4]
-            total = 0
-            for i, c in enumerate(n[5:]):
-                j = head - _SLIDING_PARTS + i
-                if cur - _SLIDING_PARTS <= j <= cur:
-                    total += c
+            head, _, total, current, folded, folded_last = map(int, f)
+            used = 0
+            if head >= cur - _SLIDING_PARTS:
+                used += current
+            if head - 1 >= cur - _SLIDING_PARTS:
+                used += total
             if folded > 0 and folded_last >= cur - _SLIDING_PARTS:
-                total += folded
-            return float(self.capacity - total)
+                used += folded
+            return float(self.capacity - used)
         f = counts.split()
         if not all(_INT.fullmatch(x) for x in f):
             raise ReplyError(f"llmpacer: {self.field} counts {counts!r}")

@@ -197,6 +197,10 @@ func (b *hash) Value(field string) string {
 	return ""
 }
 
+// Ring returns a sliding window's ring field ("<field>.r") as the state
+// hash holds it: "" when none.
+func (b *Budget) Ring(field string) string { return b.windows[field].ring() }
+
 // String describes the stored state, for test failures.
 func (b *Budget) String() string {
 	var s strings.Builder

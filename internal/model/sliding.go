@@ -13,7 +13,8 @@ import (
 // is counted as the parts+1 sub-windows j-parts … j, the oldest whole. The
 // model keeps the counts of the ring (the parts+1 sub-windows up to its
 // head) as a map, with the folded counts beside it, and writes them out as
-// wire.SlidingState, so the comparison with the scripts' bytes is exact.
+// wire.SlidingState (the field's header and its ring's field), so the
+// comparison with the scripts' bytes is exact.
 
 // parts is how many sub-windows make a window: the contract's constant
 // (wire.SlidingParts, prelude.lua's SK), spelt out here so that a change
@@ -90,10 +91,7 @@ func (w *window) at(cur int64) *window {
 		v.folded, v.foldedLast = 0, 0
 	}
 	if v.total == 0 {
-		v.last = 0
-		if v.folded > 0 {
-			v.last = v.foldedLast
-		}
+		v.last = v.foldedLast
 	}
 	return v
 }
@@ -141,7 +139,7 @@ func (w *window) add(cur, j, u int64) {
 				delete(w.counts, k)
 				w.total -= c
 				if k >= cur-parts {
-					w.folded += c
+					w.folded = min(w.folded+c, maxTotal)
 					w.foldedLast = max(w.foldedLast, k)
 				}
 			}
@@ -198,18 +196,27 @@ func (w *window) add(cur, j, u int64) {
 	}
 }
 
-// String returns the window as the state hash holds it (wire.SlidingState);
-// "" when it counts nothing.
-func (w *window) String() string {
+// state returns the window as wire.SlidingState.
+func (w *window) state() wire.SlidingState {
 	if w.empty() {
-		return ""
+		return wire.SlidingState{}
 	}
-	s := wire.SlidingState{Head: w.head, Last: w.last, Total: w.total, Folded: w.folded, FoldedLast: w.foldedLast}
+	s := wire.SlidingState{Head: w.head, Last: w.last, Current: w.counts[w.head], Folded: w.folded, FoldedLast: w.foldedLast}
+	s.Total = w.total - s.Current
 	for k, c := range w.counts {
-		s.Counts[k-(w.head-parts)] = c
+		if k < w.head {
+			s.Counts[k-(w.head-parts)] = c
+		}
 	}
-	return s.String()
+	return s
 }
+
+// String returns the window's field as the state hash holds it (see
+// wire.SlidingState.Header); "" when it counts nothing.
+func (w *window) String() string { return w.state().Header() }
+
+// ring returns the window's ring field ("<field>.r"), "" when none.
+func (w *window) ring() string { return w.state().Ring() }
 
 // SlidingWait returns how long (µs) a call of ch, a sliding rate's charge,
 // would wait at us for that rate alone: 0 if it fits now, else until the

@@ -145,12 +145,11 @@ func TestSlidingDebtBeforeTurn(t *testing.T) {
 	j := (int64(t0) + r.Wait) * 1000 / g
 	// b's turn lies a window and a sub-window ahead: the ring holds it
 	// alone, and the debt, before the ring, is folded.
-	w := wire.SlidingState{Head: j, Last: j, Total: 500, Folded: 300, FoldedLast: cur}
-	w.Counts[parts] = 500
+	w := wire.SlidingState{Head: j, Last: j, Current: 500, Folded: 300, FoldedLast: cur}
 	if j != cur+parts+1 {
 		t.Fatalf("b's turn is sub-window %d; want %d", j, cur+parts+1)
 	}
-	if want, got := w.String(), b.Value(tokOnly.Fields()[0]); got != want {
+	if want, got := w.Header(), b.Value(tokOnly.Fields()[0]); got != want {
 		t.Errorf("after the debt: %q; want %q", got, want)
 	}
 }

@@ -65,23 +65,24 @@ func TestSlidingCorrections(t *testing.T) {
 	}
 }
 
-// A sliding window's level, from its value as stored: the ring's counts in
-// the window ending now, the folded ones whole while in it; a value of the
-// format before, every count not rolled out.
+// A sliding window's level, from its header as stored: at most what the
+// window ending now counts; a value of the format before, every count not
+// rolled out.
 func TestSlidingLevel(t *testing.T) {
 	s := wire.NewSliding("tokens/10s", 1000, 10*time.Second, wire.Tokens)
 	const now = 1_000_000_000 // sub-window 6400
-	var st wire.SlidingState
-	st.Head, st.Last, st.Total = 6402, 6402, 7+100+40+243
-	st.Counts[0] = 7    // sub-window 6338: in the window
+	st := wire.SlidingState{Head: 6402, Last: 6402, Total: 7 + 100 + 40, Current: 243, Folded: 30, FoldedLast: 6337}
+	st.Counts[0] = 7    // sub-window 6338
 	st.Counts[62] = 100 // 6400
-	st.Counts[63] = 40  // 6401: ahead
-	st.Counts[64] = 243 // 6402: ahead
-	st.Folded, st.FoldedLast = 30, 6337
-	v := st.String()
-	back, ok, err := wire.ParseSliding(v)
+	st.Counts[63] = 40  // 6401
+	v := st.Header()
+	back, ok, err := wire.ParseSlidingHeader(v)
+	back.Counts = st.Counts
 	if err != nil || !ok || back != st {
-		t.Fatalf("ParseSliding(%q) = %+v, %v, %v; want %+v", v, back, ok, err, st)
+		t.Fatalf("ParseSlidingHeader(%q) = %+v, %v, %v; want %+v", v, back, ok, err, st)
+	}
+	if r := st.Ring(); len(r) != 64*9 || r[:9] != "000000007" || r[62*9:63*9] != "00000001T" {
+		t.Errorf("Ring() = %q; want 64 counts of 9 base-64 digits, 7 first, 100 (1T) 63rd", r)
 	}
 	for _, c := range []struct {
 		name string
@@ -89,7 +90,9 @@ func TestSlidingLevel(t *testing.T) {
 		want float64
 	}{
 		{"empty", "", 1000},
-		{"ring and folded", v, 1000 - 7 - 100 - 30},
+		{"ring, head and folded", v, 1000 - 147 - 243 - 30},
+		{"head alone in the window", "6336:6336:500:20:0:0", 980},
+		{"rolled out", "6335:6335:500:20:0:0", 1000},
 		// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 too.
 		{"format before", "6334 7 -64 100 -65 300", 600},
 	} {
@@ -98,14 +101,13 @@ func TestSlidingLevel(t *testing.T) {
 			t.Errorf("%s: SlidingLevel = %v, %v; want %v", c.name, lv, err, c.want)
 		}
 	}
-	st.FoldedLast = 6335 // rolled out of the window ending in 6400
-	if lv, _ := s.SlidingLevel(now, st.String()); lv != 1000-7-100 {
-		t.Errorf("folded counts rolled out: SlidingLevel = %v; want %v", lv, 1000-7-100)
-	}
-	for _, bad := range []string{v[:len(v)-1] + "~", "x y"} {
+	for _, bad := range []string{"1:2:3", "1:2:3:4:5:x", "x y"} {
 		if _, err := s.SlidingLevel(now, bad); err == nil {
 			t.Errorf("SlidingLevel(%q) = nil error; want one", bad)
 		}
+	}
+	if (wire.SlidingState{}).Header() != "" || (wire.SlidingState{Head: 9, Current: 1}).Ring() != "" {
+		t.Errorf("an empty state or ring is not stored as \"\"")
 	}
 }
 

@@ -6,66 +6,45 @@ import (
 	"strings"
 )
 
-// slidingDigits is the characters of one number in a sliding window's
-// value: base-64 digits ('0' + d), enough for 2^54.
+// slidingDigits is the characters of one count in a sliding window's
+// ring: base-64 digits ('0' + d), enough for 2^54.
 const slidingDigits = 9
 
-// slidingLen is a sliding window's value's length: five numbers, then the
-// ring's SlidingParts + 1 counts.
-const slidingLen = (5 + SlidingParts + 1) * slidingDigits
-
-// SlidingState is a strict sliding window's value as the scripts store it
-// (docs/lua-contract.md, "Sliding windows"): fixed places, so that a
-// script reads and rewrites the one count it needs.
+// SlidingState is a strict sliding window's state as the scripts store it
+// (docs/lua-contract.md, "Sliding windows"): a ring of the counts of the
+// SlidingParts + 1 sub-windows up to its head. The rate's field holds the
+// header (Header), the field with ".r" appended the older counts (Ring),
+// so that a call in the head's sub-window writes only the header.
 type SlidingState struct {
 	Head       int64 // the ring's newest sub-window
 	Last       int64 // the latest sub-window with a count, in the ring or folded; 0 for none
-	Total      int64 // the ring's counts' sum
+	Total      int64 // the sum of Counts, the ring's older counts
+	Current    int64 // the head's count
 	Folded     int64 // the units of counts folded out of the ring while still in a window
 	FoldedLast int64 // the latest sub-window among them; 0 for none
-	// Counts are the ring: sub-windows Head-SlidingParts .. Head.
-	Counts [SlidingParts + 1]int64
+	// Counts are the older counts: sub-windows Head-SlidingParts ..
+	// Head-1.
+	Counts [SlidingParts]int64
 }
 
-// ParseSliding decodes a sliding window's value; ok is false for "" (no
-// count). A value of the format before (decimal counts) is an error here:
-// the scripts read it whole into Folded (see legacySum).
-func ParseSliding(v string) (s SlidingState, ok bool, err error) {
-	if v == "" {
-		return s, false, nil
+// Header returns the rate's field as the scripts store it:
+// "<head>:<last>:<total>:<current>:<folded>:<folded last>"; "" when the
+// state counts nothing.
+func (s SlidingState) Header() string {
+	if s.Total == 0 && s.Current == 0 && s.Folded == 0 {
+		return ""
 	}
-	if len(v) != slidingLen {
-		return s, false, fmt.Errorf("sliding window value of %d bytes; want %d", len(v), slidingLen)
-	}
-	num := func(i int) (int64, error) {
-		var x int64
-		for _, c := range []byte(v[i*slidingDigits : (i+1)*slidingDigits]) {
-			if c < '0' || c >= '0'+64 {
-				return 0, fmt.Errorf("sliding window value: byte %q at %d", c, i*slidingDigits)
-			}
-			x = x*64 + int64(c-'0')
-		}
-		return x, nil
-	}
-	hs := []*int64{&s.Head, &s.Last, &s.Total, &s.Folded, &s.FoldedLast}
-	for i := range 5 + SlidingParts + 1 {
-		x, err := num(i)
-		if err != nil {
-			return SlidingState{}, false, err
-		}
-		if i < 5 {
-			*hs[i] = x
-		} else {
-			s.Counts[i-5] = x
-		}
-	}
-	return s, true, nil
+	return fmt.Sprintf("%d:%d:%d:%d:%d:%d", s.Head, s.Last, s.Total, s.Current, s.Folded, s.FoldedLast)
 }
 
-// String encodes the state as the scripts store it.
-func (s SlidingState) String() string {
-	b := make([]byte, 0, slidingLen)
-	put := func(x int64) {
+// Ring returns the ring's field as the scripts store it: the SlidingParts
+// older counts, oldest first, 9 base-64 digits each; "" while Total is 0.
+func (s SlidingState) Ring() string {
+	if s.Total == 0 {
+		return ""
+	}
+	b := make([]byte, 0, SlidingParts*slidingDigits)
+	for _, x := range s.Counts {
 		var d [slidingDigits]byte
 		for i := slidingDigits - 1; i >= 0; i-- {
 			d[i] = byte('0' + x%64)
@@ -73,24 +52,43 @@ func (s SlidingState) String() string {
 		}
 		b = append(b, d[:]...)
 	}
-	for _, x := range []int64{s.Head, s.Last, s.Total, s.Folded, s.FoldedLast} {
-		put(x)
-	}
-	for _, x := range s.Counts {
-		put(x)
-	}
 	return string(b)
 }
 
-// Used returns the units the window ending in sub-window cur counts, as
-// the scripts count it: the ring's counts from cur - SlidingParts to cur,
-// and the folded ones whole while the latest of them is in the window.
+// ParseSlidingHeader decodes a sliding rate's field (see Header), all but
+// the ring's counts; ok is false for "" (no count). A value of the format
+// before (decimal counts, "<base> <count> ...") is an error here: the
+// scripts read it whole into Folded (see legacySum).
+func ParseSlidingHeader(v string) (s SlidingState, ok bool, err error) {
+	if v == "" {
+		return s, false, nil
+	}
+	f := strings.Split(v, ":")
+	if len(f) != 6 {
+		return s, false, fmt.Errorf("sliding window header %q: want 6 numbers", v)
+	}
+	for i, p := range []*int64{&s.Head, &s.Last, &s.Total, &s.Current, &s.Folded, &s.FoldedLast} {
+		x, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil || x < 0 {
+			return SlidingState{}, false, fmt.Errorf("sliding window header %q: number %d", v, i+1)
+		}
+		*p = x
+	}
+	return s, true, nil
+}
+
+// Used returns at most the units the window ending in sub-window cur
+// counts, from the header alone: the head's count while the head is in
+// the window (turns reserved ahead included), the older counts whole
+// while any of them may be, the folded ones whole while the latest of
+// them is.
 func (s SlidingState) Used(cur int64) int64 {
 	var sum int64
-	for i, c := range s.Counts {
-		if j := s.Head - SlidingParts + int64(i); j >= cur-SlidingParts && j <= cur {
-			sum += c
-		}
+	if s.Head >= cur-SlidingParts {
+		sum += s.Current
+	}
+	if s.Head-1 >= cur-SlidingParts {
+		sum += s.Total
 	}
 	if s.Folded > 0 && s.FoldedLast >= cur-SlidingParts {
 		sum += s.Folded
@@ -99,16 +97,16 @@ func (s SlidingState) Used(cur int64) int64 {
 }
 
 // SlidingLevel returns what a sliding window has room for at nowUs, from
-// its value as stored (see SlidingState): its capacity less the window
-// ending now, counted as the scripts count it. Turns reserved ahead are
-// not in it. A value of the format before is read as the scripts read it.
+// its field as stored (see SlidingState.Header): its capacity less at most
+// what the window ending now counts (Used), turns reserved ahead included.
+// A value of the format before is read as the scripts read it.
 func (b Bucket) SlidingLevel(nowUs int64, v string) (float64, error) {
 	cur := nowUs / 1000 * 1000 / b.Sub
 	if v == "" {
 		return float64(b.Capacity), nil
 	}
-	if len(v) == slidingLen {
-		s, _, err := ParseSliding(v)
+	if strings.Contains(v, ":") {
+		s, _, err := ParseSlidingHeader(v)
 		if err != nil {
 			return 0, err
 		}
