@@ -182,15 +182,19 @@ if tkey then
 end
 
 -- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
--- µs, and slides[k] its state once read.
+-- µs, and slides[k] its state once read; their functions made only if
+-- there is one.
 local sl, slides = {}, {}
+local sread, sfit, swrite
 for k = 1, n do
   local f = ARGV[8 + k]
   local b = byte(f, 1)
   if b == 126 then
     sl[k] = string.match(f, '^~(%d+):') + 0
+    if not sread then sread, sfit, swrite = slib() end
   elseif b == 64 and byte(f, 2) == 126 then
     sl[k] = string.match(f, '^@~(%d+):') + 0
+    if not sread then sread, sfit, swrite = slib() end
   elseif b == 37 then
     -- The tenant's share: is the call past it, and for how long (µs)?
     local tat = h[2 + k]
@@ -433,10 +437,7 @@ repeat
     if b == 64 or b == 37 then out, j, m = targs, ta, tms end
     if g then
       local jt = floor((now + wait) * 1000 / g)
-      local v, ring = swrite(slides[k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0)
-      out[j + 1], out[j + 2] = f, v
-      j = j + 2
-      if ring then out[j + 1], out[j + 2] = f .. '.r', ring; j = j + 2 end
+      j = swrite(slides[k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0, out, j)
       if (jt + SK + 1) * g / 1000 > m then m = (jt + SK + 1) * g / 1000 end
     else
       out[j + 1], out[j + 2] = f, fmt('%d', tats[k])

@@ -214,16 +214,19 @@ end
 -- really holds.
 --
 -- The counts sit in a ring of the SK + 1 sub-windows r - SK .. r, r its
--- head. The field holds '<r>:<l>:<t>:<c>:<p>:<pl>': l the latest
--- sub-window with a count (0: none), c the head's count, t the sum of the
--- others, which the field '<field>.r' holds ('' while t is 0): SK counts,
--- of sub-windows r - SK .. r - 1, each 9 base-64 digits ('0' + d, most
--- significant first). A call in the head's sub-window, most of them,
--- reads and writes the field alone; the ring is read when the head moves
--- on (each count leaving it read once), when a give-back comes off an
--- older sub-window, and when a call waits. Writing a long string costs
--- about ten instructions a byte (copy and garbage), so no call rewrites
--- what it did not change. '' when nothing is counted.
+-- head. The field holds '<r>:<l>:<t>:<c>', and ':<p>:<pl>' after it
+-- while p (below) is not 0: l the latest sub-window with a count (0:
+-- none), c the head's count, t the sum of the others. Those SK counts are kept in four fields '<field>.r0' .. '.r3',
+-- sub-window k in slot k % SK, slot i in field '.r<i // 16>' at place
+-- i % 16, each count 9 base-64 digits ('0' + d, most significant first);
+-- a field missing or '' holds zeros. A call in the head's sub-window,
+-- most of them, reads and writes the field alone; a slot is read once
+-- when its count leaves the ring (the head moving on by one sub-window
+-- rewrites one slot: the old head's count over the one leaving), when a
+-- give-back comes off an older sub-window, and when a call waits. Writing
+-- a long string costs about ten instructions a byte (copy and garbage),
+-- so no call rewrites more than the quarter of the ring it changed. The
+-- field is '' when nothing is counted.
 --
 -- Counts that leave the ring while still in a window (a turn reserved
 -- more than a window ahead, held there by another rate) are folded into
@@ -233,182 +236,214 @@ end
 -- a later call never takes an earlier turn. t + c and p are kept at most
 -- 2^53 (8 times the largest limit), so that every count is exact.
 --
--- A sliding rate's state, once read, is a table: {r, l, t, c, p, pl, ring
--- (nil until read), key, field, ring changed}. The functions make no
--- closure and keep their constants to themselves (see give).
+-- A sliding rate's state, once read, is a table: {r, l, t, c, p, pl,
+-- chunks (the ring's fields read or written, by i + 1), key, field,
+-- chunks changed}. The functions make no closure and keep their
+-- constants to themselves (see give).
 local SK = 64
 
--- sroll moves the ring's head of state s on to sub-window to (after r),
--- for a script at sub-window cur: the counts that leave it are dropped,
--- or folded into p if still in a window ending at cur or later.
-local function sroll(s, to, cur)
-  local SK, M = 64, 9007199254740992
-  local Z = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000'
-  local r, t, c, p, pl, ring = s[1], s[3], s[4], s[5], s[6], s[7]
-  local d, was = to - r, t > 0
-  if t > 0 then
-    if not ring then ring = redis.call('HGET', s[8], s[9] .. '.r') or Z end
-    for k = 0, math.min(d, SK) - 1 do
-      local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ring, 9 * k + 1, 9 * k + 1 + 8)
-      local v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
-        + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
-      if v > 0 then
-        t = t - v
-        if r - SK + k >= cur - SK then p, pl = math.min(p + v, M), r - SK + k end
-      end
-    end
-  end
-  if d > SK then
-    if c > 0 and r >= cur - SK then p, pl = math.min(p + c, M), r end
-    ring = ''
-  else
-    t = t + c
-    if t == 0 then
-      ring = ''
-    else
-      local cc
-      local e = c
-      local e9 = e % 64; e = (e - e9) / 64
-      local e8 = e % 64; e = (e - e8) / 64
-      local e7 = e % 64; e = (e - e7) / 64
-      local e6 = e % 64; e = (e - e6) / 64
-      local e5 = e % 64; e = (e - e5) / 64
-      local e4 = e % 64; e = (e - e4) / 64
-      local e3 = e % 64; e = (e - e3) / 64
-      local e2 = e % 64
-      cc = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
-      if not ring or ring == '' then ring = Z end
-      ring = string.sub(ring, 9 * d + 1) .. cc .. string.sub(Z, 1, 9 * d - 9)
-    end
-  end
-  s[1], s[3], s[4], s[5], s[6], s[7] = to, t, 0, p, pl, ring
-  if was or t > 0 then s[10] = true end
-end
+-- slib returns sread, sfit and swrite (below).
+local function slib()
 
--- sread returns the state of a sliding rate whose field (in hash key) is
--- f and holds v, at sub-window cur: its head moved on to cur, p dropped
--- once pl rolled out. A value of the format before ('<base> <count>
--- -<gap> ...', decimal, the counts alone) is read whole into p, the safe
--- side.
-local function sread(v, cur, key, f)
-  local SK = 64
-  local r, l, t, c, p, pl
-  if v then r, l, t, c, p, pl = string.match(v, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$') end
-  local s
-  if r then
-    s = {r + 0, l + 0, t + 0, c + 0, p + 0, pl + 0, nil, key, f, false}
-  else
-    s = {cur, 0, 0, 0, 0, 0, '', key, f, false}
-    if v and v ~= '' then
-      local j
-      p, pl = 0, 0
-      for x in string.gmatch(v, '%-?%d+') do
-        x = x + 0
-        if not j then
-          j = x
-        elseif x < 0 then
-          j = j - x
-        else
-          if x > 0 and j >= cur - SK then p, pl = p + x, j end
-          j = j + 1
+  -- sring returns the ring's field i (0..3) of state s, read once; zeros,
+  -- unread, if zero says the ring holds none.
+  local function sring(s, i, zero)
+    local cs = s[7]
+    if not cs then cs = {}; s[7] = cs end
+    local ch = cs[i + 1]
+    if ch then return ch end
+    if zero then
+      ch = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000'
+    else
+      ch = redis.call('HGET', s[8], s[9] .. (i == 0 and '.r0' or i == 1 and '.r1' or i == 2 and '.r2' or '.r3'))
+      if not ch or ch == '' then ch = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000' end
+    end
+    cs[i + 1] = ch
+    return ch
+  end
+
+  -- sroll moves the ring's head of state s on to sub-window to (after r),
+  -- for a script at sub-window cur: the counts that leave it are dropped,
+  -- or folded into p if still in a window ending at cur or later.
+  local function sroll(s, to, cur)
+    local SK, M = 64, 9007199254740992
+    local r, t, c, p, pl = s[1], s[3], s[4], s[5], s[6]
+    local t0 = t
+    local d = to - r
+    for i = 0, math.min(d, SK) - 1 do
+      -- Slot (r + i) % SK: sub-window r - SK + i leaves, the old head's
+      -- count comes in (i = 0), or none.
+      local k = r + i
+      local slot = k % SK
+      local x = slot % 16
+      local q, o = (slot - x) / 16, 9 * x + 1
+      local v, ch = 0, nil
+      if t0 > 0 then
+        ch = sring(s, q)
+        local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ch, o, o + 8)
+        v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
+          + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
+        if v > 0 then
+          t = t - v
+          if k - SK >= cur - SK then p, pl = math.min(p + v, M), k - SK end
         end
       end
-      if p > 0 then s[1], s[2], s[5], s[6] = math.max(cur, pl + SK + 1), pl, p, pl end
-      s[10] = true
-    end
-  end
-  if s[1] < cur then sroll(s, cur, cur) end
-  if s[6] < cur - SK then s[5], s[6] = 0, 0 end
-  if s[3] == 0 and s[4] == 0 then s[2] = s[6] end
-  return s
-end
-
--- sfit returns the sub-window a call of charge units takes in state s (read
--- at cur): the first at or after cur and l whose window, with the charge,
--- holds at most allow. Past l the window only loses counts: p once past
--- pl + SK, then each ring count in turn and the head's, so at most SK + 1
--- reads.
-local function sfit(s, cur, charge, allow)
-  local SK = 64
-  local r, t, c, p, pl = s[1], s[3], s[4], s[5], s[6]
-  local j = math.max(cur, s[2])
-  local sum, pin = t + c, false
-  if p > 0 and j <= pl + SK then sum, pin = sum + p, true end
-  while sum + charge > allow do
-    if pin then
-      j, sum, pin = pl + SK + 1, t + c, false
-    elseif sum <= 0 then
-      break
-    else
-      if j < r then j = r end
-      -- The window ending in j + 1 loses sub-window j - SK: a ring
-      -- count, or the head's.
-      if j - r == SK then
-        sum = sum - c
-      elseif t > 0 then
-        if not s[7] then s[7] = redis.call('HGET', s[8], s[9] .. '.r') or '' end
-        local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(s[7], 9 * (j - r) + 1, 9 * (j - r) + 1 + 8)
-        if a1 then sum = sum - (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
-        + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48) end
+      local nv = 0
+      if i == 0 and d <= SK then nv = c end
+      if v ~= nv then
+        ch = ch or sring(s, q, true)
+        local cv
+        local e = nv
+        local e9 = e % 64; e = (e - e9) / 64
+        local e8 = e % 64; e = (e - e8) / 64
+        local e7 = e % 64; e = (e - e7) / 64
+        local e6 = e % 64; e = (e - e6) / 64
+        local e5 = e % 64; e = (e - e5) / 64
+        local e4 = e % 64; e = (e - e4) / 64
+        local e3 = e % 64; e = (e - e3) / 64
+        local e2 = e % 64
+        cv = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
+        s[7][q + 1] = string.sub(ch, 1, o - 1) .. cv .. string.sub(ch, o + 9)
+        if not s[10] then s[10] = {} end
+        s[10][q + 1] = true
       end
-      j = j + 1
     end
-  end
-  return j
-end
-
--- swrite counts u units in sub-window j of state s (read at cur), and
--- returns the field's value and the ring's (nil: unchanged). A charge
--- (u > 0) at a later sub-window than the head first moves the head on to
--- it; one before the ring is folded. A give-back (u < 0) comes off j's
--- count, or off p if j was folded, never below zero; nothing once j
--- rolled out.
-local function swrite(s, cur, j, u)
-  local SK, M = 64, 9007199254740992
-  local Z = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000'
-  if u > 0 and j > s[1] then sroll(s, j, cur) end
-  local r, l, t, c, p, pl = s[1], s[2], s[3], s[4], s[5], s[6]
-  if j == r then
-    if u > 0 then
-      u = math.min(u, M - t - c)
-      if u > 0 and j > l then l = j end
+    if d > SK then
+      if c > 0 and r >= cur - SK then p, pl = math.min(p + c, M), r end
     else
-      u = -math.min(-u, c)
+      t = t + c
     end
-    c = c + u
-    if c == 0 and u ~= 0 and j == l then
-      -- The latest count is gone: the latest before it, or p's.
-      l = 0
-      if t > 0 then
-        if not s[7] then s[7] = redis.call('HGET', s[8], s[9] .. '.r') or Z end
-        for q = 9 * SK - 8, 1, -9 do
-          local b1, b2, b3, b4, b5, b6, b7, b8, b9 = string.byte(s[7], q, q + 8)
-          if b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8 + b9 > 432 then
-            l = r - SK + (q - 1) / 9
-            break
+    s[1], s[3], s[4], s[5], s[6] = to, t, 0, p, pl
+  end
+
+  -- sread returns the state of a sliding rate whose field (in hash key) is
+  -- f and holds v, at sub-window cur: its head moved on to cur, p dropped
+  -- once pl rolled out. i and ch, if given, are a ring field already read.
+  -- A value of the format before ('<base> <count> -<gap> ...', decimal, the
+  -- counts alone) is read whole into p, the safe side.
+  local function sread(v, cur, key, f, i, ch)
+    local SK = 64
+    local r, l, t, c, rest, p, pl
+    if v then r, l, t, c, rest = string.match(v, '^(%d+):(%d+):(%d+):(%d+)(.*)$') end
+    local s
+    if r then
+      s = {r + 0, l + 0, t + 0, c + 0, 0, 0, false, key, f, false}
+      if rest ~= '' then
+        p, pl = string.match(rest, '^:(%d+):(%d+)$')
+        s[5], s[6] = p + 0, pl + 0
+      end
+      if i then
+        if ch and ch ~= '' then s[7] = {}; s[7][i + 1] = ch else sring(s, i, true) end
+      end
+    else
+      s = {cur, 0, 0, 0, 0, 0, false, key, f, false}
+      if v and v ~= '' then
+        local j
+        p, pl = 0, 0
+        for x in string.gmatch(v, '%-?%d+') do
+          x = x + 0
+          if not j then
+            j = x
+          elseif x < 0 then
+            j = j - x
+          else
+            if x > 0 and j >= cur - SK then p, pl = p + x, j end
+            j = j + 1
           end
         end
+        if p > 0 then s[1], s[2], s[5], s[6] = math.max(cur, pl + SK + 1), pl, p, pl end
       end
-      if l == 0 then l = pl end
     end
-  elseif j >= r - SK and j < r then
-    local ring = s[7]
-    if t == 0 then ring = Z elseif not ring then ring = redis.call('HGET', s[8], s[9] .. '.r') or Z end
-    local o = 9 * (j - r + SK) + 1
-    local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ring, o, o + 8)
-    local v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
-        + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
-    if u > 0 then
-      u = math.min(u, M - t - c)
-      if u > 0 and j > l then l = j end
-    else
-      u = -math.min(-u, v)
-    end
-    if u ~= 0 then
-      v, t = v + u, t + u
-      if t == 0 then
-        ring = ''
+    if s[1] < cur then sroll(s, cur, cur) end
+    if s[6] < cur - SK then s[5], s[6] = 0, 0 end
+    if s[3] == 0 and s[4] == 0 then s[2] = s[6] end
+    return s
+  end
+
+  -- sfit returns the sub-window a call of charge units takes in state s (read
+  -- at cur): the first at or after cur and l whose window, with the charge,
+  -- holds at most allow. Past l the window only loses counts: p once past
+  -- pl + SK, then each ring count in turn and the head's, so at most SK + 1
+  -- reads.
+  local function sfit(s, cur, charge, allow)
+    local SK = 64
+    local r, t, c, p, pl = s[1], s[3], s[4], s[5], s[6]
+    local j = math.max(cur, s[2])
+    local sum, pin = t + c, false
+    if p > 0 and j <= pl + SK then sum, pin = sum + p, true end
+    while sum + charge > allow do
+      if pin then
+        j, sum, pin = pl + SK + 1, t + c, false
+      elseif sum <= 0 then
+        break
       else
+        if j < r then j = r end
+        -- The window ending in j + 1 loses sub-window j - SK: a ring
+        -- count (slot j % SK), or the head's.
+        if j - r == SK then
+          sum = sum - c
+        elseif t > 0 then
+          local x = j % SK % 16
+          local ch, o = sring(s, (j % SK - x) / 16), 9 * x + 1
+          local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ch, o, o + 8)
+          sum = sum - (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
+          + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
+        end
+        j = j + 1
+      end
+    end
+    return j
+  end
+
+  -- slatest returns the latest sub-window before j with a count in state
+  -- s's ring, from j - 1 down to r - SK; else pl (0 if none).
+  local function slatest(s, j)
+    local SK = 64
+    if s[3] > 0 then
+      for k = j - 1, s[1] - SK, -1 do
+        local x = k % SK % 16
+        local ch, o = sring(s, (k % SK - x) / 16), 9 * x + 1
+        local b1, b2, b3, b4, b5, b6, b7, b8, b9 = string.byte(ch, o, o + 8)
+        if b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8 + b9 > 432 then return k end
+      end
+    end
+    return s[6]
+  end
+
+  -- swrite counts u units in sub-window j of state s (read at cur), and puts
+  -- the fields to write in args after its a-th element: the rate's, and the
+  -- ring's that changed. It returns the new a. A charge (u > 0) at a later
+  -- sub-window than the head first moves the head on to it; one before the
+  -- ring is folded. A give-back (u < 0) comes off j's count, or off p if j
+  -- was folded, never below zero; nothing once j rolled out.
+  local function swrite(s, cur, j, u, args, a)
+    local SK, M = 64, 9007199254740992
+    if u > 0 and j > s[1] then sroll(s, j, cur) end
+    local r, l, t, c, p, pl = s[1], s[2], s[3], s[4], s[5], s[6]
+    if j == r then
+      if u > 0 then
+        u = math.min(u, M - t - c)
+        if u > 0 and j > l then l = j end
+      else
+        u = -math.min(-u, c)
+      end
+      c = c + u
+      if c == 0 and u ~= 0 and j == l then l = slatest(s, j) end
+    elseif j >= r - SK and j < r then
+      local x = j % SK % 16
+      local q, o = (j % SK - x) / 16, 9 * x + 1
+      local ch = sring(s, q, t == 0)
+      local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ch, o, o + 8)
+      local v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
+          + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
+      if u > 0 then
+        u = math.min(u, M - t - c)
+        if u > 0 and j > l then l = j end
+      else
+        u = -math.min(-u, v)
+      end
+      if u ~= 0 then
+        v, t = v + u, t + u
         local cv
         local e = v
         local e9 = e % 64; e = (e - e9) / 64
@@ -420,39 +455,46 @@ local function swrite(s, cur, j, u)
         local e3 = e % 64; e = (e - e3) / 64
         local e2 = e % 64
         cv = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
-        ring = string.sub(ring, 1, o - 1) .. cv .. string.sub(ring, o + 9)
+        s[7][q + 1] = string.sub(ch, 1, o - 1) .. cv .. string.sub(ch, o + 9)
+        if not s[10] then s[10] = {} end
+        s[10][q + 1] = true
+        -- The latest count is gone (the head has none): the latest before
+        -- it, or p's.
+        s[3] = t
+        if v == 0 and j == l then l = slatest(s, j) end
       end
-      s[7], s[10] = ring, true
-      if v == 0 and j == l then
-        -- The latest count is gone (the head has none): the latest
-        -- before it, or p's.
-        l = 0
-        for q = o - 9, 1, -9 do
-          if t == 0 then break end
-          local b1, b2, b3, b4, b5, b6, b7, b8, b9 = string.byte(ring, q, q + 8)
-          if b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8 + b9 > 432 then
-            l = r - SK + (q - 1) / 9
-            break
-          end
+    elseif u > 0 and p < M then
+      p = math.min(p + u, M)
+      if j > pl then pl = j end
+      if j > l then l = j end
+    elseif u < 0 and p > 0 and j >= cur - SK and j <= pl then
+      p = p - math.min(-u, p)
+      if p == 0 then
+        pl = 0
+        if t == 0 and c == 0 then l = 0 end
+      end
+    end
+    a = a + 2
+    args[a - 1] = s[9]
+    if p > 0 then
+      args[a] = string.format('%d:%d:%d:%d:%d:%d', r, l, t, c, p, pl)
+    elseif t > 0 or c > 0 then
+      args[a] = string.format('%d:%d:%d:%d', r, l, t, c)
+    else
+      args[a] = ''
+    end
+    local w = s[10]
+    if w then
+      for i = 1, 4 do
+        if w[i] then
+          args[a + 1], args[a + 2] = s[9] .. (i == 1 and '.r0' or i == 2 and '.r1' or i == 3 and '.r2' or '.r3'), s[7][i]
+          a = a + 2
         end
-        if l == 0 then l = pl end
       end
     end
-  elseif u > 0 and p < M then
-    p = math.min(p + u, M)
-    if j > pl then pl = j end
-    if j > l then l = j end
-  elseif u < 0 and p > 0 and j >= cur - SK and j <= pl then
-    p = p - math.min(-u, p)
-    if p == 0 then
-      pl = 0
-      if t == 0 and c == 0 then l = 0 end
-    end
+    return a
   end
-  local ring = nil
-  if s[10] then ring = s[7] end
-  if t == 0 and c == 0 and p == 0 then return '', ring end
-  return string.format('%d:%d:%d:%d:%d:%d', r, l, t, c, p, pl), ring
+  return sread, sfit, swrite
 end
 
 -- give hands the free slots to the slot queue's waiters, first come, first
@@ -546,9 +588,11 @@ local function give(now, us, limit, bslots, me, mine)
           stop = true
         else
           local wait, tats, froms, sls = 0, {}, {}, {}
+          local sread, sfit, swrite
           for j = 1, n do
             local f, charge, allow = fs[j], cs[j], as[j]
             if byte(f, 1) == 126 then
+              if not sread then sread, sfit, swrite = slib() end
               local g = string.match(f, '^~(%d+):') + 0
               local cur = floor(now * 1000 / g)
               local ss = sread(h[3 + j], cur, KEYS[1], f)
@@ -581,10 +625,7 @@ local function give(now, us, limit, bslots, me, mine)
               if sj then
                 local g = sj[1]
                 local jt = floor((now + wait) * 1000 / g)
-                local v, ring = swrite(sj[3], sj[2], jt, cs[j])
-                args[a + 1], args[a + 2] = fs[j], v
-                a = a + 2
-                if ring then args[a + 1], args[a + 2] = fs[j] .. '.r', ring; a = a + 2 end
+                a = swrite(sj[3], sj[2], jt, cs[j], args, a)
                 if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
               else
                 args[a + 1], args[a + 2] = fs[j], fmt('%d', tats[j])

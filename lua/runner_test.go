@@ -765,17 +765,8 @@ func (r *runner) compareStacks() {
 			fields = append(fields, f+".h")
 		}
 	}
-	if len(rings) > 0 {
-		// A sliding window's ring: "" stored and none are alike.
-		h, err := r.lane.rdb.HMGet(context.Background(), r.keys[0], rings...).Result()
-		if err != nil {
-			r.fail("HMGET %s: %v", r.keys[0], err)
-		}
-		for i, v := range h {
-			got, _ := v.(string)
-			want := r.m.Ring(strings.TrimSuffix(rings[i], ".r"))
-			r.check(got == want, "%s = %q; model says %q", rings[i], got, want)
-		}
+	for _, f := range rings {
+		r.compareRing(r.keys[0], strings.TrimSuffix(f, ".r"), r.m.Ring(strings.TrimSuffix(f, ".r")))
 	}
 	if len(fields) == 0 {
 		return
@@ -803,6 +794,27 @@ func (r *runner) compareStacks() {
 			want = append(want, times[k], headrooms[k])
 		}
 		r.check(slices.Equal(got, want), "%s = %v; model says %v", fields[i], got, want)
+	}
+}
+
+// compareRing compares a sliding window's ring fields in key's hash with
+// what the model says: a field missing or "" holds zeros.
+func (r *runner) compareRing(key, field string, want [wire.SlidingRingFields]string) {
+	names := make([]string, wire.SlidingRingFields)
+	for i := range names {
+		names[i] = field + ".r" + strconv.Itoa(i)
+	}
+	h, err := r.lane.rdb.HMGet(context.Background(), key, names...).Result()
+	if err != nil {
+		r.fail("HMGET %s: %v", key, err)
+	}
+	zeros := (wire.SlidingState{}).Ring(0)
+	for i, v := range h {
+		got, _ := v.(string)
+		if got == "" {
+			got = zeros
+		}
+		r.check(got == want[i], "%s %s = %q; model says %q", key, names[i], got, want[i])
 	}
 }
 

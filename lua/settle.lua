@@ -113,18 +113,30 @@ for pass = 1, 2 do repeat
     end
   end
   if sfields then
-    local hv = redis.call('HMGET', st, 'xp', unpack(sfields))
+    -- Each rate's field, and for a give-back the ring's field that holds
+    -- its sub-window (see prelude.lua), read at once.
+    local names, us_, js, qs = {'xp'}, {}, {}, {}
+    for i = 1, #sfields do
+      local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
+      us_[i], js[i] = u + 0, j + 0
+      names[2 * i], names[2 * i + 1] = sfields[i], 'xp'
+      if us_[i] < 0 then
+        -- A number joined to a string is printed with %.14g: dear.
+        local q = js[i] % 64
+        if q < 16 then q = 0 elseif q < 32 then q = 1 elseif q < 48 then q = 2 else q = 3 end
+        qs[i] = q
+        names[2 * i + 1] = sfields[i] .. (q == 0 and '.r0' or q == 1 and '.r1' or q == 2 and '.r2' or '.r3')
+      end
+    end
+    local hv = redis.call('HMGET', st, unpack(names))
+    local sread, _, swrite = slib()
     local args, ms, a = {}, 0, 0
     for i = 1, #sfields do
       local g = string.match(sfields[i], '^@?~(%d+):') + 0
-      local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
-      u, j = u + 0, j + 0
+      local u, j = us_[i], js[i]
       local cur = floor(now * 1000 / g)
       if u > 0 then j = cur end
-      local v, ring = swrite(sread(hv[1 + i], cur, st, sfields[i]), cur, j, u)
-      args[a + 1], args[a + 2] = sfields[i], v
-      a = a + 2
-      if ring then args[a + 1], args[a + 2] = sfields[i] .. '.r', ring; a = a + 2 end
+      a = swrite(sread(hv[2 * i], cur, st, sfields[i], qs[i], hv[2 * i + 1]), cur, j, u, args, a)
       if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
     end
     if pass == 2 then

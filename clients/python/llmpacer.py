@@ -285,8 +285,8 @@ class Bucket:
 
     def sliding_level(self, now_us: int, counts: str) -> float:
         """The room a sliding window has at now_us, from its field as stored
-        (wire.SlidingState.Header: "<head>:<last>:<total>:<current>:<folded>:
-        <folded last>"): the capacity less at most what the window ending
+        (wire.SlidingState.Header: "<head>:<last>:<total>:<current>", and
+        ":<folded>:<folded last>" while some are folded): the capacity less at most what the window ending
         now counts, turns reserved ahead included, as wire.SlidingLevel. A
         value of the format before ("<base> <count> ...", -n for n
         sub-windows without a count) counts every count not rolled out, as
@@ -296,9 +296,9 @@ class Bucket:
             return float(self.capacity)
         if ":" in counts:
             f = counts.split(":")
-            if len(f) != 6 or not all(x.isdigit() for x in f):
+            if len(f) not in (4, 6) or not all(x.isdigit() for x in f):
                 raise ReplyError(f"llmpacer: {self.field} counts {counts!r}")
-            head, _, total, current, folded, folded_last = map(int, f)
+            head, _, total, current, folded, folded_last = (list(map(int, f)) + [0, 0])[:6]
             used = 0
             if head >= cur - _SLIDING_PARTS:
                 used += current

@@ -205,7 +205,7 @@ func (w *window) state() wire.SlidingState {
 	s.Total = w.total - s.Current
 	for k, c := range w.counts {
 		if k < w.head {
-			s.Counts[k-(w.head-parts)] = c
+			s.Counts[k%parts] = c
 		}
 	}
 	return s
@@ -215,8 +215,16 @@ func (w *window) state() wire.SlidingState {
 // wire.SlidingState.Header); "" when it counts nothing.
 func (w *window) String() string { return w.state().Header() }
 
-// ring returns the window's ring field ("<field>.r"), "" when none.
-func (w *window) ring() string { return w.state().Ring() }
+// ring returns the window's ring fields ("<field>.r0" ..), as a script
+// writes them (see wire.SlidingState.Ring).
+func (w *window) ring() [wire.SlidingRingFields]string {
+	var r [wire.SlidingRingFields]string
+	s := w.state()
+	for i := range r {
+		r[i] = s.Ring(i)
+	}
+	return r
+}
 
 // SlidingWait returns how long (µs) a call of ch, a sliding rate's charge,
 // would wait at us for that rate alone: 0 if it fits now, else until the

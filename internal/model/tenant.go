@@ -92,9 +92,6 @@ func (t *hash) fields() map[string]string {
 	}
 	for f, w := range t.windows {
 		m[f] = w.String()
-		if r := w.ring(); r != "" {
-			m[f+".r"] = r
-		}
 	}
 	if t.qb != 0 {
 		m["qb"] = strconv.FormatInt(t.qb, 10)

@@ -13,8 +13,8 @@ const slidingDigits = 9
 // SlidingState is a strict sliding window's state as the scripts store it
 // (docs/lua-contract.md, "Sliding windows"): a ring of the counts of the
 // SlidingParts + 1 sub-windows up to its head. The rate's field holds the
-// header (Header), the field with ".r" appended the older counts (Ring),
-// so that a call in the head's sub-window writes only the header.
+// header (Header), SlidingRingFields more the older counts (Ring), so that
+// a call in the head's sub-window writes only the header.
 type SlidingState struct {
 	Head       int64 // the ring's newest sub-window
 	Last       int64 // the latest sub-window with a count, in the ring or folded; 0 for none
@@ -22,32 +22,39 @@ type SlidingState struct {
 	Current    int64 // the head's count
 	Folded     int64 // the units of counts folded out of the ring while still in a window
 	FoldedLast int64 // the latest sub-window among them; 0 for none
-	// Counts are the older counts: sub-windows Head-SlidingParts ..
-	// Head-1.
+	// Counts are the older counts, by slot: sub-window k, from
+	// Head-SlidingParts to Head-1, in slot k % SlidingParts.
 	Counts [SlidingParts]int64
 }
 
+// SlidingRingFields is how many fields hold a sliding window's ring, each
+// SlidingParts / SlidingRingFields counts: a call rewrites one of them.
+const SlidingRingFields = 4
+
 // Header returns the rate's field as the scripts store it:
-// "<head>:<last>:<total>:<current>:<folded>:<folded last>"; "" when the
-// state counts nothing.
+// "<head>:<last>:<total>:<current>", and ":<folded>:<folded last>" after
+// it while Folded is not 0; "" when the state counts nothing.
 func (s SlidingState) Header() string {
-	if s.Total == 0 && s.Current == 0 && s.Folded == 0 {
-		return ""
+	switch {
+	case s.Folded > 0:
+		return fmt.Sprintf("%d:%d:%d:%d:%d:%d", s.Head, s.Last, s.Total, s.Current, s.Folded, s.FoldedLast)
+	case s.Total > 0 || s.Current > 0:
+		return fmt.Sprintf("%d:%d:%d:%d", s.Head, s.Last, s.Total, s.Current)
 	}
-	return fmt.Sprintf("%d:%d:%d:%d:%d:%d", s.Head, s.Last, s.Total, s.Current, s.Folded, s.FoldedLast)
+	return ""
 }
 
-// Ring returns the ring's field as the scripts store it: the SlidingParts
-// older counts, oldest first, 9 base-64 digits each; "" while Total is 0.
-func (s SlidingState) Ring() string {
-	if s.Total == 0 {
-		return ""
-	}
-	b := make([]byte, 0, SlidingParts*slidingDigits)
-	for _, x := range s.Counts {
+// Ring returns the ring's field i (0 .. SlidingRingFields-1), named the
+// rate's field with ".r<i>" appended, as the scripts write it: the counts
+// of slots 16i .. 16i+15, 9 base-64 digits each. A field missing or ""
+// holds zeros.
+func (s SlidingState) Ring(i int) string {
+	const per = SlidingParts / SlidingRingFields
+	b := make([]byte, 0, per*slidingDigits)
+	for _, x := range s.Counts[i*per : (i+1)*per] {
 		var d [slidingDigits]byte
-		for i := slidingDigits - 1; i >= 0; i-- {
-			d[i] = byte('0' + x%64)
+		for k := slidingDigits - 1; k >= 0; k-- {
+			d[k] = byte('0' + x%64)
 			x /= 64
 		}
 		b = append(b, d[:]...)
@@ -64,10 +71,10 @@ func ParseSlidingHeader(v string) (s SlidingState, ok bool, err error) {
 		return s, false, nil
 	}
 	f := strings.Split(v, ":")
-	if len(f) != 6 {
-		return s, false, fmt.Errorf("sliding window header %q: want 6 numbers", v)
+	if len(f) != 4 && len(f) != 6 {
+		return s, false, fmt.Errorf("sliding window header %q: want 4 or 6 numbers", v)
 	}
-	for i, p := range []*int64{&s.Head, &s.Last, &s.Total, &s.Current, &s.Folded, &s.FoldedLast} {
+	for i, p := range []*int64{&s.Head, &s.Last, &s.Total, &s.Current, &s.Folded, &s.FoldedLast}[:len(f)] {
 		x, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil || x < 0 {
 			return SlidingState{}, false, fmt.Errorf("sliding window header %q: number %d", v, i+1)
