@@ -182,15 +182,19 @@ if tkey then
 end
 
 -- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
--- µs, and slides[k] its counts once read.
+-- µs, and slides[k] its state once read; their functions made only if
+-- there is one.
 local sl, slides = {}, {}
+local sread, sfit, swrite
 for k = 1, n do
   local f = ARGV[8 + k]
   local b = byte(f, 1)
   if b == 126 then
     sl[k] = string.match(f, '^~(%d+):') + 0
+    if not sread then sread, sfit, swrite = slib() end
   elseif b == 64 and byte(f, 2) == 126 then
     sl[k] = string.match(f, '^@~(%d+):') + 0
+    if not sread then sread, sfit, swrite = slib() end
   elseif b == 37 then
     -- The tenant's share: is the call past it, and for how long (µs)?
     local tat = h[2 + k]
@@ -259,26 +263,18 @@ repeat
         -- A sliding rate: the first sub-window j, at or after now and
         -- after every turn already counted, whose window has room for the
         -- charge (allow is the units the call may see used, its own
-        -- included). Past the last count the sum only falls, so SK + 1
-        -- steps at most.
+        -- included; see sfit).
         local cur = floor(now * 1000 / g)
-        local lo = cur - SK
-        local cs, last = sread(h[2 + k], lo)
-        local j = max(cur, last)
-        local sum = 0
+        local st = sread(h[2 + k], cur, b == 64 and tkey or state, field)
         if charge > allow then
           -- Over its share, a call larger than what the rate leaves it
           -- fits no sub-window: it waits until it is within its share.
           w = swait
         else
-          for i = j - SK, j do sum = sum + (cs[lo - i] or 0) end
-          while sum + charge > allow do
-            sum = sum - (cs[lo - j + SK] or 0)
-            j = j + 1
-          end
+          local j = sfit(st, cur, charge, allow)
           if j > cur then w = j * g - now * 1000 end
         end
-        slides[k] = cs
+        slides[k] = st
         if w > wait then wait, reason, step = w, field, g end
       else
         local tat = h[2 + k]
@@ -440,11 +436,8 @@ repeat
     local out, j, m = args, a, ms
     if b == 64 or b == 37 then out, j, m = targs, ta, tms end
     if g then
-      local cs, lo = slides[k], floor(now * 1000 / g) - SK
       local jt = floor((now + wait) * 1000 / g)
-      sadd(cs, lo - jt, ARGV[7 + n + 2 * k] + 0)
-      out[j + 1], out[j + 2] = f, swrite(cs, lo)
-      j = j + 2
+      j = swrite(slides[k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0, out, j)
       if (jt + SK + 1) * g / 1000 > m then m = (jt + SK + 1) * g / 1000 end
     else
       out[j + 1], out[j + 2] = f, fmt('%d', tats[k])

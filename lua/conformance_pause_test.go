@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -188,12 +189,19 @@ func snapshotVectors(t *testing.T) any {
 		// Rates follow the four, in the order configured.
 		{Name: "rates", Config: "rates", Reply: []any{n, int64(0), int64(0), s(n + 30_000_000), s(n + 1_800_000_000), "", s(n + 20_000_000), ""}},
 		{Name: "rates given for rpm and tpm", Config: "rates-rpm", Reply: []any{n, int64(0), int64(0), s(n), s(n + 60_000_000), s(n + 3_600_000_000), ""}},
-		// Sliding windows: counts per sub-window of 156,250 µs from a base;
-		// the window ending now counts the 65 sub-windows up to now's, so
-		// a count before them and turns reserved after now are not in it.
+		// Sliding windows: counts per sub-window of 156,250 µs in a ring
+		// of 65 up to its head, read from the rate's field alone: the
+		// level counts the head's count while the head is in the window
+		// ending now (turns reserved ahead too), the older ones while any
+		// may be, and the folded ones while the latest of them is. A
+		// value of the format before counts every count not rolled out.
 		{Name: "exact sliding windows", Config: "rates-exact", Reply: []any{n, int64(0), int64(0), s(n + 1_000_000),
-			fmt.Sprintf("%d 100 200 300", n/1000*1000/156_250-65), fmt.Sprintf("%d 4 0 0 2", n/1000*1000/156_250-1), "", ""}},
+			slidingValue(n/1000*1000/156_250, 50), fmt.Sprintf("%d 4 0 0 2", n/1000*1000/156_250-1), "", ""}},
+		{Name: "sliding counts folded and rolled out", Config: "rates-exact", Reply: []any{n, int64(0), int64(0), "",
+			slidingValue(n/1000*1000/156_250-1, 50), "", "", ""}},
 		{Name: "sliding counts that are not counts", Config: "rates-exact", Reply: []any{n, int64(0), int64(0), "", "12 x", "", "", ""}},
+		{Name: "sliding header with a number that is not one", Config: "rates-exact", Reply: []any{n, int64(0), int64(0), "",
+			"1:2:3:4:5:x", "", "", ""}},
 		{Name: "the stop missing after the rates", Config: "rates", Reply: []any{n, int64(0), int64(0), "", "", "", ""}},
 	}
 	for i := range cases {
@@ -231,3 +239,11 @@ func snapshotVectors(t *testing.T) any {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// slidingValue returns a sliding window's field whose ring's head is a
+// sub-window after cur, with 300 units there (a turn reserved ahead), 300
+// in the older sub-windows, and folded units before the ring, the latest
+// of them in cur-64.
+func slidingValue(cur, folded int64) string {
+	return wire.SlidingState{Head: cur + 1, Last: cur + 1, Total: 300, Current: 300, Folded: folded, FoldedLast: cur - 64}.Header()
+}

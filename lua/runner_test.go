@@ -778,11 +778,17 @@ func (r *runner) countGiveBack(before []string, deltas []model.Delta, code int) 
 // <field>.h, 14-byte entries of two 7-byte big-endian integers) with the
 // model's.
 func (r *runner) compareStacks() {
-	var fields []string
+	var fields, rings []string
 	for _, f := range r.all {
-		if !strings.HasPrefix(f, "~") {
+		switch {
+		case strings.HasPrefix(f, "~"):
+			rings = append(rings, f+".r")
+		case !strings.HasPrefix(f, "@") && !strings.HasPrefix(f, "%"):
 			fields = append(fields, f+".h")
 		}
+	}
+	for _, f := range rings {
+		r.compareRing(r.keys[0], strings.TrimSuffix(f, ".r"), r.m.Ring(strings.TrimSuffix(f, ".r")))
 	}
 	if len(fields) == 0 {
 		return
@@ -810,6 +816,27 @@ func (r *runner) compareStacks() {
 			want = append(want, times[k], headrooms[k])
 		}
 		r.check(slices.Equal(got, want), "%s = %v; model says %v", fields[i], got, want)
+	}
+}
+
+// compareRing compares a sliding window's ring fields in key's hash with
+// what the model says: a field missing or "" holds zeros.
+func (r *runner) compareRing(key, field string, want [wire.SlidingRingFields]string) {
+	names := make([]string, wire.SlidingRingFields)
+	for i := range names {
+		names[i] = field + ".r" + strconv.Itoa(i)
+	}
+	h, err := r.lane.rdb.HMGet(context.Background(), key, names...).Result()
+	if err != nil {
+		r.fail("HMGET %s: %v", key, err)
+	}
+	zeros := (wire.SlidingState{}).Ring(0)
+	for i, v := range h {
+		got, _ := v.(string)
+		if got == "" {
+			got = zeros
+		}
+		r.check(got == want[i], "%s %s = %q; model says %q", key, names[i], got, want[i])
 	}
 }
 

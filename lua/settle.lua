@@ -113,29 +113,41 @@ for pass = 1, 2 do repeat
     end
   end
   if sfields then
-    local hv = redis.call('HMGET', st, 'xp', unpack(sfields))
-    local args, ms = {}, 0
+    -- Each rate's field, and for a give-back the ring's field that holds
+    -- its sub-window (see prelude.lua), read at once.
+    local names, us_, js, qs = {'xp'}, {}, {}, {}
+    for i = 1, #sfields do
+      local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
+      us_[i], js[i] = u + 0, j + 0
+      names[2 * i], names[2 * i + 1] = sfields[i], 'xp'
+      if us_[i] < 0 then
+        -- A number joined to a string is printed with %.14g: dear.
+        local q = js[i] % 64
+        if q < 16 then q = 0 elseif q < 32 then q = 1 elseif q < 48 then q = 2 else q = 3 end
+        qs[i] = q
+        names[2 * i + 1] = sfields[i] .. (q == 0 and '.r0' or q == 1 and '.r1' or q == 2 and '.r2' or '.r3')
+      end
+    end
+    local hv = redis.call('HMGET', st, unpack(names))
+    local sread, _, swrite = slib()
+    local args, ms, a = {}, 0, 0
     for i = 1, #sfields do
       local g = string.match(sfields[i], '^@?~(%d+):') + 0
-      local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
-      u, j = u + 0, j + 0
+      local u, j = us_[i], js[i]
       local cur = floor(now * 1000 / g)
-      local lo = cur - SK
-      local cs = sread(hv[1 + i], lo)
       if u > 0 then j = cur end
-      if j >= lo then sadd(cs, lo - j, u) end
-      args[2 * i - 1], args[2 * i] = sfields[i], swrite(cs, lo)
+      a = swrite(sread(hv[2 * i], cur, st, sfields[i], qs[i], hv[2 * i + 1]), cur, j, u, args, a)
       if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
     end
     if pass == 2 then
       -- A tenant's hash lives as long as its buckets need, not as long as
       -- the leases charged to it: one that expired is written back with
       -- a TTL, never without.
-      tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, 2 * #sfields)
+      tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, a)
     elseif ms == 0 then
-      redis.call('HSET', st, unpack(args, 1, 2 * #sfields))
+      redis.call('HSET', st, unpack(args, 1, a))
     else
-      cover(now, (hv[1] or 0) + 0, ms, args, 2 * #sfields)
+      cover(now, (hv[1] or 0) + 0, ms, args, a)
     end
   end
   if m == 0 then break end

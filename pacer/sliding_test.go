@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -165,19 +166,62 @@ func TestSlidingMemoryBounded(t *testing.T) {
 		}
 		c.advance(3 * time.Millisecond)
 	}
-	var longest int
+	// The rate's header and its four ring fields: a few numbers and 64
+	// counts of 9 characters, whatever the traffic.
+	var bytes, fields int
 	for _, k := range b.Mini.Keys() {
 		if strings.HasSuffix(k, ":s") {
-			fields, _ := b.Mini.HKeys(k)
-			for _, f := range fields {
+			fs, _ := b.Mini.HKeys(k)
+			for _, f := range fs {
 				if strings.HasPrefix(f, "~") {
-					longest = max(longest, len(strings.Fields(b.Mini.HGet(k, f))))
+					bytes += len(b.Mini.HGet(k, f))
+					fields++
 				}
 			}
 		}
 	}
-	if longest == 0 || longest > 66 {
-		t.Errorf("the counts hold %d numbers after 2,000 calls over 6 s; want at most a base and 65 counts", longest)
+	if fields == 0 || fields > 5 || bytes > 64*9+4*17 {
+		t.Errorf("after 2,000 calls over 6 s the rate keeps %d fields of %d bytes; want at most 5 and %d", fields, bytes, 64*9+4*17)
+	}
+}
+
+// A value of the format before this one (decimal counts from a base, -n
+// for n sub-windows without one) is read the safe way: every count not
+// rolled out stays counted, whole, until the last of them rolls out; then
+// the rate is as new, stored in the new format.
+func TestSlidingUpgradeFromDecimalCounts(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	r := pacer.Rate{Unit: pacer.Requests, Limit: 10, Window: time.Second, Sliding: true}
+	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{r}})
+	c := newClock(b)
+	const g = 15625 // µs a sub-window: 1 s / 64
+	field := "~15625:requests/1s"
+	cur := c.now.UnixMilli() * 1000 / g
+	// 3 calls 70 sub-windows ago (rolled out), 4 in the last sub-window
+	// and 2 in the current one.
+	b.Mini.HSet(p.Keys()[0], field, strconv.FormatInt(cur-71, 10)+" 3 -69 4 2")
+	for i := range 4 {
+		if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatalf("call %d of the 4 that fit beside the 6 counted = %v", i, err)
+		}
+	}
+	_, err := p.TryAcquire(ctx, pacer.Request{})
+	ny := notYet(t, "an eleventh call", err)
+	// The old counts are folded in place of the current sub-window (the
+	// latest of them): they leave the window 65 sub-windows on.
+	if ny.RetryAfter < 985*time.Millisecond || ny.RetryAfter > 1016*time.Millisecond {
+		t.Errorf("%+v; want to wait until sub-window cur rolls out, 0.985 to 1.016 s", *ny)
+	}
+	v := b.Mini.HGet(p.Keys()[0], field)
+	if !strings.Contains(v, ":") {
+		t.Errorf("after a write the field is %q; want the new format", v)
+	}
+	c.advance(ny.RetryAfter)
+	for i := range 10 {
+		if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatalf("call %d of a fresh window = %v", i, err)
+		}
 	}
 }
 

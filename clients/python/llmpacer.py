@@ -284,22 +284,39 @@ class Bucket:
         return math.ceil((c - c * keep) * self.interval) + self.slack
 
     def sliding_level(self, now_us: int, counts: str) -> float:
-        """The room a sliding window has at now_us, from its counts as
-        stored ("<base> <count> ...", a token -n for n sub-windows without
-        a count): the capacity less the window ending now, counted as the
-        scripts count it."""
-        f = counts.split()
-        if not f:
+        """The room a sliding window has at now_us, from its field as stored
+        (wire.SlidingState.Header: "<head>:<last>:<total>:<current>", and
+        ":<folded>:<folded last>" while some are folded): the capacity less at most what the window ending
+        now counts, turns reserved ahead included, as wire.SlidingLevel. A
+        value of the format before ("<base> <count> ...", -n for n
+        sub-windows without a count) counts every count not rolled out, as
+        the scripts read it."""
+        cur = now_us // 1000 * 1000 // self.sub
+        if not counts:
             return float(self.capacity)
+        if ":" in counts:
+            f = counts.split(":")
+            if len(f) not in (4, 6) or not all(x.isdigit() for x in f):
+                raise ReplyError(f"llmpacer: {self.field} counts {counts!r}")
+            head, _, total, current, folded, folded_last = (list(map(int, f)) + [0, 0])[:6]
+            used = 0
+            if head >= cur - _SLIDING_PARTS:
+                used += current
+            if head - 1 >= cur - _SLIDING_PARTS:
+                used += total
+            if folded > 0 and folded_last >= cur - _SLIDING_PARTS:
+                used += folded
+            return float(self.capacity - used)
+        f = counts.split()
         if not all(_INT.fullmatch(x) for x in f):
             raise ReplyError(f"llmpacer: {self.field} counts {counts!r}")
-        j, cur, total = int(f[0]), now_us // 1000 * 1000 // self.sub, 0
+        j, total = int(f[0]), 0
         for x in f[1:]:
             c = int(x)
             if c < 0:
                 j -= c
                 continue
-            if cur - _SLIDING_PARTS <= j <= cur:
+            if j >= cur - _SLIDING_PARTS:
                 total += c
             j += 1
         return float(self.capacity - total)

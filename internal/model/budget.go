@@ -197,6 +197,21 @@ func (b *hash) Value(field string) string {
 	return ""
 }
 
+// Ring returns a sliding window's ring fields ("<field>.r0" ..) as a
+// script writes them: all zeros where a field may be missing or "".
+func (b *Budget) Ring(field string) [wire.SlidingRingFields]string {
+	return b.windows[field].ring()
+}
+
+// TenantRing returns, as Ring, a sliding window's ring fields in tenant
+// key's hash.
+func (b *Budget) TenantRing(key, field string) [wire.SlidingRingFields]string {
+	if t := b.tenants[key]; t != nil {
+		return t.windows[field].ring()
+	}
+	return (*window)(nil).ring()
+}
+
 // String describes the stored state, for test failures.
 func (b *Budget) String() string {
 	var s strings.Builder

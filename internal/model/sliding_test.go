@@ -143,8 +143,45 @@ func TestSlidingDebtBeforeTurn(t *testing.T) {
 	g := sub(tokOnly.Fields()[0])
 	cur := int64(t0) * 1000 / g
 	j := (int64(t0) + r.Wait) * 1000 / g
-	want := strconv.FormatInt(cur, 10) + " 300 -" + strconv.FormatInt(j-cur-1, 10) + " 500"
-	if got := b.Value(tokOnly.Fields()[0]); got != want {
+	// b's turn lies a window and a sub-window ahead: the ring holds it
+	// alone, and the debt, before the ring, is folded.
+	w := wire.SlidingState{Head: j, Last: j, Current: 500, Folded: 300, FoldedLast: cur}
+	if j != cur+parts+1 {
+		t.Fatalf("b's turn is sub-window %d; want %d", j, cur+parts+1)
+	}
+	if want, got := w.Header(), b.Value(tokOnly.Fields()[0]); got != want {
 		t.Errorf("after the debt: %q; want %q", got, want)
+	}
+}
+
+// A window that folds counts out of its ring (a turn reserved more than a
+// window ahead) gives them back, and once the far turn is canceled, the
+// next call takes a turn before it again: the folded counts keep it only
+// as long as they are in its window.
+func TestSlidingFoldedCanceled(t *testing.T) {
+	var b Budget
+	us := int64(t0) * 1000
+	tokOnly := Config{Rates: slidingTokens.Rates[:1]}
+	call := func(id string, tokens, maxWait int64) Reply {
+		return b.Acquire(us, Call{ID: id, MaxWait: maxWait, TTL: 60_000, Spacing: 1, Charges: tokOnly.Charges(Request{Tokens: tokens}, false, 0)})
+	}
+	call("a", 600, 0)
+	r := call("b", 500, 60_000) // a's 600 must roll out first
+	if r.Code != 1 || r.Wait == 0 {
+		t.Fatalf("b = %+v; want a later turn", r)
+	}
+	b.Settle(us, "a", us, 0, 0, tokOnly.Deltas(Settled, Request{Tokens: 600}, t0, Usage{Tokens: 400}))
+	if got := b.windows[tokOnly.Fields()[0]]; got.folded != 400 {
+		t.Fatalf("after a's give-back: %+v; want 400 folded", got)
+	}
+	b.Settle(us, "b", us, 0, 0, tokOnly.Deltas(Canceled, Request{Tokens: 500}, t0+r.Wait, Usage{}))
+	// Only a's 400 are left, folded: a call of 600 fits now (not behind
+	// b's canceled turn), and one more waits until sub-window cur rolls
+	// out of the window, 65 sub-windows of 15.625 ms on.
+	if r := call("c", 600, 0); r.Code != 1 || r.Wait != 0 {
+		t.Errorf("c = %+v; want admitted now", r)
+	}
+	if r := call("d", 100, 60_000); r.Code != 1 || r.Wait != 1016 {
+		t.Errorf("d = %+v; want a turn when a's sub-window rolls out, in 1016 ms", r)
 	}
 }

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -63,14 +64,51 @@ func TestSlidingCorrections(t *testing.T) {
 	if cs := wire.Corrections([]wire.Bucket{s}, r, wire.Use{Tokens: 700}, false, 0); len(cs) != 1 || cs[0].Us != 200 {
 		t.Errorf("a debt: %+v; want +200", cs)
 	}
-	lv, err := s.SlidingLevel(1_000_000_000, "6399 100 250")
-	if err != nil || lv != 650 {
-		t.Errorf("SlidingLevel = %v, %v; want 650", lv, err)
+}
+
+// A sliding window's level, from its header as stored: at most what the
+// window ending now counts; a value of the format before, every count not
+// rolled out.
+func TestSlidingLevel(t *testing.T) {
+	s := wire.NewSliding("tokens/10s", 1000, 10*time.Second, wire.Tokens)
+	const now = 1_000_000_000 // sub-window 6400
+	st := wire.SlidingState{Head: 6402, Last: 6402, Total: 7 + 100 + 40, Current: 243, Folded: 30, FoldedLast: 6337}
+	st.Counts[6338%64] = 7   // slot 2
+	st.Counts[6400%64] = 100 // slot 0
+	st.Counts[6401%64] = 40  // slot 1
+	v := st.Header()
+	back, ok, err := wire.ParseSlidingHeader(v)
+	back.Counts = st.Counts
+	if err != nil || !ok || back != st {
+		t.Fatalf("ParseSlidingHeader(%q) = %+v, %v, %v; want %+v", v, back, ok, err, st)
 	}
-	// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 ahead.
-	lv, err = s.SlidingLevel(1_000_000_000, "6334 7 -64 100 -65 300")
-	if err != nil || lv != 900 {
-		t.Errorf("SlidingLevel with skips = %v, %v; want 900", lv, err)
+	if r := st.Ring(0); len(r) != 16*9 || r[:27] != "00000001T00000000X000000007" || st.Ring(3) != strings.Repeat("0", 16*9) {
+		t.Errorf("Ring(0) = %q; want 16 counts of 9 base-64 digits, 100 (1T), 40 (X) and 7 first; Ring(3) zeros", r)
+	}
+	for _, c := range []struct {
+		name string
+		v    string
+		want float64
+	}{
+		{"empty", "", 1000},
+		{"ring, head and folded", v, 1000 - 147 - 243 - 30},
+		{"head alone in the window", "6336:6336:500:20", 980},
+		{"rolled out", "6335:6335:500:20", 1000},
+		// -n skips n sub-windows: 6334 rolled out, 6399 counted, 6465 too.
+		{"format before", "6334 7 -64 100 -65 300", 600},
+	} {
+		lv, err := s.SlidingLevel(now, c.v)
+		if err != nil || lv != c.want {
+			t.Errorf("%s: SlidingLevel = %v, %v; want %v", c.name, lv, err, c.want)
+		}
+	}
+	for _, bad := range []string{"1:2:3", "1:2:3:4:5", "1:2:3:4:5:x", "x y"} {
+		if _, err := s.SlidingLevel(now, bad); err == nil {
+			t.Errorf("SlidingLevel(%q) = nil error; want one", bad)
+		}
+	}
+	if (wire.SlidingState{}).Header() != "" {
+		t.Errorf("an empty state is not stored as \"\"")
 	}
 }
 

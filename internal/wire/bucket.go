@@ -1,10 +1,8 @@
 package wire
 
 import (
-	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -174,37 +172,6 @@ func (b Bucket) Allowance(keep float64) int64 {
 // cannot tell the two apart.
 func (b Bucket) Units(tokens int64) int64 {
 	return Use{Tokens: tokens}.Of(b.Unit)
-}
-
-// SlidingLevel returns what a sliding window has room for at nowUs, from
-// its counts as stored (see NewSliding and docs/lua-contract.md): its
-// capacity less the window ending now, counted as the scripts count it.
-// Turns reserved ahead are not in it.
-func (b Bucket) SlidingLevel(nowUs int64, v string) (float64, error) {
-	f := strings.Fields(v)
-	if len(f) == 0 {
-		return float64(b.Capacity), nil
-	}
-	j, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	cur := nowUs / 1000 * 1000 / b.Sub
-	var sum int64
-	for _, x := range f[1:] {
-		c, err := strconv.ParseInt(x, 10, 64)
-		switch {
-		case err != nil:
-			return 0, fmt.Errorf("count %q", x)
-		case c < 0: // -n: n sub-windows without a count
-			j -= c
-			continue
-		case j >= cur-SlidingParts && j <= cur:
-			sum += c
-		}
-		j++
-	}
-	return float64(b.Capacity - sum), nil
 }
 
 // Level returns the units the bucket holds at nowUs given its stored TAT
