@@ -254,7 +254,7 @@ repeat
         -- window after its heavy use ends.
         local tat = h[2 + k]
         if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-        froms[k], tats[k] = tat, math.min(tat + charge, us + 2 * allow)
+        froms[k], tats[k] = tat, shared(tat, charge, us, allow)
       elseif g then
         -- A sliding rate: the first sub-window j, at or after now and
         -- after every turn already counted, whose window has room for the

@@ -151,6 +151,16 @@ if KEYS[5] then
   end
 end
 
+-- shared returns a tenant's share TAT (see acquire.lua) after a charge of
+-- d µs from tat: never more than twice its allowance allow past now (us),
+-- so that a tenant is over its share for at most about a window after its
+-- heavy use ends, however many charges and debts it ran up. Acquire and
+-- settle both apply it.
+local function shared(tat, d, us, allow)
+  if tat + d - us - 2 * allow > 0 then return us + 2 * allow end
+  return tat + d
+end
+
 -- dec returns entry k (from 1) of the give-back stack s: its time and
 -- headroom. Every value is below 2^53, so the arithmetic is exact.
 local function dec(s, k)

@@ -217,7 +217,7 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		if isShare(ch.Field) {
 			// A share never holds a call back, nor is it ever too small:
 			// its TAT lies at most twice its allowance past now.
-			tats[ch.Field] = min(h.from(ch.Field, us)+ch.Charge, us+2*allow)
+			tats[ch.Field] = shared(h.from(ch.Field, us), ch.Charge, us, allow)
 			continue
 		}
 		if ch.Charge > allow {

@@ -36,7 +36,9 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 // corrections to fields marked '@' or '%' go to the tenant's hash, after
 // the budget's, and are applied there alike; a share ('%') keeps no
 // give-back stack, so a give-back moves it back by the whole amount (never
-// before now). Without a tenant, those corrections are ignored.
+// before now), and a debt sent with its allowance leaves it at most twice
+// that past now (see shared). Without a tenant, those corrections are
+// ignored.
 func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots int64, deltas []Delta) int {
 	now := us / 1000
 	score, ok := b.leases[id]
@@ -135,6 +137,9 @@ func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta
 		}
 		bk := h.bucket(d.Field)
 		bk.tat, bk.stored = tat+d.Us, true
+		if d.Allow > 0 {
+			bk.tat = shared(tat, d.Us, us, d.Allow) // a share's, sent with its allowance
+		}
 		ms = max(ms, float64(bk.tat)/1000)
 	}
 	if tenant {
