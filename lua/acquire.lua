@@ -64,8 +64,9 @@
 --            Wait for that message, or retry with ticket t after wait_ms,
 --            whichever is first (a retry finds an admission made meanwhile:
 --            code 2). ticket 0: not queued. A tenant's call is not admitted
---            there (give has only the budget's keys): it is told to ask
---            again, with its ticket.
+--            there (give has only the budget's keys): it keeps its place
+--            and a slot, and is told to ask again, with its ticket, which
+--            takes the slot.
 --   code  3: the caller runs another definition than the one stored
 --            (see KEYS[4]): nothing done; ticket is the stored version
 --            (0: none). The caller loads it and asks again.
@@ -385,7 +386,8 @@ repeat
       if held then
         req = fmt('p %d %d', ttl, now + maxwait)
       elseif tkey then
-        req = nil -- see the reply's code 0: give cannot reach a tenant's hash
+        -- A marker: give cannot reach a tenant's hash (see prelude.lua).
+        req = fmt('t %d 0 %d', ttl, now + maxwait)
       else
         local parts = {fmt('%s %d %d', batch and '1' or '0', ttl, now + maxwait)}
         for k = 1, n do
@@ -394,7 +396,7 @@ repeat
         req = table.concat(parts, ' ', 1, n + 1)
       end
       redis.call('ZADD', queue, 'NX', m, id)
-      if req then redis.call('HSET', state, 'w:' .. id, req) end
+      redis.call('HSET', state, 'w:' .. id, req)
       reply = {0, wait, us, reason, 0, tk}
       break
     end

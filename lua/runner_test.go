@@ -862,6 +862,9 @@ func (r *runner) handed(msg string) {
 			r.leases = append(r.leases, l)
 			r.byID[id] = l
 			r.seen[fmt.Sprintf("handed %d", code)]++
+		case w.tenant > 0:
+			r.seen["handed tenant 0"]++ // told to take the slot it is owed
+			continue
 		default:
 			r.seen["handed 0"]++
 			continue // it comes back with its ticket

@@ -445,6 +445,28 @@ func fuzzSeeds() [][]byte {
 			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
 			seedStep(opLeave, 1, 0, 0, 0),
 			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
+		// Tenants' waiters, 2 slots: a tenant's waiter keeps a marker in
+		// the queue; a slot freed is owed to it (told 0 once, never
+		// again), and nobody behind it takes it: a new call queues; the
+		// tenant comes back with its ticket and takes the slot; the next
+		// slot goes to the budget's waiter behind it, the one after to
+		// the second tenant's marker.
+		seq(header(10, off, tpm1000, off, off, 1, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(2, 0, [3]byte{39, uTok, w60s}, off),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(1, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(2, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 2, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 1, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
 		seq(header(4, off, tpm1000, off, off, 1, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
 			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),

@@ -175,7 +175,11 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 			return Reply{0, wait, "concurrency", 0, 0}
 		}
 		w := waiter{claim: isPending, batch: c.Batch, ttl: c.TTL, deadline: now + c.MaxWait}
-		if !isPending {
+		switch {
+		case isPending:
+		case c.Tenant != "":
+			w.marker = true // give cannot reach the tenant's hash
+		default:
 			w.charges = c.Charges
 		}
 		b.enqueue(c.ID, mine, w)
