@@ -455,7 +455,11 @@ func (r *runner) leave(w acquireArgs) {
 	deltas := r.config(tenant).Deltas(model.Canceled, w.req, 0, model.Usage{})
 	got := r.evalKeys(keys, lua.Settle, wire.SettleArgs(id, charged, limit, bslots, deltas)...)
 	us := r.replyNow(got, 1, true)
+	queued := len(r.queued())
 	want := r.m.SettleTenant(us, id, tkey, charged, limit, bslots, deltas)
+	if len(r.queued()) < queued-1 {
+		r.seen["leave gives"]++ // a slot kept for it went to the next
+	}
 	r.logf("  leave %s %v = %v; model %d", id, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "leave %s = %v; model says {%d now}", id, got, want)
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
@@ -537,9 +541,14 @@ func (r *runner) settle(s step) {
 func (r *runner) keepAlive(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	ttl := max(1, (1+2*int64(s.c))/r.lane.scale)
-	got := r.eval(lua.KeepAlive, l.id, ttl)
-	now := r.replyNow(got, 1, true) / 1000
-	code, expiry := r.m.KeepAlive(now, l.id, ttl)
+	limit, bslots := r.slots()
+	got := r.eval(lua.KeepAlive, wire.KeepAliveArgs(l.id, time.Duration(ttl)*time.Millisecond, limit, bslots)...)
+	us := r.replyNow(got, 1, true)
+	queued := len(r.queued())
+	code, expiry := r.m.KeepAlive(us, l.id, ttl, limit, bslots)
+	if len(r.queued()) < queued {
+		r.seen["keepalive gives"]++ // a slot an expired lease freed
+	}
 	r.logf("  keepalive %s %d = %v; model {%d %d}", l.id, ttl, got, code, expiry)
 	r.check(len(got) == 3 && got[0] == int64(code) && got[2] == expiry,
 		"keepalive %s %d = %v; model says {%d now %d}", l.id, ttl, got, code, expiry)

@@ -63,21 +63,28 @@ if score then
   score = score + 0
   expiry = score
 end
+-- left: a waiter left the queue, so those after it may get a slot (one
+-- kept for a tenant's waiter, see give in prelude.lua, or a batch slot).
+local left = false
 if not score or score >= PENDING then
   -- No slot held: a waiter giving up, a pending lease (which may wait for
   -- its slot too), or a lease ended before. Out of the queue, with its
   -- request.
   if limit ~= '0' and redis.call('ZREM', queue, id) == 1 then
     redis.call('HDEL', state, 'w:' .. id)
+    left = true
   end
-  if not score then return {0, us} end
+  if not score then
+    if left then give(now, us, limit + 0, ARGV[4] + 0) end
+    return {0, us}
+  end
   expiry = score - PENDING
 end
 local live = expiry - now > 0
 if live then redis.call('ZREM', leases, id) end
 -- Its slot is free now (or was already, if it expired): the queue's head
 -- gets it once the buckets are corrected (a give-back may let it fit).
-local freed = limit ~= '0' and score < PENDING
+local freed = left or limit ~= '0' and score < PENDING
 local n = (#ARGV - 4) / 2
 if not live or n == 0 then
   if freed then give(now, us, limit + 0, ARGV[4] + 0) end

@@ -19,7 +19,8 @@ type Delta = wire.Correction
 // An id that holds no slot (a waiter giving up, a pending lease) leaves
 // the slot queue with its request; a slot a lease held goes to the
 // queue's head (see give), after the corrections: a give-back may let it
-// fit.
+// fit. So do the slots free when a waiter left: one may have been kept
+// for it.
 //
 // Giving back moves each stored TAT back by what the charges since
 // charged leave room for (see giveBack), and never for a bucket that is
@@ -43,11 +44,15 @@ func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots i
 	now := us / 1000
 	score, ok := b.leases[id]
 	expiry := score
+	left := false // a waiter left the queue: those after it may get a slot
 	if !ok || score >= pending {
 		if limit > 0 {
-			b.dequeue(id)
+			left = b.dequeue(id)
 		}
 		if !ok {
+			if left {
+				b.give(now, us, limit, bslots, "", 0)
+			}
 			return 0
 		}
 		expiry = score - pending
@@ -56,7 +61,7 @@ func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots i
 	if live {
 		delete(b.leases, id)
 	}
-	freed := limit > 0 && score < pending
+	freed := left || limit > 0 && score < pending
 	if !live || len(deltas) == 0 {
 		if freed {
 			b.give(now, us, limit, bslots, "", 0)

@@ -85,12 +85,15 @@ func (b *Budget) enqueue(id string, score int64, w waiter) {
 	b.waiters[id] = w
 }
 
-// dequeue takes id out of the slot queue with its request, if it is there.
-func (b *Budget) dequeue(id string) {
+// dequeue takes id out of the slot queue with its request, if it is
+// there, and reports whether it was.
+func (b *Budget) dequeue(id string) bool {
 	if _, ok := b.queue[id]; ok {
 		delete(b.queue, id)
 		delete(b.waiters, id)
+		return true
 	}
+	return false
 }
 
 // give mirrors prelude.lua's give: it hands the free slots to the slot

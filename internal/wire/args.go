@@ -163,6 +163,17 @@ func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Corre
 	return cs
 }
 
+// KeepAliveArgs returns keepalive.lua's ARGV for lease id, renewed for
+// ttl, on a budget whose concurrency limit is limit (0: none) and whose
+// batch calls may use bslots slots: a slot an expired lease freed goes to
+// the next waiter.
+func KeepAliveArgs(id string, ttl time.Duration, limit, bslots int64) []any {
+	if limit == 0 {
+		return []any{id, ttl.Milliseconds()}
+	}
+	return []any{id, ttl.Milliseconds(), limit, bslots}
+}
+
 // SettleArgs returns settle.lua's ARGV for lease id, charged at chargedUs
 // (µs, Redis clock), with corrections cs, on a budget whose concurrency
 // limit is limit (0: none) and whose batch calls may use bslots slots: a
