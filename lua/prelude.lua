@@ -59,9 +59,10 @@
 -- waiting to claim its slot; or a marker, 't <ttl> 0 <deadline>' ('T'
 -- once told), for a tenant's waiter, whose buckets the script that frees a
 -- slot cannot reach (the 0 reads as a deadline passed to an older give,
--- which then tells the waiter to ask again, as it used to). That script admits the queue's head with the slot (see
--- give), so a waiter learns of its admission from a message and makes no
--- second call; a tenant's waiter is told to take it itself.
+-- which then tells the waiter to ask again, as it used to). The script
+-- that frees a slot admits the queue's head with it (see give), so a
+-- waiter learns of its admission from a message and makes no second call;
+-- a tenant's waiter is told to take the slot itself.
 --
 -- Redis runs a script alone, so its cost is everyone's latency. On a small
 -- machine every redis.call costs a few microseconds, and every argument,
