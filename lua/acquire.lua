@@ -213,7 +213,8 @@ if h[3 + 2 * n] then
   if u and u + 0 > now then stop = {u + 0, p + 0, e + 0, kind} end
 end
 
-local wait, reason, reply = 0, '', nil
+-- left: the caller left the slot queue in this call (see the end).
+local wait, reason, reply, left = 0, '', nil, false
 repeat
   -- slot: this call takes a slot now; score: the lease's score once
   -- admitted; expiry: its expiry.
@@ -315,7 +316,10 @@ repeat
     -- A waiter the buckets hold back, or that reserves a later turn, no
     -- longer waits for a slot: it leaves the queue, with its request.
     if conc and ticket ~= '0' and wait > 0 then
-      if redis.call('ZREM', queue, id) == 1 then redis.call('HDEL', state, 'w:' .. id) end
+      if redis.call('ZREM', queue, id) == 1 then
+        redis.call('HDEL', state, 'w:' .. id)
+        left = true
+      end
     end
 
     local bound = 0
@@ -362,6 +366,7 @@ repeat
     if free > 0 and not blocked and (not batch or slots < ARGV[6] + 0) then
       if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
         redis.call('HDEL', state, 'w:' .. id)
+        left = true
       end
     else
       -- The caller waits in the queue by its ticket, its request kept
@@ -379,6 +384,7 @@ repeat
       if wait > maxwait + 0 then
         if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
           redis.call('HDEL', state, 'w:' .. id)
+          left = true
         end
         break
       end
@@ -475,6 +481,11 @@ repeat
     reply = {1, wait, us, reason, expiry, (now + wait) * 1000}
   end
 until true
+-- A waiter that left the queue (admitted, held back by its buckets, or
+-- past its bound) may leave free slots behind it: give stopped at it, and
+-- a tenant's was kept one. They go to the next waiters now, after its own
+-- charges.
+if left then give(now, us, limit, ARGV[6] + 0) end
 if reply then return reply end
 
 -- Not admitted now, or this id was admitted before (a retry whose first

@@ -325,9 +325,26 @@ func (r *runner) acquire(c acquireArgs) {
 			}
 		}
 	}
+	// The waiters queued after the caller: one handed a slot by this
+	// call is one the caller left free slots to as it left the queue.
+	after := map[string]bool{}
+	if c.ticket != 0 {
+		q := r.queued()
+		if i := slices.IndexFunc(q, func(e entry) bool { return e.id == c.id }); i >= 0 {
+			for _, e := range q[i+1:] {
+				after[e.id] = true
+			}
+		}
+	}
 	want := r.m.Acquire(us, model.Call{ID: c.id, Batch: c.batch, MaxWait: c.maxWait, TTL: c.ttl,
 		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs,
 		Tenant: tkey, OverShare: a.OverShare, KeepPPM: a.KeepPPM, Versioned: a.Versioned, Version: a.Version})
+	for _, e := range r.queued() {
+		delete(after, e.id)
+	}
+	if len(after) > 0 {
+		r.seen["claim gives"]++
+	}
 	r.logf("  acquire %+v v%d over=%v at %d = %v; model %+v", c, r.version, over, us, got, want)
 	r.check(len(got) == 6 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
 		got[4] == want.Expiry && got[5] == want.Ticket,

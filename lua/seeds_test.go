@@ -482,6 +482,18 @@ func fuzzSeeds() [][]byte {
 			seedStep(opSettle, 1, modeSettle, 0x8000|1, 0),
 			seedStep(opLeave, 1, 0, 0, 0),
 			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
+		// A tenant's waiter kept a slot comes back, but a debt now holds
+		// its tokens back: it reserves a later turn and leaves the queue,
+		// and the slot kept for it goes on to the waiter behind it (here
+		// a later turn too).
+		seq(header(14, off, tpm1000, off, off, 1, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(1, 0, [3]byte{39, uTok, w60s}, off),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(1, 1, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 30<<3|usedFarMore),
+			seedStep(opClaim, 1, 0, 0, 0)),
 		seq(header(4, off, tpm1000, off, off, 1, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
 			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),

@@ -80,7 +80,21 @@ type Reply struct {
 // batch call (it never reserves a later turn, and waits along the
 // tenant's qb), and, with OverShare, it may use only its allowance less
 // floor(allowance × KeepPPM / 10^6) of each budget rate.
+//
+// A caller with a ticket that leaves the slot queue (admitted, held back
+// by its buckets, or past its bound) leaves the free slots to the next
+// waiters after its own charges (see give): give stopped at it, and a
+// tenant's waiter was kept one.
 func (b *Budget) Acquire(us int64, c Call) Reply {
+	_, queued := b.queue[c.ID]
+	r := b.acquire(us, c)
+	if _, still := b.queue[c.ID]; c.Limit > 0 && c.Ticket != 0 && queued && !still {
+		b.give(us/1000, us, c.Limit, c.BatchSlots, "", 0)
+	}
+	return r
+}
+
+func (b *Budget) acquire(us int64, c Call) Reply {
 	now := us / 1000
 	n := float64(now)
 	// The definition: the state's copy of its version, read from the
