@@ -369,7 +369,7 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	v, err := wire.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, []any{l.a.ID, l.b.TTL.Milliseconds()}, nil)
+	v, err := wire.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, wire.KeepAliveArgs(l.a.ID, l.b.TTL, l.b.Limit, l.b.BatchSlots), nil)
 	var res []int64
 	if err == nil {
 		res, err = wire.Int64s(v, 3)

@@ -64,8 +64,9 @@
 --            Wait for that message, or retry with ticket t after wait_ms,
 --            whichever is first (a retry finds an admission made meanwhile:
 --            code 2). ticket 0: not queued. A tenant's call is not admitted
---            there (give has only the budget's keys): it is told to ask
---            again, with its ticket.
+--            there (give has only the budget's keys): it keeps its place
+--            and a slot, and is told to ask again, with its ticket, which
+--            takes the slot.
 --   code  3: the caller runs another definition than the one stored
 --            (see KEYS[4]): nothing done; ticket is the stored version
 --            (0: none). The caller loads it and asks again.
@@ -216,7 +217,8 @@ if h[3 + 2 * n] then
   if u and u + 0 > now then stop = {u + 0, p + 0, e + 0, kind} end
 end
 
-local wait, reason, reply = 0, '', nil
+-- left: the caller left the slot queue in this call (see the end).
+local wait, reason, reply, left = 0, '', nil, false
 repeat
   -- slot: this call takes a slot now; score: the lease's score once
   -- admitted; expiry: its expiry.
@@ -258,7 +260,7 @@ repeat
         -- window after its heavy use ends.
         local tat = h[2 + k]
         if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-        froms[k], tats[k] = tat, math.min(tat + charge, us + 2 * allow)
+        froms[k], tats[k] = tat, shared(tat, charge, us, allow)
       elseif g then
         -- A sliding rate: the first sub-window j, at or after now and
         -- after every turn already counted, whose window has room for the
@@ -310,7 +312,10 @@ repeat
     -- A waiter the buckets hold back, or that reserves a later turn, no
     -- longer waits for a slot: it leaves the queue, with its request.
     if conc and ticket ~= '0' and wait > 0 then
-      if redis.call('ZREM', queue, id) == 1 then redis.call('HDEL', state, 'w:' .. id) end
+      if redis.call('ZREM', queue, id) == 1 then
+        redis.call('HDEL', state, 'w:' .. id)
+        left = true
+      end
     end
 
     local bound = 0
@@ -357,6 +362,7 @@ repeat
     if free > 0 and not blocked and (not batch or slots < ARGV[6] + 0) then
       if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
         redis.call('HDEL', state, 'w:' .. id)
+        left = true
       end
     else
       -- The caller waits in the queue by its ticket, its request kept
@@ -374,6 +380,7 @@ repeat
       if wait > maxwait + 0 then
         if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
           redis.call('HDEL', state, 'w:' .. id)
+          left = true
         end
         break
       end
@@ -381,7 +388,8 @@ repeat
       if held then
         req = fmt('p %d %d', ttl, now + maxwait)
       elseif tkey then
-        req = nil -- see the reply's code 0: give cannot reach a tenant's hash
+        -- A marker: give cannot reach a tenant's hash (see prelude.lua).
+        req = fmt('t %d 0 %d', ttl, now + maxwait)
       else
         local parts = {fmt('%s %d %d', batch and '1' or '0', ttl, now + maxwait)}
         for k = 1, n do
@@ -390,7 +398,7 @@ repeat
         req = table.concat(parts, ' ', 1, n + 1)
       end
       redis.call('ZADD', queue, 'NX', m, id)
-      if req then redis.call('HSET', state, 'w:' .. id, req) end
+      redis.call('HSET', state, 'w:' .. id, req)
       reply = {0, wait, us, reason, 0, tk}
       break
     end
@@ -466,6 +474,11 @@ repeat
     reply = {1, wait, us, reason, expiry, (now + wait) * 1000}
   end
 until true
+-- A waiter that left the queue (admitted, held back by its buckets, or
+-- past its bound) may leave free slots behind it: give stopped at it, and
+-- a tenant's was kept one. They go to the next waiters now, after its own
+-- charges.
+if left then give(now, us, limit, ARGV[6] + 0) end
 if reply then return reply end
 
 -- Not admitted now, or this id was admitted before (a retry whose first

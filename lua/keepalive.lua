@@ -5,6 +5,11 @@
 -- KEYS[3]  slot queue (its TTL is kept with the others: see cover)
 -- ARGV[1]  lease id
 -- ARGV[2]  TTL in ms from now (integer > 0); a lease's expiry only moves later
+-- ARGV[3]  (optional) the concurrency limit (integer >= 0; 0 = none), and
+-- ARGV[4]  the slots batch calls may use, as acquire takes them: with a
+--          limit, a slot that a lease's expiry freed goes to the slot
+--          queue's head here (see give in prelude.lua), as a settle's
+--          does, so a waiter need not ask again to find it
 --
 -- Returns {code, now_us, expiry_ms}: code 1 extended, 0 unknown, ended or
 -- already expired (its slot was counted as free, so it cannot be taken back).
@@ -14,6 +19,9 @@ local id = ARGV[1]
 local us, now = clock()
 
 local score = redis.call('ZSCORE', leases, id)
+-- Slots expired leases freed go to the queue's waiters, whatever the
+-- answer: this call may be the first to run since they expired.
+if ARGV[3] and ARGV[3] ~= '0' then give(now, us, ARGV[3] + 0, ARGV[4] + 0) end
 if not score then return {0, us, 0} end
 -- A pending lease (see prelude.lua) keeps its offset: it still holds no slot.
 local offset = 0

@@ -56,9 +56,13 @@
 -- w:<id>: '<batch> <ttl> <deadline>' and, for each bucket, ' <field>
 -- <charge> <allowance>' as acquire takes them (deadline: the ms after
 -- which it no longer waits); or 'p <ttl> <deadline>' for a pending lease
--- waiting to claim its slot. The script that frees a slot admits the
--- queue's head with it (see give), so a waiter learns of its admission
--- from a message and makes no second call.
+-- waiting to claim its slot; or a marker, 't <ttl> 0 <deadline>' ('T'
+-- once told), for a tenant's waiter, whose buckets the script that frees a
+-- slot cannot reach (the 0 reads as a deadline passed to an older give,
+-- which then tells the waiter to ask again, as it used to). The script
+-- that frees a slot admits the queue's head with it (see give), so a
+-- waiter learns of its admission from a message and makes no second call;
+-- a tenant's waiter is told to take the slot itself.
 --
 -- Redis runs a script alone, so its cost is everyone's latency. On a small
 -- machine every redis.call costs a few microseconds, and every argument,
@@ -149,6 +153,16 @@ if KEYS[5] then
       redis.call('HSET', tkey, unpack(args, 1, j))
     end
   end
+end
+
+-- shared returns a tenant's share TAT (see acquire.lua) after a charge of
+-- d µs from tat: never more than twice its allowance allow past now (us),
+-- so that a tenant is over its share for at most about a window after its
+-- heavy use ends, however many charges and debts it ran up. Acquire and
+-- settle both apply it.
+local function shared(tat, d, us, allow)
+  if tat + d - us - 2 * allow > 0 then return us + 2 * allow end
+  return tat + d
 end
 
 -- dec returns entry k (from 1) of the give-back stack s: its time and
@@ -513,6 +527,10 @@ end
 --      no slot), turn = expiry less its TTL, charged at the µs given;
 --   0  not admitted (its buckets, a pause or a stop hold it back, or its
 --      deadline passed): it asks acquire again, with its ticket.
+-- A tenant's waiter (a marker, 't') stays queued, owed one of the free
+-- slots: told 0 once (its marker becomes 'T'), it asks acquire with its
+-- ticket and takes the slot there, having kept its place; those after it
+-- get only the slots left.
 -- It returns the slots held after it, those still free, and whether the
 -- caller must wait (a waiter before it is still queued).
 --
@@ -540,7 +558,7 @@ local function give(now, us, limit, bslots, me, mine)
   local ws = {}
   for i = 1, #heads / 2 do ws[i] = 'w:' .. heads[2 * i - 1] end
   local reqs = redis.call('HMGET', KEYS[1], unpack(ws))
-  local given, blocked, gone, sent, k = 0, true, {}, {}, 0
+  local given, blocked, gone, sent, k, told = 0, true, {}, {}, 0, nil
   for i = 1, #heads / 2 do
     local m, s = heads[2 * i - 1], heads[2 * i] + 0
     if m == '~' or (me and (m == me or s > mine or (s == mine and m > me))) then
@@ -553,8 +571,18 @@ local function give(now, us, limit, bslots, me, mine)
     if req then
       local batch, ttl, deadline, rest = string.match(req, '^(%S+) (%d+) (%d+)(.*)$')
       ttl, deadline = ttl + 0, deadline + 0
+      if batch == 't' or batch == 'T' then deadline = sub(rest, 2) + 0 end
       if deadline < now then
         req = nil
+      elseif batch == 't' or batch == 'T' then
+        -- A tenant's waiter keeps its place and the slot it is owed.
+        given = given + 1
+        if batch == 't' then
+          told = told or {}
+          told[#told + 1], told[#told + 2] = 'w:' .. m, 'T' .. sub(req, 2)
+          sent[#sent + 1] = m .. ':0:0:0'
+        end
+        req = false
       elseif batch == 'p' then
         -- A pending lease claims its slot: its buckets were charged when
         -- it was admitted, and a pause does not hold back a turn already
@@ -639,15 +667,18 @@ local function give(now, us, limit, bslots, me, mine)
         end
       end
     end
-    k = k + 1
-    gone[k], sent[k] = m, fmt('%s:%d:%d:%d', m, code, expiry, at)
+    if req ~= false then
+      k = k + 1
+      gone[k], sent[#sent + 1] = m, fmt('%s:%d:%d:%d', m, code, expiry, at)
+    end
     if stop then break end
   end
   if k > 0 then
     redis.call('ZREM', KEYS[3], unpack(gone, 1, k))
     for j = 1, k do gone[j] = 'w:' .. gone[j] end
     redis.call('HDEL', KEYS[1], unpack(gone, 1, k))
-    redis.call('PUBLISH', KEYS[3], table.concat(sent, ' ', 1, k))
   end
+  if told then redis.call('HSET', KEYS[1], unpack(told)) end
+  if sent[1] then redis.call('PUBLISH', KEYS[3], table.concat(sent, ' ')) end
   return live + given, free - given, blocked
 end

@@ -149,10 +149,11 @@ func (r *runner) checkTaker(c acquireArgs, us int64) {
 }
 
 // overtook fails if a waiter in queue of the same priority as score came
-// before it.
+// before it. A tenant's waiter told to take the slot it is owed is not
+// overtaken: that slot is kept for it.
 func (r *runner) overtook(id string, score int64, queue []entry) {
 	for _, e := range queue {
-		if model.IsBatch(e.score) == model.IsBatch(score) && e.score < score {
+		if model.IsBatch(e.score) == model.IsBatch(score) && e.score < score && !r.m.Owed(e.id) {
 			r.fail("%s (score %d) got a slot before %s (score %d), queued earlier", id, score, e.id, e.score)
 		}
 	}

@@ -326,9 +326,26 @@ func (r *runner) acquire(c acquireArgs) {
 			}
 		}
 	}
+	// The waiters queued after the caller: one handed a slot by this
+	// call is one the caller left free slots to as it left the queue.
+	after := map[string]bool{}
+	if c.ticket != 0 {
+		q := r.queued()
+		if i := slices.IndexFunc(q, func(e entry) bool { return e.id == c.id }); i >= 0 {
+			for _, e := range q[i+1:] {
+				after[e.id] = true
+			}
+		}
+	}
 	want := r.m.Acquire(us, model.Call{ID: c.id, Batch: c.batch, MaxWait: c.maxWait, TTL: c.ttl,
 		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs,
 		Tenant: tkey, OverShare: a.OverShare, KeepPPM: a.KeepPPM, Versioned: a.Versioned, Version: a.Version})
+	for _, e := range r.queued() {
+		delete(after, e.id)
+	}
+	if len(after) > 0 {
+		r.seen["claim gives"]++
+	}
 	r.logf("  acquire %+v v%d over=%v at %d = %v; model %+v", c, r.version, over, us, got, want)
 	r.check(len(got) == 6 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
 		got[4] == want.Expiry && got[5] == want.Ticket,
@@ -456,7 +473,11 @@ func (r *runner) leave(w acquireArgs) {
 	deltas := r.config(tenant).Deltas(model.Canceled, w.req, 0, model.Usage{})
 	got := r.evalKeys(keys, lua.Settle, wire.SettleArgs(id, charged, limit, bslots, deltas)...)
 	us := r.replyNow(got, 1, true)
+	queued := len(r.queued())
 	want := r.m.SettleTenant(us, id, tkey, charged, limit, bslots, deltas)
+	if len(r.queued()) < queued-1 {
+		r.seen["leave gives"]++ // a slot kept for it went to the next
+	}
 	r.logf("  leave %s %v = %v; model %d", id, deltas, got, want)
 	r.check(len(got) == 2 && got[0] == int64(want), "leave %s = %v; model says {%d now}", id, got, want)
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == id })
@@ -538,9 +559,14 @@ func (r *runner) settle(s step) {
 func (r *runner) keepAlive(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	ttl := max(1, (1+2*int64(s.c))/r.lane.scale)
-	got := r.eval(lua.KeepAlive, l.id, ttl)
-	now := r.replyNow(got, 1, true) / 1000
-	code, expiry := r.m.KeepAlive(now, l.id, ttl)
+	limit, bslots := r.slots()
+	got := r.eval(lua.KeepAlive, wire.KeepAliveArgs(l.id, time.Duration(ttl)*time.Millisecond, limit, bslots)...)
+	us := r.replyNow(got, 1, true)
+	queued := len(r.queued())
+	code, expiry := r.m.KeepAlive(us, l.id, ttl, limit, bslots)
+	if len(r.queued()) < queued {
+		r.seen["keepalive gives"]++ // a slot an expired lease freed
+	}
 	r.logf("  keepalive %s %d = %v; model {%d %d}", l.id, ttl, got, code, expiry)
 	r.check(len(got) == 3 && got[0] == int64(code) && got[2] == expiry,
 		"keepalive %s %d = %v; model says {%d now %d}", l.id, ttl, got, code, expiry)
@@ -911,6 +937,9 @@ func (r *runner) handed(msg string) {
 			r.leases = append(r.leases, l)
 			r.byID[id] = l
 			r.seen[fmt.Sprintf("handed %d", code)]++
+		case w.tenant > 0:
+			r.seen["handed tenant 0"]++ // told to take the slot it is owed
+			continue
 		default:
 			r.seen["handed 0"]++
 			continue // it comes back with its ticket

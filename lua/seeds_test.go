@@ -445,6 +445,55 @@ func fuzzSeeds() [][]byte {
 			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
 			seedStep(opLeave, 1, 0, 0, 0),
 			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
+		// Tenants' waiters, 2 slots: a tenant's waiter keeps a marker in
+		// the queue; a slot freed is owed to it (told 0 once, never
+		// again), and nobody behind it takes it: a new call queues; the
+		// tenant comes back with its ticket and takes the slot; the next
+		// slot goes to the budget's waiter behind it, the one after to
+		// the second tenant's marker.
+		seq(header(10, off, tpm1000, off, off, 1, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(2, 0, [3]byte{39, uTok, w60s}, off),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(1, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(2, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 0, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 2, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0),
+			seedStep(opClaim, 1, 0, 1, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
+		// Slots freed without a settle of theirs go to the waiters: a
+		// lease expires (1 s TTL) while a waiter queues, and the next
+		// keepalive of another lease admits it; a tenant's waiter, kept
+		// a slot, gives up, and its leaving hands that slot on.
+		seq(header(12, off, tpm1000, off, off, 1, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(1, 0, [3]byte{39, uTok, w60s}, off),
+			seedStep(0, 0, interactive|ttl1s|waitC, 10, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opKeepAlive, 1_001, 0, 0x8000|1, 30_000),
+			seedStep(1, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 10, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000|1, 0),
+			seedStep(opLeave, 1, 0, 0, 0),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 0)),
+		// A tenant's waiter kept a slot comes back, but a debt now holds
+		// its tokens back: it reserves a later turn and leaves the queue,
+		// and the slot kept for it goes on to the waiter behind it (here
+		// a later turn too).
+		seq(header(14, off, tpm1000, off, off, 1, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(1, 0, [3]byte{39, uTok, w60s}, off),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 0, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(1, 1, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(0, 1, interactive|ttl60s|waitC, 100, 60_000),
+			seedStep(opSettle, 1, modeSettle, 0x8000, 30<<3|usedFarMore),
+			seedStep(opClaim, 1, 0, 0, 0)),
 		seq(header(4, off, tpm1000, off, off, 1, 0),
 			seedStep(0, 0, interactive|ttl60s|waitNone, 900, 0),
 			seedStep(0, 0, interactive|ttl60s|waitC, 300, 60_000),

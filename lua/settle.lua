@@ -28,7 +28,10 @@
 --          begins with '~') is '<units>@<j>', in units: a give-back off
 --          sub-window j, where the call was counted; a debt counted now.
 --          Fields that begin with '@' or '%' are the tenant's (see
---          acquire.lua): corrected in KEYS[5].
+--          acquire.lua): corrected in KEYS[5]. A share's ('%') may be
+--          '<µs>:<allow>', allow its allowance in µs (as an interactive
+--          call's acquire sends it): a debt then leaves its TAT at most
+--          2 × allow past now, as acquire caps a charge (see shared).
 --
 -- Returns {code, now_us}:
 --   1: ended now.
@@ -60,21 +63,28 @@ if score then
   score = score + 0
   expiry = score
 end
+-- left: a waiter left the queue, so those after it may get a slot (one
+-- kept for a tenant's waiter, see give in prelude.lua, or a batch slot).
+local left = false
 if not score or score >= PENDING then
   -- No slot held: a waiter giving up, a pending lease (which may wait for
   -- its slot too), or a lease ended before. Out of the queue, with its
   -- request.
   if limit ~= '0' and redis.call('ZREM', queue, id) == 1 then
     redis.call('HDEL', state, 'w:' .. id)
+    left = true
   end
-  if not score then return {0, us} end
+  if not score then
+    if left then give(now, us, limit + 0, ARGV[4] + 0) end
+    return {0, us}
+  end
   expiry = score - PENDING
 end
 local live = expiry - now > 0
 if live then redis.call('ZREM', leases, id) end
 -- Its slot is free now (or was already, if it expired): the queue's head
 -- gets it once the buckets are corrected (a give-back may let it fit).
-local freed = limit ~= '0' and score < PENDING
+local freed = left or limit ~= '0' and score < PENDING
 local n = (#ARGV - 4) / 2
 if not live or n == 0 then
   if freed then give(now, us, limit + 0, ARGV[4] + 0) end
@@ -96,7 +106,7 @@ for pass = 1, 2 do repeat
     if not tkey then break end
     st = tkey
   end
-  local fields, delta, m = {}, {}, 0
+  local fields, delta, caps, m = {}, {}, {}, 0
   local sfields, svals = nil, nil
   for k = 1, n do
     local f, v = ARGV[3 + 2 * k], ARGV[4 + 2 * k]
@@ -109,7 +119,10 @@ for pass = 1, 2 do repeat
       sfields[#sfields + 1], svals[#svals + 1] = f, v
     else
       m = m + 1
-      fields[m], delta[m] = f, v + 0
+      fields[m] = f
+      local u, a = nil, nil
+      if b == 37 then u, a = string.match(v, '^(-?%d+):(%d+)$') end
+      if u then delta[m], caps[m] = u + 0, a + 0 else delta[m] = v + 0 end
     end
   end
   if sfields then
@@ -225,7 +238,7 @@ for pass = 1, 2 do repeat
       args[a + 1], args[a + 2] = names[2 + m + k], push(h[2 + m + k], us, tat - us)
       a = a + 2
     end
-    tat = tat + delta[k]
+    if caps[k] then tat = shared(tat, delta[k], us, caps[k]) else tat = tat + delta[k] end
     args[a + 1], args[a + 2] = fields[k], fmt('%d', tat)
     a = a + 2
     if tat / 1000 > ms then ms = tat / 1000 end

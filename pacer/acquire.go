@@ -89,9 +89,9 @@ type acquisition struct {
 	// routed is set for a call a Group routed to this budget: start is the
 	// reply route.lua gave (an admission, or a place in the slot queue),
 	// charged and made under startS, which the call continues from. When
-	// the call holds nothing here any more (a turn given back after a
-	// pause, a denial, a stop), run returns errReroute: the Group routes
-	// it again, over every deployment.
+	// the call holds nothing here any more (a denial, a stop), run
+	// returns errReroute: the Group routes it again, over every
+	// deployment.
 	routed  bool
 	start   *wire.AcquireReply
 	startUs int64
@@ -180,24 +180,11 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
 			return l, nil
 		case admitted && rep.Ticket == 0:
-			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began)
-			if err == errRequeue {
-				if a.routed {
-					return nil, errReroute
-				}
-				a.id, a.ticket = leasing.NewID(), 0
-				continue
-			}
-			return l, err
+			return p.admit(ctx, s, a.id, r, rep, charged, a.began)
 		case admitted:
 			// Admitted with a later turn, holding no slot until then: sleep
 			// until the turn, then claim a slot with the ticket.
-			if err := a.reserved(ctx, s, rep, charged); err == errRequeue {
-				if a.routed {
-					return nil, errReroute
-				}
-				continue
-			} else if err != nil {
+			if err := a.reserved(ctx, s, rep, charged); err != nil {
 				return nil, err
 			}
 		case rep.Code == wire.TooLarge:
@@ -239,8 +226,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 
 // reserved handles a pending admission: it keeps the lease, sleeps until
 // its turn (see untilTurn), and sets the ticket that claims its slot. It
-// returns errRequeue when the turn was given back after a pause (the call
-// queues again under a new id), and ctx's error, the lease given back.
+// returns ctx's error, the lease given back.
 func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.AcquireReply, charged int64) error {
 	p, r := a.p, a.r
 	if a.pending == nil {
@@ -253,9 +239,7 @@ func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.Acquir
 	}
 	a.ticket = rep.Ticket
 	err := p.untilTurn(ctx, a.pending, rep.Wait, a.began)
-	if err == errRequeue {
-		a.id, a.ticket, a.pending = leasing.NewID(), 0, nil
-	} else if err != nil {
+	if err != nil {
 		a.pending = nil // given back by untilTurn
 	}
 	return err
@@ -285,9 +269,6 @@ func (a *acquisition) abandon() {
 // reasonProbe is acquire.lua's reason for the probe of a stopped budget.
 const reasonProbe = "probe"
 
-// errRequeue tells Acquire that a turn was given back after a pause.
-var errRequeue = errors.New("pacer: turn given back after a pause")
-
 // admit turns an admitted reply into a lease, sleeping first if the call's
 // turn is in the future (only without a concurrency limit: with one, a
 // later turn is pending, see acquisition.reserved). A ctx canceled during
@@ -314,22 +295,24 @@ func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, re
 }
 
 // untilTurn sleeps until l's turn, wait from now. A pause this process set
-// meanwhile (a 429 seen by a neighbour) means the turn was reserved against
-// a budget that was ahead of the provider: it waits the pause out, then
-// gives the turn back and returns errRequeue, to queue again behind the
-// corrected budget (see Throttled). A ctx canceled during the sleep
-// returns ctx's error at once, the turn given back in the background.
+// meanwhile (a 429 seen by a neighbour) holds the turn back until the
+// pause ends, if it ends after the turn: the call keeps its turn, and the
+// pause costs it at most the pause. (It used to give the turn back and
+// queue again, behind every turn reserved meanwhile: with callers queued
+// a few windows deep, each going back in turn, one 429 cost several
+// windows; see docs/storm.md.) Other processes' turns go at their time,
+// as the scripts let a reserved turn through a pause. A ctx canceled
+// during the sleep returns ctx's error at once, the turn given back in the
+// background.
 //
 // A stop this process set or met since asked (when Acquire began: the turn
 // was reserved after it) makes it ask once more at the turn.
 func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time) error {
 	reserved := time.Now()
 	turn := reserved.Add(wait)
-	requeue := false
 	for {
 		until := turn
 		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
-			requeue = true
 			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
 				until = paused
 			}
@@ -346,12 +329,6 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 			p.giveBack(l)
 			return ctx.Err()
 		}
-	}
-	if requeue {
-		if err := l.Cancel(ctx); err == nil {
-			return errRequeue
-		}
-		// Redis could not take the turn back: use it rather than lose it.
 	}
 	if wait > 0 && p.stoppedAt.Load() > asked.UnixNano() {
 		// A stop came after the turn was reserved: a pending lease's claim

@@ -412,6 +412,66 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 	})
 }
 
+// A pause costs the calls that had reserved a later turn about the pause,
+// not their turns: each keeps its turn and goes no earlier than the
+// pause's end. Six calls reserve turns 100 ms apart (1,000 tokens a
+// second, 100 each); a 50 ms pause comes. Each call goes by its turn (or
+// the pause's end) plus slack for a loaded machine. Before, each gave its
+// turn back when it came and queued again behind the others, so the
+// first went after the last's turn, 600 ms late.
+func TestPauseKeepsLaterTurns(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		const n, step = 6, 100 * time.Millisecond
+		reserved := make(chan time.Duration, n)
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 60_000}, Burst: pacer.Burst{TPM: 100},
+			Observe: func(e pacer.Event) {
+				if e.Kind == pacer.Waiting {
+					select {
+					case reserved <- e.Wait:
+					default:
+					}
+				}
+			}})
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		type done struct {
+			i    int
+			late time.Duration // after its turn, or after the pause's end
+		}
+		got := make(chan done, n)
+		var pauseEnd atomic.Int64
+		for i := range n {
+			turn := make(chan time.Time, 1)
+			go func() {
+				l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+				at := time.Now()
+				if err != nil {
+					t.Errorf("call %d: Acquire() = %v", i, err)
+					got <- done{i, 0}
+					return
+				}
+				_ = l.Settle(ctx, 100)
+				from := max((<-turn).UnixNano(), pauseEnd.Load())
+				got <- done{i, at.Sub(time.Unix(0, from))}
+			}()
+			wait := <-reserved
+			turn <- time.Now().Add(wait)
+		}
+		pauseEnd.Store(time.Now().Add(50 * time.Millisecond).UnixNano())
+		if err := p.Pause(ctx, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			d := <-got
+			if d.late > 250*time.Millisecond {
+				t.Errorf("call %d went %v after its turn (or the pause's end); want about on time, the pause its only cost", d.i, d.late)
+			}
+		}
+	})
+}
+
 // Throttled (a provider's 429) pauses everyone and lowers the bucket the
 // provider named, so the pause's refill is not banked on top of a budget
 // that was already ahead of the provider.

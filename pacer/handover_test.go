@@ -2,7 +2,9 @@ package pacer_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +25,9 @@ func queuedSignal(queued chan<- struct{}) func(pacer.Event) {
 	}
 }
 
-// A tenant's waiter keeps no request in the state hash: the script that
-// frees a slot cannot reach the tenant's hash, so it tells the waiter to
+// A tenant's waiter keeps a marker in the state hash ('t <ttl> 0
+// <deadline>'), not its request: the script that frees a slot cannot reach
+// the tenant's hash, so it keeps the slot for the waiter and tells it to
 // ask again ('<id>:0:0:0'), and the waiter's next acquire admits it,
 // charging the tenant.
 func TestTenantWaiterAsksAgain(t *testing.T) {
@@ -60,10 +63,17 @@ func TestTenantWaiterAsksAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for f := range h {
+		markers := 0
+		for f, v := range h {
 			if strings.HasPrefix(f, "w:") {
-				t.Errorf("state hash has %s for a tenant's waiter; want no request kept", f)
+				if !strings.HasPrefix(v, "t ") || strings.Count(v, " ") != 3 {
+					t.Errorf("state hash has %s = %q for a tenant's waiter; want a marker, 't <ttl> 0 <deadline>'", f, v)
+				}
+				markers++
 			}
+		}
+		if markers != 1 {
+			t.Errorf("state hash has %d waiters' requests; want tenant b's marker", markers)
 		}
 		if err := held.Settle(ctx, 10); err != nil {
 			t.Fatal(err)
@@ -173,6 +183,77 @@ func TestHandOverUnderQueuedDefinition(t *testing.T) {
 		// when the slot freed): all but the milliseconds since.
 		if moved := charged - tat(); moved < 35_000_000 {
 			t.Errorf("the cancel moved %s back %d µs; want about 36,000,000: the tokens back to the bucket that took them", field, moved)
+		}
+	})
+}
+
+// Tenants' waiters keep first come, first served order across processes,
+// beside waiters of the budget alone: a freed slot is kept for the head
+// waiter when it is a tenant's, until it asks again, and nobody behind
+// it takes the slot meanwhile. Six waiters in four Pacers (each its own
+// client and subscription) queue on one slot, in turn; each holds its
+// slot briefly; they are admitted in the order they queued.
+func TestTenantWaitersFirstComeFirstServed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		// Waiter i asks for 10+i tokens; queued says who queued (a waiter
+		// whose fallback timer fires queues again: not the next one).
+		queued := make(chan int64, 100)
+		cfg := pacer.Config{
+			Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1, TPM: 600_000}, MaxWait: 30 * time.Second,
+			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 100_000, Window: time.Hour}}},
+			Observe: func(e pacer.Event) {
+				if e.Kind == pacer.Waiting && e.Limit == pacer.LimitConcurrency {
+					select {
+					case queued <- e.Tokens:
+					default:
+					}
+				}
+			},
+		}
+		ps := newPacers(t, b, 4, cfg)
+		held, err := ps[0].Acquire(ctx, pacer.Request{Tokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The waiters in the order they queue: tenants' and the budget's
+		// mixed, so that a budget's waiter right behind a tenant's would
+		// take its slot if it were not kept.
+		tenants := []string{"x", "y", "", "z", "", "x"}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i, tenant := range tenants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := ps[i%len(ps)].Acquire(ctx, pacer.Request{Tenant: tenant, Tokens: 10 + int64(i)})
+				if err != nil {
+					t.Errorf("waiter %d's Acquire = %v", i, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+				if err := l.Settle(ctx, 10+int64(i)); err != nil {
+					t.Errorf("waiter %d's Settle = %v", i, err)
+				}
+			}()
+			for tokens := int64(0); tokens != 10+int64(i); {
+				select {
+				case tokens = <-queued:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("waiter %d never queued", i)
+				}
+			}
+		}
+		if err := held.Settle(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if want := []int{0, 1, 2, 3, 4, 5}; !slices.Equal(order, want) {
+			t.Errorf("waiters admitted in order %v; want %v, the order they queued (tenants %q)", order, want, tenants)
 		}
 	})
 }

@@ -53,8 +53,9 @@ type Pacer struct {
 	grants *concurrency.Grants
 	// pausedUntil is the end of the latest pause this process set, and
 	// pausedAt when it was set (UnixNano). A call that reserved its turn
-	// before that pause sleeps past it and queues again; calls in other
-	// processes meet the pause at their next acquire.
+	// before that pause keeps it, but goes no earlier than the pause's end
+	// (see untilTurn); calls in other processes meet the pause at their
+	// next acquire.
 	pausedUntil, pausedAt atomic.Int64
 	// stoppedAt is when this process last stopped the budget or was
 	// refused by a stop (UnixNano; 0: never): a call that reserved its

@@ -609,3 +609,57 @@ func TestHandOverChargesSlidingWindows(t *testing.T) {
 		}
 	})
 }
+
+// A slot freed by a lease that expired goes to the head waiter at the next
+// keepalive of another lease, as a settle's would: the waiter is admitted
+// there, without asking again. On miniredis, its clock driven: two slots,
+// one lease abandoned, one kept alive; a waiter queues; the abandoned
+// lease expires, and the kept one's keepalive admits the waiter.
+func TestKeepAliveHandsExpiredSlot(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	const ttl = time.Second
+	cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 2, TPM: 600_000}, MaxWait: 30 * time.Second, LeaseTTL: ttl}
+	holder := newPacer(t, b, cfg)
+	c := newClock(b)
+	if _, err := holder.Acquire(ctx, pacer.Request{Tokens: 10}); err != nil { // abandoned
+		t.Fatal(err)
+	}
+	kept, err := holder.Acquire(ctx, pacer.Request{Tokens: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan struct{}, 1)
+	wcfg := cfg
+	wcfg.Observe = queuedSignal(queued)
+	waiter := newPacer(t, b, wcfg)
+	got := make(chan *pacer.Lease, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, pacer.Request{Tokens: 10})
+		if err != nil {
+			t.Errorf("the waiter's Acquire = %v", err)
+		}
+		got <- l
+	}()
+	<-queued
+	c.advance(ttl / 2)
+	if err := kept.KeepAlive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(ttl/2 + 10*time.Millisecond) // the abandoned lease expired
+	if err := kept.KeepAlive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := snap(t, holder); s.InFlight != 2 {
+		t.Errorf("after the keepalive: %d slots held; want 2: the expired lease's slot handed to the waiter", s.InFlight)
+	}
+	select {
+	case l := <-got:
+		if l != nil {
+			_ = l.Settle(ctx, 10)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter not admitted 10 s after the keepalive")
+	}
+	_ = kept.Settle(ctx, 10)
+}

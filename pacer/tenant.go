@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"time"
@@ -128,9 +129,10 @@ func (p *Pacer) tenantKey(id string) string {
 }
 
 // Tenants returns the tenants' configuration in force (the Config's, or a
-// stored definition's): its zero value for a budget without tenants.
+// stored definition's): its zero value for a budget without tenants. The
+// result is a copy: changing it changes nothing in the Pacer.
 func (p *Pacer) Tenants() Tenants {
-	return Tenants{Rates: p.s().tenantRates, Share: p.s().share}
+	return Tenants{Rates: slices.Clone(p.s().tenantRates), Share: p.s().share}
 }
 
 // TenantKey returns the Redis key that holds tenant's state in this

@@ -302,3 +302,18 @@ func TestTenantOverShareYields(t *testing.T) {
 		}
 	})
 }
+
+// Tenants returns a copy: a caller that changes it changes nothing in the
+// Pacer.
+func TestTenantsReturnsCopy(t *testing.T) {
+	b := redistest.Mini(t)
+	hour := pacer.Rate{Unit: pacer.Tokens, Limit: 3000, Window: time.Hour}
+	p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 10_000},
+		Tenants: pacer.Tenants{Rates: []pacer.Rate{hour}, Share: 0.5}})
+	got := p.Tenants()
+	got.Rates[0].Limit = 1
+	got.Rates = append(got.Rates[:0], pacer.Rate{Unit: pacer.Requests, Limit: 2, Window: time.Second})
+	if again := p.Tenants(); len(again.Rates) != 1 || again.Rates[0] != hour {
+		t.Errorf("Tenants().Rates after the caller changed its copy = %+v; want [%+v]", again.Rates, hour)
+	}
+}

@@ -1193,7 +1193,12 @@ class Lease:
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
             if self._state != "held":
                 return
-            res = _ints(self._pacer._run("keepalive", [self.id, self._pacer.settings.lease_ttl_ms]), 3)
+            s = self._pacer
+            args = [self.id, s.settings.lease_ttl_ms]
+            if s.settings.concurrency:
+                # A slot an expired lease freed goes to the next waiter.
+                args += [s.settings.concurrency, s.batch_slots]
+            res = _ints(s._run("keepalive", args), 3)
             if res[0] != 0:
                 self._expiry_ms = res[2]
                 return

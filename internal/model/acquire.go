@@ -80,7 +80,21 @@ type Reply struct {
 // batch call (it never reserves a later turn, and waits along the
 // tenant's qb), and, with OverShare, it may use only its allowance less
 // floor(allowance × KeepPPM / 10^6) of each budget rate.
+//
+// A caller with a ticket that leaves the slot queue (admitted, held back
+// by its buckets, or past its bound) leaves the free slots to the next
+// waiters after its own charges (see give): give stopped at it, and a
+// tenant's waiter was kept one.
 func (b *Budget) Acquire(us int64, c Call) Reply {
+	_, queued := b.queue[c.ID]
+	r := b.acquire(us, c)
+	if _, still := b.queue[c.ID]; c.Limit > 0 && c.Ticket != 0 && queued && !still {
+		b.give(us/1000, us, c.Limit, c.BatchSlots, "", 0)
+	}
+	return r
+}
+
+func (b *Budget) acquire(us int64, c Call) Reply {
 	now := us / 1000
 	n := float64(now)
 	// The definition: the state's copy of its version, read from the
@@ -175,7 +189,11 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 			return Reply{0, wait, "concurrency", 0, 0}
 		}
 		w := waiter{claim: isPending, batch: c.Batch, ttl: c.TTL, deadline: now + c.MaxWait}
-		if !isPending {
+		switch {
+		case isPending:
+		case c.Tenant != "":
+			w.marker = true // give cannot reach the tenant's hash
+		default:
 			w.charges = c.Charges
 		}
 		b.enqueue(c.ID, mine, w)
@@ -217,7 +235,7 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 		if isShare(ch.Field) {
 			// A share never holds a call back, nor is it ever too small:
 			// its TAT lies at most twice its allowance past now.
-			tats[ch.Field] = min(h.from(ch.Field, us)+ch.Charge, us+2*allow)
+			tats[ch.Field] = shared(h.from(ch.Field, us), ch.Charge, us, allow)
 			continue
 		}
 		if ch.Charge > allow {

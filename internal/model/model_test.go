@@ -155,7 +155,7 @@ func TestKeepAlive(t *testing.T) {
 		{"on the expiry it is over", t0 + 121_000, 120_000, 0, 0},
 	}
 	for _, tt := range tests {
-		code, expiry := b.KeepAlive(tt.now, "a", tt.ttl)
+		code, expiry := b.KeepAlive(tt.now*1000, "a", tt.ttl, 0, 0)
 		if code != tt.code || expiry != tt.wantExpiry {
 			t.Errorf("%s: KeepAlive(%d) = %d, %d; want %d, %d", tt.name, tt.ttl, code, expiry, tt.code, tt.wantExpiry)
 		}

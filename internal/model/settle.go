@@ -19,7 +19,8 @@ type Delta = wire.Correction
 // An id that holds no slot (a waiter giving up, a pending lease) leaves
 // the slot queue with its request; a slot a lease held goes to the
 // queue's head (see give), after the corrections: a give-back may let it
-// fit.
+// fit. So do the slots free when a waiter left: one may have been kept
+// for it.
 //
 // Giving back moves each stored TAT back by what the charges since
 // charged leave room for (see giveBack), and never for a bucket that is
@@ -36,16 +37,22 @@ func (b *Budget) Settle(us int64, id string, charged, limit, bslots int64, delta
 // corrections to fields marked '@' or '%' go to the tenant's hash, after
 // the budget's, and are applied there alike; a share ('%') keeps no
 // give-back stack, so a give-back moves it back by the whole amount (never
-// before now). Without a tenant, those corrections are ignored.
+// before now), and a debt sent with its allowance leaves it at most twice
+// that past now (see shared). Without a tenant, those corrections are
+// ignored.
 func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots int64, deltas []Delta) int {
 	now := us / 1000
 	score, ok := b.leases[id]
 	expiry := score
+	left := false // a waiter left the queue: those after it may get a slot
 	if !ok || score >= pending {
 		if limit > 0 {
-			b.dequeue(id)
+			left = b.dequeue(id)
 		}
 		if !ok {
+			if left {
+				b.give(now, us, limit, bslots, "", 0)
+			}
 			return 0
 		}
 		expiry = score - pending
@@ -54,7 +61,7 @@ func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots i
 	if live {
 		delete(b.leases, id)
 	}
-	freed := limit > 0 && score < pending
+	freed := left || limit > 0 && score < pending
 	if !live || len(deltas) == 0 {
 		if freed {
 			b.give(now, us, limit, bslots, "", 0)
@@ -135,6 +142,9 @@ func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta
 		}
 		bk := h.bucket(d.Field)
 		bk.tat, bk.stored = tat+d.Us, true
+		if d.Allow > 0 {
+			bk.tat = shared(tat, d.Us, us, d.Allow) // a share's, sent with its allowance
+		}
 		ms = max(ms, float64(bk.tat)/1000)
 	}
 	if tenant {

@@ -18,7 +18,11 @@ const (
 // waiter is the request a queued caller left with its queue entry (the
 // state hash's w:<id>): what the script that frees a slot admits it with.
 type waiter struct {
-	claim         bool // a pending lease waiting to claim its slot ('p')
+	claim bool // a pending lease waiting to claim its slot ('p')
+	// marker is a tenant's waiter ('t'; 'T' once told): give cannot
+	// reach its tenant's hash, so it keeps its place, owed a slot, and is
+	// told once to ask again.
+	marker, told  bool
 	batch         bool
 	ttl, deadline int64 // ms
 	charges       []Charge
@@ -81,12 +85,15 @@ func (b *Budget) enqueue(id string, score int64, w waiter) {
 	b.waiters[id] = w
 }
 
-// dequeue takes id out of the slot queue with its request, if it is there.
-func (b *Budget) dequeue(id string) {
+// dequeue takes id out of the slot queue with its request, if it is
+// there, and reports whether it was.
+func (b *Budget) dequeue(id string) bool {
 	if _, ok := b.queue[id]; ok {
 		delete(b.queue, id)
 		delete(b.waiters, id)
+		return true
 	}
+	return false
 }
 
 // give mirrors prelude.lua's give: it hands the free slots to the slot
@@ -95,8 +102,10 @@ func (b *Budget) dequeue(id string) {
 // a lower score, or the same score and a lower id. Each waiter handled
 // leaves the queue, and '<id>:<code>:<expiry>:<charged µs>' is published
 // for it: 1 admitted holding its slot, 2 a pending lease (a later turn),
-// 0 not admitted. It returns the slots held after it, those still free,
-// and whether a waiter before the caller is still queued.
+// 0 not admitted. A tenant's waiter (a marker) stays, owed one of the
+// free slots, and is told 0 the first time. It returns the slots held
+// after it, those still free, and whether a waiter before the caller is
+// still queued.
 func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int64, int64, bool) {
 	live := b.inFlight(now)
 	free := min(limit-live, maxGive)
@@ -121,10 +130,17 @@ func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int6
 		if given >= free || (h.score >= batchOffset && live+given >= bslots) {
 			break
 		}
-		code, expiry, at, stop := 0, int64(0), int64(0), false
+		code, expiry, at, stop, stays := 0, int64(0), int64(0), false, false
 		w, ok := b.waiters[h.id]
 		switch {
 		case !ok || w.deadline < now:
+		case w.marker:
+			given, stays = given+1, true
+			if !w.told {
+				w.told = true
+				b.waiters[h.id] = w
+				sent = append(sent, h.id+":0:0:0")
+			}
 		case w.claim:
 			// A pending lease's claim: a stop holds it back, a pause not.
 			if b.stop.active(now) {
@@ -145,8 +161,10 @@ func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int6
 				given++
 			}
 		}
-		gone = append(gone, h.id)
-		sent = append(sent, fmt.Sprintf("%s:%d:%d:%d", h.id, code, expiry, at))
+		if !stays {
+			gone = append(gone, h.id)
+			sent = append(sent, fmt.Sprintf("%s:%d:%d:%d", h.id, code, expiry, at))
+		}
 		if stop {
 			break
 		}
@@ -261,6 +279,13 @@ func (b *Budget) Queued() (ids []string, scores []int64) {
 
 // InFlight counts the slots held at now (ms).
 func (b *Budget) InFlight(now int64) int64 { return b.inFlight(now) }
+
+// Owed reports whether id is a tenant's waiter that was told to take the
+// slot it is owed: it stays queued, but a freed slot is kept for it.
+func (b *Budget) Owed(id string) bool {
+	w, ok := b.waiters[id]
+	return ok && w.marker && w.told
+}
 
 // IsBatch reports whether a queue score is a batch waiter's.
 func IsBatch(score int64) bool { return score >= batchOffset }

@@ -30,6 +30,12 @@ func tenantField(field string) bool {
 // isShare reports whether field is a tenant's share of a budget bucket.
 func isShare(field string) bool { return field != "" && field[0] == share }
 
+// shared returns a share's TAT after a charge (or a debt) of d µs from
+// tat: at most twice its allowance past now (us), so that a tenant is
+// over its share for at most about a window after its heavy use ends, as
+// prelude.lua's shared does for acquire and settle.
+func shared(tat, d, us, allow int64) int64 { return min(tat+d, us+2*allow) }
+
 // tenant returns tenant key's hash, made if missing.
 func (b *Budget) tenant(key string) *hash {
 	if b.tenants == nil {

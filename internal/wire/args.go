@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -95,6 +96,11 @@ type Correction struct {
 	// counted in (sent as "<units>@<at>").
 	At      int64
 	Sliding bool
+	// Allow is, for a tenant's share (a field marked '%'), the share's
+	// allowance in µs, as an interactive call's acquire sends it (sent as
+	// "<µs>:<allow>"): settle keeps a debt's TAT within now + 2 × Allow,
+	// as acquire keeps a charge's.
+	Allow int64
 }
 
 // Corrections returns what ending a lease sends settle for each bucket it
@@ -140,6 +146,8 @@ func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Corre
 		case b.Sub > 0 && d < 0 && turnMs <= 0:
 		case b.Sub > 0:
 			cs = append(cs, Correction{Field: b.Field, Us: d, At: turnMs * 1000 / b.Sub, Sliding: true})
+		case strings.HasPrefix(b.Field, "%"):
+			cs = append(cs, Correction{Field: b.Field, Us: d, Allow: b.Allowance(0)})
 		default:
 			cs = append(cs, Correction{Field: b.Field, Us: d})
 		}
@@ -155,6 +163,17 @@ func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Corre
 	return cs
 }
 
+// KeepAliveArgs returns keepalive.lua's ARGV for lease id, renewed for
+// ttl, on a budget whose concurrency limit is limit (0: none) and whose
+// batch calls may use bslots slots: a slot an expired lease freed goes to
+// the next waiter.
+func KeepAliveArgs(id string, ttl time.Duration, limit, bslots int64) []any {
+	if limit == 0 {
+		return []any{id, ttl.Milliseconds()}
+	}
+	return []any{id, ttl.Milliseconds(), limit, bslots}
+}
+
 // SettleArgs returns settle.lua's ARGV for lease id, charged at chargedUs
 // (µs, Redis clock), with corrections cs, on a budget whose concurrency
 // limit is limit (0: none) and whose batch calls may use bslots slots: a
@@ -165,6 +184,10 @@ func SettleArgs(id string, chargedUs, limit, bslots int64, cs []Correction) []an
 	for _, c := range cs {
 		if c.Sliding {
 			args = append(args, c.Field, strconv.FormatInt(c.Us, 10)+"@"+strconv.FormatInt(c.At, 10))
+			continue
+		}
+		if c.Allow > 0 {
+			args = append(args, c.Field, strconv.FormatInt(c.Us, 10)+":"+strconv.FormatInt(c.Allow, 10))
 			continue
 		}
 		args = append(args, c.Field, c.Us)
