@@ -46,6 +46,8 @@ var vectorConfigs = []namedConfig{
 		NoRefund: true, LeaseTTLMs: 90_000, MaxWaitMs: 5_000, KeyPrefix: "acme"}},
 	// Tokens under a microsecond each: no slack.
 	{"fast", vconfig{Budget: "fast", Limits: vlimits{RPM: 30_000, TPM: 150_000_000}}},
+	// A Group's deployment: its keys under a hash tag.
+	{"hash-tag", vconfig{Budget: "azure:eu", HashTag: "gpt-4o", KeyPrefix: "acme", Limits: vlimits{TPM: 100_000}}},
 	{"daily", vconfig{Budget: "daily", Limits: vlimits{RPD: 1_000, TPD: 2_000_000}, Headroom: 0.2, BatchFloor: 0.5}},
 	// Rates beyond the four: an hourly token cap, and Anthropic's input
 	// and output tokens per minute apart, the output with a burst. They
@@ -95,6 +97,7 @@ var invalidConfigs = []namedConfig{
 	{"batch-floor-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, BatchFloor: 1}},
 	{"name-with-brace", vconfig{Budget: "a{b}", Limits: vlimits{RPM: 10}}},
 	{"name-with-space", vconfig{Budget: "a b", Limits: vlimits{RPM: 10}}},
+	{"hash-tag-with-brace", vconfig{Budget: "x", HashTag: "a}b", Limits: vlimits{RPM: 10}}},
 	{"rate-unit-unknown", vconfig{Budget: "x", Rates: []vrate{{Unit: "words", Limit: 10, WindowMs: 60_000}}}},
 	{"rate-limit-zero", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 0, WindowMs: 3_600_000}}}},
 	{"rate-window-under-1s", vconfig{Budget: "x", Rates: []vrate{{Unit: "requests", Limit: 10, WindowMs: 999}}}},

@@ -269,6 +269,7 @@ type vconfig struct {
 	MaxWaitMs     int64   `json:"max_wait_ms,omitempty"`
 	KeyPrefix     string  `json:"key_prefix,omitempty"`
 	Rates         []vrate `json:"rates,omitempty"`
+	HashTag       string  `json:"hash_tag,omitempty"`
 }
 
 type vlimits struct {
@@ -301,7 +302,7 @@ func (c vconfig) config() pacer.Config {
 		rates = append(rates, pacer.Rate{Unit: units[r.Unit], Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond, Burst: r.Burst, Sliding: r.Sliding})
 	}
 	return pacer.Config{
-		Name: c.Budget, KeyPrefix: c.KeyPrefix,
+		Name: c.Budget, KeyPrefix: c.KeyPrefix, HashTag: c.HashTag,
 		Limits:   pacer.Limits{RPM: c.Limits.RPM, TPM: c.Limits.TPM, RPD: c.Limits.RPD, TPD: c.Limits.TPD, Concurrency: c.Limits.Concurrency},
 		Burst:    pacer.Burst{RPM: c.Burst.RPM, TPM: c.Burst.TPM, RPD: c.Burst.RPD, TPD: c.Burst.TPD},
 		Headroom: c.Headroom, SlidingWindow: c.SlidingWindow, NoRefund: c.NoRefund, BatchFloor: c.BatchFloor,

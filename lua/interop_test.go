@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,8 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 		"slots":  {Budget: name + ":slots", Limits: vlimits{Concurrency: 2}, LeaseTTLMs: 30_000},
 		"pause":  {Budget: name + ":pause", Limits: vlimits{TPM: 60_000}},
 		"resent": {Budget: name + ":resent", Limits: vlimits{TPM: 60_000}},
+		// A Group's deployment: its keys under a hash tag.
+		"tagged": {Budget: name + ":tagged", HashTag: name + "-group", Limits: vlimits{TPM: 60}},
 		// Each rate refills one token a second: 100 tokens at most of
 		// 3,600 an hour, 60 input and 60 output tokens a minute.
 		"rates": {Budget: name + ":rates", Rates: []vrate{
@@ -85,6 +88,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 	t.Run("slots", func(t *testing.T) { interopSlots(t, w, rdb, pacers["slots"][0]) })
 	t.Run("pauses", func(t *testing.T) { interopPauses(t, w, pacers["pause"][0]) })
 	t.Run("resent", func(t *testing.T) { interopResent(t, w, pacers["resent"][0]) })
+	t.Run("hash-tag", func(t *testing.T) { interopHashTag(t, w, pacers["tagged"][0]) })
 	t.Run("rates", func(t *testing.T) { interopRates(t, w, pacers["rates"][0]) })
 	t.Run("load", func(t *testing.T) { interopLoad(t, w, pacers["load"], budgets["load"]) })
 	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
@@ -141,6 +145,33 @@ func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
 	// capacity of 60,000, which the level stays far below).
 	if got := level() - before; got < 4999 || got > 6000 {
 		t.Errorf("TPM level rose by %v; want 5,000 given back once (plus the refill)", got)
+	}
+}
+
+// interopHashTag: a budget with a hash tag (Config.HashTag, hash_tag) has
+// the same keys on both sides: each side's charge is room the other is
+// refused, and its cancel room the other is admitted into.
+func interopHashTag(t *testing.T, w *worker, p *pacer.Pacer) {
+	if k := p.Keys()[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Name(), ":tagged")+"-group}") {
+		t.Fatalf("Go keys %q: the hash tag is not their tag", p.Keys())
+	}
+	a := pyTry(w, "tagged", 55)
+	if a.Error != "" {
+		t.Fatalf("Python try 55 of a full 60: %s %s", a.Error, a.Message)
+	}
+	if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != pacer.LimitTPM {
+		t.Fatalf("Go TryAcquire(40) after Python took 55 = %v, %v; want ErrNotYet for tpm", l, ny)
+	}
+	pyEnd(t, w, a.Lease, "cancel", 0)
+	l, ny := tryGo(t, p, 40)
+	if l == nil {
+		t.Fatalf("Go TryAcquire(40) after Python's cancel = %v; want admitted", ny)
+	}
+	if r := pyTry(w, "tagged", 40); r.Error != "not_yet" || r.Limit != "tpm" {
+		t.Errorf("Python try 40 after Go took 40 = %+v; want not_yet for tpm", r)
+	}
+	if err := l.Cancel(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

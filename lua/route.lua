@@ -37,11 +37,14 @@
 -- is given.
 --
 -- A call admitted here is admitted once, on one deployment. A route
--- resent after its reply was lost (go-redis retries a command on a
--- network error) finds the earlier admission (code 2) on every deployment
--- it tries before the one that admitted it only if those deny it; one that
--- has room since admits it again, and the first lease, unclaimed, expires
--- with its reservation kept, as a crashed caller's does.
+-- resent after its reply was lost (go-redis retries a command whose reply
+-- timed out) carries the same lease id: before trying any deployment, the
+-- script looks the id up in every deployment's lease set (KEYS[2] of its
+-- acquire), and where it finds it answers as that deployment's acquire
+-- answers a repeated id: code 2, nothing charged again. Without the
+-- look-up, a deployment tried before the one that admitted the call, and
+-- with room since, would admit it a second time. It costs one ZSCORE per
+-- deployment on every route.
 
 local d, bound = ARGV[1] + 0, ARGV[2]
 local ks, as = {}, {}
@@ -53,6 +56,22 @@ for i = 1, d do
   for j = 1, na do a[j] = ARGV[ai + j] end
   ks[i], as[i] = k, a
   ki, ai = ki + nk, ai + na
+end
+
+-- Admitted before, by an earlier run of this route (see above). The route
+-- sends ticket 0, and acquire with ticket 0 and max wait 0 answers a known
+-- id with code 2 on every path past the definition's check (a pause, a
+-- stop, full buckets, no free slot, or room: its ZADD NX finds the id),
+-- charging nothing and queueing nothing; code 3 if another definition was
+-- stored meanwhile.
+local id = as[1][1]
+for i = 1, d do
+  if redis.call('ZSCORE', ks[i][2], id) then
+    local a = as[i]
+    a[3] = '0'
+    local r = acq(ks[i], a)
+    return {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+  end
 end
 
 -- out: the answer if the second step is skipped: the best candidate's

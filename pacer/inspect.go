@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,14 +22,20 @@ var ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
 // and TenantSnapshot read the budget's levels, and its Pause, Stop and
 // Resume act on the budget as from any process.
 //
+// A budget with a Config.HashTag is named "{<HashTag>}<Name>", the tag
+// in braces as in its keys: Open(ctx, rdb, "", "{eu}gpt-4o") opens the
+// budget of Config{Name: "gpt-4o", HashTag: "eu"}. A plain name never
+// holds braces, so the two never meet.
+//
 // Open reads the definition once. A later Define is seen by opening the
 // budget again; Version says which definition a Pacer runs. Without a
 // stored definition Open returns an error that matches ErrNotDefined, and
 // with one that cannot be used, one that matches ErrInvalid.
 func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (*Pacer, error) {
+	tag, name := splitTag(name)
 	// A placeholder limit lets New validate the name and build the keys;
 	// the stored definition replaces it before Open returns.
-	p, err := New(rdb, Config{Name: name, KeyPrefix: prefix, Limits: Limits{RPM: 1}})
+	p, err := New(rdb, Config{Name: name, KeyPrefix: prefix, HashTag: tag, Limits: Limits{RPM: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +50,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	err = json.Unmarshal(def, &d)
 	var s settings
 	if err == nil {
-		p.local = Config{Name: name, KeyPrefix: prefix}.with(d, v)
+		p.local = Config{Name: name, KeyPrefix: prefix, HashTag: tag}.with(d, v)
 		s, err = p.local.settings()
 	}
 	if err != nil {
@@ -55,6 +62,20 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	// settle it again.
 	p.defined.Store(true)
 	return p, nil
+}
+
+// splitTag splits the name Open takes, "{<HashTag>}<Name>" or a plain
+// name, into a hash tag ("" for a plain name) and a name. Anything else
+// with braces is returned whole, for New to refuse.
+func splitTag(s string) (tag, name string) {
+	if len(s) == 0 || s[0] != '{' {
+		return "", s
+	}
+	end := strings.IndexByte(s, '}')
+	if end <= 1 || end == len(s)-1 {
+		return "", s
+	}
+	return s[1:end], s[end+1:]
 }
 
 // TenantSnapshotOfHash reads a tenant's state as TenantSnapshot does, for

@@ -88,6 +88,42 @@ func TestOpen(t *testing.T) {
 	})
 }
 
+// A budget with a HashTag is opened as "{<HashTag>}<Name>": the same keys,
+// the same levels, and a pause from the opened Pacer holds the app's
+// callers. Its plain name is another budget, and a tag alone opens none.
+func TestOpenHashTag(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		name := redistest.Name(t)
+		cfg := pacer.Config{Name: name, HashTag: name + "-g", Limits: pacer.Limits{RPM: 100}, Version: 1}
+		app := newPacer(t, b, cfg)
+		if _, err := app.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		op, err := pacer.Open(ctx, b.Client(t), "", "{"+cfg.HashTag+"}"+name)
+		if err != nil {
+			t.Fatalf("Open of the tagged budget = %v", err)
+		}
+		if diff := cmp.Diff(app.Keys(), op.Keys()); diff != "" {
+			t.Errorf("Keys() of the opened budget (-app +opened):\n%s", diff)
+		}
+		if err := op.Pause(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if got := snap(t, app).Paused; got < 59*time.Second {
+			t.Errorf("the app's Paused = %v after a pause of a minute from the opened Pacer", got)
+		}
+		if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrNotDefined) {
+			t.Errorf("Open of the plain name = %v; want ErrNotDefined: another budget", err)
+		}
+		for _, bad := range []string{"{" + cfg.HashTag + "}", "{}" + name, "{a}b}c"} {
+			if _, err := pacer.Open(ctx, b.Client(t), "", bad); !errors.Is(err, pacer.ErrInvalid) {
+				t.Errorf("Open(%q) = %v; want ErrInvalid", bad, err)
+			}
+		}
+	})
+}
+
 func TestOpenRefuses(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -141,5 +142,54 @@ func TestAnthropicScenarioShort(t *testing.T) {
 	}
 	if !strings.Contains(rep.Table.Header[2], "floor") {
 		t.Errorf("the table's header does not give the floor: %q", rep.Table.Header)
+	}
+}
+
+// Three deployments of 3:2:1, the second shared with an outside caller:
+// a Group finishes near the floor of the three limits together, each
+// deployment used in proportion to its size, with no 429 and no failure;
+// picking a deployment by hand (at random, in turn) leaves the smallest
+// one's queue to set the time, far past the Group's.
+func TestDeploymentsScenarioShort(t *testing.T) {
+	rep := runBudgetScenario(t, "-scenario", "deployments", "-jobs", "120", "-speed", "40")
+	r := rep.Budgets.(depResult)
+	if len(r.Rows) != 4 {
+		t.Fatalf("%d rows; want 4", len(r.Rows))
+	}
+	var sum int64
+	for _, s := range r.Sizes {
+		sum += s
+	}
+	for _, row := range r.Rows {
+		if row.Failed != 0 {
+			t.Errorf("%s: %d jobs failed", row.Label, row.Failed)
+		}
+		if row.Seconds < 0.99*row.FloorSeconds {
+			t.Errorf("%s: %.2f s, below the floor %.2f s", row.Label, row.Seconds, row.FloorSeconds)
+		}
+		if row.OutsideServed == 0 {
+			t.Errorf("%s: the outside caller was never served", row.Label)
+		}
+	}
+	fastestByHand := min(r.Rows[2].Seconds, r.Rows[3].Seconds)
+	for _, row := range r.Rows[:2] {
+		// The floor's own slack is a few percent at this length (the last
+		// call's latency, the margin, whole calls); -race and a loaded
+		// machine add their share (+17% seen under -race). By hand takes
+		// twice as long.
+		if row.Seconds > 1.5*row.FloorSeconds {
+			t.Errorf("%s: %.2f s, over 1.5x the floor %.2f s", row.Label, row.Seconds, row.FloorSeconds)
+		}
+		if row.RateLimited*10 > int64(r.Jobs) {
+			t.Errorf("%s: %d 429s for %d jobs; want at most a tenth (0 on an idle machine)", row.Label, row.RateLimited, r.Jobs)
+		}
+		for i, s := range row.Share {
+			if want := float64(r.Sizes[i]) / float64(sum); math.Abs(s-want) > 0.08 {
+				t.Errorf("%s: deployment %d's share %.2f; want %.2f (its size) within 0.08", row.Label, i, s, want)
+			}
+		}
+		if row.Seconds > 0.8*fastestByHand {
+			t.Errorf("%s: %.2f s; want well under picking by hand (%.2f s)", row.Label, row.Seconds, fastestByHand)
+		}
 	}
 }

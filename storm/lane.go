@@ -93,6 +93,11 @@ func (ln *lane) run(ctx context.Context, calls []call, start time.Time, done fun
 // with an error stop says is final takes no more calls; the calls it
 // leaves are not run (their result has a zero start).
 func (ln *lane) runWorkers(ctx context.Context, calls []call, n int, stop func(error) bool, done func()) []callResult {
+	return runWorkers(ctx, calls, n, stop, done, ln.do)
+}
+
+// runWorkers is lane.runWorkers with each call run by do.
+func runWorkers(ctx context.Context, calls []call, n int, stop func(error) bool, done func(), do func(context.Context, call) callResult) []callResult {
 	out := make([]callResult, len(calls))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -103,7 +108,7 @@ func (ln *lane) runWorkers(ctx context.Context, calls []call, n int, stop func(e
 				if i >= len(calls) || ctx.Err() != nil {
 					return
 				}
-				out[i] = ln.do(ctx, calls[i])
+				out[i] = do(ctx, calls[i])
 				done()
 				if out[i].err != nil && stop != nil && stop(out[i].err) {
 					return

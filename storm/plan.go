@@ -112,6 +112,8 @@ func (pl *plan) checkProcs() error {
 	switch {
 	case pl.procs <= 1:
 		return nil
+	case pl.custom != nil:
+		return fmt.Errorf("-procs %d: scenario %s runs its own lanes in one process; use -procs with default, sliding, mixed, bursty, priority, quota or bottleneck", pl.procs, pl.name)
 	case pl.sdkOnly || pl.sdkRows || pl.outside != nil:
 		return fmt.Errorf("-procs %d: scenario %s has openai-go rows or an outside caller, which run in one process only; use -procs with default, sliding, mixed, bursty, priority, quota or bottleneck", pl.procs, pl.name)
 	case pl.procs > pl.p.workers:

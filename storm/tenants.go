@@ -24,6 +24,8 @@ func budgetScenarios() []scenario {
 			func(p *params) { p.speed = 20 }, buildSpend},
 		{"anthropic", "a provider enforcing input and output tokens per minute apart (ITPM, OTPM): separate rates vs one combined TPM",
 			func(p *params) { p.speed = 60 }, buildAnthropic},
+		{"deployments", "three deployments of one model (3:2:1), one shared with an outside caller: a pacer.Group against picking one by hand",
+			func(p *params) { p.speed = 30 }, buildDeployments},
 	}
 }
 

@@ -197,6 +197,9 @@ class Config:
 
     A zero field takes the Go default: batch_floor 0.2 (negative: none),
     lease_ttl_ms 10 minutes, max_wait_ms 1 minute, key_prefix "llmpacer".
+    hash_tag, as Config.HashTag: the keys become "{<hash_tag>}<key_prefix>:
+    <name>:s" and so on, so that a Go pacer.Group's deployments, which share
+    one hash tag, can be used from Python too (empty: "{<key_prefix>:<name>}:s").
     rates are limits over any window, and of input or output tokens apart
     (at most 16); a rate of requests or tokens per minute or per day is
     the bucket of limits' field for it, so set it in one place only.
@@ -213,6 +216,7 @@ class Config:
     max_wait_ms: int = 0
     key_prefix: str = ""
     rates: tuple = ()
+    hash_tag: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,6 +377,8 @@ def settings(c: Config) -> Settings:
     prefix = c.key_prefix or DEFAULT_KEY_PREFIX
     _check_name("name", c.name)
     _check_name("key_prefix", prefix)
+    if c.hash_tag:
+        _check_name("hash_tag", c.hash_tag)
     lim, bur = c.limits, c.burst
     rates = tuple(c.rates)
     if lim == Limits() and not rates:
@@ -421,6 +427,8 @@ def settings(c: Config) -> Settings:
         buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit, sliding))
     keep = DEFAULT_BATCH_FLOOR if c.batch_floor == 0 else max(c.batch_floor, 0.0)
     tag = "{" + prefix + ":" + c.name + "}"
+    if c.hash_tag:
+        tag = "{" + c.hash_tag + "}" + prefix + ":" + c.name
     return Settings([tag + ":s", tag + ":l", tag + ":q", tag + ":d"], buckets, lim.concurrency, keep,
                     c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
 

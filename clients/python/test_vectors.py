@@ -37,7 +37,7 @@ def config(d):
         headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
         no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
         lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""),
-        rates=tuple(llmpacer.Rate(**r) for r in d.get("rates", ())))
+        rates=tuple(llmpacer.Rate(**r) for r in d.get("rates", ())), hash_tag=d.get("hash_tag", ""))
 
 
 def as_redis(v):

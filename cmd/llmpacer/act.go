@@ -42,7 +42,8 @@ func act(ctx context.Context, o options, rdb redis.UniversalClient, where string
 		// Pause, Stop and Resume change only the budget's pause and stop
 		// fields, whatever its definition: a placeholder limit, never
 		// written, lets pacer open a budget that has none.
-		p, err = pacer.New(rdb, pacer.Config{Name: name, KeyPrefix: o.prefix, Limits: pacer.Limits{RPM: 1}})
+		t, bare := splitTag(name)
+		p, err = pacer.New(rdb, pacer.Config{Name: bare, KeyPrefix: o.prefix, HashTag: t, Limits: pacer.Limits{RPM: 1}})
 	}
 	if err != nil {
 		return timedOut(ctx, o, err)

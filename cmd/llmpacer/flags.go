@@ -75,6 +75,9 @@ const usageText = `Usage:
   llmpacer stop -for D NAME          every call of NAME is refused for D
   llmpacer resume NAME               end NAME's stop (an operator's or a quota stop)
 
+NAME is the budget's Config.Name; a budget with a Config.HashTag (a Group's
+deployments) is {HASHTAG}NAME, as list shows it: llmpacer show '{eu}gpt-4o'.
+
 The Redis: LLMPACER_REDIS_URL (redis:// or rediss://) or LLMPACER_REDIS_CLUSTER
 (comma-separated nodes); credentials only from the environment (the URL,
 LLMPACER_REDIS_USERNAME, LLMPACER_REDIS_PASSWORD); LLMPACER_REDIS_CA_FILE for a
@@ -205,8 +208,9 @@ func checkPrefix(prefix string) error {
 }
 
 func checkName(name string) error {
-	if name == "" || strings.ContainsAny(name, "{}") {
-		return usagef("budget name %q: give the budget's Config.Name, without '{' or '}'", name)
+	tag, bare := splitTag(name)
+	if bare == "" || strings.ContainsAny(bare, "{}") || (tag == "" && strings.HasPrefix(name, "{")) {
+		return usagef("budget name %q: give the budget's Config.Name, without '{' or '}', or {HASHTAG}NAME for a budget with a Config.HashTag", name)
 	}
 	return nil
 }

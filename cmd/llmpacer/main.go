@@ -10,6 +10,10 @@
 //	llmpacer stop -for 1h NAME        every call is refused for an hour
 //	llmpacer resume NAME              end a stop: an operator's, or a quota stop
 //
+// NAME is the budget's Config.Name. A budget with a Config.HashTag (a
+// pacer.Group's deployments, on a Redis Cluster) is listed and named
+// {HASHTAG}NAME, the way its keys begin: llmpacer show '{gpt-4o}azure-eu'.
+//
 // Install it with go install github.com/llmpacer/llmpacer/cmd/llmpacer@latest.
 //
 // # Connecting
@@ -33,7 +37,8 @@
 //
 // # What it reads
 //
-// Budgets are found by a SCAN of the keys under -prefix (never KEYS, which
+// Budgets are found by one SCAN of the keys under -prefix, with a hash tag
+// or without (never KEYS, which
 // blocks Redis), cut after -scan keys with a note saying so. A budget whose
 // definition is stored in Redis (pacer.Pacer.Define, or a Config with a
 // Version) shows each limit's level out of its capacity; without one the

@@ -95,12 +95,15 @@ func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string, li
 }
 
 // scanBudgets finds the budgets under prefix: every key "{prefix:name}"
-// plus a known suffix.
+// plus a known suffix, and every "{tag}prefix:name" plus one (a budget
+// with a Config.HashTag, named "{tag}name"). One pattern matches both:
+// SCAN walks the whole keyspace whatever it matches, so a second pattern
+// would cost a second walk.
 func scanBudgets(ctx context.Context, rdb redis.UniversalClient, prefix string, limit int) (scanned, error) {
 	s := scanned{budgets: map[string]*found{}}
 	var mu sync.Mutex
 	var err error
-	s.matched, s.cut, err = scanKeys(ctx, rdb, "{"+globEscape(prefix)+":*", limit, func(key string) {
+	s.matched, s.cut, err = scanKeys(ctx, rdb, "{*"+globEscape(prefix)+":*", limit, func(key string) {
 		name, tenant, ok := parseKey(prefix, key)
 		if !ok {
 			return
@@ -135,33 +138,80 @@ func scanTenants(ctx context.Context, rdb redis.UniversalClient, prefix, name st
 	return hashes, n, cut, err
 }
 
-// tag is a budget's hash tag, which starts each of its keys.
-func tag(prefix, name string) string { return "{" + prefix + ":" + name + "}" }
+// tag is what starts each key of budget name under prefix:
+// "{prefix:name}", or "{tag}prefix:name" for a name "{tag}name" (a
+// budget with a Config.HashTag).
+func tag(prefix, name string) string {
+	if t, bare := splitTag(name); t != "" {
+		return "{" + t + "}" + prefix + ":" + bare
+	}
+	return "{" + prefix + ":" + name + "}"
+}
 
-// parseKey splits a key of a budget under prefix into the budget's name and,
-// for a tenant's key, the tenant's hash. ok is false for any other key.
+// splitTag splits a name "{tag}name" into its hash tag and the budget's
+// Config.Name; a plain name has tag "". Anything else with braces is
+// returned whole, for checkName to refuse.
+func splitTag(s string) (tag, name string) {
+	if len(s) == 0 || s[0] != '{' {
+		return "", s
+	}
+	end := strings.IndexByte(s, '}')
+	if end <= 1 || end == len(s)-1 {
+		return "", s
+	}
+	return s[1:end], s[end+1:]
+}
+
+// parseKey splits a key of a budget under prefix into the budget's name
+// ("{tag}name" for a budget with a hash tag) and, for a tenant's key, the
+// tenant's hash. ok is false for any other key.
 func parseKey(prefix, key string) (name, tenant string, ok bool) {
-	rest, ok := strings.CutPrefix(key, "{"+prefix+":")
+	if rest, ok := strings.CutPrefix(key, "{"+prefix+":"); ok {
+		if end := strings.IndexByte(rest, '}'); end > 0 {
+			if tenant, ok := parseSuffix(rest[end+1:]); ok {
+				return rest[:end], tenant, true
+			}
+		}
+	}
+	// "{tag}prefix:name" and a suffix.
+	end := strings.IndexByte(key, '}')
+	if len(key) == 0 || key[0] != '{' || end <= 1 {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(key[end+1:], prefix+":")
 	if !ok {
 		return "", "", false
 	}
-	end := strings.IndexByte(rest, '}')
-	if end <= 0 {
+	cut := len(rest) - 2 // ":s", ":l", ":q", ":d"
+	if i := strings.LastIndex(rest, ":t:"); i >= 0 && len(rest)-i == 3+32 {
+		cut = i
+	}
+	if cut <= 0 {
 		return "", "", false
 	}
-	name, suffix := rest[:end], rest[end+1:]
+	tenant, ok = parseSuffix(rest[cut:])
+	if !ok || strings.ContainsAny(rest[:cut], "{}") {
+		return "", "", false
+	}
+	return key[:end+1] + rest[:cut], tenant, true
+}
+
+// parseSuffix reads what follows a budget's name in its key: a key of
+// its own (":s", ":l", ":q", ":d"; tenant ""), or a tenant's hash
+// (":t:" and 32 hex digits).
+func parseSuffix(suffix string) (tenant string, ok bool) {
 	switch suffix {
 	case ":s", ":l", ":q", ":d":
-		return name, "", true
+		return "", true
 	}
 	h, ok := strings.CutPrefix(suffix, ":t:")
 	if !ok || len(h) != 32 {
-		return "", "", false
+		return "", false
 	}
 	if b, err := hex.DecodeString(h); err != nil || hex.EncodeToString(b) != h {
-		return "", "", false
+		return "", false
 	}
-	return name, h, true
+	return h, true
 }
 
 // globEscape quotes the characters SCAN's MATCH treats specially.

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (loopback only)")
 	dur := fs.Duration("d", 2*time.Second, "duration of each throughput run")
 	only := fs.String("only", "", "comma-separated parts to run: throughput,cost,growth,saturated,expiry,memory,tenants,group (default all), or instr, anatomy")
-	cgPID := fs.Int("callgrind-pid", 0, "with -only instr: the pid of a redis-server run under valgrind --tool=callgrind")
+	cgPID := fs.Int("callgrind-pid", 0, "with -only instr, anatomy or group: the pid of a redis-server run under valgrind --tool=callgrind")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -1,0 +1,101 @@
+package pacer_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// A route that go-redis resends, its first reply lost, is admitted once:
+// the first run admits the call on the second deployment (the first is
+// full), the first frees a slot before the resend, and the resend answers
+// with the second's admission (code 2) instead of taking the first's free
+// slot. go-redis itself resends the script: the proxy hangs its reply past
+// the client's ReadTimeout, and the dial of the retry's new connection
+// lets replies through again.
+func TestGroupRouteResentByTheRedisClient(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		redistest.QuietRedisLog(t)
+		ctx := context.Background()
+		px := redistest.NewProxy(t, b.Addrs[0])
+		// One connection, so that go-redis's retry dials a new one.
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
+		defer rdb.Close()
+		name := redistest.Name(t)
+		cfg := pacer.Config{Limits: pacer.Limits{RPM: 1000, Concurrency: 1}}
+		ps := deployments(t, rdb, name, cfg, cfg, cfg)
+		direct := deployments(t, b.Client(t), name, cfg, cfg, cfg)
+		g := newGroup(t, pacer.FillInOrder, false, ps...)
+		if !pacer.OneTrip(g) {
+			t.Fatal("a group with one HashTag on one server routes in one trip")
+		}
+		// A first route loads route.lua and the definitions, and its
+		// cancel settle.lua, so that the route under test runs at its
+		// first EVALSHA rather than failing with NOSCRIPT.
+		warm, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The first deployment is full: another client holds its slot.
+		other, err := direct[0].Acquire(ctx, pacer.Request{Tokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// armed: when the hang began (UnixNano). The dial that follows the
+		// route's read timeout frees the first deployment's slot, then ends
+		// the hang; the resend runs after both.
+		var armed atomic.Int64
+		var dials atomic.Int32
+		var freed error
+		rdb.AddHook(dialHook(func() {
+			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
+				freed = other.Cancel(ctx)
+				px.Hang(false)
+				dials.Add(1) // after freed, which is read once it is seen
+			}
+		}))
+		armed.Store(time.Now().UnixNano())
+		px.Hang(true)
+		l, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
+		if dials.Load() != 1 {
+			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the route", dials.Load())
+		}
+		if freed != nil {
+			t.Fatalf("Cancel() of the first deployment's lease = %v", freed)
+		}
+		if err != nil {
+			t.Fatalf("Acquire() resent by go-redis = %v; want the first run's admission", err)
+		}
+		if p != ps[1] {
+			t.Errorf("Acquire() admitted on %q; want %q, where the first run admitted it", p.Name(), ps[1].Name())
+		}
+		var held []string
+		for _, d := range direct {
+			if err := b.Client(t).ZScore(ctx, d.Keys()[1], l.ID()).Err(); err == nil {
+				held = append(held, d.Name())
+			} else if err != redis.Nil {
+				t.Fatal(err)
+			}
+		}
+		if len(held) != 1 || held[0] != ps[1].Name() {
+			t.Errorf("lease %s is held on %v; want on %q alone", l.ID(), held, ps[1].Name())
+		}
+		if got := snap(t, direct[0]).InFlight; got != 0 {
+			t.Errorf("first deployment's InFlight = %d; want 0: the resend took its freed slot", got)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release() = %v", err)
+		}
+	})
+}
