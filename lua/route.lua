@@ -12,7 +12,8 @@
 -- KEYS     every deployment's acquire KEYS, one after the other, in the order
 --          of ARGV[3..]. On a Redis Cluster they must share one hash slot:
 --          give the budgets one hash tag (see docs/operations.md).
--- ARGV[1]  d, the number of deployments (>= 1)
+-- ARGV[1]  d, the number of deployments (>= 1); or -d to offer the call
+--          to them by room rather than in the order sent (see below)
 -- ARGV[2]  the caller's max wait in ms (integer >= 0), for the last step
 -- ARGV[1+2i], ARGV[2+2i]  for deployment i (1..d): how many KEYS and how
 --          many ARGV its acquire takes
@@ -31,9 +32,19 @@
 -- it cannot change the answer: max wait 0, the candidate paused, or its
 -- wait past the bound (acquire would refuse it the same way).
 --
+-- By room (ARGV[1] negative): before the tries, each deployment's room is
+-- read, and they are tried (and compared for the second step) in the
+-- order of their room, most first, equals in the order sent. A
+-- deployment's room is the least, over its buckets, of what the bucket
+-- would have left after the call, as a fraction of its allowance:
+-- (now + allowance - max(TAT, now) - charge) / allowance, negative when
+-- the call does not fit now. Sliding rates and a tenant's buckets ('~',
+-- '@', '%' fields) do not count towards it, nor do slots; the tries
+-- still pass over a deployment that has no room in them.
+--
 -- Returns {i, code, wait_ms, now_us, reason, expiry_ms, ticket}: the
 -- deployment (1-based) and acquire's reply there. With no candidate (every
--- deployment stopped or too small) i is the first deployment and its reply
+-- deployment stopped or too small) i is the first deployment tried and its reply
 -- is given.
 --
 -- A call admitted here is admitted once, on one deployment. A route
@@ -47,6 +58,8 @@
 -- deployment on every route.
 
 local d, bound = ARGV[1] + 0, ARGV[2]
+local byroom = d < 0
+if byroom then d = -d end
 local ks, as = {}, {}
 local ki, ai = 0, 2 + 2 * d
 for i = 1, d do
@@ -74,10 +87,46 @@ for i = 1, d do
   end
 end
 
+-- ord: the order of the tries.
+local ord = {}
+for i = 1, d do ord[i] = i end
+if byroom then
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  local room = {}
+  for i = 1, d do
+    local a = as[i]
+    local n = math.floor((#a - 8) / 3)
+    local fs, at = {}, {}
+    for k = 1, n do
+      local b = string.byte(a[8 + k], 1)
+      if b ~= 126 and b ~= 64 and b ~= 37 then fs[#fs + 1], at[#at + 1] = a[8 + k], k end
+    end
+    local r = 1
+    if fs[1] then
+      local h = redis.call('HMGET', ks[i][1], unpack(fs))
+      for j = 1, #fs do
+        local k = at[j]
+        local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+        local tat = h[j]
+        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+        local left = -1
+        if allow > 0 then left = (us + allow - tat - charge) / allow end
+        if left < r then r = left end
+      end
+    end
+    room[i] = r
+  end
+  table.sort(ord, function(x, y)
+    if room[x] ~= room[y] then return room[x] > room[y] end
+    return x < y
+  end)
+end
+
 -- out: the answer if the second step is skipped: the best candidate's
 -- denial, or the first deployment's reply.
 local best, bw, out = 0, 0, nil
-for i = 1, d do
+for _, i in ipairs(ord) do
   local a = as[i]
   a[3] = '0'
   local r = acq(ks[i], a)
@@ -85,8 +134,8 @@ for i = 1, d do
   if c > 0 then return {i, r[1], r[2], r[3], r[4], r[5], r[6]} end
   if c == 0 and r[4] ~= 'quota' and r[4] ~= 'stop' and (best == 0 or r[2] < bw) then
     best, bw, out = i, r[2], {i, r[1], r[2], r[3], r[4], r[5], r[6]}
-  elseif i == 1 then
-    out = {1, r[1], r[2], r[3], r[4], r[5], r[6]}
+  elseif i == ord[1] then
+    out = {i, r[1], r[2], r[3], r[4], r[5], r[6]}
   end
 end
 if best == 0 or bound == '0' or out[5] == 'pause' or bw > bound + 0 then

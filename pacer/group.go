@@ -26,15 +26,27 @@ const (
 	// proportion to the weights, then to the others in a like order:
 	// while several have room, each gets its weight's share of the calls.
 	Spread
+	// MostRoom offers each call first to the deployment with the most
+	// room left after it, as a fraction of its capacity in its tightest
+	// rate, read in the same script call: the deployments fill evenly,
+	// whatever their sizes, and a deployment someone else drains gets
+	// fewer calls at once. Equal room goes in the order given. Weights
+	// are not used. Concurrency slots and strict sliding rates do not
+	// count towards room (a deployment without room there is still
+	// passed over). Where the deployments do not share a script call
+	// (see NewGroup), it offers calls in the order given.
+	MostRoom
 )
 
-// String names the policy: "fill-in-order" or "spread".
+// String names the policy: "fill-in-order", "spread" or "most-room".
 func (p Policy) String() string {
 	switch p {
 	case FillInOrder:
 		return "fill-in-order"
 	case Spread:
 		return "spread"
+	case MostRoom:
+		return "most-room"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -113,8 +125,8 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if n == 0 || n > maxDeployments {
 		return nil, invalidf("GroupConfig.Deployments has %d deployments: give 1 to %d", n, maxDeployments)
 	}
-	if cfg.Policy != FillInOrder && cfg.Policy != Spread {
-		return nil, invalidf("GroupConfig.Policy = %d: use pacer.FillInOrder or pacer.Spread", int(cfg.Policy))
+	if cfg.Policy != FillInOrder && cfg.Policy != Spread && cfg.Policy != MostRoom {
+		return nil, invalidf("GroupConfig.Policy = %d: use pacer.FillInOrder, pacer.Spread or pacer.MostRoom", int(cfg.Policy))
 	}
 	g := &Group{ds: append([]Deployment(nil), cfg.Deployments...), policy: cfg.Policy, cooldown: cfg.Cooldown, one: true}
 	if g.cooldown == 0 {

@@ -58,6 +58,9 @@ func (g *Group) route(ctx context.Context, r Request, bound time.Duration, began
 func (g *Group) routeOnce(ctx context.Context, id string, r Request, use []int, bound time.Duration, began time.Time) (routed, error) {
 	args := make([]any, 2+2*len(use), 2+2*len(use)+len(use)*16)
 	args[0], args[1] = len(use), bound.Milliseconds()
+	if g.policy == MostRoom {
+		args[0] = -len(use) // route.lua orders them by room
+	}
 	var keys []string
 	ss := make([]*settings, len(use))
 	for k, i := range use {

@@ -273,6 +273,55 @@ func TestGroupSpreadsByWeight(t *testing.T) {
 	}
 }
 
+// MostRoom offers each call first to the deployment with the most room
+// left, as a fraction: the first deployment, listed first but drained by
+// an outside caller to a quarter of its requests, gets no call until the
+// second, empty one, is down to about as little; then the two fill
+// together, to the last request of each. FillInOrder would have sent the
+// first calls to the first.
+func TestGroupMostRoom(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		stopClock(b)
+		ctx := context.Background()
+		c := b.Client(t)
+		name := redistest.Name(t)
+		ps := deployments(t, c, name, pacer.Config{Limits: pacer.Limits{RPD: 20}}, pacer.Config{Limits: pacer.Limits{RPD: 10}})
+		outside := deployments(t, c, name, pacer.Config{Limits: pacer.Limits{RPD: 20}})[0] // the same budget as ps[0]
+		for i := 0; i < 15; i++ {
+			if _, err := outside.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil {
+				t.Fatalf("outside call %d: %v", i, err)
+			}
+		}
+		g := newGroup(t, pacer.MostRoom, false, ps...)
+		if !pacer.OneTrip(g) {
+			t.Fatalf("a group with one HashTag routes in one trip on %s", b.Kind)
+		}
+		var got []string
+		for i := 0; i < 15; i++ {
+			_, p, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
+			if err != nil {
+				t.Fatalf("call %d: TryAcquire() = %v; want a lease while a deployment has room", i, err)
+			}
+			got = append(got, p.Name()[len(p.Name())-1:])
+		}
+		// b has 0.9 of its requests left after the first call, a 0.2 after
+		// any: b takes the calls while it has more than a fifth left.
+		if s := fmtNames(got[:7]); s != "[b b b b b b b]" {
+			t.Errorf("first seven calls on %s; want all on b, the deployment with more room", s)
+		}
+		n := map[string]int{}
+		for _, x := range got {
+			n[x]++
+		}
+		if n["a"] != 5 || n["b"] != 10 {
+			t.Errorf("calls per deployment %v; want a 5 (the outside caller took 15 of 20) and b 10", n)
+		}
+		if _, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.As(err, new(*pacer.NotYetError)) {
+			t.Errorf("16th TryAcquire = %v; want a NotYetError: both are full", err)
+		}
+	})
+}
+
 // Concurrency limits hold per deployment under many goroutines and
 // several groups: slots are queued for on the deployment chosen.
 func TestGroupConcurrency(t *testing.T) {
