@@ -43,6 +43,7 @@ type depHow int
 const (
 	depFill   depHow = iota // a pacer.Group, FillInOrder
 	depSpread               // a pacer.Group, Spread with the sizes as weights
+	depMost                 // a pacer.Group, MostRoom
 	depRandom               // one budget per deployment, picked at random per call
 	depRound                // one budget per deployment, in turn
 )
@@ -54,6 +55,8 @@ func (h depHow) String() string {
 		return "Group, FillInOrder"
 	case depSpread:
 		return "Group, Spread (weights 3:2:1)"
+	case depMost:
+		return "Group, MostRoom"
 	case depRandom:
 		return "by hand: a deployment at random per call"
 	}
@@ -152,7 +155,7 @@ func runDeployments(ctx context.Context, pl *plan, be *backend, prog *progress, 
 		return rep, err
 	}
 	id := runID()
-	for _, how := range []depHow{depFill, depSpread, depRandom, depRound} {
+	for _, how := range []depHow{depFill, depSpread, depMost, depRandom, depRound} {
 		row, err := runDepRow(ctx, pl, be, prog, calls, how, fmt.Sprintf("storm:deployments:%d:%s", how, id))
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s, %s: %w", pl.name, how.String(), err)
@@ -193,10 +196,13 @@ func runDepRow(ctx context.Context, pl *plan, be *backend, prog *progress, calls
 		return depRow{}, err
 	}
 	var g *pacer.Group
-	if how == depFill || how == depSpread {
+	if how == depFill || how == depSpread || how == depMost {
 		policy := pacer.FillInOrder
-		if how == depSpread {
+		switch how {
+		case depSpread:
 			policy = pacer.Spread
+		case depMost:
+			policy = pacer.MostRoom
 		}
 		if g, err = pacer.NewGroup(pacer.GroupConfig{Deployments: ds, Policy: policy}); err != nil {
 			return depRow{}, err
@@ -216,7 +222,7 @@ func runDepRow(ctx context.Context, pl *plan, be *backend, prog *progress, calls
 		req := pacer.Request{Tokens: j.charge()}
 		retries := pacer.WithRetries(depRetries)
 		switch how {
-		case depFill, depSpread:
+		case depFill, depSpread, depMost:
 			r.used, r.err = pacer.RunGroup(ctx, g, req, func(ctx context.Context, p *pacer.Pacer) (usage, error) {
 				return send(ctx, at[p])
 			}, usage.total, retries)
