@@ -16,11 +16,11 @@ import (
 // backend is the Redis the shared budgets live in, with a count of the
 // commands the storm's client sent to it.
 type backend struct {
-	rdb   redis.UniversalClient
-	mini  *miniredis.Miniredis // the in-process server, nil for -redis and -cluster
-	desc  string
-	addr  string // the address -procs' children use: the in-process miniredis's, else "" (theirs is in the flags)
-	cmds  *atomic.Int64
+	rdb  redis.UniversalClient
+	mini *miniredis.Miniredis // the in-process server, nil for -redis and -cluster
+	desc string
+	addr string // the address -procs' children use: the in-process miniredis's, else "" (theirs is in the flags)
+	cmds *atomic.Int64
 	// keys are the keys the scripts were sent, deleted by cleanup: a
 	// real Redis is somebody's, not a scratch pad.
 	keys  *sync.Map
