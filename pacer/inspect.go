@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +32,7 @@ var ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
 // stored definition Open returns an error that matches ErrNotDefined, and
 // with one that cannot be used, one that matches ErrInvalid.
 func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (*Pacer, error) {
-	tag, name := splitTag(name)
+	tag, name := wire.SplitTag(name)
 	// A placeholder limit lets New validate the name and build the keys;
 	// the stored definition replaces it before Open returns.
 	p, err := New(rdb, Config{Name: name, KeyPrefix: prefix, HashTag: tag, Limits: Limits{RPM: 1}})
@@ -62,20 +62,6 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	// settle it again.
 	p.defined.Store(true)
 	return p, nil
-}
-
-// splitTag splits the name Open takes, "{<HashTag>}<Name>" or a plain
-// name, into a hash tag ("" for a plain name) and a name. Anything else
-// with braces is returned whole, for New to refuse.
-func splitTag(s string) (tag, name string) {
-	if len(s) == 0 || s[0] != '{' {
-		return "", s
-	}
-	end := strings.IndexByte(s, '}')
-	if end <= 1 || end == len(s)-1 {
-		return "", s
-	}
-	return s[1:end], s[end+1:]
 }
 
 // TenantSnapshotOfHash reads a tenant's state as TenantSnapshot does, for

@@ -88,10 +88,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// One hash tag for every key of the budget: the scripts touch several
 	// keys, and on a Redis Cluster they must live in one slot. A HashTag
 	// shared by several budgets puts them all in one slot (see Group).
-	tag := "{" + s.prefix + ":" + s.name + "}"
-	if cfg.HashTag != "" {
-		tag = "{" + cfg.HashTag + "}" + s.prefix + ":" + s.name
-	}
+	tag := wire.KeyTag(s.prefix, s.name, cfg.HashTag)
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: []string{tag + ":s", tag + ":l", tag + ":q", tag + ":d"}}

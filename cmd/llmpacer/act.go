@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +43,7 @@ func act(ctx context.Context, o options, rdb redis.UniversalClient, where string
 		// Pause, Stop and Resume change only the budget's pause and stop
 		// fields, whatever its definition: a placeholder limit, never
 		// written, lets pacer open a budget that has none.
-		t, bare := splitTag(name)
+		t, bare := wire.SplitTag(name)
 		p, err = pacer.New(rdb, pacer.Config{Name: bare, KeyPrefix: o.prefix, HashTag: t, Limits: pacer.Limits{RPM: 1}})
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -208,7 +209,7 @@ func checkPrefix(prefix string) error {
 }
 
 func checkName(name string) error {
-	tag, bare := splitTag(name)
+	tag, bare := wire.SplitTag(name)
 	if bare == "" || strings.ContainsAny(bare, "{}") || (tag == "" && strings.HasPrefix(name, "{")) {
 		return usagef("budget name %q: give the budget's Config.Name, without '{' or '}', or {HASHTAG}NAME for a budget with a Config.HashTag", name)
 	}

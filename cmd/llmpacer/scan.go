@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -142,24 +143,8 @@ func scanTenants(ctx context.Context, rdb redis.UniversalClient, prefix, name st
 // "{prefix:name}", or "{tag}prefix:name" for a name "{tag}name" (a
 // budget with a Config.HashTag).
 func tag(prefix, name string) string {
-	if t, bare := splitTag(name); t != "" {
-		return "{" + t + "}" + prefix + ":" + bare
-	}
-	return "{" + prefix + ":" + name + "}"
-}
-
-// splitTag splits a name "{tag}name" into its hash tag and the budget's
-// Config.Name; a plain name has tag "". Anything else with braces is
-// returned whole, for checkName to refuse.
-func splitTag(s string) (tag, name string) {
-	if len(s) == 0 || s[0] != '{' {
-		return "", s
-	}
-	end := strings.IndexByte(s, '}')
-	if end <= 1 || end == len(s)-1 {
-		return "", s
-	}
-	return s[1:end], s[end+1:]
+	t, bare := wire.SplitTag(name)
+	return wire.KeyTag(prefix, bare, t)
 }
 
 // parseKey splits a key of a budget under prefix into the budget's name
