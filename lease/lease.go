@@ -289,12 +289,15 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 	case res[0] == 2:
 		l.end = Expired
 		return Expired, ErrExpired
-	case res[0] == 0 && now.Before(l.expiry.Add(reapAfter)):
+	case res[0] == 0 && now.Before(l.expiry.Add(reapAfter)) && (l.tried != Held || now.Before(l.expiry)):
 		// Not found, yet an expired lease would still be in the set: an
 		// earlier attempt whose reply was lost did end it. That may be
 		// this very call: a Redis client resends a script whose reply
 		// timed out (go-redis does, MaxRetries times), and only the last
-		// reply reaches us.
+		// reply reaches us; its first run came before the expiry, or it
+		// would have found the lease expired. Past the expiry with no
+		// failed attempt, the budget's keys may have expired with the
+		// lease (a short LeaseTTL on an idle budget): that is an expiry.
 		if l.tried == Held {
 			l.tried = how
 		}

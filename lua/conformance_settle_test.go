@@ -161,6 +161,8 @@ func leaseReplyVectors(t *testing.T) any {
 		{"gone, and never tried before", []vstep{code(settle, 0, us(12*time.Minute))}},
 		{"gone before its expiry, never tried before: the client resent this settle after a timeout, and its first run ended it", []vstep{
 			code(settle, 0, us(time.Second))}},
+		{"gone just after its expiry, never tried before: the budget's keys expired with it", []vstep{
+			code(settle, 0, (expiry+1)*1000)}},
 		{"reply lost, then gone within a minute of the expiry: the lost attempt ended it", []vstep{
 			fail(release), code(settle, 0, (expiry+59_999)*1000)}},
 		{"reply lost, then gone a minute after the expiry: it expired", []vstep{

@@ -1186,7 +1186,10 @@ class Lease:
             # was lost ended it (an expired lease would still be in the set,
             # and answer 2). That may be this very call, resent by redis-py
             # after a timeout (its Retry), when only the last reply arrives.
-            if code == 0 and now_us < (self._expiry_ms + _REAP_AFTER_MS) * 1000:
+            # Past the expiry with no attempt lost, the keys may have expired
+            # with the lease: that is an expiry.
+            if code == 0 and now_us < (self._expiry_ms + _REAP_AFTER_MS) * 1000 and (
+                    self._tried or now_us < self._expiry_ms * 1000):
                 self._state = self._tried or how
                 return self._state, None
             self._state = "expired"
