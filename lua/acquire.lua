@@ -114,7 +114,7 @@ local us, now = clock()
 -- waiter before the caller is still queued.
 local conc = limit ~= '0'
 local tk, mine, held = us, 0, nil
-local slots, free, blocked = 0, 0, true
+local slots, free, blocked, seen = 0, 0, true, false
 if conc then
   limit = limit + 0
   if ticket ~= '0' then
@@ -125,7 +125,7 @@ if conc then
   mine = tk
   if batch then mine = tk + BATCH end
   if not held or held >= PENDING then
-    slots, free, blocked = give(now, us, limit, ARGV[6] + 0, id, mine)
+    slots, free, blocked, seen = give(now, us, limit, ARGV[6] + 0, id, mine)
   end
 end
 
@@ -360,7 +360,11 @@ repeat
     -- queued (give served those first). A batch call takes one only while
     -- fewer than ARGV[6] are held.
     if free > 0 and not blocked and (not batch or slots < ARGV[6] + 0) then
-      if ticket ~= '0' and redis.call('ZREM', queue, id) == 1 then
+      -- A first attempt (ticket 0) met in the queue is this call resent
+      -- (go-redis resends a script whose reply timed out) after its first
+      -- run queued it: its entry goes too, or a freed slot would admit it
+      -- again from its request, charging it twice.
+      if (ticket ~= '0' or seen) and redis.call('ZREM', queue, id) == 1 then
         redis.call('HDEL', state, 'w:' .. id)
         left = true
       end

@@ -531,8 +531,9 @@ end
 -- slots: told 0 once (its marker becomes 'T'), it asks acquire with its
 -- ticket and takes the slot there, having kept its place; those after it
 -- get only the slots left.
--- It returns the slots held after it, those still free, and whether the
--- caller must wait (a waiter before it is still queued).
+-- It returns the slots held after it, those still free, whether the
+-- caller must wait (a waiter before it is still queued), and whether it
+-- met the caller's own entry (a call resent after its first run queued it).
 --
 -- Every script makes this closure, so its constants are its own locals: a
 -- closure's upvalues cost hundreds of instructions each to make.
@@ -558,11 +559,11 @@ local function give(now, us, limit, bslots, me, mine)
   local ws = {}
   for i = 1, #heads / 2 do ws[i] = 'w:' .. heads[2 * i - 1] end
   local reqs = redis.call('HMGET', KEYS[1], unpack(ws))
-  local given, blocked, gone, sent, k, told = 0, true, {}, {}, 0, nil
+  local given, blocked, gone, sent, k, told, seen = 0, true, {}, {}, 0, nil, false
   for i = 1, #heads / 2 do
     local m, s = heads[2 * i - 1], heads[2 * i] + 0
     if m == '~' or (me and (m == me or s > mine or (s == mine and m > me))) then
-      blocked = false
+      blocked, seen = false, m == me
       break
     end
     if given >= free or (s >= BATCH and live + given >= bslots) then break end
@@ -680,5 +681,5 @@ local function give(now, us, limit, bslots, me, mine)
   end
   if told then redis.call('HSET', KEYS[1], unpack(told)) end
   if sent[1] then redis.call('PUBLISH', KEYS[3], table.concat(sent, ' ')) end
-  return live + given, free - given, blocked
+  return live + given, free - given, blocked, seen
 end

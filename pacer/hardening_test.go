@@ -233,6 +233,72 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 	})
 }
 
+// An acquire whose first run queued it for a slot, resent by go-redis
+// after its reply timed out, finds its slot free (the holder's lease
+// expired meanwhile) and is admitted: its queue entry goes with it. Left
+// behind, with its request, the next freed slot would admit it again and
+// charge it twice.
+func TestAcquireResentAfterItQueued(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		redistest.QuietRedisLog(t)
+		ctx := context.Background()
+		c := newClock(b)
+		px := redistest.NewProxy(t, b.Addrs[0])
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
+		defer rdb.Close()
+		var armed atomic.Int64
+		var dials atomic.Int32
+		rdb.AddHook(dialHook(func() {
+			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
+				dials.Add(1)
+				if b.Mini != nil {
+					c.advance(time.Second) // past the holder's lease TTL
+				}
+				px.Hang(false)
+			}
+		}))
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1}, LeaseTTL: 300 * time.Millisecond}
+		p, err := pacer.New(rdb, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder := newPacer(t, b, cfg)
+		// Load acquire.lua through p's client, then hold the only slot.
+		if l, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		} else if err := l.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		armed.Store(time.Now().UnixNano())
+		px.Hang(true)
+		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 5 * time.Second})
+		if dials.Load() != 1 {
+			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the acquire", dials.Load())
+		}
+		if err != nil {
+			t.Fatalf("Acquire resent by go-redis = %v; want a lease", err)
+		}
+		defer l.Cancel(ctx)
+		keys := p.Keys()
+		if n, err := b.Client(t).ZCard(ctx, keys[2]).Result(); err != nil || n != 1 {
+			t.Errorf("slot queue holds %d members (%v); want only its sentinel: the admitted call's entry must go", n, err)
+		}
+		if fs, err := b.Client(t).HKeys(ctx, keys[0]).Result(); err == nil {
+			for _, f := range fs {
+				if len(f) > 2 && f[:2] == "w:" {
+					t.Errorf("state hash keeps a waiter's request %s after its admission", f)
+				}
+			}
+		}
+	})
+}
+
 // dialHook is a go-redis hook that calls f before each new connection.
 type dialHook func()
 

@@ -81,14 +81,15 @@ type Reply struct {
 // tenant's qb), and, with OverShare, it may use only its allowance less
 // floor(allowance × KeepPPM / 10^6) of each budget rate.
 //
-// A caller with a ticket that leaves the slot queue (admitted, held back
-// by its buckets, or past its bound) leaves the free slots to the next
+// A caller that leaves the slot queue (admitted, held back by its
+// buckets, or past its bound; or, resent after its first run queued it,
+// admitted) leaves the free slots to the next
 // waiters after its own charges (see give): give stopped at it, and a
 // tenant's waiter was kept one.
 func (b *Budget) Acquire(us int64, c Call) Reply {
 	_, queued := b.queue[c.ID]
 	r := b.acquire(us, c)
-	if _, still := b.queue[c.ID]; c.Limit > 0 && c.Ticket != 0 && queued && !still {
+	if _, still := b.queue[c.ID]; c.Limit > 0 && queued && !still {
 		b.give(us/1000, us, c.Limit, c.BatchSlots, "", 0)
 	}
 	return r
@@ -167,9 +168,9 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 		if free <= 0 || blocked || (c.Batch && slots >= c.BatchSlots) {
 			return false
 		}
-		if c.Ticket != 0 {
-			b.dequeue(c.ID)
-		}
+		// A first attempt found queued is the call resent after its first
+		// run queued it (see acquire.lua): its entry goes too.
+		b.dequeue(c.ID)
 		return true
 	}
 	queued := func() Reply {
