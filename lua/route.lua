@@ -54,8 +54,9 @@
 -- acquire), and where it finds it answers as that deployment's acquire
 -- answers a repeated id: code 2, nothing charged again. Without the
 -- look-up, a deployment tried before the one that admitted the call, and
--- with room since, would admit it a second time. It costs one ZSCORE per
--- deployment on every route.
+-- with room since, would admit it a second time. An id found in a slot
+-- queue (the earlier run queued it) goes on waiting there (below). It
+-- costs two ZSCOREs per deployment on every route.
 
 local d, bound = ARGV[1] + 0, ARGV[2]
 local byroom = d < 0
@@ -77,11 +78,25 @@ end
 -- stop, full buckets, no free slot, or room: its ZADD NX finds the id),
 -- charging nothing and queueing nothing; code 3 if another definition was
 -- stored meanwhile.
+-- An id found in a deployment's slot queue (KEYS[3]) was queued there by
+-- the earlier run: the call goes on waiting there, as a waiter that comes
+-- back with its ticket (its queue score, less BATCH (2^52, see prelude.lua)
+-- for a batch call) and the caller's max wait; tried elsewhere, it could
+-- be admitted there while its entry here admits it again.
 local id = as[1][1]
 for i = 1, d do
   if redis.call('ZSCORE', ks[i][2], id) then
     local a = as[i]
     a[3] = '0'
+    local r = acq(ks[i], a)
+    return {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+  end
+  local q = redis.call('ZSCORE', ks[i][3], id)
+  if q then
+    q = q + 0
+    if q >= 4503599627370496 then q = q - 4503599627370496 end
+    local a = as[i]
+    a[3], a[8] = bound, string.format('%d', q)
     local r = acq(ks[i], a)
     return {i, r[1], r[2], r[3], r[4], r[5], r[6]}
   end

@@ -99,3 +99,76 @@ func TestGroupRouteResentByTheRedisClient(t *testing.T) {
 		}
 	})
 }
+
+// A route whose first run queued the call for a slot on the deployment
+// whose room comes first, resent by go-redis, goes on waiting there: the
+// second deployment's slot, freed before the resend, is not taken, and
+// the call is admitted on the first when its holder's lease expires, with
+// nothing left in either queue. Tried again from scratch, it would be
+// admitted on the second while its entry in the first's queue admitted it
+// there too.
+func TestGroupRouteResentAfterItQueued(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Kind == "cluster" {
+			t.Skip("the proxy fronts one node; the standalone lanes cover it")
+		}
+		redistest.QuietRedisLog(t)
+		ctx := context.Background()
+		px := redistest.NewProxy(t, b.Addrs[0])
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
+		defer rdb.Close()
+		name := redistest.Name(t)
+		short := pacer.Config{Limits: pacer.Limits{Concurrency: 1}, LeaseTTL: 700 * time.Millisecond}
+		long := pacer.Config{Limits: pacer.Limits{Concurrency: 1}}
+		ps := deployments(t, rdb, name, short, long)
+		direct := deployments(t, b.Client(t), name, short, long)
+		g := newGroup(t, pacer.FillInOrder, false, ps...)
+		warm, _, err := g.TryAcquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Both full; the first's slot frees first (its lease TTL is short),
+		// so the route queues the call there.
+		if _, err := direct[0].Acquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		other, err := direct[1].Acquire(ctx, pacer.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var armed atomic.Int64
+		var dials atomic.Int32
+		var freed error
+		rdb.AddHook(dialHook(func() {
+			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
+				freed = other.Cancel(ctx) // the second's slot, free for the resend
+				px.Hang(false)
+				dials.Add(1)
+			}
+		}))
+		armed.Store(time.Now().UnixNano())
+		px.Hang(true)
+		l, p, err := g.Acquire(ctx, pacer.Request{MaxWait: 5 * time.Second})
+		if dials.Load() != 1 {
+			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the route", dials.Load())
+		}
+		if freed != nil {
+			t.Fatalf("Cancel() of the second deployment's lease = %v", freed)
+		}
+		if err != nil {
+			t.Fatalf("Acquire() resent by go-redis = %v; want a lease", err)
+		}
+		defer l.Cancel(ctx)
+		if p != ps[0] {
+			t.Errorf("Acquire() admitted on %q; want %q, where the first run queued it", p.Name(), ps[0].Name())
+		}
+		for _, d := range direct {
+			if n, err := b.Client(t).ZCard(ctx, d.Keys()[2]).Result(); err != nil || n != 1 {
+				t.Errorf("%s's slot queue holds %d members (%v); want only its sentinel", d.Name(), n, err)
+			}
+		}
+	})
+}
