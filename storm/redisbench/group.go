@@ -159,7 +159,7 @@ func (b *bench) group(ctx context.Context) error {
 func (b *bench) routeWithoutLookup(ctx context.Context) (*redis.Client, error) {
 	src := lua.Source("route")
 	i := strings.Index(src, "\n-- Admitted before, by an earlier run of this route")
-	j := strings.Index(src, "\n-- out: the answer if the second step is skipped")
+	j := strings.Index(src, "\n-- ord: the order of the tries")
 	if i < 0 || j < i {
 		return nil, nil
 	}
