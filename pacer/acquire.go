@@ -102,6 +102,17 @@ type acquisition struct {
 // deployment it was routed to, and must be routed again.
 var errReroute = errors.New("pacer: route again")
 
+// reroute turns the stop a routed call met while it waited for its turn
+// (its turn given back) into errReroute: another deployment may have
+// room. Any other error, or a call not routed, is returned as it is.
+func (a *acquisition) reroute(err error) error {
+	var se *StoppedError
+	if a.routed && errors.As(err, &se) {
+		return errReroute
+	}
+	return err
+}
+
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 	p, r := a.p, a.r
 	// next is the reply a freed slot's message stands for (see handed):
@@ -180,12 +191,13 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
 			return l, nil
 		case admitted && rep.Ticket == 0:
-			return p.admit(ctx, s, a.id, r, rep, charged, a.began)
+			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began)
+			return l, a.reroute(err)
 		case admitted:
 			// Admitted with a later turn, holding no slot until then: sleep
 			// until the turn, then claim a slot with the ticket.
 			if err := a.reserved(ctx, s, rep, charged); err != nil {
-				return nil, err
+				return nil, a.reroute(err)
 			}
 		case rep.Code == wire.TooLarge:
 			a.abandon()

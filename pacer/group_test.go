@@ -504,3 +504,45 @@ func TestRunGroupRoutesAroundFailures(t *testing.T) {
 		}
 	})
 }
+
+// A routed call waiting for its turn on a deployment that this process
+// then stops (StopQuota after a quota error) is routed again, to a
+// deployment that can take it, rather than failing with the stop.
+func TestGroupRoutesAgainAfterAStop(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		c := b.Client(t)
+		name := redistest.Name(t)
+		// One request every 3 s: the stop comes 2.7 s before the turn, a
+		// margin a loaded machine keeps.
+		cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
+		ps := deployments(t, c, name, cfg, cfg)
+		direct := deployments(t, b.Client(t), name, cfg, cfg)
+		g := newGroup(t, pacer.FillInOrder, false, ps...)
+		// Each deployment's one request is taken, the first's earlier: its
+		// room comes first, so the call reserves its turn there.
+		if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if _, err := direct[1].TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			stopped <- ps[0].StopQuota(ctx, time.Minute, time.Minute)
+		}()
+		l, p, err := g.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
+		if serr := <-stopped; serr != nil {
+			t.Fatalf("StopQuota() = %v", serr)
+		}
+		if err != nil {
+			t.Fatalf("Acquire() = %v; want a lease on the deployment that was not stopped", err)
+		}
+		defer l.Cancel(ctx)
+		if p != ps[1] {
+			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
+		}
+	})
+}
