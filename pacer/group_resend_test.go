@@ -2,7 +2,6 @@ package pacer_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +24,8 @@ func TestGroupRouteResentByTheRedisClient(t *testing.T) {
 		}
 		redistest.QuietRedisLog(t)
 		ctx := context.Background()
-		px := redistest.NewProxy(t, b.Addrs[0])
-		// One connection, so that go-redis's retry dials a new one.
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
-		defer rdb.Close()
+		rs := newResender(t, b)
+		rdb := rs.rdb
 		name := redistest.Name(t)
 		cfg := pacer.Config{Limits: pacer.Limits{RPM: 1000, Concurrency: 1}}
 		ps := deployments(t, rdb, name, cfg, cfg, cfg)
@@ -52,25 +49,12 @@ func TestGroupRouteResentByTheRedisClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// armed: when the hang began (UnixNano). The dial that follows the
-		// route's read timeout frees the first deployment's slot, then ends
-		// the hang; the resend runs after both.
-		var armed atomic.Int64
-		var dials atomic.Int32
+		// The route's retry frees the first deployment's slot before the
+		// resend runs.
 		var freed error
-		rdb.AddHook(dialHook(func() {
-			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
-				freed = other.Cancel(ctx)
-				px.Hang(false)
-				dials.Add(1) // after freed, which is read once it is seen
-			}
-		}))
-		armed.Store(time.Now().UnixNano())
-		px.Hang(true)
+		rs.hang(func() { freed = other.Cancel(ctx) })
 		l, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
-		if dials.Load() != 1 {
-			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the route", dials.Load())
-		}
+		rs.resent(t, "route")
 		if freed != nil {
 			t.Fatalf("Cancel() of the first deployment's lease = %v", freed)
 		}
@@ -114,9 +98,8 @@ func TestGroupRouteResentAfterItQueued(t *testing.T) {
 		}
 		redistest.QuietRedisLog(t)
 		ctx := context.Background()
-		px := redistest.NewProxy(t, b.Addrs[0])
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
-		defer rdb.Close()
+		rs := newResender(t, b)
+		rdb := rs.rdb
 		name := redistest.Name(t)
 		short := pacer.Config{Limits: pacer.Limits{Concurrency: 1}, LeaseTTL: 700 * time.Millisecond}
 		long := pacer.Config{Limits: pacer.Limits{Concurrency: 1}}
@@ -139,22 +122,10 @@ func TestGroupRouteResentAfterItQueued(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var armed atomic.Int64
-		var dials atomic.Int32
 		var freed error
-		rdb.AddHook(dialHook(func() {
-			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
-				freed = other.Cancel(ctx) // the second's slot, free for the resend
-				px.Hang(false)
-				dials.Add(1)
-			}
-		}))
-		armed.Store(time.Now().UnixNano())
-		px.Hang(true)
+		rs.hang(func() { freed = other.Cancel(ctx) }) // the second's slot, free for the resend
 		l, p, err := g.Acquire(ctx, pacer.Request{MaxWait: 5 * time.Second})
-		if dials.Load() != 1 {
-			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the route", dials.Load())
-		}
+		rs.resent(t, "route")
 		if freed != nil {
 			t.Fatalf("Cancel() of the second deployment's lease = %v", freed)
 		}

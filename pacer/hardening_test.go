@@ -164,22 +164,8 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 		}
 		redistest.QuietRedisLog(t)
 		ctx := context.Background()
-		px := redistest.NewProxy(t, b.Addrs[0])
-		// One connection, so that go-redis's retry dials a new one; the
-		// dial lets answers through again, so the retry is answered.
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
-		defer rdb.Close()
-		// armed: when the hang began (UnixNano). The dial that follows the
-		// settle's read timeout ends it; one before (another of the
-		// Pacer's connections) does not.
-		var armed atomic.Int64
-		var dials atomic.Int32
-		rdb.AddHook(dialHook(func() {
-			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
-				dials.Add(1)
-				px.Hang(false)
-			}
-		}))
+		rs := newResender(t, b)
+		rdb := rs.rdb
 		var mu sync.Mutex
 		var ends []pacer.Event
 		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000},
@@ -208,12 +194,9 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		armed.Store(time.Now().UnixNano())
-		px.Hang(true)
+		rs.hang(nil)
 		err = l.Settle(ctx, 100)
-		if dials.Load() != 1 {
-			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the settle", dials.Load())
-		}
+		rs.resent(t, "settle")
 		if err != nil {
 			t.Errorf("Settle resent by go-redis = %v; want nil: the first run ended the lease", err)
 		}
@@ -246,20 +229,8 @@ func TestAcquireResentAfterItQueued(t *testing.T) {
 		redistest.QuietRedisLog(t)
 		ctx := context.Background()
 		c := newClock(b)
-		px := redistest.NewProxy(t, b.Addrs[0])
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
-		defer rdb.Close()
-		var armed atomic.Int64
-		var dials atomic.Int32
-		rdb.AddHook(dialHook(func() {
-			if a := armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && armed.CompareAndSwap(a, 0) {
-				dials.Add(1)
-				if b.Mini != nil {
-					c.advance(time.Second) // past the holder's lease TTL
-				}
-				px.Hang(false)
-			}
-		}))
+		rs := newResender(t, b)
+		rdb := rs.rdb
 		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1}, LeaseTTL: 300 * time.Millisecond}
 		p, err := pacer.New(rdb, cfg)
 		if err != nil {
@@ -275,12 +246,13 @@ func TestAcquireResentAfterItQueued(t *testing.T) {
 		if _, err := holder.TryAcquire(ctx, pacer.Request{}); err != nil {
 			t.Fatal(err)
 		}
-		armed.Store(time.Now().UnixNano())
-		px.Hang(true)
+		rs.hang(func() {
+			if b.Mini != nil {
+				c.advance(time.Second) // past the holder's lease TTL
+			}
+		})
 		l, err := p.Acquire(ctx, pacer.Request{MaxWait: 5 * time.Second})
-		if dials.Load() != 1 {
-			t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the acquire", dials.Load())
-		}
+		rs.resent(t, "acquire")
 		if err != nil {
 			t.Fatalf("Acquire resent by go-redis = %v; want a lease", err)
 		}
@@ -297,6 +269,53 @@ func TestAcquireResentAfterItQueued(t *testing.T) {
 			}
 		}
 	})
+}
+
+// resender is a client to b, through a proxy, that makes go-redis resend
+// one command the way it does after a read timeout. After hang, replies
+// are held; the command's read times out (300 ms); go-redis's retry dials
+// a new connection (the client has one), and that dial runs then and lets
+// replies through, so the resend runs after then and is answered. A dial
+// before the timeout (another of a Pacer's connections) leaves the hang.
+type resender struct {
+	rdb   *redis.Client
+	px    *redistest.Proxy
+	armed atomic.Int64 // when the hang began (UnixNano); 0: not armed
+	dials atomic.Int32 // retries' dials seen
+	then  func()
+}
+
+func newResender(t *testing.T, b redistest.Backend) *resender {
+	t.Helper()
+	r := &resender{px: redistest.NewProxy(t, b.Addrs[0])}
+	r.rdb = redis.NewClient(&redis.Options{Addr: r.px.Addr(), PoolSize: 1, ReadTimeout: 300 * time.Millisecond, MaxRetries: 2})
+	t.Cleanup(func() { _ = r.rdb.Close() })
+	r.rdb.AddHook(dialHook(func() {
+		if a := r.armed.Load(); a != 0 && time.Since(time.Unix(0, a)) >= 300*time.Millisecond && r.armed.CompareAndSwap(a, 0) {
+			if r.then != nil {
+				r.then()
+			}
+			r.px.Hang(false)
+			r.dials.Add(1) // after then: a caller that sees it sees then's effects
+		}
+	}))
+	return r
+}
+
+// hang holds replies until the next command's retry dials; then runs
+// before they flow again.
+func (r *resender) hang(then func()) {
+	r.then = then
+	r.armed.Store(time.Now().UnixNano())
+	r.px.Hang(true)
+}
+
+// resent fails t unless go-redis resent the command (what) once.
+func (r *resender) resent(t *testing.T, what string) {
+	t.Helper()
+	if n := r.dials.Load(); n != 1 {
+		t.Fatalf("go-redis dialed %d times after the hang; want 1: the test did not make it resend the %s", n, what)
+	}
 }
 
 // dialHook is a go-redis hook that calls f before each new connection.
