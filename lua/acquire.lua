@@ -115,6 +115,7 @@ local us, now = clock()
 local conc = limit ~= '0'
 local tk, mine, held = us, 0, nil
 local slots, free, blocked, seen = 0, 0, true, false
+local give -- made only with a limit (see glib in prelude.lua)
 if conc then
   limit = limit + 0
   if ticket ~= '0' then
@@ -124,6 +125,7 @@ if conc then
   end
   mine = tk
   if batch then mine = tk + BATCH end
+  give = glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
   if not held or held >= PENDING then
     slots, free, blocked, seen = give(now, us, limit, ARGV[6] + 0, id, mine)
   end
@@ -183,9 +185,10 @@ if tkey then
 end
 
 -- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
--- µs, and slides[k] its state once read; their functions made only if
+-- µs, and sl[n + k] its state once read (one table: each costs about 800
+-- instructions); their functions made only if
 -- there is one.
-local sl, slides = {}, {}
+local sl = {}
 local sread, sfit, swrite
 for k = 1, n do
   local f = ARGV[8 + k]
@@ -276,7 +279,7 @@ repeat
           local j = sfit(st, cur, charge, allow)
           if j > cur then w = j * g - now * 1000 end
         end
-        slides[k] = st
+        sl[n + k] = st
         if w > wait then wait, reason, step = w, field, g end
       else
         local tat = h[2 + k]
@@ -441,7 +444,7 @@ repeat
   -- out of every window.
   -- A tenant's buckets go to its hash (targs, until tms).
   local turn, args, ms, a = us + wait * 1000, {}, expiry, 0
-  local targs, tms, ta = {}, 0, 0
+  local targs, tms, ta = tkey and {}, 0, 0
   for k = 1, n do
     local g, f = sl[k], ARGV[8 + k]
     local b = byte(f, 1)
@@ -449,7 +452,7 @@ repeat
     if b == 64 or b == 37 then out, j, m = targs, ta, tms end
     if g then
       local jt = floor((now + wait) * 1000 / g)
-      j = swrite(slides[k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0, out, j)
+      j = swrite(sl[n + k], floor(now * 1000 / g), jt, ARGV[7 + n + 2 * k] + 0, out, j)
       if (jt + SK + 1) * g / 1000 > m then m = (jt + SK + 1) * g / 1000 end
     else
       out[j + 1], out[j + 2] = f, fmt('%d', tats[k])

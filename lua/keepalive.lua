@@ -21,7 +21,9 @@ local us, now = clock()
 local score = redis.call('ZSCORE', leases, id)
 -- Slots expired leases freed go to the queue's waiters, whatever the
 -- answer: this call may be the first to run since they expired.
-if ARGV[3] and ARGV[3] ~= '0' then give(now, us, ARGV[3] + 0, ARGV[4] + 0) end
+if ARGV[3] and ARGV[3] ~= '0' then
+  glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, ARGV[3] + 0, ARGV[4] + 0)
+end
 if not score then return {0, us, 0} end
 -- A pending lease (see prelude.lua) keeps its offset: it still holds no slot.
 local offset = 0

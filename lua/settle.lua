@@ -55,6 +55,8 @@
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id, charged = ARGV[1], ARGV[2] + 0
 local limit = ARGV[3]
+-- Slots are handed over only under a limit (see glib in prelude.lua).
+local give = limit ~= '0' and glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
 local us, now = clock()
 
 local score = redis.call('ZSCORE', leases, id)
