@@ -528,9 +528,9 @@ end
 --   0  not admitted (its buckets, a pause or a stop hold it back, or its
 --      deadline passed): it asks acquire again, with its ticket.
 -- A tenant's waiter (a marker, 't') stays queued, owed one of the free
--- slots: told 0 once (its marker becomes 'T'), it asks acquire with its
--- ticket and takes the slot there, having kept its place; those after it
--- get only the slots left.
+-- slots: told 0 once (its marker becomes 'T', its deadline at most one
+-- lease TTL away), it asks acquire with its ticket and takes the slot
+-- there, having kept its place; those after it get only the slots left.
 -- It returns the slots held after it, those still free, whether the
 -- caller must wait (a waiter before it is still queued), and whether it
 -- met the caller's own entry (a call resent after its first run queued it).
@@ -585,8 +585,10 @@ local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
           -- A tenant's waiter keeps its place and the slot it is owed.
           given = given + 1
           if batch == 't' then
+            -- Told, it holds the slot one lease TTL at most: a waiter
+            -- that died holds it no longer than a dead lease would.
             told = told or {}
-            told[#told + 1], told[#told + 2] = 'w:' .. m, 'T' .. sub(req, 2)
+            told[#told + 1], told[#told + 2] = 'w:' .. m, fmt('T %d 0 %d', ttl, math.min(deadline, now + ttl))
             sent[#sent + 1] = m .. ':0:0:0'
           end
           req = false

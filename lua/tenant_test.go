@@ -262,3 +262,56 @@ func tenantFields(fs map[string]string) map[string]string {
 	}
 	return out
 }
+
+// A tenant's waiter keeps a marker in the slot queue, and the script that
+// frees a slot keeps that slot for it until it comes to take it. A waiter
+// whose process died never comes: once told, it holds the slot one lease
+// TTL at most, as a lease of that process would have, not until the end of
+// its (much longer) max wait.
+func TestDeadTenantWaiterHoldsItsSlotOneTTL(t *testing.T) {
+	b := redistest.Mini(t)
+	rdb := b.Client(t)
+	ctx := context.Background()
+	now := time.UnixMilli(base)
+	b.Mini.SetTime(now)
+	l := lane{rdb: rdb, scale: 1}
+	keys := l.keys()
+	tkeys := append(l.keys(), l.tenantKey(1))
+	cfg := model.Config{Rates: []model.Rate{{Unit: wire.Requests, Cap: 1000, Refill: 1000, Window: 60_000}}}
+	ttl := 5 * time.Second
+	call := func(k []string, id string, ticket int64, maxWait time.Duration) []any {
+		t.Helper()
+		args := wire.Acquire{ID: id, TTL: ttl, MaxWait: maxWait, Limit: 1, BatchSlots: 1, Spacing: 100,
+			Ticket: ticket, Charges: cfg.Charges(model.Request{}, false, 0)}.Args()
+		rep, err := lua.Acquire.Run(ctx, rdb, k, args...).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := call(keys, "holder", 0, 0); rep[0] != int64(1) {
+		t.Fatalf("holder: %v; want admitted", rep)
+	}
+	// The tenant's caller queues for the slot, willing to wait an hour.
+	rep := call(tkeys, "tenant", 0, time.Hour)
+	if rep[0] != int64(0) || rep[5] == int64(0) {
+		t.Fatalf("tenant: %v; want queued with a ticket", rep)
+	}
+	// The holder ends: its slot is kept for the tenant's waiter, which is
+	// told, and whose process is gone.
+	if _, err := lua.Settle.Run(ctx, rdb, keys, wire.SettleArgs("holder", 0, 1, 1, nil)...).Result(); err != nil {
+		t.Fatal(err)
+	}
+	// Within the TTL the slot stays kept: a newcomer waits.
+	now = now.Add(ttl - time.Second)
+	b.Mini.SetTime(now)
+	if rep := call(keys, "early", 0, 0); rep[0] != int64(0) {
+		t.Fatalf("a newcomer %v before the dead waiter's TTL ran out: %v; want held back", ttl-time.Second, rep)
+	}
+	// Past it, the slot is free again.
+	now = now.Add(2 * time.Second)
+	b.Mini.SetTime(now)
+	if rep := call(keys, "late", 0, 0); rep[0] != int64(1) {
+		t.Fatalf("a newcomer %v after the dead waiter was told: %v; want admitted (its slot held one TTL at most)", ttl+time.Second, rep)
+	}
+}

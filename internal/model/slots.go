@@ -103,7 +103,8 @@ func (b *Budget) dequeue(id string) bool {
 // leaves the queue, and '<id>:<code>:<expiry>:<charged µs>' is published
 // for it: 1 admitted holding its slot, 2 a pending lease (a later turn),
 // 0 not admitted. A tenant's waiter (a marker) stays, owed one of the
-// free slots, and is told 0 the first time. It returns the slots held
+// free slots, and is told 0 the first time; from then on it holds the slot
+// one lease TTL at most. It returns the slots held
 // after it, those still free, and whether a waiter before the caller is
 // still queued.
 func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int64, int64, bool) {
@@ -137,7 +138,8 @@ func (b *Budget) give(now, us, limit, bslots int64, me string, mine int64) (int6
 		case w.marker:
 			given, stays = given+1, true
 			if !w.told {
-				w.told = true
+				// Told, it holds the slot one lease TTL at most.
+				w.told, w.deadline = true, min(w.deadline, now+w.ttl)
 				b.waiters[h.id] = w
 				sent = append(sent, h.id+":0:0:0")
 			}
