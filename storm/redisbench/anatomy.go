@@ -98,7 +98,7 @@ func (b *bench) anatomy(ctx context.Context) error {
 		{"+ reading ARGV, the clock", "local names = {'xp', 'pause'}"},
 		{"+ HMGET of the state", "local dvw = nil"},
 		{"+ the definition's version", "local tkey, th, share, swait = KEYS[5], nil, false, 0"},
-		{"+ tenant, sliding and stop pre-passes", "local wait, reason, reply = 0, '', nil"},
+		{"+ tenant, sliding and stop pre-passes", "local wait, reason, reply, left = 0, '', nil, false"},
 		{"+ the buckets' check", "    local pause = h[2]"},
 		{"+ pause, stop and slot checks", "  if redis.call('ZADD', leases, 'NX', fmt('%d', score), id) == 0 then break end"},
 		{"+ ZADD of the lease (and reaping)", "  local turn, args, ms, a = us + wait * 1000, {}, expiry, 0"},

@@ -24,58 +24,11 @@ import (
 // Each figure covers the whole command: reading it off the socket, running
 // the script, writing the reply.
 func (b *bench) instr(ctx context.Context) error {
-	if b.cgPID == 0 {
-		return fmt.Errorf("-callgrind-pid is required: the pid of a redis-server run under valgrind --tool=callgrind")
-	}
-	const n = 2000
-	measure := func(f func() error) (float64, error) {
-		if err := exec.Command("callgrind_control", "-z", strconv.Itoa(b.cgPID)).Run(); err != nil {
-			return 0, fmt.Errorf("callgrind_control -z: %w", err)
-		}
-		for i := 0; i < n; i++ {
-			if err := f(); err != nil {
-				return 0, err
-			}
-		}
-		return b.dumpInstr(n)
-	}
-	trivial := redis.NewScript("return 1")
-	gcra := redis.NewScript(gcraSrc)
-	gcraKey := fmt.Sprintf("llmpacer-bench:gcra:%d", os.Getpid())
-	defer b.rdb.Del(ctx, gcraKey)
-	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err()
-	_ = gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err()
-	base, err := measure(func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
+	measure, row, err := b.instrBase(ctx)
 	if err != nil {
 		return err
 	}
-	g, err := measure(func() error { return gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err() })
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(b.out, "## Instructions per call (callgrind; %d calls each, leases settled after all acquires)\n", n)
-	fmt.Fprintln(b.out, "| script | k instructions | ratio to trivial | ratio to GCRA |")
-	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
-	row := func(name string, v float64) {
-		fmt.Fprintf(b.out, "| %s | %.1f | %.1f | %.2f |\n", name, v/1000, v/base, v/g)
-	}
-	row("trivial `return 1`", base)
-	row("redis_rate GCRA, one limit", g)
-	one := func(name string, cfg pacer.Config) error {
-		p, err := b.pacer(cfg)
-		if err != nil {
-			return err
-		}
-		warm(ctx, p)
-		acq, set, err := acquireThenSettle(ctx, p, n, measure)
-		if err != nil {
-			return err
-		}
-		row(name+": acquire", acq)
-		row(name+": settle", set)
-		row(name+": acquire + settle", acq+set)
-		return b.rdb.Del(ctx, p.Keys()...).Err()
-	}
+	one := b.instrPair(ctx, measure, row)
 	for _, c := range budgets {
 		if err := one(c.name, pacer.Config{Limits: c.limits}); err != nil {
 			return err
@@ -104,6 +57,95 @@ func (b *bench) instr(ctx context.Context) error {
 	}
 	// A tenant inside a budget (issue 10: within 3.5x of GCRA).
 	return b.instrTenants(ctx, measure, row)
+}
+
+// pairs: the instr part cut to the two pairs issue 10's cost goal names, the
+// typical budget's and a tenant's, beside GCRA, then each one's floor (see
+// floorRows): a quick check of a script change (about a minute under
+// callgrind, against six for instr).
+func (b *bench) pairs(ctx context.Context) error {
+	measure, row, err := b.instrBase(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.instrPair(ctx, measure, row)(budgets[0].name, pacer.Config{Limits: budgets[0].limits}); err != nil {
+		return err
+	}
+	const tname = "tenant in a budget (RPM + TPM each, Share 0.1), 1 tenant"
+	if err := b.instrTenant(ctx, measure, row, tname, tenantConfig(), 1); err != nil {
+		return err
+	}
+	if err := b.floorRows(ctx, measure, row, budgets[0].name, pacer.Config{Limits: budgets[0].limits}, ""); err != nil {
+		return err
+	}
+	return b.floorRows(ctx, measure, row, tname, tenantConfig(), tenantID(0))
+}
+
+// instrCalls is how many calls each instr row averages.
+const instrCalls = 2000
+
+// instrPair returns a function measuring one budget's acquire, settle and
+// their sum.
+func (b *bench) instrPair(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64)) func(string, pacer.Config) error {
+	return func(name string, cfg pacer.Config) error {
+		p, err := b.pacer(cfg)
+		if err != nil {
+			return err
+		}
+		warm(ctx, p)
+		acq, set, err := acquireThenSettle(ctx, p, instrCalls, measure)
+		if err != nil {
+			return err
+		}
+		row(name+": acquire", acq)
+		row(name+": settle", set)
+		row(name+": acquire + settle", acq+set)
+		return b.rdb.Del(ctx, p.Keys()...).Err()
+	}
+}
+
+// instrBase measures the trivial script and redis_rate's GCRA, prints
+// their rows, and returns the measure and row functions every instr part
+// shares: each later row is given as a ratio to those two.
+func (b *bench) instrBase(ctx context.Context) (measure func(func() error) (float64, error), row func(string, float64), err error) {
+	if b.cgPID == 0 {
+		return nil, nil, fmt.Errorf("-callgrind-pid is required: the pid of a redis-server run under valgrind --tool=callgrind")
+	}
+	const n = instrCalls
+	measure = func(f func() error) (float64, error) {
+		if err := exec.Command("callgrind_control", "-z", strconv.Itoa(b.cgPID)).Run(); err != nil {
+			return 0, fmt.Errorf("callgrind_control -z: %w", err)
+		}
+		for i := 0; i < n; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		return b.dumpInstr(n)
+	}
+	trivial := redis.NewScript("return 1")
+	gcra := redis.NewScript(gcraSrc)
+	gcraKey := fmt.Sprintf("llmpacer-bench:gcra:%d", os.Getpid())
+	defer b.rdb.Del(ctx, gcraKey)
+	_ = trivial.Run(ctx, b.rdb, []string{"x"}).Err()
+	_ = gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err()
+	base, err := measure(func() error { return trivial.Run(ctx, b.rdb, []string{"x"}).Err() })
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := measure(func() error { return gcra.Run(ctx, b.rdb, []string{gcraKey}, 1<<40, 1<<40, 60, 1).Err() })
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(b.out, "## Instructions per call (callgrind; %d calls each, leases settled after all acquires)\n", n)
+	fmt.Fprintln(b.out, "| script | k instructions | ratio to trivial | ratio to GCRA |")
+	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
+	row = func(name string, v float64) {
+		fmt.Fprintf(b.out, "| %s | %.1f | %.1f | %.2f |\n", name, v/1000, v/base, v/g)
+	}
+	row("trivial `return 1`", base)
+	row("redis_rate GCRA, one limit", g)
+	return measure, row, nil
 }
 
 // dumpInstr returns the instructions callgrind counted since the last

@@ -171,34 +171,7 @@ func (b *bench) tenants(ctx context.Context) error {
 // what.
 func (b *bench) instrTenants(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64)) error {
 	one := func(name string, cfg pacer.Config, count int) error {
-		p, err := b.pacer(cfg)
-		if err != nil {
-			return err
-		}
-		if err := b.populate(ctx, p, count); err != nil {
-			return err
-		}
-		defer b.dropTenants(ctx, p, count)
-		i := 0
-		var leases []*pacer.Lease
-		acq, err := measure(func() error {
-			l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100, Tenant: tenantID((i * 50) % count)})
-			i++
-			leases = append(leases, l)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		j := 0
-		set, err := measure(func() error { j++; return leases[j-1].Settle(ctx, 60) })
-		if err != nil {
-			return err
-		}
-		row(name+": acquire", acq)
-		row(name+": settle", set)
-		row(name+": acquire + settle", acq+set)
-		return nil
+		return b.instrTenant(ctx, measure, row, name, cfg, count)
 	}
 	most := tenantCounts[len(tenantCounts)-1]
 	for _, count := range []int{1, most} {
@@ -214,6 +187,39 @@ func (b *bench) instrTenants(ctx context.Context, measure func(func() error) (fl
 	ratesOnly := tenantConfig()
 	ratesOnly.Tenants.Share = 0
 	return one("tenant with its own RPM + TPM only (no Share), in an RPM + TPM budget", ratesOnly, 1)
+}
+
+// instrTenant measures a tenant's acquire, settle and their sum, the calls
+// spread over count tenants.
+func (b *bench) instrTenant(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64), name string, cfg pacer.Config, count int) error {
+	p, err := b.pacer(cfg)
+	if err != nil {
+		return err
+	}
+	if err := b.populate(ctx, p, count); err != nil {
+		return err
+	}
+	defer b.dropTenants(ctx, p, count)
+	i := 0
+	var leases []*pacer.Lease
+	acq, err := measure(func() error {
+		l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100, Tenant: tenantID((i * 50) % count)})
+		i++
+		leases = append(leases, l)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	j := 0
+	set, err := measure(func() error { j++; return leases[j-1].Settle(ctx, 60) })
+	if err != nil {
+		return err
+	}
+	row(name+": acquire", acq)
+	row(name+": settle", set)
+	row(name+": acquire + settle", acq+set)
+	return nil
 }
 
 // thousands formats n with comma separators.
