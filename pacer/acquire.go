@@ -102,16 +102,21 @@ type acquisition struct {
 // deployment it was routed to, and must be routed again.
 var errReroute = errors.New("pacer: route again")
 
-// reroute turns the stop a routed call met while it waited for its turn
-// (its turn given back) into errReroute: another deployment may have
-// room. Any other error, or a call not routed, is returned as it is.
+// reroute turns the stop or pause a routed call met while it waited for
+// its turn (its turn given back) into errReroute: another deployment may
+// have room. Any other error, or a call not routed, is returned as it is.
 func (a *acquisition) reroute(err error) error {
 	var se *StoppedError
-	if a.routed && errors.As(err, &se) {
+	if a.routed && (errors.As(err, &se) || err == errPausedTurn) {
 		return errReroute
 	}
 	return err
 }
+
+// errPausedTurn is untilTurn's answer to a routed call whose turn a pause
+// would hold back: its turn is given back, and its Group routes it again
+// rather than wait the pause out while another deployment has room.
+var errPausedTurn = errors.New("pacer: the turn was paused")
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 	p, r := a.p, a.r
@@ -191,7 +196,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
 			return l, nil
 		case admitted && rep.Ticket == 0:
-			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began)
+			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began, a.routed)
 			return l, a.reroute(err)
 		case admitted:
 			// Admitted with a later turn, holding no slot until then: sleep
@@ -250,7 +255,7 @@ func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.Acquir
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
 	a.ticket = rep.Ticket
-	err := p.untilTurn(ctx, a.pending, rep.Wait, a.began)
+	err := p.untilTurn(ctx, a.pending, rep.Wait, a.began, a.routed)
 	if err != nil {
 		a.pending = nil // given back by untilTurn
 	}
@@ -286,7 +291,8 @@ const reasonProbe = "probe"
 // later turn is pending, see acquisition.reserved). A ctx canceled during
 // that sleep returns at once; the turn is given back in the background
 // (see giveBack), so nothing stays charged for a call that is never made.
-func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time) (*Lease, error) {
+// A routed call is not held past its turn by a pause (see untilTurn).
+func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time, routed bool) (*Lease, error) {
 	ad := p.admission(s, r)
 	ad.ID, ad.Start, ad.Expiry = id, rep.Now.Add(rep.Wait), rep.Expiry
 	ad.ChargedUs, ad.Waited, ad.Probe, ad.TurnMs = charged, time.Since(began)+rep.Wait, rep.Reason == reasonProbe, rep.TurnMs()
@@ -298,7 +304,7 @@ func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, re
 	if rep.Wait > 0 {
 		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
 	}
-	if err := p.untilTurn(ctx, l, rep.Wait, began); err != nil {
+	if err := p.untilTurn(ctx, l, rep.Wait, began, routed); err != nil {
 		return nil, err
 	}
 	leasing.Announce(l)
@@ -317,15 +323,23 @@ func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, re
 // during the sleep returns ctx's error at once, the turn given back in the
 // background.
 //
+// A routed call (see acquisition.routed) does not wait a pause out: its
+// turn given back, untilTurn returns errPausedTurn, and its Group routes it
+// again, past the paused deployment.
+//
 // A stop this process set or met since asked (when Acquire began: the turn
 // was reserved after it) makes it ask once more at the turn.
-func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time) error {
+func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time, routed bool) error {
 	reserved := time.Now()
 	turn := reserved.Add(wait)
 	for {
 		until := turn
 		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
 			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
+				if routed {
+					p.giveBack(l)
+					return errPausedTurn
+				}
 				until = paused
 			}
 		}

@@ -508,6 +508,60 @@ func TestRunGroupRoutesAroundFailures(t *testing.T) {
 // A routed call waiting for its turn on a deployment that this process
 // then stops (StopQuota after a quota error) is routed again, to a
 // deployment that can take it, rather than failing with the stop.
+// A call that reserved a later turn on one deployment, which a 429 then
+// pauses, is routed again, to the deployment with room, instead of waiting
+// the pause out where it was.
+func TestGroupRoutesAgainAfterAPause(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		c := b.Client(t)
+		name := redistest.Name(t)
+		// One request every 3 s: the pause comes 2.7 s before the turn.
+		cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
+		ps := deployments(t, c, name, cfg, cfg)
+		direct := deployments(t, b.Client(t), name, cfg, cfg)
+		g := newGroup(t, pacer.FillInOrder, false, ps...)
+		if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if _, err := direct[1].TryAcquire(ctx, pacer.Request{}); err != nil {
+			t.Fatal(err)
+		}
+		paused := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			paused <- ps[0].Throttled(ctx, time.Minute, classify.LimitRequests, pacer.Request{})
+		}()
+		start := time.Now()
+		l, p, err := g.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
+		if perr := <-paused; perr != nil {
+			t.Fatalf("Throttled() = %v", perr)
+		}
+		if err != nil {
+			t.Fatalf("Acquire() = %v after %v; want a lease on the deployment that was not paused", err, time.Since(start))
+		}
+		defer l.Cancel(ctx)
+		if p != ps[1] {
+			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
+		}
+		// The paused deployment's turn went back (in the background): only
+		// direct[0]'s lease is left there.
+		var s pacer.Snapshot
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if s, err = ps[0].Snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s.InFlight <= 1 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if s.InFlight != 1 {
+			t.Errorf("the paused deployment has %d leases in flight; want only direct[0]'s (the routed call's turn given back)", s.InFlight)
+		}
+	})
+}
+
 func TestGroupRoutesAgainAfterAStop(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()

@@ -14,8 +14,8 @@ import (
 // Pause makes every process sharing the budget wait at least d from now
 // before its next admission. It extends a pause already set, never
 // shortening it. Calls of this process that had already reserved a later
-// turn wait the pause out too; those of other processes that had reserved
-// one go at their turn.
+// turn wait the pause out too (a Group's calls are routed again instead);
+// those of other processes that had reserved one go at their turn.
 //
 // After a provider's 429, prefer Throttled, which also brings the tripped
 // bucket back in line with the provider.
