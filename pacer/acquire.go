@@ -323,6 +323,10 @@ func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, re
 // during the sleep returns ctx's error at once, the turn given back in the
 // background.
 //
+// A pause may last longer than the lease: the lease is kept alive through
+// it (see Lease.KeepAlive), so the call still holds its lease, and its
+// slot, when it starts.
+//
 // A routed call (see acquisition.routed) does not wait a pause out: its
 // turn given back, untilTurn returns errPausedTurn, and its Group routes it
 // again, past the paused deployment.
@@ -333,7 +337,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 	reserved := time.Now()
 	turn := reserved.Add(wait)
 	for {
-		until := turn
+		until, keep := turn, false
 		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
 			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
 				if routed {
@@ -347,9 +351,21 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 		if d <= 0 {
 			break
 		}
+		if until.After(turn) {
+			// The lease expires a TTL after the turn; a pause longer than
+			// that would start the call on an expired lease, its slot
+			// free for another. It is kept alive at two thirds of the
+			// way to each expiry until the pause ends.
+			if left := time.Until(l.Expiry()) * 2 / 3; d > left {
+				d, keep = max(left, time.Millisecond), true
+			}
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
+			if keep {
+				_ = l.KeepAlive(ctx) // an error leaves the lease as it was
+			}
 		case <-ctx.Done():
 			t.Stop()
 			p.giveBack(l)

@@ -3,6 +3,7 @@ package pacer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -408,6 +409,53 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 		}
 		if d := (<-got).Sub(set); d < pause {
 			t.Errorf("the reserved call went %v after a %v pause was set; want after the pause", d, pause)
+		}
+	})
+}
+
+// A pause longer than the lease TTL must not start a reserved call on an
+// expired lease: its settle would find nothing, and its give-back be lost
+// (or, under a concurrency limit, its slot taken by another). The lease is
+// kept alive through the pause. TTL 300 ms, turn 1 s away, pause 1.5 s:
+// without that, the lease expires about 1.2 s before the call starts.
+func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		const pause = 1500 * time.Millisecond
+		reserved := make(chan struct{}, 1)
+		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 6000}, Burst: pacer.Burst{TPM: 100},
+			LeaseTTL: 300 * time.Millisecond,
+			Observe: func(e pacer.Event) {
+				if e.Kind == pacer.Waiting && e.Tokens == 100 {
+					select {
+					case reserved <- struct{}{}:
+					default:
+					}
+				}
+			}})
+		if _, err := p.Acquire(ctx, pacer.Request{Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				got <- fmt.Errorf("Acquire() = %w", err)
+				return
+			}
+			if err := l.Settle(ctx, 50); err != nil {
+				got <- fmt.Errorf("Settle() right after the pause = %w; want the lease still held", err)
+				return
+			}
+			got <- nil
+		}()
+		<-reserved
+		time.Sleep(50 * time.Millisecond) // as in TestPauseHoldsReservedTurns
+		if err := p.Pause(ctx, pause); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Error(err)
 		}
 	})
 }
