@@ -186,8 +186,7 @@ end
 
 -- Sliding rates (see prelude.lua): sl[k] is bucket k's sub-window width in
 -- µs, and sl[n + k] its state once read (one table: each costs about 800
--- instructions); their functions made only if
--- there is one.
+-- instructions); their functions made only if there is one.
 local sl = {}
 local sread, sfit, swrite
 for k = 1, n do
