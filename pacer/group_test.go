@@ -505,29 +505,35 @@ func TestRunGroupRoutesAroundFailures(t *testing.T) {
 	})
 }
 
-// A routed call waiting for its turn on a deployment that this process
-// then stops (StopQuota after a quota error) is routed again, to a
-// deployment that can take it, rather than failing with the stop.
+// takenDeployments returns two deployments of one request every 3 s, each
+// request taken by another client, the first's 200 ms earlier: its room
+// comes first, so a routed call reserves its turn there, about 2.8 s
+// ahead. The Group over them prefers them in order.
+func takenDeployments(t *testing.T, b redistest.Backend) ([]*pacer.Pacer, *pacer.Group) {
+	t.Helper()
+	ctx := context.Background()
+	name := redistest.Name(t)
+	cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
+	ps := deployments(t, b.Client(t), name, cfg, cfg)
+	direct := deployments(t, b.Client(t), name, cfg, cfg)
+	if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := direct[1].TryAcquire(ctx, pacer.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	return ps, newGroup(t, pacer.FillInOrder, false, ps...)
+}
+
 // A call that reserved a later turn on one deployment, which a 429 then
 // pauses, is routed again, to the deployment with room, instead of waiting
 // the pause out where it was.
 func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		c := b.Client(t)
-		name := redistest.Name(t)
-		// One request every 3 s: the pause comes 2.7 s before the turn.
-		cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
-		ps := deployments(t, c, name, cfg, cfg)
-		direct := deployments(t, b.Client(t), name, cfg, cfg)
-		g := newGroup(t, pacer.FillInOrder, false, ps...)
-		if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
-		if _, err := direct[1].TryAcquire(ctx, pacer.Request{}); err != nil {
-			t.Fatal(err)
-		}
+		ps, g := takenDeployments(t, b)
+		// The pause comes 2.5 s before the turn.
 		paused := make(chan error, 1)
 		go func() {
 			time.Sleep(300 * time.Millisecond)
@@ -546,7 +552,7 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
 		}
 		// The paused deployment's turn went back (in the background): only
-		// direct[0]'s lease is left there.
+		// the other client's lease is left there.
 		var s pacer.Snapshot
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			if s, err = ps[0].Snapshot(ctx); err != nil {
@@ -557,31 +563,20 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 			}
 		}
 		if s.InFlight != 1 {
-			t.Errorf("the paused deployment has %d leases in flight; want only direct[0]'s (the routed call's turn given back)", s.InFlight)
+			t.Errorf("the paused deployment has %d leases in flight; want only the other client's (the routed call's turn given back)", s.InFlight)
 		}
 	})
 }
 
+// A routed call waiting for its turn on a deployment that this process
+// then stops (StopQuota after a quota error) is routed again, to a
+// deployment that can take it, rather than failing with the stop.
 func TestGroupRoutesAgainAfterAStop(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		c := b.Client(t)
-		name := redistest.Name(t)
-		// One request every 3 s: the stop comes 2.7 s before the turn, a
-		// margin a loaded machine keeps.
-		cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
-		ps := deployments(t, c, name, cfg, cfg)
-		direct := deployments(t, b.Client(t), name, cfg, cfg)
-		g := newGroup(t, pacer.FillInOrder, false, ps...)
-		// Each deployment's one request is taken, the first's earlier: its
-		// room comes first, so the call reserves its turn there.
-		if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
-		if _, err := direct[1].TryAcquire(ctx, pacer.Request{}); err != nil {
-			t.Fatal(err)
-		}
+		ps, g := takenDeployments(t, b)
+		// The stop comes 2.5 s before the turn, a margin a loaded machine
+		// keeps.
 		stopped := make(chan error, 1)
 		go func() {
 			time.Sleep(300 * time.Millisecond)
