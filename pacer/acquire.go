@@ -336,6 +336,7 @@ func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, re
 func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time, routed bool) error {
 	reserved := time.Now()
 	turn := reserved.Add(wait)
+	alive := true // the lease may still be kept alive (see below)
 	for {
 		until, keep := turn, false
 		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
@@ -351,20 +352,22 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 		if d <= 0 {
 			break
 		}
-		if until.After(turn) {
+		if alive && until.After(turn) {
 			// The lease expires a TTL after the turn; a pause longer than
 			// that would start the call on an expired lease, its slot
 			// free for another. It is kept alive at two thirds of the
 			// way to each expiry until the pause ends.
 			if left := time.Until(l.Expiry()) * 2 / 3; d > left {
-				d, keep = max(left, time.Millisecond), true
+				d, keep = max(left, 10*time.Millisecond), true
 			}
 		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-			if keep {
-				_ = l.KeepAlive(ctx) // an error leaves the lease as it was
+			if keep && l.KeepAlive(ctx) != nil {
+				// Expired, or Redis failing: the call goes at the pause's
+				// end as it would have, and does not ask again.
+				alive = false
 			}
 		case <-ctx.Done():
 			t.Stop()
