@@ -416,15 +416,18 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 // A pause longer than the lease TTL must not start a reserved call on an
 // expired lease: its settle would find nothing, and its give-back be lost
 // (or, under a concurrency limit, its slot taken by another). The lease is
-// kept alive through the pause. TTL 300 ms, turn 1 s away, pause 1.5 s:
-// without that, the lease expires about 1.2 s before the call starts.
+// kept alive through the pause. TTL 1.2 s, turn 1 s away, pause 3 s:
+// without that, the lease expires about 0.8 s before the call starts. The
+// keep-alive renews at two thirds of the way to each expiry, so the call
+// has at least a third of the TTL (400 ms) to settle once the pause ends:
+// room for a loaded machine under -race, where 100 ms was not.
 func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		const pause = 1500 * time.Millisecond
+		const pause = 3 * time.Second
 		reserved := make(chan struct{}, 1)
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 6000}, Burst: pacer.Burst{TPM: 100},
-			LeaseTTL: 300 * time.Millisecond,
+			LeaseTTL: 1200 * time.Millisecond,
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Tokens == 100 {
 					select {
