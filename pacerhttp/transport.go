@@ -194,16 +194,15 @@ func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pa
 	t.answer(ctx, v, p, l, tokens, resp.StatusCode)
 }
 
-// answer ends the lease of a failed call as its verdict says, pausing or
-// stopping the budget p first when the provider asks for it: before the
-// SDK sees the answer, so that its retry meets the pause (or, in a group,
-// goes to another deployment).
+// answer ends the lease of a failed call by pacer.EndFailed's rule, then
+// pauses or stops the budget p when the provider asks for it (or cools a
+// failing deployment down): before the SDK sees the answer, so that its
+// retry meets the pause (or, in a group, goes to another deployment).
 func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, tokens int64, status int) {
+	end(ctx, l, func(ctx context.Context) error { return pacer.EndFailed(ctx, l, v) })
 	switch {
 	case v.Kind == classify.RateLimited:
-		// The budget was ahead of the provider: keep the charge, and
-		// hold every process back for the provider's delay.
-		end(ctx, l, l.Release)
+		// Hold every process back for the provider's delay.
 		d := v.RetryAfter
 		if d <= 0 {
 			d = pacer.DefaultRateLimitDelay
@@ -212,15 +211,11 @@ func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pac
 			return p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})
 		})
 	case v.Kind == classify.QuotaExhausted:
-		end(ctx, l, l.Reject)
 		bounded(ctx, func(ctx context.Context) error {
 			return p.StopQuota(ctx, classify.MaxRetryAfter, t.cfg.probe)
 		})
 	case status >= 500 || status == 0:
-		end(ctx, l, l.Release) // it may have been processed
 		t.cooldown(ctx, p)
-	default:
-		end(ctx, l, l.Reject) // refused before any work: tokens back
 	}
 }
 
