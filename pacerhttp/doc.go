@@ -31,7 +31,9 @@
 //     the stream then ends with one more chunk, whose choices are empty;
 //   - answers failures for the whole fleet: a 429 pauses the budget for the
 //     provider's delay (the answer goes back to the SDK unchanged, and its
-//     retry waits in Acquire); an exhausted quota stops the budget in every
+//     retry waits in Acquire; a group transport first sends the call on to
+//     another deployment with room, see NewGroupTransport); an exhausted
+//     quota stops the budget in every
 //     process (their calls fail at once with an error matching
 //     pacer.ErrQuotaExhausted, sending nothing) until one probe succeeds;
 //     the lease of a failed call ends by pacer.EndFailed's rule, as in
