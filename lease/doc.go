@@ -9,9 +9,8 @@
 //     reservation goes back at once; an overrun is charged as debt.
 //   - Release: the call failed. The whole reservation stays charged, since
 //     the provider may have counted the call anyway.
-//   - Reject: the provider refused the call before doing any work
-//     (overloaded, out of quota, another 4xx). Its tokens go back; its
-//     request stays counted.
+//   - Reject: the provider refused the call before doing any work (out of
+//     quota, a 4xx). Its tokens go back; its request stays counted.
 //   - Cancel: the call was never made. Everything goes back.
 //
 // Ending a lease twice, from any goroutine, changes the budget once. A lease

@@ -203,12 +203,12 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Reject ends the lease of a call the provider refused before doing any
-// work: overloaded (529), out of quota, another 4xx. Its tokens go back,
+// work: out of quota, or a 4xx other than a 429. Its tokens go back,
 // whatever NoRefund says, since nothing was generated; its request stays
 // counted, as providers count refused requests toward their request limits.
-// (pacer.Run releases a rate-limited call instead: a 429 shows the budget
-// ran ahead of the provider, and the kept charge corrects it.) Idempotent
-// like Settle.
+// (pacer.EndFailed, the rule Run and package pacerhttp follow, releases a
+// rate-limited call instead: a 429 shows the budget ran ahead of the
+// provider, and the kept charge corrects it.) Idempotent like Settle.
 func (l *Lease) Reject(ctx context.Context) error {
 	return l.finish(ctx, Rejected, wire.Use{}, 0)
 }

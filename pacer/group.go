@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -183,6 +184,25 @@ func hashTag(key string) string {
 
 // Deployments returns the group's deployments, in the order given.
 func (g *Group) Deployments() []Deployment { return append([]Deployment(nil), g.ds...) }
+
+// Except returns a group of g's deployments other than ps, with g's
+// policy, weights and cooldown, or nil when none is left. A caller that
+// sends a failed call on elsewhere routes it with Except's TryAcquire, so
+// that no deployment gets the same call twice; the transport of package
+// pacerhttp does.
+func (g *Group) Except(ps ...*Pacer) *Group {
+	out := &Group{policy: g.policy, cooldown: g.cooldown, one: g.one}
+	for i, d := range g.ds {
+		if !slices.Contains(ps, d.Pacer) {
+			out.ds = append(out.ds, d)
+			out.weights = append(out.weights, g.weights[i])
+		}
+	}
+	if len(out.ds) == 0 {
+		return nil
+	}
+	return out
+}
 
 // order returns the order in which a call is offered to the deployments:
 // as given, or for Spread a weighted random order (each next deployment

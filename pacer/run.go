@@ -19,11 +19,11 @@ import (
 //     return a negative count, when the real usage is unknown: the whole
 //     reservation is then kept);
 //  4. on a failure it asks the classifier, and ends the lease as the
-//     verdict says: a call refused as overloaded, out of quota or for
-//     another 4xx gets its tokens back but stays counted as a request; a
-//     rate-limited call, a 5xx or a timeout keeps the whole reservation (a
-//     429 shows the budget was ahead of the provider; a 5xx may have been
-//     processed). Then:
+//     verdict says (EndFailed): a call refused out of quota or for a 4xx
+//     gets its tokens back but stays counted as a request; a rate-limited
+//     call, an overload, a 5xx or a timeout keeps the whole reservation (a
+//     429 shows the budget was ahead of the provider; the others may have
+//     been processed and counted). Then:
 //     RateLimited pauses the shared budget for the provider's retry delay,
 //     so every process slows down, then retries after it (with jitter);
 //     Overloaded and Transient retry with capped exponential backoff;
@@ -159,28 +159,12 @@ func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T
 	return v, nil, took
 }
 
-// endFailed ends a failed call's lease as the verdict says:
-//
-//   - Rate limited: the reservation stays charged. The provider did not
-//     count the call, but its refusal shows the budget was ahead of the
-//     provider by at least one call's worth, and keeping the charge corrects
-//     by that much per refusal: a storm of refusals corrects a lot.
-//     (Throttled also stops the pause's refill from being banked.)
-//   - Refused outright for another reason (out of quota, overloaded, a
-//     4xx): nothing was generated, and the budget was not shown to be
-//     ahead: the tokens go back, the request stays counted (Reject).
-//   - Anything else (a 5xx, a timeout, a reset connection) may have been
-//     processed and billed: the reservation stays charged (Release).
+// endFailed ends a failed call's lease by the one rule (EndFailed), never
+// waiting on Redis long.
 func endFailed(ctx context.Context, l *Lease, v classify.Verdict) {
 	endCtx, cancel := endContext(ctx)
 	defer cancel()
-	switch {
-	case v.Kind == classify.QuotaExhausted, v.Kind == classify.Overloaded,
-		v.Kind == classify.Permanent && v.Status >= 400 && v.Status < 500:
-		_ = l.Reject(endCtx)
-	default:
-		_ = l.Release(endCtx)
-	}
+	_ = EndFailed(endCtx, l, v)
 }
 
 // endContext bounds the end of a lease: the call is over whatever ctx says

@@ -3,10 +3,12 @@ package pacerhttp
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -47,8 +49,21 @@ type target struct {
 // Each answer is handled on the deployment that gave it: a 429 pauses its
 // budget, an exhausted quota stops it, its rate-limit headers sync it; a
 // 5xx or a connection that fails takes it out of the group for
-// GroupConfig.Cooldown, for every process. The SDK's retry of such an
-// answer is routed again, to a deployment with room.
+// GroupConfig.Cooldown, for every process.
+//
+// A call refused by a deployment (a 429, an exhausted quota, an overload
+// or another 5xx: an answer that comes before any body) is sent on at once
+// to another deployment that has room now (Group.Except's TryAcquire),
+// before the SDK sees the refusal: the SDK would wait out the Retry-After
+// and then be routed back to the deployment whose pause had just ended.
+// Each deployment gets the call at most once per attempt; the refused
+// lease ends by pacer.EndFailed's rule and the next deployment's is a new
+// one. Only when no other deployment has room, or all have refused the
+// call, does the SDK get the (last) refusal, and its retry is routed
+// again. A body the transport could not read whole (over WithMaxBody, with
+// no GetBody) is not sent twice; a failure inside a stream that has begun
+// is never sent on, as part of it reached the SDK; nor is a connection
+// that fails, which the provider may have processed: the SDK retries it.
 //
 // A nil g, a target for no deployment of g, or an invalid URL does not
 // panic: every model call then fails with an error matching
@@ -162,4 +177,63 @@ func (t *transport) cooldown(ctx context.Context, p *pacer.Pacer) {
 	if t.g != nil {
 		bounded(ctx, func(ctx context.Context) error { return t.g.Cooldown(ctx, p, 0) })
 	}
+}
+
+// elsewhere admits a call that a deployment of the transport's group
+// refused with v on another deployment that has room now and was not tried
+// for this attempt, and returns its lease, budget, sender and the request
+// rewritten for it. It returns a nil lease when the transport has no
+// group, v is no failure of the deployment, the body cannot be sent again,
+// ctx is done, or no other deployment has room: the SDK then gets the
+// answer.
+func (t *transport) elsewhere(ctx context.Context, at *attempt, v classify.Verdict, tried []*pacer.Pacer) (*pacer.Lease, *pacer.Pacer, http.RoundTripper, *http.Request) {
+	if t.g == nil || !deploymentFailed(v) || ctx.Err() != nil {
+		return nil, nil, nil, nil
+	}
+	out := new(http.Request)
+	*out = at.src
+	if b := at.src.Body; b != nil && b != http.NoBody {
+		if at.src.GetBody == nil {
+			return nil, nil, nil, nil // read as it was sent: not replayable
+		}
+		body, err := at.src.GetBody()
+		if err != nil {
+			return nil, nil, nil, nil
+		}
+		out.Body = body
+	}
+	g := t.g.Except(tried...)
+	if g == nil {
+		return nil, nil, nil, nil
+	}
+	// Room now, or the SDK's answer: waiting here would hold the answer
+	// from the SDK, whose retry is routed again anyway.
+	l, p, err := g.TryAcquire(ctx, at.r)
+	if err != nil {
+		closeBody(out)
+		return nil, nil, nil, nil
+	}
+	tg := t.to[p]
+	tg.rewrite(out)
+	return l, p, tg.base, out
+}
+
+// deploymentFailed says whether a verdict is the deployment's, not the
+// call's: another deployment may take the call as it is. A 429, an
+// exhausted quota (of that deployment's key), an overload or a 5xx.
+func deploymentFailed(v classify.Verdict) bool {
+	switch v.Kind {
+	case classify.RateLimited, classify.QuotaExhausted, classify.Overloaded:
+		return true
+	case classify.Transient:
+		return v.Status >= 500
+	}
+	return false
+}
+
+// discard drops the answer of a call sent on elsewhere, reading a little of
+// it first so that its connection can be used again.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
 }

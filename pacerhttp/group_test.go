@@ -1,8 +1,10 @@
 package pacerhttp_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,27 +19,47 @@ import (
 )
 
 // deployment is an OpenAI-style server that records what reaches it and
-// answers with status (200: a small chat completion).
+// answers with status (200: a small chat completion, a stream if asked, or
+// an Anthropic message on /v1/messages), failures with body and header.
 type deployment struct {
 	mu     sync.Mutex
 	hits   []string // path and api-key of each request
 	status int
+	header http.Header
+	body   string
 	srv    *httptest.Server
 }
 
 func newDeployment(t *testing.T, status int) *deployment {
-	d := &deployment{status: status}
+	return newFailingDeployment(t, status, nil, `{"error":{"message":"down","type":"server_error"}}`)
+}
+
+// newFailingDeployment is a deployment that answers every call with
+// status, header and body.
+func newFailingDeployment(t *testing.T, status int, header http.Header, body string) *deployment {
+	d := &deployment{status: status, header: header, body: body}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, _ := io.ReadAll(r.Body)
 		d.mu.Lock()
 		d.hits = append(d.hits, r.URL.Path+" "+r.Header.Get("api-key"))
 		d.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if d.status != http.StatusOK {
-			w.WriteHeader(d.status)
-			_, _ = w.Write([]byte(`{"error":{"message":"down","type":"server_error"}}`))
-			return
+		for k, v := range d.header {
+			w.Header()[k] = v
 		}
-		_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`))
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case d.status != http.StatusOK:
+			w.WriteHeader(d.status)
+			_, _ = w.Write([]byte(d.body))
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			_, _ = w.Write([]byte(`{"id":"m","type":"message","role":"assistant","model":"claude-haiku-4-5","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":5}}`))
+		case bytes.Contains(in, []byte(`"stream":true`)):
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n" +
+				"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"gpt-4o\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5,\"total_tokens\":15}}\n\ndata: [DONE]\n\n"))
+		default:
+			_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`))
+		}
 	}))
 	t.Cleanup(d.srv.Close)
 	return d
@@ -52,12 +74,22 @@ func (d *deployment) got() []string {
 // groupOf returns a FillInOrder group of budgets named after the test,
 // one per RPD given, sharing a HashTag.
 func groupOf(t *testing.T, b redistest.Backend, rpds ...int64) (*pacer.Group, []*pacer.Pacer, string) {
+	return groupObserved(t, b, nil, rpds...)
+}
+
+// groupObserved is groupOf with every deployment's events recorded in ev,
+// if not nil.
+func groupObserved(t *testing.T, b redistest.Backend, ev *events, rpds ...int64) (*pacer.Group, []*pacer.Pacer, string) {
 	t.Helper()
 	name := redistest.Name(t)
 	var ds []pacer.Deployment
 	var ps []*pacer.Pacer
 	for i, rpd := range rpds {
-		p, err := pacer.New(b.Client(t), pacer.Config{Name: name + "-" + string(rune('a'+i)), HashTag: name, Limits: pacer.Limits{RPD: rpd}})
+		cfg := pacer.Config{Name: name + "-" + string(rune('a'+i)), HashTag: name, Limits: pacer.Limits{RPD: rpd}}
+		if ev != nil {
+			cfg.Observe = ev.observe
+		}
+		p, err := pacer.New(b.Client(t), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,12 +110,45 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Output = max(c.MaxOutput, 0)
 		}
 	}
-	tokens := r.Tokens + r.Input + r.Output
+	at := &attempt{a: a, c: c, parsed: parsed, r: r, tokens: r.Tokens + r.Input + r.Output, src: *out}
 	l, p, base, err := t.acquire(ctx, r, out)
 	if err != nil {
 		closeBody(out)
 		return nil, err
 	}
+	tried := []*pacer.Pacer{p}
+	for {
+		resp, v, failed, err := t.send(ctx, at, out, l, p, base)
+		if err != nil || !failed {
+			return resp, err
+		}
+		// In a group, a deployment's refusal goes on to another with room
+		// before the SDK sees it: the SDK's own retry would wait out the
+		// Retry-After and be routed back to the same deployment.
+		if l, p, base, out = t.elsewhere(ctx, at, v, tried); l == nil {
+			return resp, nil
+		}
+		discard(resp)
+		tried = append(tried, p)
+	}
+}
+
+// attempt is one HTTP attempt of a model call: what the transport read of
+// it, its reservation, and the request before any deployment's rewrite
+// (with its replayable body), from which a call sent on elsewhere is made.
+type attempt struct {
+	a      api
+	c      call
+	parsed bool
+	r      pacer.Request
+	tokens int64
+	src    http.Request
+}
+
+// send sends out with base on p's budget, holding l. A failed answer comes
+// back with its verdict and failed true, l ended; a success with its body
+// metered (l ends when the SDK has read it).
+func (t *transport) send(ctx context.Context, at *attempt, out *http.Request, l *pacer.Lease, p *pacer.Pacer, base http.RoundTripper) (*http.Response, classify.Verdict, bool, error) {
 	k := keep(l)
 	resp, err := base.RoundTrip(out)
 	if err != nil {
@@ -126,25 +159,24 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ctx.Err() == nil {
 			t.cooldown(ctx, p) // the deployment did not answer
 		}
-		return nil, err
+		return nil, classify.Verdict{}, false, err
 	}
 	if t.cfg.headerSync {
 		t.syncer(p).push(classify.ParseHeaders(resp.Header, time.Now()))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		k.stop()
-		t.failed(ctx, resp, p, l, tokens)
-		return resp, nil
+		return resp, t.failed(ctx, resp, p, l, at.tokens), true, nil
 	}
-	stream := parsed && c.Stream || a == apiGeminiStream ||
+	stream := at.parsed && at.c.Stream || at.a == apiGeminiStream ||
 		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	k.answered()
-	b := &meter{t: t, p: p, ctx: ctx, l: l, k: k, a: a, tokens: tokens, rc: resp.Body}
+	b := &meter{t: t, p: p, ctx: ctx, l: l, k: k, a: at.a, tokens: at.tokens, rc: resp.Body}
 	if stream {
-		b.scan = newStreamScanner(a)
+		b.scan = newStreamScanner(at.a)
 	}
 	resp.Body = b
-	return resp, nil
+	return resp, classify.Verdict{}, false, nil
 }
 
 // prepare reads the body of a model call and returns the request to send:
@@ -182,9 +214,10 @@ func (t *transport) prepare(req *http.Request, a api, urlModel string) (out *htt
 	return out, c, parsed, nil
 }
 
-// failed answers a provider's refusal for the whole fleet, then hands the
-// answer back to the SDK unchanged (the part read to classify it put back).
-func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pacer, l *pacer.Lease, tokens int64) {
+// failed answers a provider's refusal for the whole fleet, puts the part
+// read to classify it back, so that the SDK gets the answer unchanged, and
+// returns its verdict.
+func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pacer, l *pacer.Lease, tokens int64) classify.Verdict {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, classify.MaxBodyBytes))
 	resp.Body = struct {
 		io.Reader
@@ -192,18 +225,18 @@ func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pa
 	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 	v := classify.FromHTTP(resp.StatusCode, resp.Header, head)
 	t.answer(ctx, v, p, l, tokens, resp.StatusCode)
+	return v
 }
 
-// answer ends the lease of a failed call as its verdict says, pausing or
-// stopping the budget p first when the provider asks for it: before the
-// SDK sees the answer, so that its retry meets the pause (or, in a group,
-// goes to another deployment).
+// answer ends the lease of a failed call by pacer.EndFailed's rule, then
+// pauses or stops the budget p when the provider asks for it (or cools a
+// failing deployment down): before the SDK sees the answer, so that its
+// retry meets the pause (or, in a group, goes to another deployment).
 func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, tokens int64, status int) {
+	end(ctx, l, func(ctx context.Context) error { return pacer.EndFailed(ctx, l, v) })
 	switch {
 	case v.Kind == classify.RateLimited:
-		// The budget was ahead of the provider: keep the charge, and
-		// hold every process back for the provider's delay.
-		end(ctx, l, l.Release)
+		// Hold every process back for the provider's delay.
 		d := v.RetryAfter
 		if d <= 0 {
 			d = pacer.DefaultRateLimitDelay
@@ -212,15 +245,11 @@ func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pac
 			return p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})
 		})
 	case v.Kind == classify.QuotaExhausted:
-		end(ctx, l, l.Reject)
 		bounded(ctx, func(ctx context.Context) error {
 			return p.StopQuota(ctx, classify.MaxRetryAfter, t.cfg.probe)
 		})
 	case status >= 500 || status == 0:
-		end(ctx, l, l.Release) // it may have been processed
 		t.cooldown(ctx, p)
-	default:
-		end(ctx, l, l.Reject) // refused before any work: tokens back
 	}
 }
 
