@@ -123,7 +123,12 @@ func slotsAfterOutage(t *testing.T, addr string, tol float64, step, down func(),
 	if took > 2*time.Second {
 		t.Errorf("the %d slots were free %v after Redis answered; want within 2s", n, took.Round(time.Millisecond))
 	}
+	// A lease learns it was settled from the reply of the attempt that
+	// settled it, or from the next one if that reply was lost.
 	for i, l := range leases {
+		for deadline := time.Now().Add(5 * time.Second); l.State() == lease.Held && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if got := l.State(); got != lease.Settled {
 			t.Errorf("lease %d: State() = %v; want settled", i, got)
 		}
