@@ -13,8 +13,11 @@
 //     quota, a 4xx). Its tokens go back; its request stays counted.
 //   - Cancel: the call was never made. Everything goes back.
 //
-// Ending a lease twice, from any goroutine, changes the budget once. A lease
-// that is not ended expires after the budget's lease TTL: its slot comes
-// back, and its tokens stay charged, as for Release. KeepAlive keeps a long
-// call's lease from expiring.
+// Ending a lease twice, from any goroutine, changes the budget once. An end
+// that fails because Redis is unreachable returns the error and is retried
+// in the background until it lands or the lease expires, so that an outage
+// does not keep slots taken for a lease TTL. A lease that is not ended
+// expires after the budget's lease TTL: its slot comes back, and its tokens
+// stay charged, as for Release. KeepAlive keeps a long call's lease from
+// expiring.
 package lease

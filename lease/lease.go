@@ -72,11 +72,22 @@ type Lease struct {
 	b *leasing.Budget
 	a leasing.Admission
 
+	// call is held across each Redis call that ends or renews the lease,
+	// so that they never interleave. It is a channel, not a mutex, so that
+	// a caller waits for it no longer than its context: an end retried in
+	// the background may hold it through a hung Redis.
+	call chan struct{}
+
+	// mu guards the fields below, and is never held across a Redis call.
+	// They change only while call is held too.
 	mu     sync.Mutex
 	end    End
 	tried  End // how the first attempt to end it whose reply was lost tried; Held if none
 	expiry time.Time
 	held   time.Duration
+	// retrying: a failed end is being retried in the background (see
+	// retry); a second failed end does not start another.
+	retrying bool
 	// quiet: not yet announced to its caller, so its end is not reported
 	// (see leasing.Admission.Quiet).
 	quiet atomic.Bool
@@ -85,7 +96,7 @@ type Lease struct {
 func init() {
 	// See leasing.Open: pacer opens leases through it.
 	leasing.Open = func(b *leasing.Budget, a leasing.Admission) any {
-		l := &Lease{b: b, a: a, expiry: a.Expiry}
+		l := &Lease{b: b, a: a, expiry: a.Expiry, call: make(chan struct{}, 1)}
 		l.quiet.Store(a.Quiet)
 		return l
 	}
@@ -136,9 +147,14 @@ func (l *Lease) State() End {
 //
 // Settle is idempotent: once a lease has ended, by Settle, Release, Reject
 // or Cancel, further calls return nil and change nothing. A lease that
-// expired returns ErrExpired and refunds nothing. If Redis fails, Settle
-// returns the error and the lease stays held, so it may be retried;
-// unsettled, it expires.
+// expired returns ErrExpired and refunds nothing.
+//
+// If Redis fails (or ctx ends first), Settle returns the error at once and
+// keeps trying in the background, backing off to twice a second, until
+// the settle lands, the lease expires, or the client is closed: a lease
+// whose settle met an outage frees its slot within about a second of Redis
+// answering again, not at its expiry. Retried, it still changes the budget
+// once. Calling Settle again meanwhile is safe, and not needed.
 func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
 		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
@@ -197,7 +213,8 @@ func (l *Lease) reserved() wire.Use {
 
 // Release ends the lease of a call that failed, keeping the whole
 // reservation charged: the provider may have counted the call (a timeout on
-// our side is often a success on theirs). Idempotent like Settle.
+// our side is often a success on theirs). Idempotent, and retried in the
+// background when Redis fails, like Settle.
 func (l *Lease) Release(ctx context.Context) error {
 	return l.finish(ctx, Released, l.reserved(), l.a.Tokens)
 }
@@ -208,24 +225,42 @@ func (l *Lease) Release(ctx context.Context) error {
 // counted, as providers count refused requests toward their request limits.
 // (pacer.EndFailed, the rule Run and package pacerhttp follow, releases a
 // rate-limited call instead: a 429 shows the budget ran ahead of the
-// provider, and the kept charge corrects it.) Idempotent like Settle.
+// provider, and the kept charge corrects it.) Idempotent, and retried in
+// the background when Redis fails, like Settle.
 func (l *Lease) Reject(ctx context.Context) error {
 	return l.finish(ctx, Rejected, wire.Use{}, 0)
 }
 
 // Cancel ends the lease of a call that was never sent, giving back its tokens
-// and its request. Idempotent like Settle.
+// and its request. Idempotent, and retried in the background when Redis
+// fails, like Settle.
 func (l *Lease) Cancel(ctx context.Context) error {
 	return l.finish(ctx, Canceled, wire.Use{}, 0)
 }
 
 // finish ends the lease as how says, correcting the buckets by used (in
-// their units); reported is the call's own usage, for the Ended event.
+// their units); reported is the call's own usage, for the Ended event. An
+// attempt that fails for want of Redis (or of time: ctx done first) is
+// retried in the background (see retry), and its error returned at once.
 func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int64) error {
-	l.mu.Lock()
+	err := l.attempt(ctx, how, used, reported)
+	if retryable(err) {
+		l.retry(ctx, how, used, reported)
+	}
+	return err
+}
+
+// attempt tries once to end the lease, waiting for the lease's call turn
+// no longer than ctx, and reports the end if it lands.
+func (l *Lease) attempt(ctx context.Context, how End, used wire.Use, reported int64) error {
+	if err := l.lock(ctx); err != nil {
+		return fmt.Errorf("lease: %s %s: %w", verb(how), l.a.ID, err)
+	}
 	end, err := l.finishLocked(ctx, how, used)
+	l.mu.Lock()
 	held := l.held
 	l.mu.Unlock()
+	l.unlock()
 	if end == Held {
 		return err
 	}
@@ -244,9 +279,33 @@ func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int
 	return err
 }
 
+// lock takes the lease's call turn (see Lease.call), or returns ctx's
+// error once ctx is done.
+func (l *Lease) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case l.call <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Lease) unlock() { <-l.call }
+
+// set changes the lease's state under mu (see Lease.mu).
+func (l *Lease) set(f func()) {
+	l.mu.Lock()
+	f()
+	l.mu.Unlock()
+}
+
 // finishLocked runs the settle script unless the lease has already ended. It
 // returns how the lease ended by this call, or Held if it had ended before
-// or this attempt failed; and ErrExpired for a lease found expired.
+// or this attempt failed; and ErrExpired for a lease found expired. The
+// caller holds the call turn.
 func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, error) {
 	switch l.end {
 	case Held:
@@ -256,7 +315,7 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 		return Held, nil
 	}
 	if l.a.Detached {
-		l.end = how
+		l.set(func() { l.end = how })
 		return how, nil
 	}
 	if l.a.Local != nil {
@@ -272,23 +331,23 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 	if err == nil {
 		res, err = wire.Int64s(v, 2)
 	}
+	// An attempt whose reply is lost may have ended the lease: the first
+	// such attempt's end is the one a later "not found" stands for.
+	tried := l.tried
+	if tried == Held {
+		tried = how
+	}
 	if err != nil {
-		if l.tried == Held {
-			l.tried = how
-		}
+		l.set(func() { l.tried = tried })
 		return Held, fmt.Errorf("lease: %s %s: %w", verb(how), l.a.ID, err)
 	}
 	now := time.UnixMicro(res[1])
+	end, err := Held, error(nil)
 	switch {
 	case res[0] == 1:
-		l.end = how
-		if how != Canceled && now.After(l.a.Start) {
-			l.held = now.Sub(l.a.Start)
-		}
-		return how, nil
+		end = how
 	case res[0] == 2:
-		l.end = Expired
-		return Expired, ErrExpired
+		end, err = Expired, ErrExpired
 	case res[0] == 0 && now.Before(l.expiry.Add(reapAfter)) && (l.tried != Held || now.Before(l.expiry)):
 		// Not found, yet an expired lease would still be in the set: an
 		// earlier attempt whose reply was lost did end it. That may be
@@ -298,20 +357,21 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 		// would have found the lease expired. Past the expiry with no
 		// failed attempt, the budget's keys may have expired with the
 		// lease (a short LeaseTTL on an idle budget): that is an expiry.
-		if l.tried == Held {
-			l.tried = how
-		}
-		l.end = l.tried
-		return l.end, nil
+		end = tried
 	case res[0] == 0:
 		// Never ended by us, and gone: it expired and was removed.
-		l.end = Expired
-		return Expired, ErrExpired
+		end, err = Expired, ErrExpired
+	default:
+		l.set(func() { l.tried = tried })
+		return Held, fmt.Errorf("lease: %s %s: %w: %v", verb(how), l.a.ID, wire.ErrReply, res)
 	}
-	if l.tried == Held {
-		l.tried = how
-	}
-	return Held, fmt.Errorf("lease: %s %s: %w: %v", verb(how), l.a.ID, wire.ErrReply, res)
+	l.set(func() {
+		l.end, l.tried = end, tried
+		if res[0] == 1 && how != Canceled && now.After(l.a.Start) {
+			l.held = now.Sub(l.a.Start)
+		}
+	})
+	return end, err
 }
 
 // finishLocal ends a lease admitted locally while Redis was down, against
@@ -322,14 +382,16 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 func (l *Lease) finishLocal(how End, used wire.Use) (End, error) {
 	now := time.Now()
 	if !now.Before(l.expiry) {
-		l.end = Expired
+		l.set(func() { l.end = Expired })
 		return Expired, ErrExpired
 	}
 	l.a.Local.End(l.a.ID, how == Canceled, l.reserved(), used)
-	l.end = how
-	if how != Canceled {
-		l.held = now.Sub(l.a.Start)
-	}
+	l.set(func() {
+		l.end = how
+		if how != Canceled {
+			l.held = now.Sub(l.a.Start)
+		}
+	})
 	return how, nil
 }
 
@@ -348,29 +410,41 @@ func verb(how End) string {
 // call keeps its concurrency slot. It returns ErrExpired if the lease already
 // expired, and nil without a Redis call if it has ended.
 func (l *Lease) KeepAlive(ctx context.Context) error {
-	// The lock is held across the call, so that a renewal and an end do
-	// not interleave: the expiry a failed end is judged by must be current.
-	l.mu.Lock()
+	// The call turn is held across the call, so that a renewal and an end
+	// do not interleave: the expiry a failed end is judged by must be
+	// current.
+	if err := l.lock(ctx); err != nil {
+		return fmt.Errorf("lease: keep alive %s: %w", l.a.ID, err)
+	}
+	expired, err := l.keepAliveLocked(ctx)
+	l.unlock()
+	// Told outside the turn: an observer may end the lease.
+	if expired && l.b.Ended != nil && !l.quiet.Load() {
+		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired, Probe: l.a.Probe})
+	}
+	return err
+}
+
+// keepAliveLocked is KeepAlive with the call turn held. expired says the
+// renewal found the lease expired, and marked it so.
+func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 	switch l.end {
 	case Held:
 	case Expired:
-		l.mu.Unlock()
-		return ErrExpired
+		return false, ErrExpired
 	default:
-		l.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	if l.a.Detached || l.a.Local != nil {
 		if l.a.Local != nil && !time.Now().Before(l.expiry) {
-			l.mu.Unlock()
-			return ErrExpired
+			return false, ErrExpired
 		}
-		l.expiry = time.Now().Add(l.b.TTL)
+		expiry := time.Now().Add(l.b.TTL)
+		l.set(func() { l.expiry = expiry })
 		if l.a.Local != nil {
-			l.a.Local.Keep(l.a.ID, l.expiry)
+			l.a.Local.Keep(l.a.ID, expiry)
 		}
-		l.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	v, err := wire.Run(ctx, lua.KeepAlive, l.b.Client, l.b.Keys, wire.KeepAliveArgs(l.a.ID, l.b.TTL, l.b.Limit, l.b.BatchSlots), nil)
 	var res []int64
@@ -378,26 +452,19 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 		res, err = wire.Int64s(v, 3)
 	}
 	if err != nil {
-		l.mu.Unlock()
-		return fmt.Errorf("lease: keep alive %s: %w", l.a.ID, err)
+		return false, fmt.Errorf("lease: keep alive %s: %w", l.a.ID, err)
 	}
 	if res[0] != 0 {
-		l.expiry = time.UnixMilli(res[2])
-		l.mu.Unlock()
-		return nil
+		l.set(func() { l.expiry = time.UnixMilli(res[2]) })
+		return false, nil
 	}
 	if l.tried != Held {
 		// An end whose reply was lost may have removed it: the next end
 		// attempt finds out which.
-		l.mu.Unlock()
-		return ErrExpired
+		return false, ErrExpired
 	}
-	l.end = Expired
-	l.mu.Unlock()
-	if l.b.Ended != nil && !l.quiet.Load() {
-		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired, Probe: l.a.Probe})
-	}
-	return ErrExpired
+	l.set(func() { l.end = Expired })
+	return true, ErrExpired
 }
 
 // Expiry returns when the lease's slot expires unless it is kept alive or

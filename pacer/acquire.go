@@ -10,9 +10,7 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/lua"
-	"github.com/redis/go-redis/v9"
 )
 
 // Acquire waits until every limit of the budget has room for r, charges
@@ -387,23 +385,15 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 	return nil
 }
 
-// giveBack cancels a lease nobody will use, without holding the caller: in
-// a goroutine that retries while Redis fails, until the cancel lands or the
-// lease expires (then its slot is free anyway, and its reservation stays
-// charged, the safe side).
+// giveBack cancels a lease nobody will use, without holding the caller. A
+// cancel that fails is retried by the lease itself, in the background,
+// until it lands or the lease expires (then its slot is free anyway, and
+// its reservation stays charged, the safe side): see Lease.Cancel.
 func (p *Pacer) giveBack(l *Lease) {
 	go func() {
-		pause := 50 * time.Millisecond
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := l.Cancel(ctx)
-			cancel()
-			if err == nil || errors.Is(err, lease.ErrExpired) || errors.Is(err, redis.ErrClosed) || !time.Now().Before(l.Expiry()) {
-				return
-			}
-			time.Sleep(pause)
-			pause = min(2*pause, 5*time.Second)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = l.Cancel(ctx)
 	}()
 }
 

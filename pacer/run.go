@@ -136,8 +136,9 @@ func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Le
 // runOnce runs the call with the lease kept alive. On success it settles
 // the reported usage; a failed call's lease is left for endFailed, which
 // needs the classifier's verdict. A lease that cannot be ended because Redis
-// fails is not an error for the caller, whose call is done: it expires
-// after its TTL, keeping its reservation.
+// fails is not an error for the caller, whose call is done: the lease
+// keeps ending itself in the background until Redis answers (or its TTL
+// ends, keeping its reservation).
 func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T, error), usage func(T) int64) (T, error, time.Duration) {
 	stop := l.AutoKeepAlive(ctx)
 	start := time.Now()

@@ -269,39 +269,17 @@ func bounded(ctx context.Context, f func(context.Context) error) {
 	}()
 }
 
-// end ends a lease with f: at once with ctx while it lasts; if that fails
-// (Redis unreachable, or ctx done), in the background, retried until it
-// lands or the lease expires (its reservation then stays charged, the safe
-// side). A caller is never held past its context.
+// end ends a lease with f, with ctx: a lease whose end fails (Redis
+// unreachable, or ctx done) keeps trying in the background until it lands
+// or the lease expires (its reservation then stays charged, the safe
+// side), the same loop for every caller (see lease.Lease.Settle). A
+// caller is never held past its context.
 func end(ctx context.Context, l *pacer.Lease, f func(context.Context) error) {
-	done := func(err error) bool {
-		return err == nil || errors.Is(err, pacer.ErrLeaseExpired)
-	}
 	// An end the lease refuses (a usage it cannot take) must not leave it
 	// held: it is released instead, keeping its reservation.
-	g := f
-	f = func(ctx context.Context) error {
-		if err := g(ctx); !errors.Is(err, pacer.ErrInvalid) {
-			return err
-		}
-		return l.Release(ctx)
+	if err := f(ctx); errors.Is(err, pacer.ErrInvalid) {
+		_ = l.Release(ctx)
 	}
-	if ctx.Err() == nil && done(f(ctx)) {
-		return
-	}
-	go func() {
-		pause := 50 * time.Millisecond
-		for {
-			c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := f(c)
-			cancel()
-			if done(err) || !time.Now().Before(l.Expiry()) {
-				return
-			}
-			time.Sleep(pause)
-			pause = min(2*pause, 5*time.Second)
-		}
-	}()
 }
 
 func closeBody(r *http.Request) {
