@@ -111,3 +111,26 @@ func TestActOnMissing(t *testing.T) {
 		t.Errorf("TryAcquire on a budget stopped before its first call = %v; want ErrStopped", err)
 	}
 }
+
+// llmpacer pause then llmpacer stop: the stop wins, and the application's
+// calls fail at once with ErrStopped rather than wait the pause out.
+func TestPauseThenStop(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		f := newFixture(t, b)
+		env := envOf(b)
+		p := f.defined
+		if r := runWith(t, env, "pause", "-prefix", f.prefix, "-for", "20s", p.Name()); r.code != exitOK {
+			t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := runWith(t, env, "stop", "-prefix", f.prefix, "-for", "1m", p.Name()); r.code != exitOK {
+			t.Fatalf("stop: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
+			t.Errorf("TryAcquire after pause then stop = %v; want ErrStopped", err)
+		}
+		if r := runWith(t, env, "resume", "-prefix", f.prefix, p.Name()); r.code != exitOK {
+			t.Errorf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
