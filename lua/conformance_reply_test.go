@@ -35,7 +35,7 @@ type acquireReplyCase struct {
 
 func acquireReplyVectors(t *testing.T) any {
 	const n, exp = nowUs, nowUs/1000 + 90_000 // "everything": a 90 s lease TTL
-	const xp = exp + 30_000                    // the state's keys live past the lease
+	const xp = exp + 30_000                   // the state's keys live past the lease
 	try, acq := req("try", 4000, "interactive"), req("acquire", 4000, "interactive")
 	cases := []acquireReplyCase{
 		{Name: "admitted now", Config: "everything", Request: try, Replies: []any{[]any{int64(1), int64(0), n, "", exp, int64(0), xp}}},

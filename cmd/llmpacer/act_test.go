@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
 )
 
 // pause, stop and resume change what the application's Pacer does, on a
@@ -133,4 +134,23 @@ func TestPauseThenStop(t *testing.T) {
 			t.Errorf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// The command warns when the server may evict budgets' keys, naming the
+// setting to change; a server with noeviction gets no warning.
+func TestWarnsOfEviction(t *testing.T) {
+	srv := redistest.NewServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	env := map[string]string{envURL: "redis://" + srv.Addr}
+	for _, policy := range []string{"allkeys-lru", "volatile-lru", "noeviction"} {
+		if err := rdb.ConfigSet(context.Background(), "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := runWith(t, env, "list")
+		warned := strings.Contains(r.stderr, "maxmemory-policy "+policy) && strings.Contains(r.stderr, "set maxmemory-policy noeviction")
+		if r.code != exitOK || warned != (policy != "noeviction") {
+			t.Errorf("list under maxmemory-policy %s: exit %d, stderr %q; want exit 0 and a warning only if it can evict", policy, r.code, r.stderr)
+		}
+	}
 }
