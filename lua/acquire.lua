@@ -47,8 +47,12 @@
 --          room they leave.
 -- ARGV[9+3n] (optional, with KEYS[4]): the version of the definition the
 --          caller runs (0: none stored when it loaded it)
+-- ARGV[10+3n] (optional, after the version): '<seen> <e1> ... <en>': the
+--          latest xp the caller saw (see the reply), and what each bucket
+--          restarts at if the state was lost (below): its span in µs, a
+--          sliding rate's limit in units, 0 for a tenant's bucket
 --
--- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
+-- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket, xp}:
 --   code  1: admitted; every bucket charged; the call's turn comes in
 --            wait_ms (0 = now). ticket 0: the lease holds its slot (with a
 --            concurrency limit, only ever with wait_ms 0). ticket t: a
@@ -75,10 +79,13 @@
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency,
 --            pause, or ''. While the budget is stopped (see stop.lua): code
 --            0 with the stop's kind (quota or stop) and wait_ms until the
---            next probe is due or the stop ends; code 1 with reason probe
+--            next probe is due or the stop ends, a pause in force
+--            included (a stop wins over a pause); code 1 with reason probe
 --            for the one call a probe interval lets through (wait_ms 0).
 --   expiry_ms: for codes 1 and 2, the lease's expiry as stored (without
 --            PENDING); otherwise 0.
+--   xp:      the state's xp as read (0: no state), or -1: this call found
+--            the state lost and restarted its buckets empty (see below).
 --
 -- A bucket found full (no TAT, or one in the past) restarts from now: what
 -- was reserved before has been refilled. Every admission records its
