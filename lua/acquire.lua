@@ -176,7 +176,7 @@ end
 -- holding its limit in the current sub-window. The reply says so (xr -1).
 local lf = myv and ARGV[10 + 3 * n]
 if lf then
-  local sp = string.find(lf, ' ', 1, true)
+  local sp = string.find(lf, ' ', 1, true) or #lf + 1 -- no bucket: seen alone
   local f = sub(lf, 1, sp - 1) + 0
   if f > now and xr < f then
     local args, a, ms, k = {}, 0, f, 0

@@ -89,6 +89,12 @@ func TestLostStateRestartsEmpty(t *testing.T) {
 		if code, xp := acquire("e", 0); code != 1 || xp != 0 {
 			t.Errorf("a process that never saw the state: code %d, xp %d; want admitted on a full budget", code, xp)
 		}
+		// A budget with a concurrency limit alone sends the time seen
+		// with no bucket after it.
+		lone := wire.Acquire{ID: "g", TTL: time.Minute, Limit: 2, BatchSlots: 2, Spacing: 1, Versioned: true, Seen: seen + 60_000}
+		if got, err := rdb.Eval(ctx, lua.Source("acquire"), keys, lone.Args()...).Slice(); err != nil || got[0] != int64(1) {
+			t.Errorf("acquire with slots alone and a time seen = %v, %v; want admitted", got, err)
+		}
 		// A time already past is an expiry, not a loss: full.
 		lose()
 		if code, xp := acquire("f", 1); code != 1 || xp != 0 {
