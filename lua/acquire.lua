@@ -47,8 +47,12 @@
 --          room they leave.
 -- ARGV[9+3n] (optional, with KEYS[4]): the version of the definition the
 --          caller runs (0: none stored when it loaded it)
+-- ARGV[10+3n] (optional, after the version): '<seen> <e1> ... <en>': the
+--          latest xp the caller saw (see the reply), and what each bucket
+--          restarts at if the state was lost (below): its span in µs, a
+--          sliding rate's limit in units, 0 for a tenant's bucket
 --
--- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket}:
+-- Returns {code, wait_ms, now_us, reason, expiry_ms, ticket, xp}:
 --   code  1: admitted; every bucket charged; the call's turn comes in
 --            wait_ms (0 = now). ticket 0: the lease holds its slot (with a
 --            concurrency limit, only ever with wait_ms 0). ticket t: a
@@ -75,10 +79,13 @@
 --   reason: the limit that set wait_ms: rpm, tpm, rpd, tpd, concurrency,
 --            pause, or ''. While the budget is stopped (see stop.lua): code
 --            0 with the stop's kind (quota or stop) and wait_ms until the
---            next probe is due or the stop ends; code 1 with reason probe
+--            next probe is due or the stop ends, a pause in force
+--            included (a stop wins over a pause); code 1 with reason probe
 --            for the one call a probe interval lets through (wait_ms 0).
 --   expiry_ms: for codes 1 and 2, the lease's expiry as stored (without
 --            PENDING); otherwise 0.
+--   xp:      the state's xp as read (0: no state), or -1: this call found
+--            the state lost and restarted its buckets empty (see below).
 --
 -- A bucket found full (no TAT, or one in the past) restarts from now: what
 -- was reserved before has been refilled. Every admission records its
@@ -138,6 +145,8 @@ for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[8 + k], ARGV[8 + k] .. '.h
 names[3 + 2 * n] = 'qs'
 if myv then names[4 + 2 * n] = 'dv' end
 local h = redis.call('HMGET', state, unpack(names))
+-- xr: the state's xp as read (0: no state), for the reply.
+local xr = (h[1] or 0) + 0
 
 -- The definition. A caller that sends the version of the definition it
 -- runs is told when another is stored: code 3, with the stored version
@@ -154,8 +163,45 @@ if myv then
   end
   if dv ~= myv then
     if not dvw then dv = redis.call('HGET', KEYS[4], 'v') or '0' end
-    if dv ~= myv then return {3, 0, us, 'definition', 0, dv + 0} end
+    if dv ~= myv then return {3, 0, us, 'definition', 0, dv + 0, xr} end
     dvw = dv -- the copy was wrong: the definition changed under it
+  end
+end
+
+-- A lost state: the caller saw the keys kept until f (ARGV after the
+-- version), still ahead, and the state now says less (xp only grows), or
+-- nothing: Redis lost it (a restart, a failover, an eviction) while the
+-- provider still counts what was used. Each budget bucket missing from it
+-- restarts empty, not full: a TAT a span from now, or a sliding window
+-- holding its limit in the current sub-window. The reply says so (xr -1).
+local lf = myv and ARGV[10 + 3 * n]
+if lf then
+  local sp = string.find(lf, ' ', 1, true) or #lf + 1 -- no bucket: seen alone
+  local f = sub(lf, 1, sp - 1) + 0
+  if f > now and xr < f then
+    local args, a, ms, k = {}, 0, f, 0
+    for e in string.gmatch(sub(lf, sp + 1), '%d+') do
+      k = k + 1
+      if e ~= '0' and not h[2 + k] then
+        local fld, v = ARGV[8 + k], nil
+        if byte(fld, 1) == 126 then
+          local g = string.match(fld, '^~(%d+):') + 0
+          local cur = floor(now * 1000 / g)
+          v = fmt('%d:%d:0:%s', cur, cur, e)
+          ms = max(ms, (cur + SK + 1) * g / 1000)
+        else
+          v = fmt('%d', us + e)
+          ms = max(ms, (us + e) / 1000)
+        end
+        h[2 + k], args[a + 1], args[a + 2] = v, fld, v
+        a = a + 2
+      end
+    end
+    -- The keys live at least until f, as they would have: a caller that
+    -- saw f then finds the state as it left it, not lost again.
+    cover(now, xr, ms, args, a)
+    h[1] = redis.call('HGET', state, 'xp')
+    if a > 0 then xr = -1 end
   end
 end
 
@@ -238,7 +284,7 @@ repeat
     if stop then
       wait = stop[1] - now
       if stop[3] > 0 then wait = math.min(wait, max(stop[2] - now, 1)) end
-      reply = {0, wait, us, stop[4], 0, 0}
+      reply = {0, wait, us, stop[4], 0, 0, xr}
       break
     end
     expiry = max(expiry, now + ttl)
@@ -253,7 +299,7 @@ repeat
     for k = 1, n do
       local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
       local b = byte(field, 1)
-      if charge > allow and b ~= 37 then return {-1, 0, us, field, 0, 0} end
+      if charge > allow and b ~= 37 then return {-1, 0, us, field, 0, 0, xr} end
       if share and keep and b ~= 64 and b ~= 37 then allow = allow - floor(allow * keep) end
       local g, w = sl[k], 0
       if b == 37 then
@@ -289,27 +335,27 @@ repeat
       end
     end
     wait, step = wait / 1000, step / 1000
-
-    -- A pause admits nobody and reserves nothing: a pause may be extended
-    -- while callers wait, and a reservation made now could not see that.
-    -- A waiter keeps its place in the queue.
     local pause = h[2]
-    if pause then
-      pause = pause + 0
-      if pause > now then wait, reason = ceil(pause - now), 'pause'; break end
-    end
+    if pause then pause = pause + 0 end
 
-    -- Stopped: refused, unless the probe is due and the call fits now;
-    -- told to come back when the next probe is due or the stop ends.
+    -- Stopped: refused, unless the probe is due, no pause is in force and
+    -- the call fits now; told to come back when the next probe is due (or
+    -- the pause ends) or the stop ends. A stop wins over a pause: a caller
+    -- that fails fast on a stop must not be told to wait.
     if stop then
-      if stop[3] == 0 or stop[2] > now or wait > 0 then
+      if stop[3] == 0 or stop[2] > now or wait > 0 or (pause and pause > now) then
         local w = stop[1] - now
-        if stop[3] > 0 then w = math.min(w, max(stop[2] - now, ceil(wait), 1)) end
+        if stop[3] > 0 then w = math.min(w, max(stop[2] - now, ceil(wait), (pause or 0) - now, 1)) end
         wait, reason = w, stop[4]
         break
       end
       probe = fmt('%d %d %d %s', stop[1], now + stop[3], stop[3], stop[4])
     end
+
+    -- A pause admits nobody and reserves nothing: a pause may be extended
+    -- while callers wait, and a reservation made now could not see that.
+    -- A waiter keeps its place in the queue.
+    if pause and pause > now then wait, reason = ceil(pause - now), 'pause'; break end
 
     -- A waiter the buckets hold back, or that reserves a later turn, no
     -- longer waits for a slot: it leaves the queue, with its request.
@@ -405,14 +451,14 @@ repeat
       end
       redis.call('ZADD', queue, 'NX', m, id)
       redis.call('HSET', state, 'w:' .. id, req)
-      reply = {0, wait, us, reason, 0, tk}
+      reply = {0, wait, us, reason, 0, tk, xr}
       break
     end
     if held then
       -- The pending lease now holds its slot.
       redis.call('ZADD', leases, 'XX', fmt('%d', expiry), id)
       cover(now, (h[1] or 0) + 0, expiry, {}, 0)
-      reply = {1, 0, us, '', expiry, 0}
+      reply = {1, 0, us, '', expiry, 0, xr}
       break
     end
   end
@@ -470,14 +516,14 @@ repeat
     -- The probe: the next one is due an interval from now.
     args[a + 1], args[a + 2] = 'qs', probe
     cover(now, (h[1] or 0) + 0, ms, args, a + 2)
-    reply = {1, 0, us, 'probe', expiry, 0}
+    reply = {1, 0, us, 'probe', expiry, 0, xr}
     break
   end
   cover(now, (h[1] or 0) + 0, ms, args, a)
   if slot or not conc then
-    reply = {1, wait, us, reason, expiry, 0}
+    reply = {1, wait, us, reason, expiry, 0, xr}
   else
-    reply = {1, wait, us, reason, expiry, (now + wait) * 1000}
+    reply = {1, wait, us, reason, expiry, (now + wait) * 1000, xr}
   end
 until true
 -- A waiter that left the queue (admitted, held back by its buckets, or
@@ -498,8 +544,8 @@ end
 if held then
   if held >= PENDING then
     local turn = held - PENDING - ttl
-    return {2, max(turn - now, 0), us, '', held - PENDING, turn * 1000}
+    return {2, max(turn - now, 0), us, '', held - PENDING, turn * 1000, xr}
   end
-  return {2, max(held - ttl - now, 0), us, '', held, 0}
+  return {2, max(held - ttl - now, 0), us, '', held, 0, xr}
 end
-return {0, wait, us, reason, 0, 0}
+return {0, wait, us, reason, 0, 0, xr}

@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,9 +45,13 @@ type acquireCase struct {
 	// HoldsUs are the hold times (µs, Redis clock, turn to end) of the
 	// leases this process ended before the call, oldest first: their mean
 	// spaces concurrency waiters (ARGV[7]).
-	HoldsUs []int64  `json:"holds_us,omitempty"`
-	Error   string   `json:"error,omitempty"` // the call is refused before any script runs
-	Args    []string `json:"args,omitempty"`  // acquire's ARGV; the lease id is "<id>"
+	HoldsUs []int64 `json:"holds_us,omitempty"`
+	// SeenMs is the latest expiry of the budget's keys the process saw in
+	// those leases' replies (their expiry): sent after the version, with
+	// each bucket's span, so that a state found lost restarts empty.
+	SeenMs int64    `json:"seen_ms,omitempty"`
+	Error  string   `json:"error,omitempty"` // the call is refused before any script runs
+	Args   []string `json:"args,omitempty"`  // acquire's ARGV; the lease id is "<id>"
 }
 
 func req(call string, tokens int64, priority string) vrequest {
@@ -143,13 +148,17 @@ func acquireVectors(t *testing.T) any {
 				return
 			}
 			c.Args = only(t, c.Config+" "+summary(c.Request), calls).Args
+			if last := c.Args[len(c.Args)-1]; strings.Contains(last, " ") {
+				c.SeenMs = atoi(strings.Fields(last)[0])
+			}
 		})
 		out = append(out, c)
 	}
 	return map[string]any{
 		"comment": "What acquire is sent for a request. The lease id is \"<id>\". request.call \"acquire\" may wait its whole bound " +
 			"(Request.MaxWait, else the config's max wait), which it sends as ARGV[3] on its first attempt; \"try\" sends 0. " +
-			"holds_us: the hold times of the leases this process ended before, which set ARGV[6]. " +
+			"holds_us: the hold times of the leases this process ended before, which set ARGV[6]; seen_ms: the latest expiry their replies showed, " +
+			"sent as the last argument with each bucket's span (see the lost state in docs/lua-contract.md). " +
 			"error: the request is refused before any script runs (too_large: it can never fit; invalid: input or output below 0, or tokens neither 0 nor their sum). " +
 			"request.input and request.output split the reservation: an input_tokens or output_tokens bucket is charged its part, every other token bucket their sum " +
 			"(request.tokens, 0 meaning the sum); without them such a bucket is charged all of tokens.",

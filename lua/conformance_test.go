@@ -252,7 +252,7 @@ const nowUs int64 = 1_767_225_600_000_000
 
 // admitted is acquire's reply admitting a call now, for a lease TTL.
 func admitted(ttl time.Duration) []any {
-	return []any{int64(1), int64(0), nowUs, "", nowUs/1000 + ttl.Milliseconds(), int64(0)}
+	return []any{int64(1), int64(0), nowUs, "", nowUs/1000 + ttl.Milliseconds(), int64(0), int64(0)}
 }
 
 // vconfig is a Config as the vectors write it: durations in ms, and a zero

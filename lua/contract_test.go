@@ -55,7 +55,7 @@ func TestContractAsDocumented(t *testing.T) {
 		}
 
 		got := acquire("a", 5000, 0)
-		if len(got) != 6 || got[0] != int64(1) || got[1] != int64(0) || got[3] != "" || got[4] != got[2].(int64)/1000+60000 || got[5] != int64(0) {
+		if len(got) != 7 || got[0] != int64(1) || got[1] != int64(0) || got[3] != "" || got[4] != got[2].(int64)/1000+60000 || got[5] != int64(0) {
 			t.Fatalf("acquire a = %v; want {1, 0, now_us, '', now_ms + 60000, 0}", got)
 		}
 		charged := got[2].(int64) // settle's ARGV[2]

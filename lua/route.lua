@@ -89,7 +89,7 @@ for i = 1, d do
     local a = as[i]
     a[3] = '0'
     local r = acq(ks[i], a)
-    return {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+    return {i, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}
   end
   local q = redis.call('ZSCORE', ks[i][3], id)
   if q then
@@ -98,7 +98,7 @@ for i = 1, d do
     local a = as[i]
     a[3], a[8] = bound, string.format('%d', q)
     local r = acq(ks[i], a)
-    return {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+    return {i, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}
   end
 end
 
@@ -146,11 +146,11 @@ for _, i in ipairs(ord) do
   a[3] = '0'
   local r = acq(ks[i], a)
   local c = r[1]
-  if c > 0 then return {i, r[1], r[2], r[3], r[4], r[5], r[6]} end
+  if c > 0 then return {i, r[1], r[2], r[3], r[4], r[5], r[6], r[7]} end
   if c == 0 and r[4] ~= 'quota' and r[4] ~= 'stop' and (best == 0 or r[2] < bw) then
-    best, bw, out = i, r[2], {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+    best, bw, out = i, r[2], {i, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}
   elseif i == ord[1] then
-    out = {i, r[1], r[2], r[3], r[4], r[5], r[6]}
+    out = {i, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}
   end
 end
 if best == 0 or bound == '0' or out[5] == 'pause' or bw > bound + 0 then
@@ -159,4 +159,4 @@ end
 local a = as[best]
 a[3] = bound
 local r = acq(ks[best], a)
-return {best, r[1], r[2], r[3], r[4], r[5], r[6]}
+return {best, r[1], r[2], r[3], r[4], r[5], r[6], r[7]}

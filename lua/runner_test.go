@@ -317,7 +317,7 @@ func (r *runner) acquire(c acquireArgs) {
 	// Each sliding window's own wait before the call changes anything:
 	// now, at the turn the scripts' reply gives, and a ms before it.
 	waits := map[string][3]int64{}
-	if len(got) == 6 {
+	if len(got) == 7 {
 		turn, _ := got[1].(int64)
 		turn += now
 		for _, ch := range cs {
@@ -347,8 +347,8 @@ func (r *runner) acquire(c acquireArgs) {
 		r.seen["claim gives"]++
 	}
 	r.logf("  acquire %+v v%d over=%v at %d = %v; model %+v", c, r.version, over, us, got, want)
-	r.check(len(got) == 6 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
-		got[4] == want.Expiry && got[5] == want.Ticket,
+	r.check(len(got) == 7 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
+		got[4] == want.Expiry && got[5] == want.Ticket && (got[6] == int64(wire.Lost)) == want.Lost,
 		"acquire %+v = %v; model says %+v", c, got, want)
 	if want.Code == 3 {
 		// A stale caller loads the stored definition and runs it.

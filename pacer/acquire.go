@@ -519,6 +519,7 @@ func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait t
 	if err != nil {
 		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s().name, err)
 	}
+	p.saw(rep)
 	return rep, chargedAt(rep, began), nil
 }
 
@@ -554,7 +555,7 @@ func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket 
 		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s().leaseTTL,
 		Limit: p.s().limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
 		Charges:   wire.Charges(p.bucketsOf(r), p.use(r), keep),
-		Versioned: true, Version: p.s().version,
+		Versioned: true, Version: p.s().version, Seen: p.seen.Load(),
 	}
 	if r.Tenant != "" && r.Priority == Interactive && p.s().share > 0 {
 		// Over its share, the call leaves the batch floor of the budget.

@@ -89,6 +89,7 @@ func (g *Group) routeOnce(ctx context.Context, id string, r Request, use []int, 
 	if err != nil {
 		return routed{}, fmt.Errorf("pacer: route on the group of %q: %w", p0.Name(), err)
 	}
+	g.ds[use[k]].Pacer.saw(rep)
 	return routed{p: g.ds[use[k]].Pacer, id: id, rep: rep, charged: chargedAt(rep, began), s: ss[k]}, nil
 }
 
@@ -96,7 +97,7 @@ func (g *Group) routeOnce(ctx context.Context, id string, r Request, use []int, 
 // deployments, and returns i 0-based.
 func decodeRoute(v any, n int) (int, wire.AcquireReply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
+	if !ok || len(a) != 8 {
 		return 0, wire.AcquireReply{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
 	}
 	i, ok := a[0].(int64)

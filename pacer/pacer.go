@@ -69,12 +69,18 @@ type Pacer struct {
 	// (float64 bits; 0 until a lease ends): a slot waiter's wait is
 	// estimated from it.
 	hold atomic.Uint64
+	// seen is the latest expiry (ms, Redis clock) this process saw the
+	// budget's keys kept until: a state found missing before then was
+	// lost, not expired (see lost.go).
+	seen atomic.Int64
 }
 
 // New returns a Pacer for the budget cfg describes, on rdb: a
 // *redis.Client, *redis.ClusterClient, *redis.Ring or any other
-// redis.UniversalClient. It validates cfg and does not contact Redis; a new
-// budget starts full.
+// redis.UniversalClient. It validates cfg and does not wait for Redis; a
+// new budget starts full. With Config.Observe set, it asks the server for
+// its maxmemory-policy in the background, and emits a Warning event if the
+// server may evict the budget's keys (see StateLost).
 func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// A nil pointer in the interface passes a nil check and would panic
 	// later, inside a goroutine of ours, killing the process.
@@ -102,6 +108,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// Slot grants are listened for whatever the definition: one stored
 	// later may set a concurrency limit.
 	p.grants = concurrency.NewGrants(p.listen, p.granted, linger)
+	p.checkEviction(rdb)
 	return p, nil
 }
 

@@ -55,9 +55,12 @@ const DefaultProbeInterval = time.Minute
 // interval (DefaultProbeInterval if 0), one call that fits the budget goes
 // through, in whichever process asks first, and a probe that is settled
 // (the call succeeded) resumes the budget for every process. A probe
-// refused for the quota again should call StopQuota again.
+// refused for the quota again should call StopQuota again. No probe goes
+// through while the budget is paused.
 //
-// A stop only grows: a shorter d than the stop in force keeps its end.
+// A stop only grows: a shorter d than the stop in force keeps its end. A
+// stop wins over a pause: a paused budget that is stopped refuses its
+// calls with the stop, at once, never with the pause's wait.
 func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 	if probe == 0 {
 		probe = DefaultProbeInterval
@@ -72,7 +75,8 @@ func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 // 7 days), with a *StoppedError that matches ErrStopped: an operator's
 // brake, for an incident or a runaway job. Calls already admitted run on.
 // Resume ends the stop sooner. A stop only grows, as for StopQuota; while
-// it lasts, a StopQuota only extends it, and no probe lifts it.
+// it lasts, a StopQuota only extends it, and no probe lifts it. It wins
+// over a pause, as for StopQuota.
 func (p *Pacer) Stop(ctx context.Context, d time.Duration) error {
 	return p.stop(ctx, d, 0, LimitStop)
 }

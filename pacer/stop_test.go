@@ -293,3 +293,83 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A stop wins over a pause: a budget paused and then stopped refuses with
+// the stop, at once, on TryAcquire and on a waiting Acquire alike, and a
+// quota stop's probe does not go through a pause. A caller that fails fast
+// on ErrStopped must not be told to wait the pause out.
+func TestStopWinsOverPause(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100}})
+		c := newClock(b)
+		if err := ps[0].Pause(ctx, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps[0].Stop(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 1})
+		var se *pacer.StoppedError
+		if !errors.As(err, &se) || se.Limit != pacer.LimitStop {
+			t.Fatalf("TryAcquire on a paused, then stopped budget = %v; want a *StoppedError by the operator's stop", err)
+		}
+		began := time.Now()
+		if _, err := ps[1].Acquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
+			t.Fatalf("Acquire on a paused, then stopped budget = %v; want ErrStopped", err)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("Acquire took %v to learn of the stop; want it at once, not after the pause", took)
+		}
+
+		// A quota stop whose probe is due: the pause still holds the probe
+		// back, and the answer is the stop, due again when the pause ends.
+		if err := ps[0].Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		probe := 200 * time.Millisecond
+		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(probe + probe/2)
+		l, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 1})
+		if !errors.As(err, &se) || se.Limit != pacer.LimitQuota {
+			if l != nil {
+				_ = l.Settle(ctx, 0)
+			}
+			t.Fatalf("TryAcquire on a paused budget whose quota probe is due = %v; want a *StoppedError by the quota, no probe", err)
+		}
+		if se.RetryAfter < 15*time.Second {
+			t.Errorf("RetryAfter %v; want the pause's end (about 20 s), when the probe may go", se.RetryAfter)
+		}
+	})
+}
+
+// A Group whose deployments are all paused and stopped answers with the
+// stop, not the pause's wait, on both paths.
+func TestGroupStopWinsOverPause(t *testing.T) {
+	eachPath(t, func(t *testing.T, b redistest.Backend, split bool) {
+		ctx := context.Background()
+		ps := deployments(t, b.Client(t), redistest.Name(t),
+			pacer.Config{Limits: pacer.Limits{RPM: 100}}, pacer.Config{Limits: pacer.Limits{RPM: 100}})
+		for _, p := range ps {
+			if err := p.Pause(ctx, 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Stop(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g := newGroup(t, pacer.FillInOrder, split, ps...)
+		if _, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
+			t.Fatalf("Group.TryAcquire with every deployment paused and stopped = %v; want ErrStopped", err)
+		}
+		began := time.Now()
+		if _, _, err := g.Acquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
+			t.Fatalf("Group.Acquire with every deployment paused and stopped = %v; want ErrStopped", err)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("Group.Acquire took %v to learn of the stop; want it at once", took)
+		}
+	})
+}

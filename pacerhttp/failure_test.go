@@ -301,3 +301,30 @@ func TestRetryAfter5xxSendsTheSameBody(t *testing.T) {
 		ev.balanced(t)
 	})
 }
+
+// A budget paused and then stopped answers a call with the stop, at once:
+// the transport does not wait the pause out, and nothing is sent.
+func TestStoppedWhilePausedFailsAtOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		r := newRig(t, b, wide, fakeprovider.Config{})
+		p, _ := r.pacer()
+		ctx := context.Background()
+		if err := p.Pause(ctx, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		_, _, err := r.post(r.http(p), "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+		if !errors.Is(err, pacer.ErrStopped) {
+			t.Fatalf("a call on a paused, then stopped budget = %v; want ErrStopped", err)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("the refusal took %v; want it at once, not after the pause", took)
+		}
+		if got := r.provider.Stats().Calls; got != 0 {
+			t.Errorf("%d requests reached the provider; want none", got)
+		}
+	})
+}

@@ -49,6 +49,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
 import math
 import os
 import random
@@ -58,6 +59,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+_log = logging.getLogger("llmpacer")
 
 DEFAULT_BATCH_FLOOR = 0.2
 DEFAULT_LEASE_TTL_MS = 10 * 60 * 1000
@@ -527,6 +530,7 @@ class AcquireReply:
     reason: str
     expiry_ms: int
     ticket: int = 0  # not 0: a pending admission, or a place in the slot queue
+    xp: int = 0  # the state's expiry as read (ms; 0: none), or LOST
 
 
 def _int(v: Any) -> int:
@@ -543,12 +547,18 @@ def _str(v: Any) -> str:
     raise ReplyError(f"llmpacer: unexpected script reply element {v!r}")
 
 
+# AcquireReply.xp of a call that found the budget's state lost: Redis no
+# longer held it (a restart, a failover, an eviction), and its buckets
+# restarted empty.
+LOST = -1
+
+
 def decode_acquire(v: Any) -> AcquireReply:
-    """Check acquire's reply {code, wait_ms, now_us, reason, expiry_ms, ticket}."""
-    if not isinstance(v, (list, tuple)) or len(v) != 6:
+    """Check acquire's reply {code, wait_ms, now_us, reason, expiry_ms, ticket, xp}."""
+    if not isinstance(v, (list, tuple)) or len(v) != 7:
         raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
-    r = AcquireReply(_int(v[0]), _int(v[1]), _int(v[2]), _str(v[3]), _int(v[4]), _int(v[5]))
-    if not TOO_LARGE <= r.code <= STALE or r.wait_ms < 0 or r.ticket < 0:
+    r = AcquireReply(_int(v[0]), _int(v[1]), _int(v[2]), _str(v[3]), _int(v[4]), _int(v[5]), _int(v[6]))
+    if not TOO_LARGE <= r.code <= STALE or r.wait_ms < 0 or r.ticket < 0 or r.xp < LOST:
         raise ReplyError(f"llmpacer: unexpected acquire reply {v!r}")
     return r
 
@@ -648,6 +658,11 @@ class Pacer:
         self._mu = threading.Lock()
         self._hold_ms = 0.0  # the mean hold time; 0 until a lease ends
         self._freed = threading.Condition()  # a lease of this process ended
+        # The latest expiry (ms, Redis clock) this process saw the budget's
+        # keys kept until: a state missing before then was lost, not
+        # expired (see acquire.lua). states_lost counts the losses found.
+        self.seen_xp = 0
+        self.states_lost = 0
 
     @property
     def mean_hold_ms(self) -> float:
@@ -712,7 +727,27 @@ class Pacer:
         for b in s.buckets:
             args += [b.charge(use.of(b.unit)), b.allowance(keep)]
         args.append(self.version)  # acquire answers STALE if another is stored
+        with self._mu:
+            seen = self.seen_xp
+        if seen > 0:
+            # A state found missing before seen was lost: its buckets
+            # restart empty (each one's span), not full.
+            args.append(" ".join([str(seen)] + [str(b.span) for b in s.buckets]))
         return args
+
+    def _acquire(self, args: list) -> AcquireReply:
+        """Run acquire and record what its reply says of the budget's state."""
+        rep = decode_acquire(self._run("acquire", args))
+        x = rep.xp
+        if rep.code in (ADMITTED, ALREADY):
+            x = max(x, rep.expiry_ms)
+        with self._mu:
+            self.seen_xp = max(self.seen_xp, x)
+            if rep.xp == LOST:
+                self.states_lost += 1
+        if rep.xp == LOST:
+            _log.warning("llmpacer: Redis lost the state of budget %s while it was in use; its buckets restart empty", self.config.name)
+        return rep
 
     def _follow(self, n: int) -> None:
         """Follow the definition stored in Redis (see define.lua), which acquire said differs.
@@ -779,7 +814,7 @@ class Pacer:
             while True:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
-                rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, remain_ms, ticket)))
+                rep = self._acquire(self._acquire_args(lease_id, use, priority, remain_ms, ticket))
                 if rep.code == STALE:
                     stale += 1
                     self._follow(stale)
@@ -840,13 +875,13 @@ class Pacer:
         """
         use = self._use(tokens, priority, 0, input, output)
         lease_id, sent = new_id(), self._clock()
-        rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, 0, 0)))
+        rep = self._acquire(self._acquire_args(lease_id, use, priority, 0, 0))
         stale = 0
         while rep.code == STALE:
             stale += 1
             self._follow(stale)
             use = self._use(tokens, priority, 0, input, output)
-            rep = decode_acquire(self._run("acquire", self._acquire_args(lease_id, use, priority, 0, 0)))
+            rep = self._acquire(self._acquire_args(lease_id, use, priority, 0, 0))
         if rep.code in (ADMITTED, ALREADY):
             return self._lease(lease_id, use, rep, rep.now_us, sent)
         if rep.code == TOO_LARGE:

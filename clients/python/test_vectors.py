@@ -119,7 +119,7 @@ def call(p, req):
 
 
 def admitted(p, now_us):
-    return [1, 0, now_us, "", now_us // 1000 + p.settings.lease_ttl_ms, 0]
+    return [1, 0, now_us, "", now_us // 1000 + p.settings.lease_ttl_ms, 0, 0]
 
 
 NOW_US = 1_767_225_600_000_000  # the clock the Go side's fake Redis reports
@@ -167,6 +167,7 @@ class TestAcquire(unittest.TestCase):
                 p, fake = pacer(c["config"])
                 for h in c.get("holds_us", []):
                     p._ended(h)
+                p.seen_xp = c.get("seen_ms", 0)
                 fake.replies.append(admitted(p, NOW_US))
                 try:
                     call(p, c["request"])

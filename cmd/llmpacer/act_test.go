@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
 )
 
 // pause, stop and resume change what the application's Pacer does, on a
@@ -109,5 +110,47 @@ func TestActOnMissing(t *testing.T) {
 	}
 	if _, err := p.TryAcquire(context.Background(), pacer.Request{}); !errors.Is(err, pacer.ErrStopped) {
 		t.Errorf("TryAcquire on a budget stopped before its first call = %v; want ErrStopped", err)
+	}
+}
+
+// llmpacer pause then llmpacer stop: the stop wins, and the application's
+// calls fail at once with ErrStopped rather than wait the pause out.
+func TestPauseThenStop(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		f := newFixture(t, b)
+		env := envOf(b)
+		p := f.defined
+		if r := runWith(t, env, "pause", "-prefix", f.prefix, "-for", "20s", p.Name()); r.code != exitOK {
+			t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := runWith(t, env, "stop", "-prefix", f.prefix, "-for", "1m", p.Name()); r.code != exitOK {
+			t.Fatalf("stop: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
+			t.Errorf("TryAcquire after pause then stop = %v; want ErrStopped", err)
+		}
+		if r := runWith(t, env, "resume", "-prefix", f.prefix, p.Name()); r.code != exitOK {
+			t.Errorf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// The command warns when the server may evict budgets' keys, naming the
+// setting to change; a server with noeviction gets no warning.
+func TestWarnsOfEviction(t *testing.T) {
+	srv := redistest.NewServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	env := map[string]string{envURL: "redis://" + srv.Addr}
+	for _, policy := range []string{"allkeys-lru", "volatile-lru", "noeviction"} {
+		if err := rdb.ConfigSet(context.Background(), "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := runWith(t, env, "list")
+		warned := strings.Contains(r.stderr, "maxmemory-policy "+policy) && strings.Contains(r.stderr, "set maxmemory-policy noeviction")
+		if r.code != exitOK || warned != (policy != "noeviction") {
+			t.Errorf("list under maxmemory-policy %s: exit %d, stderr %q; want exit 0 and a warning only if it can evict", policy, r.code, r.stderr)
+		}
 	}
 }

@@ -103,6 +103,7 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	if err := ping(ctx, o, rdb, where); err != nil {
 		return report(stderr, err)
 	}
+	warnEviction(ctx, o, rdb, where, stderr)
 	switch o.cmd {
 	case "list", "show":
 		err = look(ctx, o, rdb, where, stdout, stderr)

@@ -39,15 +39,21 @@ type Call struct {
 	// runs, with the definition key (KEYS[4]).
 	Versioned bool
 	Version   int64
+	// Seen is the latest expiry (ms) the caller saw the budget's keys kept
+	// until (0: none), sent with Versioned: a state missing before then
+	// was lost, and its buckets restart empty (see lost).
+	Seen int64
 }
 
-// Reply is acquire's reply without now_us.
+// Reply is acquire's reply without now_us and the state's xp, which the
+// model does not keep; Lost says the call found the state lost (xp -1).
 type Reply struct {
 	Code   int
 	Wait   int64
 	Reason string
 	Expiry int64
 	Ticket int64
+	Lost   bool
 }
 
 // Acquire mirrors acquire.lua: it admits one call against every limit, all
@@ -89,6 +95,7 @@ type Reply struct {
 func (b *Budget) Acquire(us int64, c Call) Reply {
 	_, queued := b.queue[c.ID]
 	r := b.acquire(us, c)
+	r.Lost, b.found = b.found, false
 	if _, still := b.queue[c.ID]; c.Limit > 0 && queued && !still {
 		b.give(us/1000, us, c.Limit, c.BatchSlots, "", 0)
 	}
@@ -113,11 +120,12 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 				dv = b.def.stored()
 			}
 			if dv != mine {
-				return Reply{3, 0, "definition", 0, b.def.v}
+				return Reply{3, 0, "definition", 0, b.def.v, false}
 			}
 			dvw = dv
 		}
 	}
+	b.found = c.Versioned && b.lost(us, c)
 	// Over the tenant's share: a share its charge would take past its
 	// allowance.
 	overShare, swait := false, int64(0) // swait: µs until it is within
@@ -136,9 +144,9 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 	already := func(score int64) Reply {
 		if score >= pending {
 			turn := score - pending - c.TTL
-			return Reply{2, max(turn-now, 0), "", score - pending, turn * 1000}
+			return Reply{2, max(turn-now, 0), "", score - pending, turn * 1000, false}
 		}
-		return Reply{2, max(score-c.TTL-now, 0), "", score, 0}
+		return Reply{2, max(score-c.TTL-now, 0), "", score, 0, false}
 	}
 
 	conc := c.Limit > 0
@@ -187,7 +195,7 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 			if isPending {
 				return already(pend)
 			}
-			return Reply{0, wait, "concurrency", 0, 0}
+			return Reply{0, wait, "concurrency", 0, 0, false}
 		}
 		w := waiter{claim: isPending, batch: c.Batch, ttl: c.TTL, deadline: now + c.MaxWait}
 		switch {
@@ -198,7 +206,7 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 			w.charges = c.Charges
 		}
 		b.enqueue(c.ID, mine, w)
-		return Reply{0, wait, "concurrency", 0, tk}
+		return Reply{0, wait, "concurrency", 0, tk, false}
 	}
 	leave := func() { b.dequeue(c.ID) }
 
@@ -214,12 +222,12 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 			if st.every > 0 {
 				wait = min(wait, max(st.next-now, 1))
 			}
-			return Reply{0, wait, st.kind, 0, 0}
+			return Reply{0, wait, st.kind, 0, 0, false}
 		}
 		if take() {
 			expiry = max(expiry, now+c.TTL)
 			b.leases[c.ID] = expiry
-			return Reply{1, 0, "", expiry, 0}
+			return Reply{1, 0, "", expiry, 0, false}
 		}
 		return queued()
 	}
@@ -240,7 +248,7 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 			continue
 		}
 		if ch.Charge > allow {
-			return Reply{-1, 0, ch.Field, 0, 0}
+			return Reply{-1, 0, ch.Field, 0, 0, false}
 		}
 		if overShare && keep >= 0 && !tenantField(ch.Field) {
 			allow -= int64(math.Floor(float64(allow) * keep))
@@ -274,22 +282,23 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 				return already(held)
 			}
 		}
-		return Reply{0, wait, reason, 0, 0}
+		return Reply{0, wait, reason, 0, 0, false}
 	}
-	if b.pause > now {
-		return deny(b.pause-now, "pause")
-	}
-	// Stopped: refused, unless the probe is due and the call fits now.
+	// Stopped: refused, unless the probe is due, no pause is in force and
+	// the call fits now. A stop wins over a pause.
 	probe := false
 	if st := b.stop; st.active(now) {
-		if st.every == 0 || st.next > now || w > 0 {
+		if st.every == 0 || st.next > now || w > 0 || b.pause > now {
 			wait := st.end - now
 			if st.every > 0 {
-				wait = min(wait, max(st.next-now, int64(math.Ceil(w)), 1))
+				wait = min(wait, max(st.next-now, int64(math.Ceil(w)), b.pause-now, 1))
 			}
 			return deny(wait, st.kind)
 		}
 		probe = true
+	}
+	if b.pause > now {
+		return deny(b.pause-now, "pause")
 	}
 	var bound int64
 	if w > 0 {
@@ -386,7 +395,7 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 			leave()
 		}
 		if admit(pending + expiry) {
-			return Reply{1, wait, reason, expiry, (now + wait) * 1000}
+			return Reply{1, wait, reason, expiry, (now + wait) * 1000, false}
 		}
 		return deny(wait, reason)
 	}
@@ -395,9 +404,9 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 	}
 	if admit(expiry) {
 		if probe {
-			return Reply{1, 0, "probe", expiry, 0}
+			return Reply{1, 0, "probe", expiry, 0, false}
 		}
-		return Reply{1, wait, reason, expiry, 0}
+		return Reply{1, wait, reason, expiry, 0, false}
 	}
 	return deny(wait, reason)
 }

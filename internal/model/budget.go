@@ -136,6 +136,8 @@ type Budget struct {
 	def     definition
 	dv      string
 	written bool
+	// found says the acquire running found the state lost (see lost).
+	found bool
 	// leases is the lease set: id -> expiry ms for a lease holding its
 	// slot, PENDING + expiry for a pending one.
 	leases map[string]int64

@@ -119,7 +119,7 @@ func TestRefundPastFullReadsFull(t *testing.T) {
 func TestChargesRoundUp(t *testing.T) {
 	bs := Config{Rates: []Rate{{Unit: wire.Requests, Cap: 1, Refill: 1, Window: 7}, {Unit: wire.Tokens, Cap: 10, Refill: 3, Window: 1}}}
 	cs := bs.Charges(tokens(1), false, 0)
-	want := []Charge{{Field: "requests/7ms", Charge: 7000, Allow: 7999}, {Field: "tokens/1ms", Charge: 334, Allow: 3334 + 166}}
+	want := []Charge{{Field: "requests/7ms", Charge: 7000, Allow: 7999, Empty: 7000}, {Field: "tokens/1ms", Charge: 334, Allow: 3334 + 166, Empty: 3334}}
 	if diff := cmp.Diff(want, cs); diff != "" {
 		t.Errorf("Charges mismatch (-want +got):\n%s", diff)
 	}

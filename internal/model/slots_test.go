@@ -27,19 +27,19 @@ func TestSlotQueue(t *testing.T) {
 		got  func() Reply
 		want Reply
 	}{
-		{"a takes a slot", func() Reply { return b.Acquire(t1, slot("a", 0)) }, Reply{1, 0, "", t0 + 60_000, 0}},
-		{"b takes the other", func() Reply { return b.Acquire(t1+1, slot("b", 0)) }, Reply{1, 0, "", t0 + 60_000, 0}},
-		{"c queues first", func() Reply { return b.Acquire(t1+2, slot("c", 0)) }, Reply{0, 10, "concurrency", 0, t1 + 2}},
-		{"d queues second", func() Reply { return b.Acquire(t1+3, slot("d", 0)) }, Reply{0, 20, "concurrency", 0, t1 + 3}},
+		{"a takes a slot", func() Reply { return b.Acquire(t1, slot("a", 0)) }, Reply{1, 0, "", t0 + 60_000, 0, false}},
+		{"b takes the other", func() Reply { return b.Acquire(t1+1, slot("b", 0)) }, Reply{1, 0, "", t0 + 60_000, 0, false}},
+		{"c queues first", func() Reply { return b.Acquire(t1+2, slot("c", 0)) }, Reply{0, 10, "concurrency", 0, t1 + 2, false}},
+		{"d queues second", func() Reply { return b.Acquire(t1+3, slot("d", 0)) }, Reply{0, 20, "concurrency", 0, t1 + 3, false}},
 		{"e will not wait", func() Reply {
 			c := slot("e", 0)
 			c.MaxWait = 0
 			return b.Acquire(t1+4, c)
-		}, Reply{0, 30, "concurrency", 0, 0}},
+		}, Reply{0, 30, "concurrency", 0, 0, false}},
 		{"a ends: c is admitted", func() Reply { return Reply{Code: b.Settle(t1+1000, "a", t1, 2, 1, nil)} }, Reply{Code: 1}},
-		{"d comes back early: still queued", func() Reply { return b.Acquire(t1+1001, slot("d", t1+3)) }, Reply{0, 10, "concurrency", 0, t1 + 3}},
-		{"f arrives: behind d", func() Reply { return b.Acquire(t1+1002, slot("f", 0)) }, Reply{0, 20, "concurrency", 0, t1 + 1002}},
-		{"c asks again: admitted already", func() Reply { return b.Acquire(t1+1003, slot("c", t1+2)) }, Reply{2, 0, "", t0 + 60_001, 0}},
+		{"d comes back early: still queued", func() Reply { return b.Acquire(t1+1001, slot("d", t1+3)) }, Reply{0, 10, "concurrency", 0, t1 + 3, false}},
+		{"f arrives: behind d", func() Reply { return b.Acquire(t1+1002, slot("f", 0)) }, Reply{0, 20, "concurrency", 0, t1 + 1002, false}},
+		{"c asks again: admitted already", func() Reply { return b.Acquire(t1+1003, slot("c", t1+2)) }, Reply{2, 0, "", t0 + 60_001, 0, false}},
 	}
 	for _, s := range steps {
 		if diff := cmp.Diff(s.want, s.got()); diff != "" {
@@ -199,10 +199,10 @@ func TestPendingHoldsNoSlot(t *testing.T) {
 	if got := b.InFlight(t0); got != 0 {
 		t.Errorf("slots held while p waits for its turn = %d; want 0", got)
 	}
-	if got := b.Acquire(us+500_000, call("p", 100, r.Ticket)); got != (Reply{2, 500, "", t0 + 61_000, r.Ticket}) {
+	if got := b.Acquire(us+500_000, call("p", 100, r.Ticket)); got != (Reply{2, 500, "", t0 + 61_000, r.Ticket, false}) {
 		t.Errorf("p claims before its turn = %+v; want told to wait 500 ms", got)
 	}
-	if got := b.Acquire(us+1_000_000, call("p", 100, r.Ticket)); got != (Reply{1, 0, "", t0 + 61_000, 0}) {
+	if got := b.Acquire(us+1_000_000, call("p", 100, r.Ticket)); got != (Reply{1, 0, "", t0 + 61_000, 0, false}) {
 		t.Errorf("p claims at its turn = %+v; want its slot", got)
 	}
 	if got := b.InFlight(t0 + 1000); got != 1 {

@@ -13,6 +13,10 @@ import (
 type Charge struct {
 	Field         string
 	Charge, Allow int64
+	// Empty is what the bucket restarts at when its state was lost: its
+	// span in µs (a sliding window: its limit in units), or 0 for a
+	// tenant's bucket, which restarts full (see Acquire.Seen).
+	Empty int64
 }
 
 // Charges returns what a call reserving r sends acquire for each bucket.
@@ -22,6 +26,9 @@ func Charges(buckets []Bucket, r Use, keep float64) []Charge {
 	cs := make([]Charge, len(buckets))
 	for i, b := range buckets {
 		cs[i] = Charge{Field: b.Field, Charge: b.Charge(r.Of(b.Unit)), Allow: b.Allowance(keep)}
+		if f := b.Field[0]; f != '@' && f != '%' {
+			cs[i].Empty = b.Span
+		}
 	}
 	return cs
 }
@@ -61,6 +68,12 @@ type Acquire struct {
 	// KEYS[4].
 	Versioned bool
 	Version   int64
+	// Seen is the latest expiry (ms on the Redis clock) the caller saw
+	// the budget's keys kept until (0: none seen). Sent after the version
+	// (it needs Versioned) with each bucket's Empty: a state found to keep
+	// them less long, before Seen, was lost, and its missing buckets
+	// restart empty rather than full (see acquire.lua).
+	Seen int64
 }
 
 // Args returns acquire.lua's ARGV.
@@ -83,8 +96,23 @@ func (a Acquire) Args() []any {
 	}
 	if a.Versioned {
 		args = append(args, a.Version)
+		if a.Seen > 0 {
+			args = append(args, a.lost())
+		}
 	}
 	return args
+}
+
+// lost returns the argument that lets acquire.lua tell a lost state: Seen
+// and each bucket's Empty, space-separated.
+func (a Acquire) lost() string {
+	b := make([]byte, 0, 16+12*len(a.Charges))
+	b = strconv.AppendInt(b, a.Seen, 10)
+	for _, c := range a.Charges {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, c.Empty, 10)
+	}
+	return string(b)
 }
 
 // Correction is one bucket's part of a settle, in µs of the bucket's time:

@@ -74,14 +74,21 @@ type AcquireReply struct {
 	// in the slot queue; for Admitted and Already, its lease is pending,
 	// holding no slot until it claims one at its turn.
 	Ticket int64
+	// Xp is the expiry the budget's keys had when the script read them (ms
+	// on the Redis clock; 0: there was no state), or Lost: this call found
+	// the state lost and restarted its buckets empty (see acquire.lua).
+	Xp int64
 }
+
+// Lost is AcquireReply.Xp for a call that found the budget's state lost.
+const Lost = -1
 
 // DecodeAcquire checks the reply's shape instead of trusting it: a script
 // from another version of the library, or a proxy in between, must give an
 // error, never a panic.
 func DecodeAcquire(v any) (AcquireReply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 6 {
+	if !ok || len(a) != 7 {
 		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	code, ok1 := a[0].(int64)
@@ -90,11 +97,12 @@ func DecodeAcquire(v any) (AcquireReply, error) {
 	reason, ok4 := a[3].(string)
 	expiry, ok5 := a[4].(int64)
 	ticket, ok6 := a[5].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || code < TooLarge || code > Stale || wait < 0 || ticket < 0 {
+	xp, ok7 := a[6].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || code < TooLarge || code > Stale || wait < 0 || ticket < 0 || xp < Lost {
 		return AcquireReply{}, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	return AcquireReply{
 		Code: code, Wait: time.Duration(wait) * time.Millisecond,
-		Now: time.UnixMicro(now), NowUs: now, Reason: Unmark(reason), Expiry: time.UnixMilli(expiry), Ticket: ticket,
+		Now: time.UnixMicro(now), NowUs: now, Reason: Unmark(reason), Expiry: time.UnixMilli(expiry), Ticket: ticket, Xp: xp,
 	}, nil
 }

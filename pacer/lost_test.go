@@ -1,0 +1,150 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/fakeprovider"
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// loseState deletes a budget's keys, as a Redis restarted without
+// persistence, a failover that lost the last writes, or an eviction would.
+func loseState(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer) {
+	t.Helper()
+	for _, k := range p.Keys()[:3] {
+		if err := rdb.Del(context.Background(), k).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A budget whose state Redis lost while it was in use restarts empty, not
+// full: the provider still counts what was used. The process that finds
+// the loss reports it (StateLost); the budget then refills at its rate. A
+// process that never saw the state starts it full, as a new budget.
+func TestStateLostRestartsEmpty(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		c := newClock(b)
+		rdb := b.Client(t)
+		var ev [2]kinds
+		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60, TPM: 60_000}}
+		ps := make([]*pacer.Pacer, 2)
+		for i := range ps {
+			cfg.Observe = ev[i].observe
+			ps[i] = newPacer(t, b, cfg)
+		}
+		for i := range 3 {
+			l, err := ps[i%2].TryAcquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				t.Fatalf("call %d on a new budget = %v; want admitted", i, err)
+			}
+			_ = l.Settle(ctx, 100)
+		}
+		loseState(t, rdb, ps[0])
+		_, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 100})
+		if !errors.Is(err, pacer.ErrNotYet) {
+			t.Fatalf("TryAcquire after the state was lost = %v; want ErrNotYet: the buckets restart empty", err)
+		}
+		if n := ev[1].count(pacer.StateLost); n != 1 {
+			t.Errorf("%d StateLost events from the process that found the loss; want 1", n)
+		}
+		if _, err := ps[0].TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrNotYet) {
+			t.Errorf("the other process after the loss = %v; want ErrNotYet", err)
+		}
+		if n := ev[0].count(pacer.StateLost); n != 0 {
+			t.Errorf("%d StateLost events from the process that found the budget restarted; want 0", n)
+		}
+		if s := snap(t, ps[0]); s.RPM.Level > 1 {
+			t.Errorf("RPM level %.2f after the loss; want about 0", s.RPM.Level)
+		}
+		// It refills at its rate: a request a second.
+		c.advance(1100 * time.Millisecond)
+		l, err := ps[0].TryAcquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			t.Fatalf("TryAcquire a refill later = %v; want admitted", err)
+		}
+		_ = l.Settle(ctx, 100)
+
+		// A process that never saw the state starts it full.
+		loseState(t, rdb, ps[0])
+		var fresh kinds
+		cfg.Observe = fresh.observe
+		p3 := newPacer(t, b, cfg)
+		for i := range 5 {
+			l, err := p3.TryAcquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				t.Fatalf("call %d of a new process on a budget it never saw = %v; want admitted (full)", i, err)
+			}
+			_ = l.Settle(ctx, 100)
+		}
+		if n := fresh.count(pacer.StateLost); n != 0 {
+			t.Errorf("%d StateLost events from a process that never saw the state; want 0", n)
+		}
+	})
+}
+
+// The storm after a loss: processes calling a provider flat out through a
+// budget 10% under its limit. Redis loses the budget's state mid-run; the
+// provider, which still counts the last second, must never answer 429.
+// Without the restart from empty, the budget reads full and the fleet sends
+// its whole burst into a provider with 3 calls of room.
+func TestStateLostProviderStaysUnderItsLimit(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		fp, client := startProvider(t, fakeprovider.Config{RequestLimit: 20, Window: time.Second})
+		rdb := b.Client(t)
+		var ev kinds
+		cfg := pacer.Config{Name: redistest.Name(t), Observe: ev.observe,
+			Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 18, Window: time.Second}}}
+		ps := newPacers(t, b, 3, cfg)
+		storm := func(d time.Duration) {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, p := range ps {
+				for range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for ctx.Err() == nil {
+							l, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
+							if err != nil {
+								continue
+							}
+							_, err = client.chat(context.Background(), 1, 0, 1)
+							_ = l.Settle(context.Background(), 1)
+							if err != nil && !strings.Contains(err.Error(), "429") {
+								t.Errorf("provider call = %v", err)
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+		}
+		storm(600 * time.Millisecond)
+		before := fp.Stats()
+		loseState(t, rdb, ps[0])
+		storm(700 * time.Millisecond)
+		after := fp.Stats()
+		if before.OK < 18 {
+			t.Fatalf("%d calls before the loss; want the budget used (18 a second)", before.OK)
+		}
+		if after.RateLimited != 0 {
+			t.Errorf("the provider answered %d 429s (%d before the loss): the budget sent more than its limit after losing its state", after.RateLimited, before.RateLimited)
+		}
+		if ev.count(pacer.StateLost) == 0 {
+			t.Error("no StateLost event after the loss")
+		}
+		if after.OK-before.OK < 5 {
+			t.Errorf("%d calls after the loss; want the budget refilling at its rate", after.OK-before.OK)
+		}
+	})
+}
