@@ -11,16 +11,13 @@ const (
 	// the drift between model snapshots, for callers who count without
 	// estimate's own margin.
 	marginExact = 0.05
-	// marginClaude is for Claude, whose tokenizer is not published. The
-	// length-based fallback counts code 10% under the last Claude
-	// tokenizer that was (Claude 2), and later ones count more tokens
-	// for the same text; 25% leaves room for that.
-	marginClaude = 0.25
-	// marginOther is for every other model (Gemini, Llama, Mistral,
-	// unknown names), estimated by the fallback: it counts code, diffs
-	// and numbers up to 12% under Gemma 3's tokenizer (Gemini's
-	// vocabulary), and an emoji-heavy line 20% under Llama 3's.
-	marginOther = 0.15
+	// marginFallback is for every other model (Claude, Gemini, Llama,
+	// Mistral, unknown names), whose prompt package estimate counts from
+	// its length. That count falls short of Claude 2's tokenizer by up
+	// to 19%, of Gemma 3's (Gemini's vocabulary) by up to 14% and of
+	// Llama 3's by up to 25% (code, numbers, emoji); base64 is beyond it.
+	// Claude's later tokenizers are not published.
+	marginFallback = 0.25
 )
 
 // exactFamilies are the model-name prefixes of the families package
@@ -29,22 +26,20 @@ var exactFamilies = []string{"gpt-", "chatgpt-", "o1", "o3", "o4", "text-embeddi
 
 // DefaultInputMargin returns the input margin a Spend rate reserves on a
 // call to model when its Price leaves InputMargin 0: 5% for OpenAI's
-// models (gpt-*, o1, o3, o4), 25% for Claude and 15% for any other. Case,
-// provider prefixes ("anthropic/", "openai:", Bedrock's
-// "us.anthropic.") and dates do not matter.
+// models (gpt-*, o1, o3, o4), whose tokenizers run offline, and 25% for
+// the others (Claude, Gemini, Llama, ...), whose prompts are estimated
+// from their length. Case and provider prefixes ("openai:", "azure/")
+// do not matter.
 func DefaultInputMargin(model string) float64 {
 	m := strings.ToLower(model)
-	if strings.Contains(m, "claude") {
-		return marginClaude
-	}
-	for _, seg := range strings.FieldsFunc(m, func(r rune) bool { return r == '/' || r == ':' || r == '.' }) {
+	for _, seg := range strings.FieldsFunc(m, func(r rune) bool { return r == '/' || r == ':' }) {
 		for _, f := range exactFamilies {
 			if seg == f || strings.HasPrefix(seg, f) && (strings.HasSuffix(f, "-") || !isAlnum(seg[len(f)])) {
 				return marginExact
 			}
 		}
 	}
-	return marginOther
+	return marginFallback
 }
 
 // isAlnum reports whether c is an ASCII letter or digit: "o1" names a

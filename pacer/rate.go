@@ -119,8 +119,8 @@ type Price struct {
 	// never pushes the spend past the cap (see Spend). It only enlarges
 	// the reservation: the call settles at what its usage cost, and no
 	// token rate is charged more. 0 (the default) takes the model's
-	// family's, DefaultInputMargin: 5% for OpenAI's models, 25% for
-	// Claude, 15% for the others. A negative value reserves the estimate
+	// family's, DefaultInputMargin: 5% for OpenAI's models, 25% for the
+	// others (Claude, Gemini, ...). A negative value reserves the estimate
 	// as it is: for counts that are exact, such as Anthropic's
 	// count_tokens. At most 10 (1,000%).
 	InputMargin float64

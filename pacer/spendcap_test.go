@@ -205,7 +205,8 @@ func TestSpendInputMargin(t *testing.T) {
 		{"us.anthropic.claude-3-5-sonnet-20240620-v1:0", 0, 1350},
 		{"gpt-4o", 0, 1150},
 		{"openai:o3-mini", 0, 1150},
-		{"gemini-2.5-pro", 0, 1250},
+		{"gemini-2.5-pro", 0, 1350},
+		{"azure/gpt-4.1-mini", 0, 1150},
 		{"claude-sonnet-4-5", 0.5, 1600},
 		{"claude-sonnet-4-5", -1, 1100},
 	} {
