@@ -82,3 +82,21 @@ func writeTexts(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// pacer.DefaultInputMargin gives the small margin of an exact count to
+// exactly the models this package counts with their own tokenizer.
+func TestDefaultInputMarginFollowsEncoding(t *testing.T) {
+	names := []string{"claude-sonnet-4-5", "us.anthropic.claude-3-5-sonnet-20240620-v1:0", "gemini-2.5-pro",
+		"llama-3.1-70b", "mistral-large", "o10", "gpt4", "my-deployment", "", "GPT-4O", "openai:o3-mini",
+		"ft:gpt-4o-mini-2024-07-18:org::id", "azure/gpt-35-turbo", "gpt-4.1", "gpt-5.1-codex", "gpt-image-1",
+		"gpt-3.5-turbo-instruct", "o1-preview", " gpt-4-turbo ", "gpt-4o-2024-08-06"}
+	for _, f := range families {
+		names = append(names, f.prefix, f.prefix+"-2024-08-06")
+	}
+	for _, m := range names {
+		exact := encodingFor(m) != CharBased
+		if got := pacer.DefaultInputMargin(m); (got == 0.05) != exact || got != 0.05 && got != 0.25 {
+			t.Errorf("pacer.DefaultInputMargin(%q) = %v; the encoding is %s, so want %v", m, got, encodingFor(m), map[bool]float64{true: 0.05, false: 0.25}[exact])
+		}
+	}
+}

@@ -21,20 +21,24 @@ const (
 )
 
 // exactFamilies are the model-name prefixes of the families package
-// estimate counts with their own tokenizer (o200k_base, cl100k_base).
-var exactFamilies = []string{"gpt-", "chatgpt-", "o1", "o3", "o4", "text-embedding-"}
+// estimate counts with their own tokenizer (o200k_base, cl100k_base): its
+// table, which a test of package estimate keeps this one equal to.
+var exactFamilies = []string{
+	"gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "o1", "o3", "o4",
+	"gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002",
+}
 
 // DefaultInputMargin returns the input margin a Spend rate reserves on a
 // call to model when its Price leaves InputMargin 0: 5% for OpenAI's
-// models (gpt-*, o1, o3, o4), whose tokenizers run offline, and 25% for
-// the others (Claude, Gemini, Llama, ...), whose prompts are estimated
-// from their length. Case and provider prefixes ("openai:", "azure/")
-// do not matter.
+// models (gpt-4o, gpt-4.1, gpt-5, o1, o3, o4, gpt-4, gpt-3.5, ...), whose
+// tokenizers run offline, and 25% for the others (Claude, Gemini, Llama,
+// ...), whose prompts are estimated from their length. Case and provider
+// prefixes ("openai:", "azure/") do not matter.
 func DefaultInputMargin(model string) float64 {
-	m := strings.ToLower(model)
+	m := strings.ToLower(strings.TrimSpace(model))
 	for _, seg := range strings.FieldsFunc(m, func(r rune) bool { return r == '/' || r == ':' }) {
 		for _, f := range exactFamilies {
-			if seg == f || strings.HasPrefix(seg, f) && (strings.HasSuffix(f, "-") || !isAlnum(seg[len(f)])) {
+			if strings.HasPrefix(seg, f) && (len(seg) == len(f) || !isAlnum(seg[len(f)])) {
 				return marginExact
 			}
 		}
@@ -43,7 +47,7 @@ func DefaultInputMargin(model string) float64 {
 }
 
 // isAlnum reports whether c is an ASCII letter or digit: "o1" names a
-// family in "o1-mini" but not in "o10".
+// family in "o1-mini" but not in "o10", nor "gpt-4" in "gpt-4o".
 func isAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
 // inputMargin returns the margin a Spend rate reserves on model's prompt
