@@ -143,6 +143,38 @@ func TestSpendCapBoundBeyondMargin(t *testing.T) {
 	})
 }
 
+// A spend cap that refills (not Sliding) keeps its debt too: past the cap,
+// no call gets in, however small, until the refill has paid the debt back.
+func TestSpendCapDebtOnARefillingCap(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		cfg := capConfig(t, 0)
+		cfg.Rates[0].Sliding = false
+		ps := newPacers(t, b, capPacers, cfg)
+		c := newClock(b)
+		admitted, spent := capStorm(t, ps, pacer.Usage{Input: 28_000, Output: 4_000})
+		if admitted != capAdmits || spent != capAdmits*32_000 {
+			t.Fatalf("%d calls admitted, %d µ$ spent; want %d and %d", admitted, spent, capAdmits, capAdmits*32_000)
+		}
+		// 28,000 µ$ of debt, refilled at 100,000 a day: 6.7 hours.
+		ctx := context.Background()
+		tiny := pacer.Request{Input: 1, Output: 1, Model: capModel}
+		_, err := ps[2].TryAcquire(ctx, tiny)
+		if ny := notYet(t, "a call of 3 µ$ in debt", err); ny.RetryAfter < 6*time.Hour || ny.RetryAfter > 7*time.Hour {
+			t.Errorf("RetryAfter %v; want about 6.7 hours, while the refill pays the debt back", ny.RetryAfter)
+		}
+		if b.Mini == nil {
+			return // the rest needs hours of clock
+		}
+		c.advance(6 * time.Hour)
+		_, err = ps[2].TryAcquire(ctx, tiny)
+		notYet(t, "a call 6 hours on, 3,000 µ$ still owed", err)
+		c.advance(time.Hour)
+		if _, err := ps[2].TryAcquire(ctx, tiny); err != nil {
+			t.Errorf("a call once the debt is paid back = %v; want admitted", err)
+		}
+	})
+}
+
 // Limits.Concurrency bounds the calls in flight, and so the overshoot: with
 // 2 slots, 20 callers whose calls all exceed the margin pass the cap by at
 // most 2 calls' excess.
