@@ -55,7 +55,10 @@
 // under-estimate lets callers overrun the shared budget until settle
 // catches up. Base64 and similar random text still tokenize at about 2
 // bytes per token and are under-counted by about 40%; there too, settle
-// charges the difference.
+// charges the difference. Against the real tokenizers of Claude 2, Gemma 3
+// and Llama 3 (docs/estimate.md) it also falls up to 25% short on code,
+// numbers and emoji: a Spend rate reserves a margin for that
+// (pacer.DefaultInputMargin), since money spent cannot be charged back.
 //
 // # Out of scope
 //

@@ -60,6 +60,30 @@ func TestTextFallback(t *testing.T) {
 	}
 }
 
+// textKinds are the kinds of text prompts carry, for the fallback's tests.
+var textKinds = []struct {
+	name  string
+	s     string
+	under bool // known to be under-counted
+}{
+	{"prose", corpusProse, false},
+	{"code", corpusCode, false},
+	{"diff", corpusDiff, false},
+	{"docs", strings.Join(corpusDocs, "\n"), false},
+	{"japanese", "お誕生日おめでとう。今日はいい天気ですね。明日は雨が降るそうです。", false},
+	{"chinese", "我们的团队正在开发一个新的项目管理工具，预计下个月发布。", false},
+	{"russian", "Мы переехали на тарифный план Business во вторник, но трое коллег не видят временную шкалу.", false},
+	{"german", "Die Geschwindigkeitsbegrenzung auf der Autobahn wird heftig diskutiert.", false},
+	{"emoji", "🎉🎉 launch day! 🚀🔥 thanks team 🙏", false},
+	{"numbers", "3.14159 2.71828 1.41421 1234567890 42 1e-9", false},
+	{"json", `{"id":17,"name":"widget","tags":["a","b"],"price":9.99}`, false},
+	{"csv", "date,region,units,revenue\n2024-01-01,EU,120,3400.50\n2024-01-02,US,98,2810.00\n", false},
+	{"uuid", "550e8400-e29b-41d4-a716-446655440000 6ba7b810-9dad-11d1-80b4-00c04fd430c8", false},
+	{"sha256", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", false},
+	{"indent", "\t\t\t\tif x {\n\t\t\t\t\treturn nil\n\t\t\t\t}\n", false},
+	{"base64", "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", true},
+}
+
 // TestFallbackCoversBPE checks the fallback's purpose on the kinds of text
 // prompts carry: it counts at least as many tokens as o200k, the stand-in
 // for an unknown model's tokenizer. Random base64 is the known exception,
@@ -70,29 +94,7 @@ func TestFallbackCoversBPE(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	fallback := &Estimator{}
-	cases := []struct {
-		name  string
-		s     string
-		under bool // known to be under-counted
-	}{
-		{"prose", corpusProse, false},
-		{"code", corpusCode, false},
-		{"diff", corpusDiff, false},
-		{"docs", strings.Join(corpusDocs, "\n"), false},
-		{"japanese", "お誕生日おめでとう。今日はいい天気ですね。明日は雨が降るそうです。", false},
-		{"chinese", "我们的团队正在开发一个新的项目管理工具，预计下个月发布。", false},
-		{"russian", "Мы переехали на тарифный план Business во вторник, но трое коллег не видят временную шкалу.", false},
-		{"german", "Die Geschwindigkeitsbegrenzung auf der Autobahn wird heftig diskutiert.", false},
-		{"emoji", "🎉🎉 launch day! 🚀🔥 thanks team 🙏", false},
-		{"numbers", "3.14159 2.71828 1.41421 1234567890 42 1e-9", false},
-		{"json", `{"id":17,"name":"widget","tags":["a","b"],"price":9.99}`, false},
-		{"csv", "date,region,units,revenue\n2024-01-01,EU,120,3400.50\n2024-01-02,US,98,2810.00\n", false},
-		{"uuid", "550e8400-e29b-41d4-a716-446655440000 6ba7b810-9dad-11d1-80b4-00c04fd430c8", false},
-		{"sha256", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", false},
-		{"indent", "\t\t\t\tif x {\n\t\t\t\t\treturn nil\n\t\t\t\t}\n", false},
-		{"base64", "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", true},
-	}
-	for _, tc := range cases {
+	for _, tc := range textKinds {
 		got, exact := fallback.Text(tc.s), o200k.Text(tc.s)
 		byLength := (int64(len(tc.s)) + charBytesPerToken - 1) / charBytesPerToken
 		t.Logf("%-8s fallback %4d  o200k %4d  ratio %.2f  (length alone %.2f)",

@@ -212,6 +212,8 @@ const (
 	maxRates   = 16                 // Config.Rates
 	maxDur     = 7 * 24 * time.Hour // TTLs, waits, pauses
 	maxSpan    = 1 << 50            // µs a full bucket may take to refill (35 years)
+	// maxInputMargin bounds Price.InputMargin: 1,000% of the estimate.
+	maxInputMargin = 10
 )
 
 // bucket is one rate limit as the scripts see it.
@@ -291,7 +293,7 @@ func (c Config) settings() (settings, error) {
 		if s.prices == nil {
 			s.prices = map[string]wire.Price{}
 		}
-		s.prices[m] = wire.Price(pr)
+		s.prices[m] = wire.Price(pr) // InputMargin as set: price resolves it per call
 	}
 	for _, r := range c.Rates {
 		s.spend = s.spend || r.Unit == Spend
@@ -363,6 +365,9 @@ func (c Config) validate() error {
 			if !(v >= 0 && v <= 1e12) {
 				return invalidf("Config.Prices[%q] = %+v: prices are per million tokens, from 0 to 1e12", m, pr)
 			}
+		}
+		if !(pr.InputMargin <= maxInputMargin) || math.IsInf(pr.InputMargin, -1) {
+			return invalidf("Config.Prices[%q].InputMargin = %v: a share of the prompt's estimate, at most %v; 0 takes the model family's default, a negative value none", m, pr.InputMargin, float64(maxInputMargin))
 		}
 	}
 	for m, w := range c.Weights {

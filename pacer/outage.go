@@ -220,7 +220,7 @@ func (p *Pacer) closedFor(r Request) (Limit, bool) {
 			continue
 		}
 		if b.unit == Spend {
-			if pr, ok := p.price(r); ok && pr == (wire.Price{}) {
+			if pr, ok := p.price(r); ok && pr.Free() {
 				continue // a free model is never charged
 			}
 		}

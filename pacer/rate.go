@@ -24,10 +24,16 @@ const (
 	// output used, as Anthropic's output-token limits count them.
 	OutputTokens
 	// Spend: money, in the unit of Config.Prices (micro-dollars, say). A
-	// call reserves its worst case (input and output cap at their
-	// prices) and settles what its usage cost, so what is in flight can
-	// never push spend past the limit. Make a spend cap Sliding, so that
-	// no window of its length ever holds more.
+	// call reserves its worst case (the prompt's estimate plus the
+	// price's InputMargin, and the output cap, at their prices) and
+	// settles what its usage cost. While each call's usage stays within
+	// its reservation, what is in flight never pushes the spend past the
+	// limit. A call that uses more is charged the excess as debt, and
+	// no call is admitted until the window has room again; the spend
+	// can then pass the limit by what the calls in flight together
+	// exceed their reservations, at most Limits.Concurrency times the
+	// largest excess. Make a spend cap Sliding, so that no window of its
+	// length ever holds more.
 	Spend
 )
 
@@ -106,6 +112,18 @@ func (r Rate) Name() Limit {
 // 600_000} is $0.15, $0.075 and $0.60 a million in micro-dollars.
 type Price struct {
 	Input, CachedInput, Output float64
+	// InputMargin is the share of the prompt's estimate (Request.Input,
+	// or every token of Request.Tokens) that a Spend rate reserves
+	// beyond it, for the estimator's error: 0.25 reserves the prompt at
+	// 125% of its estimate. With usage within it, what is in flight
+	// never pushes the spend past the cap (see Spend). It only enlarges
+	// the reservation: the call settles at what its usage cost, and no
+	// token rate is charged more. 0 (the default) takes the model's
+	// family's, DefaultInputMargin: 5% for OpenAI's models, 25% for the
+	// others (Claude, Gemini, ...). A negative value reserves the estimate
+	// as it is: for counts that are exact, such as Anthropic's
+	// count_tokens. At most 10 (1,000%).
+	InputMargin float64
 }
 
 // maxWindow bounds a Rate's window.

@@ -94,10 +94,15 @@ func (s *settings) price(r Request) (wire.Price, bool) {
 	if !s.spend {
 		return wire.Price{}, false
 	}
-	if pr, ok := s.prices[r.Model]; ok {
-		return pr, true
+	pr, ok := s.prices[r.Model]
+	if !ok {
+		pr, ok = s.prices[""]
 	}
-	pr, ok := s.prices[""]
+	if ok {
+		// The margin is r's model's, also under the price of models not
+		// listed.
+		pr.InputMargin = inputMargin(pr.InputMargin, r.Model)
+	}
 	return pr, ok
 }
 

@@ -87,29 +87,41 @@ func TestTenantsScenarioShort(t *testing.T) {
 }
 
 // The spend cap is never passed, though 16 workers have calls in flight
-// when it is reached; every worker is refused at the end; the budget's
-// count of what was spent is what the answers cost. Checking what was
+// when it is reached and the provider counts 20% more prompt tokens than
+// the estimate: Claude's default margin covers that, so no call costs more
+// than it reserved. Every worker is refused at the end; the budget's count
+// of what was spent is what the answers cost. Without the margin, calls
+// cost more than they reserved, and the spend stays within the cap plus
+// what the 16 calls in flight can exceed theirs by. Checking what was
 // spent before each call, without a reservation, overshoots.
 func TestSpendScenarioShort(t *testing.T) {
 	rep := runBudgetScenario(t, "-scenario", "spend", "-speed", "40")
 	r := rep.Budgets.(spendResult)
-	if len(r.Rows) != 2 {
-		t.Fatalf("%d rows; want 2", len(r.Rows))
+	if len(r.Rows) != 3 {
+		t.Fatalf("%d rows; want 3", len(r.Rows))
 	}
-	capped, naive := r.Rows[0], r.Rows[1]
-	if capped.Spent > r.Cap || capped.Overshoot != 0 {
-		t.Errorf("the cap was passed: spent %d of %d", capped.Spent, r.Cap)
+	capped, none, naive := r.Rows[0], r.Rows[1], r.Rows[2]
+	if capped.Spent > r.Cap || capped.Overshoot != 0 || capped.Over != 0 {
+		t.Errorf("the cap was passed: spent %d of %d; %d calls cost more than they reserved", capped.Spent, r.Cap, capped.Over)
 	}
 	// Refused calls leave at most each worker's last worst case unspent.
 	if capped.Spent < r.Cap-spendWorkers*r.WorstCall || capped.Served == 0 {
 		t.Errorf("spent %d of %d in %d calls; want within %d of the cap", capped.Spent, r.Cap, capped.Served, spendWorkers*r.WorstCall)
 	}
-	if capped.Refused != spendWorkers {
-		t.Errorf("%d calls refused; want one per worker (%d): each runs until the cap refuses it", capped.Refused, spendWorkers)
+	for _, row := range []spendRow{capped, none} {
+		if row.Refused != spendWorkers {
+			t.Errorf("%s: %d calls refused; want one per worker (%d): each runs until the cap refuses it", row.Label, row.Refused, spendWorkers)
+		}
+		// The budget prices each call as cost does, rounding each up at most.
+		if d := row.Counted - row.Spent; d < 0 || d > int64(row.Served) {
+			t.Errorf("%s: the budget counted %d spent, the answers cost %d; want equal to within 1 per call", row.Label, row.Counted, row.Spent)
+		}
 	}
-	// The budget prices each call as cost does, rounding each up at most.
-	if d := capped.Counted - capped.Spent; d < 0 || d > int64(capped.Served) {
-		t.Errorf("the budget counted %d spent, the answers cost %d; want equal to within 1 per call", capped.Counted, capped.Spent)
+	if none.Over == 0 {
+		t.Errorf("with no margin, no call cost more than it reserved; the undercount should show")
+	}
+	if bound := r.Cap + spendWorkers*r.Excess; none.Spent > bound {
+		t.Errorf("with no margin, spent %d; want at most %d, the cap plus %d calls in flight × %d", none.Spent, bound, spendWorkers, r.Excess)
 	}
 	if naive.Overshoot == 0 {
 		t.Errorf("checking before each call with 16 in flight spent %d of %d; want it over", naive.Spent, r.Cap)

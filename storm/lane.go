@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,9 @@ type call struct {
 	tenant, model             string
 	group                     string // how the table groups it: "light", "heavy"
 	prompt, maxTokens, output int64
+	// realPrompt, if positive, is the prompt the provider counts, where
+	// prompt is the caller's estimate of it: an estimate that undercounts.
+	realPrompt int64
 	// giveUpAt, if positive, cancels the call when the lane has run this
 	// long (wall): a demand that outlasts the run is cut off there.
 	giveUpAt time.Duration
@@ -131,7 +135,7 @@ func (ln *lane) do(ctx context.Context, c call) callResult {
 	} else {
 		req.Tokens = c.prompt + c.maxTokens
 	}
-	j := job{prompt: c.prompt, maxTokens: c.maxTokens, output: c.output}
+	j := job{prompt: cmp.Or(c.realPrompt, c.prompt), maxTokens: c.maxTokens, output: c.output}
 	for attempt := 0; ; attempt++ {
 		l, err := ln.p.Acquire(ctx, req)
 		if err != nil {

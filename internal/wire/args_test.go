@@ -125,6 +125,20 @@ func TestReservedAndUsed(t *testing.T) {
 	if got, want := wire.Reserved(10, 0, 0, 2, p, false), (wire.Use{Tokens: 20}); got != want {
 		t.Errorf("Reserved unpriced = %+v; want %+v", got, want)
 	}
+	// An input margin enlarges the input's price in a reservation, never
+	// the tokens the rates are charged, nor what a usage costs.
+	pm := p
+	pm.InputMargin = 0.5
+	if got, want := wire.Reserved(0, 4, 1, 1, pm, true), (wire.Use{Tokens: 5, Input: 4, Output: 1, Split: true, Spend: 10}); got != want {
+		t.Errorf("Reserved(4 in, 1 out, margin 50%%) = %+v; want %+v", got, want)
+	}
+	pm.InputMargin = 4 // the input's 5 a token passes the output's 4
+	if got, want := wire.Reserved(10, 0, 0, 1, pm, true), (wire.Use{Tokens: 10, Spend: 50}); got != want {
+		t.Errorf("Reserved(10 tokens, margin 400%%) = %+v; want %+v", got, want)
+	}
+	if got, want := wire.UsedSplit(4, 2, 1, 1, pm, true).Spend, int64(7); got != want {
+		t.Errorf("UsedSplit(4 in, 2 cached, 1 out, margin 400%%).Spend = %d; want %d", got, want)
+	}
 	if got, want := wire.UsedTotal(10, 0, p, true), (wire.Use{Tokens: 10, Spend: 40}); got != want {
 		t.Errorf("UsedTotal(10, no weight) = %+v; want %+v", got, want)
 	}

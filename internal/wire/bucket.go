@@ -81,16 +81,26 @@ type Use struct {
 // budget's Spend rates.
 type Price struct {
 	Input, CachedInput, Output float64
+	// InputMargin is the share of a reservation's input estimate reserved
+	// beyond it, for the estimator's error (0.25: 125% of it). It only
+	// ever enlarges a reservation: usage is priced as it is.
+	InputMargin float64
 }
 
-// Reserve returns what a reservation r may cost at most: input and output
-// at their prices, or without the split all of r's tokens at the dearest.
+// Reserve returns what a reservation r may cost at most: input, enlarged by
+// the margin, and output at their prices; or without the split all of r's
+// tokens at the dearest of the output price and the enlarged input prices
+// (any of them may be input).
 func (p Price) Reserve(r Use) int64 {
+	in := 1 + max(p.InputMargin, 0)
 	if r.Split {
-		return perMillion(float64(r.Input)*p.Input + float64(r.Output)*p.Output)
+		return perMillion(float64(r.Input)*in*p.Input + float64(r.Output)*p.Output)
 	}
-	return p.Bound(r.Tokens)
+	return perMillion(float64(r.Tokens) * max(in*p.Input, in*p.CachedInput, p.Output))
 }
+
+// Free reports whether every token of the model costs nothing.
+func (p Price) Free() bool { return p.Input == 0 && p.CachedInput == 0 && p.Output == 0 }
 
 // Bound returns what tokens cost at most, each at the dearest price.
 func (p Price) Bound(tokens int64) int64 {
