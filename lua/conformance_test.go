@@ -108,6 +108,7 @@ type fakeWire struct {
 	calls   []wireCall
 	replies []any // a reply, or an error the call fails with
 	ids     map[string]string
+	closed  bool // every call fails with redis.ErrClosed, unrecorded
 }
 
 // wireCall is one script call as Redis receives it: every argument is a
@@ -159,6 +160,10 @@ func (f *fakeWire) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 		c := wireCall{Script: scriptNames[strs[1]], Keys: strs[3 : 3+nk], Args: strs[3+nk:]}
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if f.closed {
+			cmd.SetErr(redis.ErrClosed)
+			return redis.ErrClosed
+		}
 		if c.Script == "acquire" || c.Script == "settle" || c.Script == "keepalive" {
 			if f.ids == nil {
 				f.ids = map[string]string{}
@@ -204,7 +209,11 @@ func (f *fakeWire) take() []wireCall {
 }
 
 // inBubble runs fn with a Pacer for cfg on a fresh fake Redis, in a
-// synctest bubble.
+// synctest bubble. A lease whose end failed keeps trying in the
+// background (see package lease); the bubble's clock stands still while fn
+// runs, so those attempts make no call fn did not, and once fn is done the
+// fake Redis answers as a closed client, which ends them, and the bubble
+// sleeps until they have.
 func inBubble(t *testing.T, cfg pacer.Config, fn func(p *pacer.Pacer, f *fakeWire)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
@@ -217,6 +226,10 @@ func inBubble(t *testing.T, cfg pacer.Config, fn func(p *pacer.Pacer, f *fakeWir
 			t.Fatalf("pacer.New(%+v) = %v", cfg, err)
 		}
 		fn(p, f)
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		time.Sleep(time.Hour)
 	})
 }
 
