@@ -746,14 +746,14 @@ func (r *runner) stackLens() map[string]int {
 	return n
 }
 
-// countStacks counts, for the coverage check, the steps that merged a
-// bucket's oldest entries (64 became 49) or removed more than 8; n is each
-// bucket's count before the step.
+// countStacks counts, for the coverage check, the steps that compacted a
+// bucket's full stack (64 entries became at most 44, and the new one) or
+// removed more than 8; n is each bucket's count before the step.
 func (r *runner) countStacks(n map[string]int) {
 	after := r.stackLens()
 	for f := range n {
 		switch {
-		case n[f] == 64 && after[f] == 49:
+		case n[f] == 64 && after[f] <= 45:
 			r.seen["stack merged"]++
 		case after[f] < n[f]-8:
 			r.seen["stack popped"]++
