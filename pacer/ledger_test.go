@@ -2,6 +2,8 @@ package pacer_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -10,7 +12,14 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
 )
+
+// ledgerConfig is the day budget of TestDayBucketLedger: room for every
+// call, so that it never fills.
+func ledgerConfig(name string) pacer.Config {
+	return pacer.Config{Name: name, Limits: pacer.Limits{RPD: 10_000, TPD: 8_000_000}}
+}
 
 // ledger is what the calls of a ledger run used, in all, and the first
 // call's turn (on the Redis clock, in µs): a day bucket, full before it,
@@ -97,8 +106,7 @@ func TestDayBucketLedger(t *testing.T) {
 		if b.Mini != nil {
 			goroutines, calls = 20, 5
 		}
-		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPD: 10_000, TPD: 8_000_000}}
-		ps := newPacers(t, b, pacers, cfg)
+		ps := newPacers(t, b, pacers, ledgerConfig(redistest.Name(t)))
 		var used ledger
 		var wg sync.WaitGroup
 		for i := range pacers * goroutines {
@@ -117,4 +125,81 @@ func TestDayBucketLedger(t *testing.T) {
 		checkLedger(t, "TPD", s.TPD, used.tokens.Load(), refilled)
 		checkLedger(t, "RPD", s.RPD, used.requests.Load(), refilled)
 	})
+}
+
+// TestDayBucketLedger across real OS processes: four workers (this test
+// binary run again, as TestSlotsSharedByProcesses runs it) of 50
+// goroutines each, on the real Redis and the cluster.
+func TestDayBucketLedgerProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	for _, lane := range []struct {
+		name string
+		get  func(testing.TB) redistest.Backend
+	}{{"redis", redistest.Real}, {"cluster", redistest.Cluster}} {
+		t.Run(lane.name, func(t *testing.T) {
+			b := lane.get(t)
+			job := shareJob{Kind: b.Kind, Name: redistest.Name(t), Addrs: b.Addrs, Goroutines: 50, Ledger: 8}
+			ws := make([]*shareWorker, 4)
+			for i := range ws {
+				j := job
+				j.Index = i
+				ws[i] = startShareWorker(t, j)
+			}
+			start := time.Now().Add(20 * time.Millisecond)
+			for _, w := range ws {
+				w.start(t, start)
+			}
+			var tokens, requests, first int64
+			for _, w := range ws {
+				r := w.result(t)
+				for _, e := range r.Errors {
+					t.Errorf("worker %d: %s", w.index, e)
+				}
+				tokens += r.Tokens
+				requests += r.Requests
+				if first == 0 || r.First != 0 && r.First < first {
+					first = r.First
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			s := snap(t, newPacer(t, b, ledgerConfig(job.Name)))
+			refilled := s.Time.Sub(time.UnixMicro(first))
+			checkLedger(t, "TPD", s.TPD, tokens, refilled)
+			checkLedger(t, "RPD", s.RPD, requests, refilled)
+		})
+	}
+}
+
+// runLedgerWorker is one worker process of TestDayBucketLedgerProcesses:
+// it runs the job's goroutines of ledgerCalls and prints what they used.
+func runLedgerWorker(t *testing.T, rdb redis.UniversalClient, job shareJob) {
+	p, err := pacer.New(rdb, ledgerConfig(job.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("share-ready")
+	var ns int64
+	if _, err := fmt.Scanln(&ns); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(time.Unix(0, ns)))
+	var used ledger
+	var wg sync.WaitGroup
+	for i := range job.Goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ledgerCalls(t, p, job.Ledger, uint64(1000*job.Index+i+1), &used)
+		}()
+	}
+	wg.Wait()
+	out, _ := json.Marshal(shareResult{Tokens: used.tokens.Load(), Requests: used.requests.Load(), First: used.first.Load()})
+	fmt.Printf("share-result %s\n", out)
 }
