@@ -253,14 +253,14 @@ local function push(s, us, d)
       local parts, n, b = {sub(s, 1, 14 * i - 14)}, 1, i
       for k = i + 1, m do
         if hd[k] > hd[b] * g then
-          -- The run b..k-1 ends: entry k-1's time, entry b's headroom.
-          n = n + 1
-          parts[n] = sub(s, 14 * k - 27, 14 * k - 21) .. sub(s, 14 * b - 6, 14 * b)
-          b = k
+          -- The run b..k-1 ends: entry k-1's time, entry b's headroom
+          -- (two pieces, joined once with the rest).
+          parts[n + 1], parts[n + 2] = sub(s, 14 * k - 27, 14 * k - 21), sub(s, 14 * b - 6, 14 * b)
+          n, b = n + 2, k
         end
       end
-      parts[n + 1] = sub(s, 14 * m - 13, 14 * m - 7) .. sub(s, 14 * b - 6, 14 * b)
-      s = table.concat(parts, '', 1, n + 1)
+      parts[n + 1], parts[n + 2] = sub(s, 14 * m - 13, 14 * m - 7), sub(s, 14 * b - 6, 14 * b)
+      s = table.concat(parts, '', 1, n + 2)
     end
   end
   return s .. enc(e, d)
