@@ -45,7 +45,8 @@
 -- Where the events are densest, the headrooms being close, the runs are
 -- longest. The merge the stack made before (its 2nd to 18th entries into
 -- one, keeping the 2nd's headroom) spread a day's first headroom over
--- ever later events, and cut 0.4-0.7% of what a day bucket used.
+-- ever later events: a day bucket under 200 leases in flight charged
+-- 4-12% more tokens than used (0.4-0.7% in issue 21's run).
 --
 -- The bound. On a bucket that never fills (a day's), an event's headroom
 -- is what the calls charged before it used, plus the refunds they still
