@@ -77,12 +77,20 @@ func settleVectors(t *testing.T) any {
 	cases = append(cases, ends("daily", 5000, s(4999), cancel)...)
 	// A split reservation: each input and output bucket gets its own
 	// difference, token buckets the sum's. Less input and more output than
-	// reserved (and the reverse) send the debts only. Settle with the
-	// total alone gives an input or output bucket back only what its part
-	// exceeds the total by, and charges it nothing.
+	// reserved (and the reverse) send a give-back and a debt at once.
+	// Settle with the total alone gives an input or output bucket back only
+	// what its part exceeds the total by, and charges it nothing.
 	cases = append(cases, splitEnds("rates", 1000, 300,
 		su(800, 200), su(1000, 300), su(1200, 500), su(800, 500), su(1100, 100), su(0, 0), su(50_000, 10_000),
 		s(1000), s(200), s(1300), s(5000), release, reject, cancel)...)
+	// Issue 21's call: the prompt undercounted (16 estimated, 25 used: a
+	// debt to the input rate), the answer far short of max_tokens (300
+	// reserved, 7 used: a give-back to the output rate and, net, to the
+	// tokens rate).
+	cases = append(cases, splitEnds("rates", 16, 300, su(25, 7))...)
+	// The same on strict sliding windows: a debt to the output window, a
+	// give-back off the tokens window's sub-window and the per-minute TPM.
+	cases = append(cases, splitEnds("rates-exact", 1000, 500, su(100, 700))...)
 	// A reservation not split: an input or output bucket was charged all
 	// of it.
 	cases = append(cases, ends("rates", 1300, su(800, 200), su(1000, 600), s(1000), s(1500), cancel)...)

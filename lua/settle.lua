@@ -23,8 +23,10 @@
 --          used; the request and tokens of a call never made), positive
 --          charges an overrun as debt. The caller computes them, and caps a
 --          debt at one bucket's span, so one wildly wrong estimate holds the
---          budget back for at most a window more. All of one settle's
---          corrections have the same sign. A sliding rate's (its field
+--          budget back for at most a window more. Each bucket's
+--          correction is applied by its own sign, so one settle may give
+--          back to one bucket and charge a debt to another (less input and
+--          more output than reserved). A sliding rate's (its field
 --          begins with '~') is '<units>@<j>', in units: a give-back off
 --          sub-window j, where the call was counted; a debt counted now.
 --          Fields that begin with '@' or '%' are the tenant's (see
@@ -167,21 +169,30 @@ for pass = 1, 2 do repeat
   end
   if m == 0 then break end
 
-  if delta[1] < 0 then
-    -- Giving back: read each TAT and give-back stack. A bucket that is
-    -- full now takes nothing; another moves back by at most the headroom
-    -- of the first event after the charge (see prelude.lua), and never
-    -- before now. A tenant's share has no stack: it only ever judges
-    -- whether a tenant is past its share, and moves back by the whole
-    -- give-back. Moving a TAT back never lengthens the keys' life, so no
-    -- expiry changes.
-    local names = {}
-    for k = 1, m do names[2 * k - 1], names[2 * k] = fields[k], fields[k] .. '.h' end
-    local h = redis.call('HMGET', st, unpack(names))
-    local t = math.min(charged, us) -- a charge time after now counts as now
-    local args, j = {}, 0
-    for k = 1, m do
-      local tat, s = h[2 * k - 1], h[2 * k] or ''
+  -- Each bucket's correction by its own sign: one settle may give back to
+  -- one bucket and charge a debt to another (less input and more output
+  -- than reserved), and both rules run in this one call. One HMGET reads
+  -- each bucket's TAT and give-back stack, and for a debt the xp and the
+  -- pause first (a debt may lengthen the keys' life; a give-back never
+  -- does).
+  local debt = false
+  for k = 1, m do if delta[k] > 0 then debt = true; break end end
+  local o = debt and 2 or 0
+  local names = debt and {'xp', 'pause'} or {}
+  for k = 1, m do names[o + 2 * k - 1], names[o + 2 * k] = fields[k], fields[k] .. '.h' end
+  local h = redis.call('HMGET', st, unpack(names, 1, o + 2 * m))
+  local t = math.min(charged, us) -- a charge time after now counts as now
+  local args, j = {}, 0
+  local ms = debt and (h[2] or 0) + 0 -- a pause in force must outlive a debt's write
+  for k = 1, m do
+    local tat, s = h[o + 2 * k - 1], h[o + 2 * k]
+    if delta[k] < 0 then
+      -- Giving back: a bucket that is full now takes nothing; another
+      -- moves back by at most the headroom of the first event after the
+      -- charge (see prelude.lua), and never before now. A tenant's share
+      -- has no stack: it only ever judges whether a tenant is past its
+      -- share, and moves back by the whole give-back.
+      s = s or ''
       if tat and tat - us > 0 then
         tat = tat + 0
         local r, first, lo, m2 = -delta[k], 0, 1, 0
@@ -215,40 +226,33 @@ for pass = 1, 2 do repeat
               local tx, dx = dec(s, x)
               parts[2 + x - lo] = enc(tx, dx - moved)
             end
-            args[j + 1], args[j + 2] = names[2 * k], table.concat(parts, '', 1, 1 + m2 - lo + 1)
+            args[j + 1], args[j + 2] = names[o + 2 * k], table.concat(parts, '', 1, 1 + m2 - lo + 1)
             j = j + 2
           end
         end
       end
+    else
+      -- A debt starts from now if the bucket is full (a full bucket's
+      -- surplus is not spent twice). It is a charge event whose turn is
+      -- now, recorded like an admission (a tenant's share keeps no record).
+      if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+      if byte(fields[k], 1) ~= 37 then
+        args[j + 1], args[j + 2] = names[o + 2 * k], push(s, us, tat - us)
+        j = j + 2
+      end
+      if caps[k] then tat = shared(tat, delta[k], us, caps[k]) else tat = tat + delta[k] end
+      args[j + 1], args[j + 2] = fields[k], fmt('%d', tat)
+      j = j + 2
+      if tat / 1000 > ms then ms = tat / 1000 end
     end
+  end
+  if not debt then
+    -- Moving a TAT back never lengthens the keys' life: no expiry changes.
     if j > 0 then redis.call('HSET', st, unpack(args, 1, j)) end
-    break
-  end
-
-  -- A debt starts from now if the bucket is full (a full bucket's surplus
-  -- is not spent twice). It is a charge event whose turn is now, recorded
-  -- like an admission (a tenant's share keeps no record).
-  local names = {'xp', 'pause'}
-  for k = 1, m do names[2 + k], names[2 + m + k] = fields[k], fields[k] .. '.h' end
-  local h = redis.call('HMGET', st, unpack(names, 1, 2 + 2 * m))
-  local args, a = {}, 0
-  local ms = (h[2] or 0) + 0 -- a pause in force must outlive this write
-  for k = 1, m do
-    local tat = h[2 + k]
-    if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-    if byte(fields[k], 1) ~= 37 then
-      args[a + 1], args[a + 2] = names[2 + m + k], push(h[2 + m + k], us, tat - us)
-      a = a + 2
-    end
-    if caps[k] then tat = shared(tat, delta[k], us, caps[k]) else tat = tat + delta[k] end
-    args[a + 1], args[a + 2] = fields[k], fmt('%d', tat)
-    a = a + 2
-    if tat / 1000 > ms then ms = tat / 1000 end
-  end
-  if pass == 2 then
-    tcover(st, now, (h[1] or 0) + 0, max(ms, now), args, a)
+  elseif pass == 2 then
+    tcover(st, now, (h[1] or 0) + 0, max(ms, now), args, j)
   else
-    cover(now, (h[1] or 0) + 0, max(ms, now), args, a)
+    cover(now, (h[1] or 0) + 0, max(ms, now), args, j)
   end
 until true end
 if freed then give(now, us, limit + 0, ARGV[4] + 0) end

@@ -38,6 +38,10 @@ type shareJob struct {
 	Slots             int64
 	Call, Stagger     time.Duration
 	Warm, Window      time.Duration
+	// Ledger, if not 0, makes the worker one of TestDayBucketLedger's
+	// processes instead: each goroutine runs Ledger leases on a day
+	// budget (see ledgerCalls).
+	Ledger int
 }
 
 // shareResult is what a worker reports.
@@ -48,6 +52,9 @@ type shareResult struct {
 	Scripts  int64         // script calls sent over the whole run (EVALSHA, EVAL)
 	Others   int64         // other commands (pub/sub aside)
 	Errors   []string
+	// A ledger worker's: the tokens and requests its calls used, and its
+	// first call's turn (µs, Redis clock).
+	Tokens, Requests, First int64
 }
 
 // With a concurrency limit, N processes of equal demand share the slots
@@ -231,6 +238,10 @@ func runShareWorker(t *testing.T, js string) {
 		rdb = redis.NewClient(&redis.Options{Addr: job.Addrs[0]})
 	}
 	defer rdb.Close()
+	if job.Ledger > 0 {
+		runLedgerWorker(t, rdb, job)
+		return
+	}
 	var scripts, others atomic.Int64
 	rdb.AddHook(commandCounter{&scripts, &others})
 	p, err := pacer.New(rdb, pacer.Config{Name: job.Name, Limits: pacer.Limits{Concurrency: job.Slots}, MaxWait: 10 * time.Second})

@@ -607,12 +607,8 @@ def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", req
                 out.append((b.field, d, f"{d}@{turn_ms * 1000 // b.sub}"))
         elif d:
             out.append((b.field, d, d))
-    # settle.lua takes one sign per call: a give-back is bounded by what
-    # later charges left room for, a debt is not. When input and output
-    # differ in sign, the debts are kept and the give-backs dropped: the
-    # budget stays on the safe side, short of a refund.
-    if any(d > 0 for _, d, _ in out):
-        out = [c for c in out if c[1] > 0]
+    # Each bucket's correction has its own sign: settle.lua applies a
+    # give-back and a debt of one settle each by its own rule.
     return [(f, v) for f, _, v in out]
 
 
@@ -1157,10 +1153,10 @@ class Lease:
         """End the lease with the input and output tokens the call used, apart.
 
         Each input_tokens and output_tokens rate gets back (or is charged)
-        its own difference, token rates their sum's. When they differ in
-        sign (less input and more output than reserved) only the debts are
-        sent: settle.lua takes one sign per call. With Config.no_refund
-        nothing goes back; overruns are still charged.
+        its own difference, token rates their sum's, even when they differ
+        in sign (less input and more output than reserved: a debt for one
+        rate, a give-back for the other). With Config.no_refund nothing
+        goes back; overruns are still charged.
         """
         if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS or not 0 <= output <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: settle_usage({input!r}, {output!r}): input and output must be ints between 0 and {_MAX_TOKENS}")

@@ -1,5 +1,7 @@
 package model
 
+import "math"
+
 // How much a give-back may return (see prelude.lua). A charge event (an
 // admission, a debt, a pause's lowering) has a headroom: how far the
 // bucket's TAT lay past the charged call's turn before the charge, 0 if
@@ -9,9 +11,9 @@ package model
 // stack of events, oldest first, in which every headroom is below those
 // of all later events, so the first event after t holds the bound.
 
-// maxStack is the most entries a bucket's stack keeps; a full stack merges
-// mergeStack+1 of its oldest into one before it takes another.
-const maxStack, mergeStack = 64, 16
+// maxStack is the most entries a bucket's stack keeps; a full stack is
+// compacted (see compact) before it takes another.
+const maxStack = 64
 
 // hentry is one event in a bucket's stack: its time and its headroom now,
 // in µs.
@@ -21,11 +23,8 @@ type hentry struct{ t, d int64 }
 // >= 0). Its time is us, or 1 µs after the bucket's newest event if that
 // is not before us (several events in one µs, a clock stepping back), so
 // that a bucket's events are in strictly increasing time. The entries whose
-// headroom is d or more go; if maxStack are left, the second to the
-// mergeStack+2nd merge into one, the latest's time with the oldest's
-// headroom, the smallest, so that a lease charged among them may get back
-// less than it could, never more. (Not the oldest: often a restart, its
-// headroom 0 would take all they hold.)
+// headroom is d or more go; if maxStack are left, the stack is compacted
+// first.
 func (b *hash) push(field string, us, d int64) {
 	bk := b.bucket(field)
 	s := bk.stack
@@ -40,10 +39,36 @@ func (b *hash) push(field string, us, d int64) {
 		s = s[:len(s)-1]
 	}
 	if len(s) == maxStack {
-		s[mergeStack+1].d = s[1].d
-		s = s[:1+copy(s[1:], s[mergeStack+1:])]
+		s = compact(s)
 	}
 	bk.stack = append(s, hentry{e, d})
+}
+
+// compact returns a full stack with each run of adjacent entries merged
+// into one, the run's last time with its first headroom (the smallest), so
+// that a lease charged among its events may get back less than it could,
+// never more. Runs are cut from the oldest on, a headroom of 0 (a restart)
+// alone: a run goes on while an entry's headroom is at most g times the
+// run's first, g = (largest / smallest headroom)^(3/128), taken with
+// square roots as prelude.lua takes it (correctly rounded, so the two
+// agree to the bit). At most 43 runs and the 0 remain (see prelude.lua
+// for the bound on what a give-back loses).
+func compact(s []hentry) []hentry {
+	i := 0
+	if s[0].d == 0 {
+		i = 1
+	}
+	q := math.Sqrt(math.Sqrt(math.Sqrt(math.Sqrt(math.Sqrt(float64(s[len(s)-1].d) / float64(s[i].d))))))
+	g := math.Sqrt(q * math.Sqrt(q))
+	out := append(make([]hentry, 0, maxStack), s[:i]...)
+	b := i
+	for k := i + 1; k < len(s); k++ {
+		if float64(s[k].d) > float64(s[b].d)*g {
+			out = append(out, hentry{s[k-1].t, s[b].d})
+			b = k
+		}
+	}
+	return append(out, hentry{s[len(s)-1].t, s[b].d})
 }
 
 // giveBack moves bucket field's TAT back by up to r µs for a lease charged at

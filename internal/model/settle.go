@@ -12,7 +12,7 @@ type Delta = wire.Correction
 // lease set. us is the script's clock, charged the µs at which the lease was
 // charged (as its caller knows it), limit and bslots the concurrency limit
 // (0: none) and the slots batch calls may use, and deltas the corrections
-// it sends, all of one sign. It returns 1 if the lease ended now, 0 if id
+// it sends, each bucket's of its own sign. It returns 1 if the lease ended now, 0 if id
 // was not in the lease set, and 2 if its expiry is not after now: then the
 // lease stays in the set and its reservation stays charged.
 //
@@ -22,7 +22,7 @@ type Delta = wire.Correction
 // fit. So do the slots free when a waiter left: one may have been kept
 // for it.
 //
-// Giving back moves each stored TAT back by what the charges since
+// A give-back (negative) moves its stored TAT back by what the charges since
 // charged leave room for (see giveBack), and never for a bucket that is
 // full at us. A debt starts from now if the bucket is full, which restarts
 // it, and is recorded in the give-back stacks like an admission. A sliding
@@ -94,9 +94,10 @@ func (b *Budget) SettleTenant(us int64, id, key string, charged, limit, bslots i
 	return 1
 }
 
-// correct applies one hash's corrections (of one sign), as settle.lua
-// does in one pass: the sliding windows' first, then the buckets'. tenant
-// says h is a tenant's hash, whose expiry the model keeps.
+// correct applies one hash's corrections, as settle.lua does in one pass:
+// the sliding windows' first, then the buckets', each by its own sign (a
+// give-back for one bucket and a debt for another may come together).
+// tenant says h is a tenant's hash, whose expiry the model keeps.
 func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta) {
 	now := us / 1000
 	var rest []Delta
@@ -126,16 +127,16 @@ func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta
 	if len(rest) == 0 {
 		return
 	}
-	if rest[0].Us < 0 {
-		for _, d := range rest {
-			h.giveBack(d.Field, us, charged, -d.Us)
-		}
-		return
-	}
-	// A debt is a charge event whose turn is now (a share keeps no
-	// record).
 	ms = 0
+	debt := false
 	for _, d := range rest {
+		if d.Us < 0 {
+			h.giveBack(d.Field, us, charged, -d.Us)
+			continue
+		}
+		// A debt is a charge event whose turn is now (a share keeps no
+		// record).
+		debt = true
 		tat := h.from(d.Field, us)
 		if !isShare(d.Field) {
 			h.push(d.Field, us, tat-us)
@@ -146,6 +147,9 @@ func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta
 			bk.tat = shared(tat, d.Us, us, d.Allow) // a share's, sent with its allowance
 		}
 		ms = max(ms, float64(bk.tat)/1000)
+	}
+	if !debt {
+		return // a give-back never lengthens the keys' life
 	}
 	if tenant {
 		h.tcover(now, max(ms, float64(now)))

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -135,9 +134,11 @@ type Correction struct {
 // changes, when the call reserved r and really used u (u = r for a failed
 // call that keeps its reservation, zero for one refused or never sent);
 // request says whether the request itself is given back too (a call never
-// sent). A debt (used > reserved) is charged at most one full bucket, so
-// one wildly wrong estimate holds the budget back for at most a window
-// more.
+// sent). Each bucket gets its own correction, of its own sign: one settle
+// may carry a debt for one bucket and a give-back for another (less input
+// and more output than reserved), and a token bucket gets the net. A
+// debt (used > reserved) is charged at most one full bucket, so one wildly
+// wrong estimate holds the budget back for at most a window more.
 //
 // A usage without its split (only Tokens known) bounds the input and the
 // output used by its total: an input or output bucket gets back what its
@@ -179,14 +180,6 @@ func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Corre
 		default:
 			cs = append(cs, Correction{Field: b.Field, Us: d})
 		}
-	}
-	// settle.lua takes one sign per call: a give-back is bounded by what
-	// later charges left room for, a debt is not. When input and output
-	// differ in sign (less input, more output than reserved), the debts
-	// are kept and the give-backs dropped: the budget stays on the safe
-	// side, short of a refund.
-	if slices.ContainsFunc(cs, func(c Correction) bool { return c.Us > 0 }) {
-		cs = slices.DeleteFunc(cs, func(c Correction) bool { return c.Us < 0 })
 	}
 	return cs
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Input and output corrections: each its own difference; a total alone
-// bounds both; mixed signs keep the debts only.
+// bounds both; mixed signs send a debt and a give-back together.
 func TestCorrectionsSplit(t *testing.T) {
 	in := wire.NewBucket("input_tokens/60s", 1000, 1000, time.Minute, wire.Input)
 	out := wire.NewBucket("output_tokens/60s", 1000, 1000, time.Minute, wire.Output)
@@ -32,8 +32,12 @@ func TestCorrectionsSplit(t *testing.T) {
 		t.Errorf("total alone: %v; want input 200 back, output 100 back, tokens 600 back", got)
 	}
 	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 1000, Input: 300, Output: 700, Split: true}, false, 0))
-	if got[in.Field] != 0 || got[out.Field] != out.Charge(300) || got[tok.Field] != tok.Charge(100) {
-		t.Errorf("mixed signs: %v; want the debts only (output 300, tokens 100)", got)
+	if got[in.Field] != -in.Refund(200) || got[out.Field] != out.Charge(300) || got[tok.Field] != tok.Charge(100) {
+		t.Errorf("mixed signs: %v; want input 200 back, output 300 and tokens 100 owed", got)
+	}
+	got = sum(wire.Corrections(bs, r, wire.Use{Tokens: 607, Input: 600, Output: 7, Split: true}, false, 0))
+	if got[in.Field] != in.Charge(100) || got[out.Field] != -out.Refund(393) || got[tok.Field] != -tok.Refund(293) {
+		t.Errorf("undercounted prompt, short answer: %v; want input 100 owed, output 393 and tokens 293 back", got)
 	}
 	for _, c := range wire.Corrections(bs, r, wire.Use{}, true, 0) {
 		if c.Us >= 0 {
