@@ -53,16 +53,16 @@ func runProxy(ctx context.Context, args []string, env func(string) string, stder
 	}
 	defer rdb.Close()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	if err := ping(ctx, options{timeout: 5 * time.Second}, rdb, where); err != nil {
-		// Serve anyway: /readyz says not ready until Redis answers.
-		log.Warn("Redis does not answer yet; /readyz fails until it does", "redis", where, "err", err.Error())
-	}
 	px, err := proxy.New(proxy.Config{
 		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, KeyPrefix: o.prefix,
 		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, Log: log,
 	})
 	if err != nil {
 		return report(stderr, &usageError{err.Error()})
+	}
+	if err := ping(ctx, options{timeout: 5 * time.Second}, rdb, where); err != nil {
+		// Serve anyway: /readyz says not ready until Redis answers.
+		log.Warn("Redis does not answer yet; /readyz fails until it does", "redis", where, "err", err.Error())
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -309,3 +309,24 @@ func answeredByProxy(err error) bool {
 	}
 	return false
 }
+
+// TestBearerAndXAPIKeyAreOneKey sends one key as Authorization: Bearer and
+// as x-api-key: both calls draw from one budget, so the third call meets
+// the budget's end in the proxy, not the provider's 429.
+func TestBearerAndXAPIKeyAreOneKey(t *testing.T) {
+	b := redistest.Mini(t)
+	prov, up := upstream(t, fakeprovider.Config{RequestLimit: 2, TokenLimit: 100_000})
+	r := startProxy(t, b, redistest.Name(t), up.URL, maxWait(20*time.Millisecond))
+	body := `{"model":"gpt-4o-mini","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	var statuses []int
+	var refused string
+	for _, h := range [][]string{{"Authorization", "Bearer " + secret}, {"X-Api-Key", secret}, {"Authorization", "bearer " + secret}} {
+		status, hdr, _ := send(t, r, "POST", "/openai/v1/chat/completions", body, h...)
+		statuses = append(statuses, status)
+		refused = hdr.Get("X-Llmpacer-Refused")
+	}
+	if st := prov.Stats(); statuses[0] != 200 || statuses[1] != 200 || statuses[2] != 429 || refused == "" || st.RateLimited != 0 {
+		t.Errorf("statuses %v (last refused by the proxy: %q), provider 429s %d; want 200 200 and the proxy's 429, none from the provider",
+			statuses, refused, st.RateLimited)
+	}
+}
