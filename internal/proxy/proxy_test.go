@@ -62,7 +62,7 @@ func TestOpenAIThroughProxy(t *testing.T) {
 func TestAnthropicThroughProxy(t *testing.T) {
 	b := redistest.Mini(t)
 	prefix := redistest.Name(t)
-	prov, up := upstream(t, fakeprovider.Config{Style: fakeprovider.Anthropic, RequestLimit: 50, InputTokenLimit: 40_000, OutputTokenLimit: 8_000})
+	prov, up := upstream(t, fakeprovider.Config{Style: fakeprovider.Anthropic, RequestLimit: 50, TokenLimit: 48_000, InputTokenLimit: 40_000, OutputTokenLimit: 8_000})
 	r := startProxy(t, b, prefix, up.URL)
 	ctx := context.Background()
 	c := anthropicClient(r)
