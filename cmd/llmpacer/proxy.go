@@ -38,6 +38,7 @@ type proxyOptions struct {
 	maxBudgets                int
 	prefix                    string
 	redis, cluster            string
+	config                    string
 }
 
 // runProxy is `llmpacer proxy`: it serves until ctx ends (SIGTERM or
@@ -53,9 +54,15 @@ func runProxy(ctx context.Context, args []string, env func(string) string, stder
 	}
 	defer rdb.Close()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	var file proxy.File
+	if o.config != "" {
+		if file, err = proxy.LoadFile(o.config, env); err != nil {
+			return report(stderr, &usageError{"-config: " + err.Error()})
+		}
+	}
 	px, err := proxy.New(proxy.Config{
 		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, KeyPrefix: o.prefix,
-		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, Log: log,
+		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, Log: log, File: file,
 	})
 	if err != nil {
 		return report(stderr, &usageError{err.Error()})
@@ -92,6 +99,7 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 	fs.Int64Var(&o.maxBody, "max-body", proxy.DefaultMaxBody, "the largest model-call request body, in bytes; larger ones get 413")
 	fs.IntVar(&o.maxBudgets, "max-budgets", proxy.DefaultMaxBudgets, "the most budgets (keys × models) one proxy holds")
 	fs.StringVar(&o.prefix, "prefix", pacer.DefaultKeyPrefix, "the budgets' Redis key prefix (Config.KeyPrefix)")
+	fs.StringVar(&o.config, "config", "", "a JSON file of provider keys the proxy holds, its clients' proxy keys and tenants, and limits per model (docs/proxy.md)")
 	fs.StringVar(&o.redis, "redis", "", "a Redis address (host:port or URL, no credentials) in place of LLMPACER_REDIS_URL")
 	fs.StringVar(&o.cluster, "cluster", "", "comma-separated cluster nodes (no credentials) in place of LLMPACER_REDIS_CLUSTER")
 	if err := fs.Parse(args); err != nil {

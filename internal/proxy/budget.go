@@ -27,6 +27,7 @@ type budget struct {
 	// headers by some replica, or defined by an operator.
 	learned  atomic.Bool
 	learning sync.Mutex
+	tenants  pacer.Tenants // kept in a learned definition
 }
 
 // KeyDigest names a provider key in budget names, logs and metrics: the
@@ -58,20 +59,59 @@ func (p *Proxy) budget(provider, key, model string) (*budget, error) {
 	if len(p.budgets.m) >= p.cfg.MaxBudgets {
 		return nil, fmt.Errorf("%w: this proxy paces %d keys and models already (-max-budgets)", errTooManyBudgets, p.cfg.MaxBudgets)
 	}
-	// Until the first answer teaches the limits, one call at a time: the
-	// safe side for a key whose limits nobody has said.
-	pc, err := pacer.New(p.cfg.Redis, pacer.Config{
-		Name: name, KeyPrefix: p.cfg.KeyPrefix, Limits: pacer.Limits{Concurrency: 1},
-		MaxWait: p.cfg.MaxWait, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
-	})
+	cfg, configured := p.budgetConfig(provider, key, model)
+	pc, err := pacer.New(p.cfg.Redis, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the model %.80q cannot name a budget: %v", errBadModel, model, err)
 	}
-	b := &budget{name: name, p: pc, log: p.log}
+	b := &budget{name: name, p: pc, log: p.log, tenants: cfg.Tenants}
+	b.learned.Store(configured) // the file's limits are never replaced by headers
 	b.rt = pacerhttp.NewTransport(pc, learner{b: b, base: p.up}, pacerhttp.WithMaxBody(p.cfg.MaxBody))
 	p.budgets.m[name] = b
 	p.metrics.Watch(pc)
 	return b, nil
+}
+
+// budgetConfig returns the Config of the budget of provider, key and
+// model, and whether the configuration file names its limits. Until the
+// first answer teaches the limits of one it does not name, the budget
+// admits one call at a time: the safe side for a key whose limits nobody
+// has said.
+func (p *Proxy) budgetConfig(provider, key, model string) (pacer.Config, bool) {
+	cfg := pacer.Config{
+		Name: BudgetName(provider, key, model), KeyPrefix: p.cfg.KeyPrefix, Limits: pacer.Limits{Concurrency: 1},
+		MaxWait: p.cfg.MaxWait, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
+	}
+	k, ok := p.held[provider+"\x00"+key]
+	if !ok {
+		return cfg, false
+	}
+	cfg.Tenants = k.tenants()
+	l, ok := k.Models[model]
+	if !ok {
+		return cfg, false
+	}
+	cfg.Limits, cfg.Rates = l.limits()
+	cfg.Version = p.cfg.File.Version
+	return cfg, true
+}
+
+// hold takes in the keys of the configuration file, checking every
+// budget it names.
+func (p *Proxy) hold(f File) error {
+	for _, k := range f.Keys {
+		p.held[k.Provider+"\x00"+k.key] = k
+		for _, c := range k.Clients {
+			p.clients[c.key] = client{provider: k.Provider, key: k.key, tenant: c.Tenant}
+		}
+		for model := range k.Models {
+			cfg, _ := p.budgetConfig(k.Provider, k.key, model)
+			if _, err := pacer.New(p.cfg.Redis, cfg); err != nil {
+				return fmt.Errorf("%w: the %s key of %s, model %q: %v", ErrInvalid, k.Provider, k.KeyEnv, model, err)
+			}
+		}
+	}
+	return nil
 }
 
 // errBadModel reports a model name no budget can have.
@@ -112,7 +152,7 @@ func (b *budget) learn(ctx context.Context, h http.Header) {
 		return // no headers: a later answer may have them
 	}
 	// Version 1 is stored only if no definition is: never over one.
-	cfg.Version = 1
+	cfg.Version, cfg.Tenants = 1, b.tenants
 	_, err := b.p.Define(ctx, cfg)
 	switch {
 	case err == nil:

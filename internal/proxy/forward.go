@@ -26,6 +26,17 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
 		return ""
 	}
+	key := apiKey(r.Header)
+	c, tenant := p.clients[key]
+	if tenant {
+		if c.provider != rt.name {
+			rt.style.write(w, refusal{status: http.StatusUnauthorized, kind: kindInvalid,
+				msg: fmt.Sprintf("llmpacer proxy: this proxy key is for /%s/, not /%s/", c.provider, rt.name)})
+			return ""
+		}
+		key = c.key
+		setKey(r.Header, rt.style, key)
+	}
 	if !pacerhttp.Paced(r) {
 		rt.rp.ServeHTTP(w, r)
 		return ""
@@ -34,7 +45,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 	if !ok {
 		return ""
 	}
-	key := apiKey(r.Header)
 	if key == "" {
 		// The provider refuses it, at no cost to any budget.
 		rt.rp.ServeHTTP(w, r)
@@ -51,6 +61,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		return ""
 	}
 	ctx := context.WithValue(r.Context(), budgetKey{}, b)
+	if tenant {
+		ctx = pacerhttp.WithTenant(ctx, c.tenant)
+	}
 	rt.rp.ServeHTTP(w, r.WithContext(pacerhttp.WithMaxWait(ctx, p.cfg.MaxWait)))
 	return b.name
 }
@@ -91,6 +104,18 @@ func apiKey(h http.Header) string {
 		return strings.TrimSpace(k)
 	}
 	return ""
+}
+
+// setKey puts the provider key the proxy holds in place of the proxy key
+// the client sent, as the provider takes it.
+func setKey(h http.Header, s style, key string) {
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	if s == anthropic {
+		h.Set("X-Api-Key", key)
+		return
+	}
+	h.Set("Authorization", "Bearer "+key)
 }
 
 // modelOf returns the "model" of a model call's JSON body: both OpenAI's

@@ -72,6 +72,9 @@ type Config struct {
 	// Upstream sends the requests to the providers. Default: a clone of
 	// http.DefaultTransport.
 	Upstream http.RoundTripper
+	// File is the configuration file's content (LoadFile): keys the proxy
+	// holds, its clients' proxy keys and tenants, limits per model.
+	File File
 }
 
 // Proxy is an http.Handler that paces the model calls it forwards.
@@ -83,6 +86,15 @@ type Proxy struct {
 	routes  map[string]*route // by the path's first segment
 	budgets budgets
 	up      http.RoundTripper // the upstream, its errors marked
+	// clients are the proxy keys of File, held the provider keys of File
+	// by provider and key.
+	clients map[string]client
+	held    map[string]Key
+}
+
+// client is what a proxy key stands for.
+type client struct {
+	provider, key, tenant string
 }
 
 // route is one provider's path prefix and its reverse proxy.
@@ -100,12 +112,16 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Log, metrics: pacerprom.New(), routes: map[string]*route{}}
+	p := &Proxy{cfg: cfg, log: cfg.Log, metrics: pacerprom.New(), routes: map[string]*route{},
+		clients: map[string]client{}, held: map[string]Key{}}
 	p.up = upstream{cfg.Upstream}
 	p.budgets.m = map[string]*budget{}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(p.metrics)
 	p.scrape = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if err := p.hold(cfg.File); err != nil {
+		return nil, err
+	}
 	for _, r := range []struct {
 		name, base string
 		style      style
