@@ -115,6 +115,7 @@ func TestProxyUsage(t *testing.T) {
 		{[]string{"proxy", "-prefix", "a{b"}, "-prefix"},
 		{[]string{"proxy", "-nosuchflag"}, "llmpacer proxy -h"},
 		{[]string{"-json", "proxy"}, "proxy takes its own flags after it"},
+		{[]string{"proxy", "-config", "/nonexistent/proxy.json"}, "-config"},
 	} {
 		r := runWith(t, env, c.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
