@@ -148,4 +148,3 @@ func TestFileErrors(t *testing.T) {
 		t.Errorf("proxy.New(negative rpm) = %v, want ErrInvalid naming the model, not the key", err)
 	}
 }
-

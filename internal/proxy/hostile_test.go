@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,10 +121,13 @@ func redisKeys(t *testing.T, b redistest.Backend, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var keys []string
+	var mu sync.Mutex // ForEachMaster scans the masters at once
 	scan := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
 		for iter.Next(ctx) {
+			mu.Lock()
 			keys = append(keys, iter.Val())
+			mu.Unlock()
 		}
 		return iter.Err()
 	}
