@@ -225,33 +225,45 @@ func TestReplicasShareOneBudget(t *testing.T) {
 }
 
 // TestRateLimitPausesBothReplicas checks that a provider's 429 through one
-// replica holds the other's calls back, sending nothing upstream.
+// replica holds the other's calls back past their max wait, sending
+// nothing upstream, and that the other answers a 429 the provider's SDK
+// and package classify read as the provider's own rate limit.
 func TestRateLimitPausesBothReplicas(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
-		prefix := redistest.Name(t)
-		prov, up := upstream(t, fakeprovider.Config{RequestLimit: 100, TokenLimit: 1_000_000})
-		r1 := startProxy(t, b, prefix, up.URL, maxWait(50*time.Millisecond))
-		r2 := startProxy(t, b, prefix, up.URL, maxWait(50*time.Millisecond))
-		if err := chat(r1); err != nil {
-			t.Fatal(err)
-		}
-		if err := prov.Fail(1, http.StatusTooManyRequests); err != nil { // asks for a 1 s wait
-			t.Fatal(err)
-		}
-		var apiErr *openai.Error
-		if err := chat(r1); !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Response.Header.Get("X-Llmpacer-Refused") != "" {
-			t.Fatalf("call through replica 1 = %v, want the provider's own 429", err)
-		}
-		before := prov.Stats().Calls
-		err := chat(r2)
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Response.Header.Get("X-Llmpacer-Refused") == "" {
-			t.Fatalf("call through replica 2 = %v, want the proxy's 429", err)
-		}
-		if v := classify.FromError(err); v.Kind != classify.RateLimited || v.RetryAfter <= 0 || v.Code != "rate_limit_exceeded" {
-			t.Errorf("classify.FromError = %+v, want a rate limit with a delay, in OpenAI's words", v)
-		}
-		if got := prov.Stats().Calls; got != before {
-			t.Errorf("the provider saw %d more calls during the pause, want 0", got-before)
+		for _, style := range []fakeprovider.Style{fakeprovider.OpenAI, fakeprovider.Anthropic} {
+			t.Run(style.String(), func(t *testing.T) {
+				prefix := redistest.Name(t)
+				prov, up := upstream(t, fakeprovider.Config{Style: style, RequestLimit: 100, TokenLimit: 1_000_000})
+				r1 := startProxy(t, b, prefix, up.URL, maxWait(50*time.Millisecond))
+				r2 := startProxy(t, b, prefix, up.URL, maxWait(50*time.Millisecond))
+				call, code := chat, "rate_limit_exceeded"
+				if style == fakeprovider.Anthropic {
+					call, code = func(r replica) error {
+						_, err := anthropicClient(r).Messages.New(context.Background(), messageParams())
+						return err
+					}, "rate_limit_error"
+				}
+				if err := call(r1); err != nil {
+					t.Fatal(err)
+				}
+				if err := prov.Fail(1, http.StatusTooManyRequests); err != nil { // asks for a 1 s wait
+					t.Fatal(err)
+				}
+				if err := call(r1); classify.FromError(err).Kind != classify.RateLimited || answeredByProxy(err) {
+					t.Fatalf("call through replica 1 = %v, want the provider's own 429", err)
+				}
+				before := prov.Stats().Calls
+				err := call(r2)
+				if !answeredByProxy(err) {
+					t.Fatalf("call through replica 2 = %v, want the proxy's 429", err)
+				}
+				if v := classify.FromError(err); v.Kind != classify.RateLimited || v.RetryAfter <= 0 || v.Code != code {
+					t.Errorf("classify.FromError = %+v, want a rate limit with a delay, code %s", v, code)
+				}
+				if got := prov.Stats().Calls; got != before {
+					t.Errorf("the provider saw %d more calls during the pause, want 0", got-before)
+				}
+			})
 		}
 	})
 }
