@@ -65,7 +65,7 @@ type replica struct {
 
 // startProxy starts a proxy replica on b with its own Redis client, its
 // budgets under prefix, both providers sent to up.
-func startProxy(t *testing.T, b redistest.Backend, prefix, up string, change ...func(*proxy.Config)) replica {
+func startProxy(t testing.TB, b redistest.Backend, prefix, up string, change ...func(*proxy.Config)) replica {
 	t.Helper()
 	lb := &logBuf{}
 	cfg := proxy.Config{
