@@ -151,7 +151,10 @@ func TestHealthAndReadiness(t *testing.T) {
 	b := redistest.Backend{Kind: "miniredis", Mini: m, Addrs: []string{m.Addr()}}
 	redistest.QuietRedisLog(t)
 	_, up := upstream(t, fakeprovider.Config{})
-	r := startProxy(t, b, redistest.Name(t), up.URL)
+	// No retries: go-redis would retry the dead server for seconds.
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	r := startProxy(t, b, redistest.Name(t), up.URL, func(c *proxy.Config) { c.Redis = rdb })
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200} {
 		if status, _, _ := send(t, r, "GET", path, ""); status != want {
 			t.Errorf("GET %s = %d, want %d", path, status, want)
