@@ -118,3 +118,12 @@ func geminiPath(p string) (api, string) {
 	}
 	return apiNone, ""
 }
+
+// Paced reports whether NewTransport paces r: a POST to a model-call
+// endpoint it recognizes (see the package doc). A proxy in front of the
+// transport asks it to choose the budget of a model call before sending
+// it; every other request passes through unpaced.
+func Paced(r *http.Request) bool {
+	a, _ := recognize(r)
+	return a != apiNone
+}

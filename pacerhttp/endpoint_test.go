@@ -60,6 +60,9 @@ func TestRecognize(t *testing.T) {
 			if got != tt.want || model != tt.wantModel {
 				t.Errorf("recognize(%s %s) = %v, %q; want %v, %q", tt.method, tt.url, got, model, tt.want, tt.wantModel)
 			}
+			if Paced(r) != (tt.want != apiNone) {
+				t.Errorf("Paced(%s %s) = %v, want %v", tt.method, tt.url, Paced(r), tt.want != apiNone)
+			}
 		})
 	}
 }

@@ -75,6 +75,7 @@ const usageText = `Usage:
   llmpacer pause -for D NAME         every caller of NAME waits D (a pause only grows)
   llmpacer stop -for D NAME          every call of NAME is refused for D
   llmpacer resume NAME               end NAME's stop (an operator's or a quota stop)
+  llmpacer proxy [proxy flags]       a pacing reverse proxy (llmpacer proxy -h)
 
 NAME is the budget's Config.Name; a budget with a Config.HashTag (a Group's
 deployments) is {HASHTAG}NAME, as list shows it: llmpacer show '{eu}gpt-4o'.
@@ -161,7 +162,10 @@ func (o options) check(fs *flag.FlagSet) error {
 			return usagef("-watch is for list and show, not %s", o.cmd)
 		}
 	default:
-		return usagef("unknown command %q: use list, show, pause, stop or resume", o.cmd)
+		if o.cmd == "proxy" {
+			return usagef("proxy takes its own flags after it: llmpacer proxy -listen ADDR (llmpacer proxy -h)")
+		}
+		return usagef("unknown command %q: use list, show, pause, stop, resume or proxy", o.cmd)
 	}
 	needFor := o.cmd == "pause" || o.cmd == "stop"
 	switch {

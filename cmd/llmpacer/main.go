@@ -9,6 +9,8 @@
 //	llmpacer pause -for 30s NAME      every caller waits 30 s (a pause only grows)
 //	llmpacer stop -for 1h NAME        every call is refused for an hour
 //	llmpacer resume NAME              end a stop: an operator's, or a quota stop
+//	llmpacer proxy -listen 127.0.0.1:8080
+//	                                  a pacing reverse proxy for any client (see docs/proxy.md)
 //
 // NAME is the budget's Config.Name. A budget with a Config.HashTag (a
 // pacer.Group's deployments, on a Redis Cluster) is listed and named
@@ -91,6 +93,9 @@ func main() {
 // env (os.Getenv) and the flags name, does what args ask and returns the
 // exit code. Output goes to stdout, errors and notes to stderr.
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "proxy" {
+		return runProxy(ctx, args[1:], env, stderr)
+	}
 	o, err := parseArgs(args, stderr)
 	if err != nil {
 		return report(stderr, err)

@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/llmpacer/llmpacer/pacerhttp"
+)
+
+// bodyTimeout bounds how long a client may take to send a model call's
+// body: a slow client must not hold the proxy's memory for ever.
+const bodyTimeout = time.Minute
+
+// forward sends r to rt's provider: a model call through its budget, any
+// other request as it is. It returns the budget's name, for the log.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) string {
+	if err := checkPath(r.URL.EscapedPath()); err != nil {
+		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
+		return ""
+	}
+	key := apiKey(r.Header)
+	c, tenant := p.clients[key]
+	if tenant {
+		if c.provider != rt.name {
+			rt.style.write(w, refusal{status: http.StatusUnauthorized, kind: kindInvalid,
+				msg: fmt.Sprintf("llmpacer proxy: this proxy key is for /%s/, not /%s/", c.provider, rt.name)})
+			return ""
+		}
+		key = c.key
+		setKey(r.Header, rt.style, key)
+	}
+	if !pacerhttp.Paced(r) {
+		rt.rp.ServeHTTP(w, r)
+		return ""
+	}
+	body, ok := p.readBody(w, r, rt)
+	if !ok {
+		return ""
+	}
+	if key == "" {
+		// The provider refuses it, at no cost to any budget.
+		rt.rp.ServeHTTP(w, r)
+		return ""
+	}
+	model, err := modelOf(body)
+	if err != nil {
+		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
+		return ""
+	}
+	b, err := p.budget(rt.name, key, model)
+	if err != nil {
+		p.failed(w, r, rt, err)
+		return ""
+	}
+	ctx := context.WithValue(r.Context(), budgetKey{}, b)
+	if tenant {
+		ctx = pacerhttp.WithTenant(ctx, c.tenant)
+	}
+	rt.rp.ServeHTTP(w, r.WithContext(pacerhttp.WithMaxWait(ctx, p.cfg.MaxWait)))
+	return b.name
+}
+
+// readBody reads a model call's body, at most MaxBody bytes within
+// bodyTimeout, and puts it back replayable. A larger body is answered 413,
+// a failed read 400, and ok is then false.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, rt *route) (body []byte, ok bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	defer rc.SetReadDeadline(time.Time{})
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		rt.style.write(w, refusal{status: http.StatusRequestEntityTooLarge, kind: kindTooLarge,
+			msg: fmt.Sprintf("llmpacer proxy: the request body is larger than %d bytes, the proxy's limit (-max-body); send a smaller request or raise the limit", p.cfg.MaxBody)})
+		return nil, false
+	case err != nil:
+		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid,
+			msg: "llmpacer proxy: the request body could not be read: " + err.Error()})
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	return body, true
+}
+
+// apiKey returns the provider key the client sent: as Authorization:
+// Bearer (OpenAI) or as x-api-key (Anthropic), the same key either way.
+func apiKey(h http.Header) string {
+	if k := strings.TrimSpace(h.Get("X-Api-Key")); k != "" {
+		return k
+	}
+	scheme, k, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(k)
+	}
+	return ""
+}
+
+// setKey puts the provider key the proxy holds in place of the proxy key
+// the client sent, as the provider takes it.
+func setKey(h http.Header, s style, key string) {
+	h.Del("Authorization")
+	h.Del("X-Api-Key")
+	if s == anthropic {
+		h.Set("X-Api-Key", key)
+		return
+	}
+	h.Set("Authorization", "Bearer "+key)
+}
+
+// modelOf returns the "model" of a model call's JSON body: both OpenAI's
+// and Anthropic's APIs require it, and the budget is the key's and the
+// model's.
+func modelOf(body []byte) (string, error) {
+	var v struct {
+		Model *string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", errors.New(`llmpacer proxy: the request body is not a JSON object; send the provider's JSON request with its "model"`)
+	}
+	if v.Model == nil || *v.Model == "" {
+		return "", errors.New(`llmpacer proxy: the request body has no "model"; name the model to call`)
+	}
+	return *v.Model, nil
+}
+
+// checkPath refuses a path with a ".." segment, plain or percent-encoded
+// (once or twice, with '/' or '\' encoded inside it too): the provider or
+// a gateway before it may resolve it, and the call would reach another
+// path than the one the proxy paced or passed.
+func checkPath(escaped string) error {
+	s := escaped
+	for range 3 {
+		for _, seg := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if seg == ".." {
+				return errors.New(`llmpacer proxy: the path has a ".." segment; it is refused, never forwarded`)
+			}
+		}
+		u, err := url.PathUnescape(s)
+		if err != nil {
+			return errors.New("llmpacer proxy: the path has a malformed percent-escape")
+		}
+		if u == s {
+			return nil
+		}
+		s = u
+	}
+	return errors.New("llmpacer proxy: the path is percent-encoded more than twice; it is refused")
+}
