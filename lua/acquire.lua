@@ -15,8 +15,7 @@
 -- ARGV[1]  lease id (string, unique per call; a repeated id is answered, not re-admitted)
 -- ARGV[2]  priority: 0 interactive, 1 batch; or, for a tenant's interactive
 --          call, '0:<ppm>': over its share, it is served as a batch call
---          that leaves up to <ppm> millionths of each budget bucket (see
---          below)
+--          that leaves <ppm> millionths of each budget bucket
 -- ARGV[3]  max wait in ms (integer >= 0): how far ahead an interactive call may
 --          reserve its turn, and how long a caller may wait for a slot; 0
 --          admits only what fits now
@@ -42,9 +41,7 @@
 --          never holds a call back, but a call it finds past its allowance
 --          is over the tenant's share. Such a call never reserves a later
 --          turn of the budget's buckets, may not take the share ARGV[2]
---          gives of them (in proportion to how far past its allowance it
---          finds the share, of the most a share can be: its allowance
---          plus the charge, see shared), and a waiting one is spaced along the tenant's
+--          gives of them, and a waiting one is spaced along the tenant's
 --          own batch queue (field qb of KEYS[5]), so that tenants within
 --          their share are served first and a heavy tenant fills only the
 --          room they leave.
@@ -164,8 +161,7 @@ end
 
 -- A tenant's buckets live in its own hash, which expires when the tenant
 -- is idle: their TATs and stacks come from there. th: its xp and qb, then
--- what was asked. share: false, or how far the call is over the tenant's
--- share (a fraction, see below).
+-- what was asked. share: the call is over the tenant's share.
 local tkey, th, share, swait = KEYS[5], nil, false, 0
 local keep = nil
 if tkey then
@@ -204,15 +200,11 @@ for k = 1, n do
     if not sread then sread, sfit, swrite = slib() end
   elseif b == 37 then
     -- The tenant's share: is the call past it, and for how long (µs)?
-    -- share: how far past, of the most it can be (see shared), so that a
-    -- tenant just past its share (a light one's calls close together)
-    -- leaves little of the floor, and one far past it (a heavy one) all.
     local tat = h[2 + k]
     if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
     local past = tat + ARGV[7 + n + 2 * k] - us - ARGV[8 + n + 2 * k]
     if past > 0 then
-      local f = past / (ARGV[7 + n + 2 * k] + ARGV[8 + n + 2 * k])
-      if not share or f > share then share = f end
+      share = true
       if past > swait then swait = past end
     end
   end
@@ -262,7 +254,7 @@ repeat
       local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
       local b = byte(field, 1)
       if charge > allow and b ~= 37 then return {-1, 0, us, field, 0, 0} end
-      if share and keep and b ~= 64 and b ~= 37 then allow = allow - floor(allow * keep * math.min(share, 1)) end
+      if share and keep and b ~= 64 and b ~= 37 then allow = allow - floor(allow * keep) end
       local g, w = sl[k], 0
       if b == 37 then
         -- A share never holds a call back. Its TAT lies at most a span

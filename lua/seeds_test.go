@@ -106,10 +106,9 @@ func fuzzSeeds() [][]byte {
 		// (batch floor 20%), 2000 of their own a minute. Tenant 1 takes
 		// its share (two large calls: a share has room for 8 of a call
 		// however small it is), then goes over it with a small one:
-		// admitted now while the budget has room beyond the part of the
-		// floor it leaves, then held back and spaced along its own qb,
-		// never reserving a later turn; tenant 2, within its share,
-		// reserves one. Cancels and settles give back to the
+		// admitted now while the budget has room beyond the floor, then
+		// held back and spaced along its own qb, never reserving a later
+		// turn; tenant 2, within its share, reserves one. Cancels and settles give back to the
 		// shares (whole) and the tenant's own rate, a debt moves a share
 		// forward; a refusal by the tenant's own rate charges nothing.
 		seq(header(0, off, tpm1000, off, off, 0, floorByte(0, 0, 0)|extTenants),

@@ -30,8 +30,8 @@ type Call struct {
 	// Tenant is the tenant's hash (KEYS[5]; "": none), whose fields the
 	// charges marked '@' and '%' are (see tenant.go). OverShare sends an
 	// interactive call's priority as "0:<KeepPPM>": over the tenant's
-	// share, it may use only its allowance less up to KeepPPM millionths
-	// of each budget bucket (see Acquire).
+	// share, it may use only its allowance less KeepPPM millionths of
+	// each budget bucket.
 	Tenant    string
 	OverShare bool
 	KeepPPM   int64
@@ -79,10 +79,7 @@ type Reply struct {
 // would take past the share's allowance is over its share: served as a
 // batch call (it never reserves a later turn, and waits along the
 // tenant's qb), and, with OverShare, it may use only its allowance less
-// floor(allowance × KeepPPM / 10^6 × f) of each budget rate, f how far past
-// its allowance the call takes the share, of its charge plus allowance
-// (the most a share can be past), at most 1: a tenant just past its share
-// yields to one within it, and takes room before one far past it.
+// floor(allowance × KeepPPM / 10^6) of each budget rate.
 //
 // A caller that leaves the slot queue (admitted, held back by its
 // buckets, or past its bound; or, resent after its first run queued it,
@@ -122,16 +119,14 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 		}
 	}
 	// Over the tenant's share: a share its charge would take past its
-	// allowance. over: how far past, of the most it can be (its charge
-	// plus its allowance, see shared): the part of the floor it leaves.
-	overShare, swait, over := false, int64(0), 0.0 // swait: µs until it is within
+	// allowance.
+	overShare, swait := false, int64(0) // swait: µs until it is within
 	for _, ch := range c.Charges {
 		if c.Tenant == "" || !isShare(ch.Field) {
 			continue
 		}
 		if past := b.tenant(c.Tenant).from(ch.Field, us) + ch.Charge - us - ch.Allow; past > 0 {
 			overShare, swait = true, max(swait, past)
-			over = max(over, float64(past)/float64(ch.Charge+ch.Allow))
 		}
 	}
 	keep := -1.0
@@ -248,7 +243,7 @@ func (b *Budget) acquire(us int64, c Call) Reply {
 			return Reply{-1, 0, ch.Field, 0, 0}
 		}
 		if overShare && keep >= 0 && !tenantField(ch.Field) {
-			allow -= int64(math.Floor(float64(allow) * keep * min(over, 1)))
+			allow -= int64(math.Floor(float64(allow) * keep))
 		}
 		var w, step int64
 		if g := sub(ch.Field); g > 0 {
