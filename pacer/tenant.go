@@ -40,19 +40,20 @@ type Tenants struct {
 	// may use before it yields, from 0 (none: tenants have only their
 	// Rates) to 1. Each tenant keeps a soft bucket per budget rate,
 	// sized from the rate's burst, not its limit: it holds Share of the
-	// burst (of the limit for a SlidingWindow rate, whose burst that is),
-	// and room for at least 8 of the call at hand, and refills at Share
-	// of the rate. A tenant new to the budget is therefore within its
-	// share for its part of what the budget gives at once, not for
-	// Share of a whole window's calls, and cannot queue ahead of the
-	// others in its first seconds; the 8 calls keep a light tenant whose
-	// calls arrive at random, close together now and then, within it.
+	// burst (of the limit for a sliding rate, whose burst that is), with
+	// room for 8 of the call at hand but never more than Share of the
+	// limit, and refills at Share of the rate. A tenant new to the budget
+	// is therefore within its share for its part of what the budget gives
+	// at once (or 8 calls), not for Share of a whole window's calls, and
+	// cannot queue ahead of the others in its first seconds; the 8 calls
+	// keep a light tenant whose calls arrive at random, close together
+	// now and then, within it. With the burst at the limit (the default)
+	// a share holds Share of the limit.
 	//
 	// A call that finds its tenant's share spent is over its share, and
 	// is served the way a batch call is: it never reserves a later turn
-	// of the budget, may not take the budget's last BatchFloor (a call
-	// just past its share may take part of it, one a few calls past none),
-	// and waits spaced along its tenant's own queue. A heavy tenant then
+	// of the budget, may not take the budget's last BatchFloor, and waits
+	// spaced along its tenant's own queue. A heavy tenant then
 	// fills whatever room the others leave, and the budget stays used,
 	// but it never queues ahead of a tenant within its share.
 	//
@@ -112,8 +113,8 @@ func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 			name = name[strings.IndexByte(name, ':')+1:]
 		}
 		// The share refills at Share of the budget's refill and holds
-		// Share of its burst (see Tenants.Share; wire.ShareCalls gives it
-		// room for a few calls however small). Held to Share of the
+		// Share of its burst, with room for wire.ShareCalls calls up to
+		// Share of its limit (see Tenants.Share). Held to Share of the
 		// limit, a heavy newcomer was within it for a window's share of
 		// calls, reserving turns ahead of everyone up to its wait bound
 		// (RPM 600, burst 10, Share 0.2: 120 calls, 15 s of 429s for
@@ -121,6 +122,7 @@ func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 		refill := pb.perMs * float64(pb.window.Milliseconds()) * c.Tenants.Share
 		capacity := pb.capacity * c.Tenants.Share
 		wb := wire.NewBucket("%"+name, max(1, int64(capacity)), max(1, int64(refill)), pb.window, pb.wb.Unit)
+		wb.Room = max(1, int64(float64(pb.limit)*c.Tenants.Share))
 		out = append(out, bucket{name: "share of " + pb.name, field: wb.Field, limit: wb.Capacity, stated: wb.Capacity,
 			capacity: float64(wb.Capacity), wb: wb, perMs: refill / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
 	}
