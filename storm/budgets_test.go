@@ -81,9 +81,9 @@ func TestTenantsScenarioShort(t *testing.T) {
 	if r.AloneUsed > 0.9 {
 		t.Errorf("alone, the light tenants used %.1f%% of the budget; they ask 72%%", 100*r.AloneUsed)
 	}
-	// A share holds room for 8 calls: light tenants at 80% of theirs are
-	// rarely past it (a share of the burst alone, 1.2 calls, left most of
-	// them past it).
+	// A share has room for 8 calls up to Share of the limit (6 here):
+	// light tenants at 80% of theirs are rarely past it (a share of the
+	// burst alone, 1.2 calls, left most of them past it).
 	if r.OverShare > r.LightCalls/10 {
 		t.Errorf("%d of %d light calls over their share on arrival; want at most a tenth", r.OverShare, r.LightCalls)
 	}

@@ -242,9 +242,9 @@ func tenantBurstOf(p params) int64 {
 
 // overShare replays the light calls' arrivals through each tenant's share
 // bucket as acquire.lua keeps it (a GCRA of Share of the burst, with room
-// for wire.ShareCalls of the call, refilling Share of the rate, charged
-// whether or not the call is past it) and counts the calls that find it
-// past its allowance.
+// for wire.ShareCalls of the call up to Share of the limit, refilling
+// Share of the rate, charged whether or not the call is past it) and
+// counts the calls that find it past its allowance.
 func overShare(calls []call, w time.Duration, burst int64) int {
 	perNs := tenantShare * tenantRate / float64(w) // share tokens per ns
 	tats := map[string]float64{}
@@ -253,7 +253,8 @@ func overShare(calls []call, w time.Duration, burst int64) int {
 		now := float64(c.at)
 		tat := max(tats[c.tenant], now)
 		charge := float64(c.prompt+c.maxTokens) / perNs
-		allow := max(float64(max(int64(tenantShare*float64(burst)), 1))/perNs, wire.ShareCalls*charge)
+		room := min(wire.ShareCalls*charge, float64(int64(tenantShare*tenantRate))/perNs)
+		allow := max(float64(max(int64(tenantShare*float64(burst)), 1))/perNs, room)
 		if tat+charge-now > allow {
 			n++
 		}
@@ -303,8 +304,8 @@ func tenantsTable(p params, r tenantsResult) *customTable {
 		fmt.Sprintf("goal %s: light p95 within %s, the larger of 2x their p95 alone (now %s of it) and a call's refill (%s); no light call failed (%d), no 429s (%d); budget at least 95%% used (%.1f%%)",
 			met, dur(r.Bound), ratio, dur(r.Refill), r.LightFailed, r.RateLimited, 100*r.Used),
 		fmt.Sprintf("the light tenant with the largest p95 beside the heavy one: %s, alone %s", dur(r.WorstLightP95), dur(r.WorstAloneP95)),
-		fmt.Sprintf("light calls that found their tenant past its share on arrival: %d of %d (a share bucket holds Share of the burst, %s tokens, with room for %d calls)",
-			r.OverShare, r.LightCalls, thousands(int64(tenantShare*float64(r.Burst))), wire.ShareCalls),
+		fmt.Sprintf("light calls that found their tenant past its share on arrival: %d of %d (a share holds Share of the burst, %s tokens, with room for %d calls up to Share of the limit, %s)",
+			r.OverShare, r.LightCalls, thousands(int64(tenantShare*float64(r.Burst))), wire.ShareCalls, thousands(int64(tenantShare*tenantRate))),
 		"budget used: tokens the provider admitted in the second half of the arrivals (the burst long spent), of the budget's rate over that time",
 	}
 	return t
