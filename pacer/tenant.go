@@ -44,11 +44,11 @@ type Tenants struct {
 	// room for 8 of the call at hand but never more than Share of the
 	// limit, and refills at Share of the rate. A tenant new to the budget
 	// is therefore within its share for its part of what the budget gives
-	// at once (or 8 calls), not for Share of a whole window's calls, and
-	// cannot queue ahead of the others in its first seconds; the 8 calls
-	// keep a light tenant whose calls arrive at random, close together
-	// now and then, within it. With the burst at the limit (the default)
-	// a share holds Share of the limit.
+	// at once (or 8 calls), not for Share of a whole window's calls: that
+	// is all it can reserve ahead of the others in its first seconds. The
+	// 8 calls keep a light tenant whose calls arrive at random, close
+	// together now and then, within it. With the burst at the limit (the
+	// default) a share holds Share of the limit.
 	//
 	// A call that finds its tenant's share spent is over its share, and
 	// is served the way a batch call is: it never reserves a later turn
