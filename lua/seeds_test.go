@@ -104,16 +104,18 @@ func fuzzSeeds() [][]byte {
 	return [][]byte{
 		// Two tenants with a quarter share each of 1000 tokens a minute
 		// (batch floor 20%), 2000 of their own a minute. Tenant 1 takes
-		// its share, then goes over it: admitted now while the budget
-		// has room beyond the floor, then held back and spaced along its
-		// own qb, never reserving a later turn; tenant 2, within its
-		// share, reserves one. Cancels and settles give back to the
+		// its share (two large calls: a share has room for 8 of a call
+		// however small it is), then goes over it with a small one:
+		// admitted now while the budget has room beyond the floor, then
+		// held back and spaced along its own qb, never reserving a later
+		// turn; tenant 2, within its share, reserves one. Cancels and settles give back to the
 		// shares (whole) and the tenant's own rate, a debt moves a share
 		// forward; a refusal by the tenant's own rate charges nothing.
 		seq(header(0, off, tpm1000, off, off, 0, floorByte(0, 0, 0)|extTenants),
 			tenantBlock(2, 2, [3]byte{39, uTok, w60s}, off),
 			seedStep(1, 0, interactive|ttl60s|waitNone, 200, 0),
 			seedStep(1, 0, interactive|ttl60s|waitNone, 200, 0),
+			seedStep(1, 0, interactive|ttl60s|waitNone, 10, 0),
 			seedStep(1, 0, interactive|ttl60s|waitC, 500, 30_000),
 			seedStep(1, 0, interactive|ttl60s|waitC, 100, 30_000),
 			seedStep(2, 0, interactive|ttl60s|waitC, 200, 30_000),

@@ -39,10 +39,21 @@ type Tenants struct {
 	// Share is the fraction of each of the budget's rates that a tenant
 	// may use before it yields, from 0 (none: tenants have only their
 	// Rates) to 1. Each tenant keeps a soft bucket per budget rate,
-	// Share of its size: a call that finds it spent is over its share,
-	// and is served the way a batch call is: it never reserves a later
-	// turn of the budget, may not take the budget's last BatchFloor, and
-	// waits spaced along its tenant's own queue. A heavy tenant then
+	// sized from the rate's burst, not its limit: it holds Share of the
+	// burst (of the limit for a sliding rate, whose burst that is), with
+	// room for 8 of the call at hand but never more than Share of the
+	// limit, and refills at Share of the rate. A tenant new to the budget
+	// is therefore within its share for its part of what the budget gives
+	// at once (or 8 calls), not for Share of a whole window's calls: that
+	// is all it can reserve ahead of the others in its first seconds. The
+	// 8 calls keep a light tenant whose calls arrive at random, close
+	// together now and then, within it. With the burst at the limit (the
+	// default) a share holds Share of the limit.
+	//
+	// A call that finds its tenant's share spent is over its share, and
+	// is served the way a batch call is: it never reserves a later turn
+	// of the budget, may not take the budget's last BatchFloor, and waits
+	// spaced along its tenant's own queue. A heavy tenant then
 	// fills whatever room the others leave, and the budget stays used,
 	// but it never queues ahead of a tenant within its share.
 	//
@@ -101,16 +112,17 @@ func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 		if pb.wb.Sub > 0 {
 			name = name[strings.IndexByte(name, ':')+1:]
 		}
-		// The share refills at Share of the budget's refill, and holds
-		// Share of its limit, not of its burst: with a small burst, a
-		// share of the burst is about one call, and a light tenant's
-		// second call in a window would count as over its share (the
-		// storm's tenants scenario: light p95 waits 4-5× their waits
-		// alone, against 1.05-1.3× sized by the limit). Never less than
-		// one unit, so that a call can ever be within it.
+		// The share refills at Share of the budget's refill and holds
+		// Share of its burst, with room for wire.ShareCalls calls up to
+		// Share of its limit (see Tenants.Share). Held to Share of the
+		// limit, a heavy newcomer was within it for a window's share of
+		// calls, reserving turns ahead of everyone up to its wait bound
+		// (RPM 600, burst 10, Share 0.2: 120 calls, 15 s of 429s for
+		// light tenants). Never less than one unit.
 		refill := pb.perMs * float64(pb.window.Milliseconds()) * c.Tenants.Share
-		capacity := float64(pb.limit) * c.Tenants.Share
+		capacity := pb.capacity * c.Tenants.Share
 		wb := wire.NewBucket("%"+name, max(1, int64(capacity)), max(1, int64(refill)), pb.window, pb.wb.Unit)
+		wb.Room = max(1, int64(float64(pb.limit)*c.Tenants.Share))
 		out = append(out, bucket{name: "share of " + pb.name, field: wb.Field, limit: wb.Capacity, stated: wb.Capacity,
 			capacity: float64(wb.Capacity), wb: wb, perMs: refill / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
 	}

@@ -2,6 +2,8 @@ package pacer_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,4 +49,53 @@ func TestTenantShareDebtCapped(t *testing.T) {
 	if lv := s.Shares[0].Level; lv < 100 {
 		t.Errorf("share level a window after the overruns = %.0f; want room for a 100-token call", lv)
 	}
+}
+
+// A heavy tenant new to the budget is within its share for its part of the
+// burst (or a few calls), not of the limit: past it, it leaves the floor
+// to the light tenants from the first second. RPM 6,000 with a burst of
+// 10, Share 0.2; the clock moves a call's refill (10 ms) a step. Each
+// step the heavy tenant asks 5 calls at once, and every other step one of
+// five light tenants (each within its share, at 5 a second) asks one: it
+// is admitted at once, every time. Held to Share of the limit (1,200
+// calls), the heavy tenant stayed within its share for its first 12 s,
+// took every refill before the light ones and left them nothing.
+func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6000},
+			Burst: pacer.Burst{RPM: 10}, Tenants: pacer.Tenants{Share: 0.2}})
+		c := newClock(b)
+		heavy, refused := 0, 0
+		for step := range 100 {
+			for range 5 {
+				_, err := p.TryAcquire(ctx, pacer.Request{Tenant: "heavy"})
+				switch {
+				case err == nil:
+					heavy++
+				case errors.Is(err, pacer.ErrNotYet):
+				default:
+					t.Fatalf("step %d: heavy TryAcquire = %v", step, err)
+				}
+			}
+			if step%2 == 0 {
+				light := fmt.Sprintf("light-%d", step/2%5)
+				if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: light}); err != nil {
+					refused++
+					if refused <= 3 {
+						t.Errorf("step %d (%d ms): %s refused beside the heavy tenant: %v", step, step*10, light, err)
+					}
+				}
+			}
+			c.advance(10 * time.Millisecond)
+		}
+		if refused > 0 {
+			t.Errorf("%d of 50 light calls refused; want none", refused)
+		}
+		// The heavy tenant fills what the light ones leave: the burst and
+		// about every other refill.
+		if heavy < 40 {
+			t.Errorf("the heavy tenant was admitted %d times in 100 steps; want at least 40 (it fills the room the light ones leave)", heavy)
+		}
+	})
 }

@@ -81,8 +81,27 @@ func TestTenantsScenarioShort(t *testing.T) {
 	if r.AloneUsed > 0.9 {
 		t.Errorf("alone, the light tenants used %.1f%% of the budget; they ask 72%%", 100*r.AloneUsed)
 	}
-	if r.OverShare == 0 || r.OverShare > r.LightCalls {
-		t.Errorf("%d of %d light calls over their share on arrival; the replay must find some", r.OverShare, r.LightCalls)
+	// A share has room for 8 calls up to Share of the limit (6 here):
+	// light tenants at 80% of theirs are rarely past it (a share of the
+	// burst alone, 1.2 calls, left most of them past it).
+	if r.OverShare > r.LightCalls/10 {
+		t.Errorf("%d of %d light calls over their share on arrival; want at most a tenth", r.OverShare, r.LightCalls)
+	}
+	if math.Abs(r.Refill-100.0/3) > 0.01 || r.Bound < r.Refill {
+		t.Errorf("a call's refill %.2f ms, the goal's bound %.2f ms; want 33.33 ms (1,000 of 60,000 tokens a 2 s minute), and a bound no less", r.Refill, r.Bound)
+	}
+}
+
+// With -procs the tenants scenario's lanes run in OS processes that share
+// each budget: every call is answered, from each child.
+func TestTenantsScenarioProcs(t *testing.T) {
+	rep := runBudgetScenario(t, "-scenario", "tenants", "-speed", "60", "-procs", "2")
+	r := rep.Budgets.(tenantsResult)
+	if r.LightFailed != 0 || r.AloneFailed != 0 || r.RateLimited != 0 {
+		t.Errorf("light calls failed: %d beside the heavy tenant, %d alone; 429s %d; want none", r.LightFailed, r.AloneFailed, r.RateLimited)
+	}
+	if r.HeavyServed == 0 || r.HeavyServed >= r.HeavyCalls {
+		t.Errorf("heavy tenant served %d of %d calls; want some, not all", r.HeavyServed, r.HeavyCalls)
 	}
 }
 

@@ -35,6 +35,17 @@ func runChild(ctx context.Context, o options, spec childSpec, stdin io.Reader, s
 	if err != nil {
 		return err
 	}
+	if pl.tenantLanes != nil {
+		if spec.Redis != "" {
+			o.redisURL, o.cluster = spec.Redis, nil
+		}
+		be, err := openRedis(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer be.close()
+		return runTenantChild(ctx, pl, be, spec, stdin, stdout)
+	}
 	i := slices.IndexFunc(pl.rows, func(v variant) bool { return v.label == spec.Row })
 	if i < 0 || spec.Procs < 1 || spec.Proc < 0 || spec.Proc >= spec.Procs {
 		return fmt.Errorf("%s: row %q, child %d of %d do not fit scenario %s", childEnv, spec.Row, spec.Proc, spec.Procs, spec.Scenario)

@@ -43,6 +43,9 @@ type plan struct {
 	rows     []variant
 	// custom, if set, runs the scenario instead of its rows (lane.go).
 	custom customRun
+	// tenantLanes are the tenants scenario's lanes' calls, which -procs'
+	// children run (tenants_procs.go).
+	tenantLanes [][]call
 }
 
 // variant is one row: the provider it runs against, a mode and, for the
@@ -112,7 +115,7 @@ func (pl *plan) checkProcs() error {
 	switch {
 	case pl.procs <= 1:
 		return nil
-	case pl.custom != nil:
+	case pl.custom != nil && pl.tenantLanes == nil:
 		return fmt.Errorf("-procs %d: scenario %s runs its own lanes in one process; use -procs with default, sliding, mixed, bursty, priority, quota or bottleneck", pl.procs, pl.name)
 	case pl.sdkOnly || pl.sdkRows || pl.outside != nil:
 		return fmt.Errorf("-procs %d: scenario %s has openai-go rows or an outside caller, which run in one process only; use -procs with default, sliding, mixed, bursty, priority, quota or bottleneck", pl.procs, pl.name)

@@ -46,6 +46,8 @@ type childSpec struct {
 type childReport struct {
 	Results  []childResult `json:"results"`
 	Commands int64         `json:"redis_commands"`
+	// Calls are a tenants lane's calls (see tenants_procs.go).
+	Calls []tenantResult `json:"calls,omitempty"`
 }
 
 // childResult is a jobResult on the wire.

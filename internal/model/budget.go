@@ -27,6 +27,9 @@ type Rate struct {
 	// a tenant's share of the budget's rate of the same name (a GCRA
 	// bucket even when that rate is a sliding window; see Config.Tenanted).
 	Mark byte
+	// Room is, for a share, the most units its room for wire.ShareCalls
+	// calls reaches: Share of the budget rate's limit.
+	Room int64
 }
 
 // Name returns the rate's name as package pacer names it (pacer.Rate.Name,
@@ -59,7 +62,9 @@ func (r Rate) Name() string {
 func (r Rate) Wire() wire.Bucket {
 	w := time.Duration(r.Window) * time.Millisecond
 	if r.Mark == share {
-		return wire.NewBucket("%"+r.Name(), r.Cap, r.Refill, w, r.Unit)
+		wb := wire.NewBucket("%"+r.Name(), r.Cap, r.Refill, w, r.Unit)
+		wb.Room = r.Room
+		return wb
 	}
 	var wb wire.Bucket
 	if r.Sliding {

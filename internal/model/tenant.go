@@ -159,7 +159,7 @@ func (b *Budget) Version() string { return b.dv }
 // its share of each budget rate (marked '%'), built as package pacer's
 // Config.tenantBuckets builds them: Share of the rate's capacity and
 // refill, at least one unit each (a sliding rate's refill is its limit a
-// window).
+// window), its room reaching Share of the refill (the limit).
 func (c Config) Tenanted() Config {
 	t := c
 	t.Rates = slices.Clone(c.Rates)
@@ -178,6 +178,7 @@ func (c Config) Tenanted() Config {
 		r.Mark = share
 		r.Cap = max(1, int64(float64(r.Cap)*c.Share))
 		r.Refill = max(1, int64(float64(refill)*c.Share))
+		r.Room = r.Refill // Share of the limit: what a window refills
 		t.Rates = append(t.Rates, r)
 	}
 	return t

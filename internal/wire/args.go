@@ -24,7 +24,8 @@ type Charge struct {
 func Charges(buckets []Bucket, r Use, keep float64) []Charge {
 	cs := make([]Charge, len(buckets))
 	for i, b := range buckets {
-		cs[i] = Charge{Field: b.Field, Charge: b.Charge(r.Of(b.Unit)), Allow: b.Allowance(keep)}
+		c := b.Charge(r.Of(b.Unit))
+		cs[i] = Charge{Field: b.Field, Charge: c, Allow: b.allowance(c, keep)}
 		if f := b.Field[0]; f != '@' && f != '%' {
 			cs[i].Empty = b.Span
 		}
@@ -176,7 +177,7 @@ func Corrections(buckets []Bucket, r, u Use, request bool, turnMs int64) []Corre
 		case b.Sub > 0:
 			cs = append(cs, Correction{Field: b.Field, Us: d, At: turnMs * 1000 / b.Sub, Sliding: true})
 		case strings.HasPrefix(b.Field, "%"):
-			cs = append(cs, Correction{Field: b.Field, Us: d, Allow: b.Allowance(0)})
+			cs = append(cs, Correction{Field: b.Field, Us: d, Allow: b.allowance(b.Charge(r.Of(b.Unit)), 0)})
 		default:
 			cs = append(cs, Correction{Field: b.Field, Us: d})
 		}
