@@ -184,3 +184,46 @@ func TestSlotQueueAsDocumented(t *testing.T) {
 		}
 	})
 }
+
+// A correction of 0 changes its bucket not at all, beside another bucket's
+// give-back. The Go and Python clients never send one, but another
+// client may: settle.lua once took it for a debt in a settle with no
+// other debt and failed after it had removed the lease, so that the
+// give-back and the slot's hand-over were lost.
+func TestSettleZeroCorrection(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		if b.Mini != nil {
+			b.Mini.SetTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		}
+		rdb := b.Client(t)
+		tag := "{llmpacer:" + redistest.Name(t) + "}"
+		keys := []string{tag + ":s", tag + ":l", tag + ":q"}
+		eval := func(script string, args ...any) []any {
+			t.Helper()
+			v, err := rdb.Eval(ctx, lua.Source(script), keys, args...).Slice()
+			if err != nil {
+				t.Fatalf("%s: %v", script, err)
+			}
+			return v
+		}
+		// rpm 60 and tpm 6000, as in TestContractAsDocumented.
+		got := eval("acquire", "z", 0, 0, 60000, 0, 0, 50, 0, "rpm", "tpm", 1_000_000, 60_000_000, 5000*10_000, 60_000_000)
+		if got[0] != int64(1) {
+			t.Fatalf("acquire z = %v; want admitted", got)
+		}
+		before := eval("snapshot", "rpm", "tpm")
+		if got := eval("settle", "z", got[2], 0, 0, "rpm", 0, "tpm", -4000*10_000); got[0] != int64(1) {
+			t.Fatalf("settle z with rpm 0 and a tpm give-back = %v; want {1, now}", got)
+		}
+		after := eval("snapshot", "rpm", "tpm")
+		if before[3] != after[3] {
+			t.Errorf("rpm TAT %v after a correction of 0; want %v, unchanged", after[3], before[3])
+		}
+		bt, _ := strconv.ParseInt(before[4].(string), 10, 64)
+		at, _ := strconv.ParseInt(after[4].(string), 10, 64)
+		if bt-at != 4000*10_000 {
+			t.Errorf("tpm TAT moved back %d µs; want 40,000,000 (4,000 tokens)", bt-at)
+		}
+	})
+}

@@ -231,7 +231,8 @@ for pass = 1, 2 do repeat
           end
         end
       end
-    else
+    elseif delta[k] > 0 then
+      -- A correction of 0 changes nothing (the callers never send one).
       -- A debt starts from now if the bucket is full (a full bucket's
       -- surplus is not spent twice). It is a charge event whose turn is
       -- now, recorded like an admission (a tenant's share keeps no record).

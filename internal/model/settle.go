@@ -134,6 +134,9 @@ func (b *Budget) correct(h *hash, tenant bool, us, charged int64, deltas []Delta
 			h.giveBack(d.Field, us, charged, -d.Us)
 			continue
 		}
+		if d.Us == 0 {
+			continue // changes nothing (the callers never send one)
+		}
 		// A debt is a charge event whose turn is now (a share keeps no
 		// record).
 		debt = true
