@@ -174,11 +174,14 @@ end
 -- provider still counts what was used. Each budget bucket missing from it
 -- restarts empty, not full: a TAT a span from now, or a sliding window
 -- holding its limit in the current sub-window. The reply says so (xr -1).
+-- Not within f's last second: the keys may expire a millisecond before
+-- xp (their TTL is counted from the script's start), and every bucket is
+-- full by then anyway (xp lies a second past the latest TAT, see cover).
 local lf = myv and ARGV[10 + 3 * n]
 if lf then
   local sp = string.find(lf, ' ', 1, true) or #lf + 1 -- no bucket: seen alone
   local f = sub(lf, 1, sp - 1) + 0
-  if f > now and xr < f then
+  if f - now > 1000 and xr < f then
     local args, a, ms, k = {}, 0, f, 0
     for e in string.gmatch(sub(lf, sp + 1), '%d+') do
       k = k + 1

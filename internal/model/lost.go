@@ -13,7 +13,7 @@ package model
 // exists but keeps its keys less long than Seen (written again after the
 // loss by pause.lua or stop.lua); the model does not follow that case.
 func (b *Budget) lost(us int64, c Call) bool {
-	if c.Seen <= us/1000 || b.written {
+	if c.Seen-us/1000 <= 1000 || b.written { // not in Seen's last second, as the script
 		return false
 	}
 	found, now := false, us/1000
