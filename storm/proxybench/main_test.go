@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRun runs the bench small on miniredis and checks that every table
@@ -12,15 +16,26 @@ import (
 // machine's speed is not the test's business.
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-redis", "", "-n", "20", "-streams", "20", "-c", "1,4", "-d", "50ms"}, &out); err != nil {
+	addr := os.Getenv("LLMPACER_REDIS_ADDR") // the real Redis lane too, when there is one
+	if err := run(context.Background(), []string{"-redis", addr, "-n", "20", "-streams", "20", "-c", "1,4", "-d", "50ms"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{
+	want := []string{
 		"non-streamed call, sending to last byte, 20 rounds", "streamed call, sending to first body byte, 20 rounds",
 		"| bare |", "| proxy-miniredis |", "| pacerhttp-miniredis |", "| acquire-miniredis |",
 		"| 1 |", "| 4 |", "load average after",
-	} {
+	}
+	if addr != "" {
+		want = append(want, "| proxy-redis |", "| pacerhttp-redis |", "| acquire-redis |")
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		left, err := rdb.Keys(context.Background(), fmt.Sprintf("*llmpacer-proxybench-%d:*", os.Getpid())).Result()
+		if err != nil || len(left) > 0 {
+			t.Errorf("keys left in Redis after the bench: %q (%v); want none", left, err)
+		}
+	}
+	for _, want := range want {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}

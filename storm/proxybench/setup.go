@@ -140,7 +140,8 @@ func (s *setup) close(ctx context.Context) {
 		srv.Close()
 	}
 	for _, st := range s.stores {
-		iter := st.rdb.Scan(ctx, 0, s.prefix+"*", 1000).Iterator()
+		// A budget's keys are "{<prefix>:<name>}:<part>".
+		iter := st.rdb.Scan(ctx, 0, "*"+s.prefix+":*", 1000).Iterator()
 		for iter.Next(ctx) {
 			st.rdb.Del(ctx, iter.Val())
 		}
