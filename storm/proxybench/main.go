@@ -8,7 +8,7 @@
 // one with N concurrent clients.
 //
 //	go run ./storm/proxybench                       # miniredis only
-//	go run ./storm/proxybench -redis 127.0.0.1:6379 # and a real Redis
+//	go run ./storm/proxybench -redis 127.0.0.1:PORT # and a real Redis
 //
 // -redis defaults to $LLMPACER_REDIS_ADDR. Everything listens on loopback,
 // and the Redis must be on this machine: the bench writes keys under the
