@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,7 +27,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
 		return ""
 	}
-	key := apiKey(r.Header)
+	key := apiKey(r.Header, rt.style)
 	c, tenant := p.clients[key]
 	if tenant {
 		if c.provider != rt.name {
@@ -95,15 +96,18 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, rt *route) (bod
 
 // apiKey returns the provider key the client sent: as Authorization:
 // Bearer (OpenAI) or as x-api-key (Anthropic), the same key either way.
-func apiKey(h http.Header) string {
-	if k := strings.TrimSpace(h.Get("X-Api-Key")); k != "" {
-		return k
+// Sent both ways, the header the provider of style s reads wins: the
+// budget must be the key the provider charges.
+func apiKey(h http.Header, s style) string {
+	x := strings.TrimSpace(h.Get("X-Api-Key"))
+	var bearer string
+	if scheme, k, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		bearer = strings.TrimSpace(k)
 	}
-	scheme, k, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
-	if ok && strings.EqualFold(scheme, "Bearer") {
-		return strings.TrimSpace(k)
+	if s == anthropic {
+		return cmp.Or(x, bearer)
 	}
-	return ""
+	return cmp.Or(bearer, x)
 }
 
 // setKey puts the provider key the proxy holds in place of the proxy key

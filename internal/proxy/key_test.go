@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"net/http"
+	"testing"
+)
+
+// The key a budget is found by is the one the provider charges: sent both
+// ways with different values, OpenAI reads Authorization and Anthropic
+// x-api-key.
+func TestAPIKey(t *testing.T) {
+	cases := []struct {
+		name         string
+		bearer, xkey string
+		s            style
+		want         string
+	}{
+		{"openai bearer", "sk-a", "", openAI, "sk-a"},
+		{"openai x-api-key alone", "", "sk-a", openAI, "sk-a"},
+		{"openai both", "sk-a", "sk-b", openAI, "sk-a"},
+		{"anthropic x-api-key", "", "sk-b", anthropic, "sk-b"},
+		{"anthropic bearer alone", "sk-a", "", anthropic, "sk-a"},
+		{"anthropic both", "sk-a", "sk-b", anthropic, "sk-b"},
+		{"none", "", "", openAI, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{}
+			if c.bearer != "" {
+				h.Set("Authorization", "Bearer "+c.bearer)
+			}
+			if c.xkey != "" {
+				h.Set("X-Api-Key", c.xkey)
+			}
+			if got := apiKey(h, c.s); got != c.want {
+				t.Errorf("apiKey(%v, %v) = %q; want %q", h, c.s, got, c.want)
+			}
+		})
+	}
+}
