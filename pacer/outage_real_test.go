@@ -18,8 +18,12 @@ import (
 // of RPM 1200 whose rpm fails open at a third each. While Redis is down,
 // each admits at most its share (400 a minute, from empty), and
 // within about a second of Redis answering again each admits from the
-// shared budget. The second is allowed half a second of slack for a loaded
-// machine; the figures go in docs/results.md.
+// shared budget. The bound is go-redis's: once a client has failed
+// PoolSize dials (its callers, the Pacer's probe every 200 ms, and the
+// background ends of leases whose settle failed all dial), its pool dials
+// again only once a second, so a Pacer sees Redis up to 1 s plus a probe
+// after it answers. It is allowed 0.8 s of slack for a loaded machine
+// (2 s in all); the figures go in docs/results.md.
 func TestRedisKilledUnderLoad(t *testing.T) {
 	srv := redistest.NewServer(t)
 	const (
@@ -122,8 +126,8 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		if float64(f.local.Load()) > b {
 			t.Errorf("Pacer %d admitted %d calls while Redis was down; want at most its share, %.0f", i, f.local.Load(), b)
 		}
-		if back > 1500*time.Millisecond {
-			t.Errorf("Pacer %d admitted from the shared budget %v after Redis answered; want within 1s (1.5s with slack)", i, back)
+		if back > 2*time.Second {
+			t.Errorf("Pacer %d admitted from the shared budget %v after Redis answered; want within go-redis's 1 s redial and a 200 ms probe (2 s with slack)", i, back)
 		}
 		total += float64(f.local.Load())
 		bound += b
