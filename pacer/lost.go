@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -59,20 +58,6 @@ type configGetter interface {
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 }
 
-// evictable returns the warning for a Redis maxmemory-policy under which
-// the server may evict a budget's keys, or "" if it never does. Every key
-// of a budget has a TTL, so the volatile-* policies evict them too.
-func evictable(policy string) string {
-	if policy == "" || policy == "noeviction" {
-		return ""
-	}
-	why := "evicts any key"
-	if strings.HasPrefix(policy, "volatile-") {
-		why = "evicts keys with a TTL, and every key of a budget has one"
-	}
-	return fmt.Sprintf("maxmemory-policy %s %s under memory pressure, and a budget whose keys are evicted reads empty here while the provider still counts it: set maxmemory-policy noeviction, or give the budgets a Redis of their own", policy, why)
-}
-
 // checkEviction asks the server holding the budget's keys for its
 // maxmemory-policy, once, in the background, and emits a Warning if it may
 // evict them. A server that refuses CONFIG (many managed ones do) says
@@ -88,8 +73,8 @@ func (p *Pacer) checkEviction(rdb redis.UniversalClient) {
 		if err != nil {
 			return
 		}
-		if w := evictable(policy); w != "" {
-			p.emit(Event{Kind: Warning, Err: fmt.Errorf("%w: %s", ErrEvictable, w)})
+		if why := wire.Evicts(policy); why != "" {
+			p.emit(Event{Kind: Warning, Err: fmt.Errorf("%w: %s, and a budget whose keys are evicted reads empty here while the provider still counts it: set maxmemory-policy noeviction, or give the budgets a Redis of their own", ErrEvictable, why)})
 		}
 	}()
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,8 +21,9 @@ func warnEviction(ctx context.Context, o options, rdb redis.UniversalClient, whe
 		if err != nil {
 			return // refused: nothing to say
 		}
-		if w := evicting(v["maxmemory-policy"]); w != "" {
-			fmt.Fprintf(stderr, "llmpacer: warning: %s %s\n", name, w)
+		if why := wire.Evicts(v["maxmemory-policy"]); why != "" {
+			w := why + ": a budget whose keys are evicted reads empty here while the provider still counts it, and its processes restart it empty; set maxmemory-policy noeviction, or give the budgets a Redis of their own"
+			fmt.Fprintf(stderr, "llmpacer: warning: %s: %s\n", name, w)
 		}
 	}
 	switch c := rdb.(type) {
@@ -34,18 +35,4 @@ func warnEviction(ctx context.Context, o options, rdb redis.UniversalClient, whe
 	case *redis.Client:
 		check(ctx, c, where)
 	}
-}
-
-// evicting returns what to say of a maxmemory-policy under which the
-// server may evict a budget's keys, or "" if it never does. Every key of a
-// budget has a TTL, so the volatile-* policies evict them too.
-func evicting(policy string) string {
-	if policy == "" || policy == "noeviction" {
-		return ""
-	}
-	why := "evicts any key"
-	if strings.HasPrefix(policy, "volatile-") {
-		why = "evicts keys with a TTL, and every key of a budget has one"
-	}
-	return fmt.Sprintf("has maxmemory-policy %s, which %s under memory pressure: a budget whose keys are evicted reads empty here while the provider still counts it, and its processes restart it empty; set maxmemory-policy noeviction, or give the budgets a Redis of their own", policy, why)
 }

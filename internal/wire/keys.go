@@ -27,3 +27,17 @@ func SplitTag(s string) (hashTag, name string) {
 	}
 	return s[1:end], s[end+1:]
 }
+
+// Evicts says why a Redis server with maxmemory-policy policy may evict a
+// budget's keys under memory pressure, or "" if it never does. Every key
+// of a budget has a TTL, so the volatile-* policies evict them too. The
+// Pacer and the llmpacer command both warn with it.
+func Evicts(policy string) string {
+	switch {
+	case policy == "" || policy == "noeviction":
+		return ""
+	case strings.HasPrefix(policy, "volatile-"):
+		return "maxmemory-policy " + policy + " evicts keys with a TTL under memory pressure, and every key of a budget has one"
+	}
+	return "maxmemory-policy " + policy + " evicts any key under memory pressure"
+}
