@@ -76,15 +76,10 @@ func runChild(ctx context.Context, o options, spec childSpec, stdin io.Reader, s
 		fmt.Fprintln(stdout, line)
 	}
 	say("ready")
-	line, err := bufio.NewReader(stdin).ReadString('\n')
+	start, err := awaitStart(stdin, spec.Proc)
 	if err != nil {
-		return fmt.Errorf("child %d: waiting for the start: %w", spec.Proc, err)
+		return err
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-	if err != nil {
-		return fmt.Errorf("child %d: start time %q: %w", spec.Proc, line, err)
-	}
-	start := time.Unix(0, ns)
 	if err := sleepCtx(ctx, time.Until(start)); err != nil {
 		return err
 	}
@@ -109,4 +104,18 @@ func runChild(ctx context.Context, o options, spec childSpec, stdin io.Reader, s
 	}
 	say(string(js))
 	return nil
+}
+
+// awaitStart reads the start time the parent sends a child once every
+// child has said "ready" (Unix ns, one line), so that all start together.
+func awaitStart(stdin io.Reader, proc int) (time.Time, error) {
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil {
+		return time.Time{}, fmt.Errorf("child %d: waiting for the start: %w", proc, err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("child %d: start time %q: %w", proc, line, err)
+	}
+	return time.Unix(0, ns), nil
 }

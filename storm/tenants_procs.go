@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -112,15 +110,11 @@ func runTenantChild(ctx context.Context, pl *plan, be *backend, spec childSpec, 
 		return runTenantLane(ctx, be, c, spec.Budget, p.wall(time.Minute), tenantBurstOf(p), mine, start, func() { say("done") })
 	}
 	say("ready")
-	line, err := bufio.NewReader(stdin).ReadString('\n')
+	start, err := awaitStart(stdin, spec.Proc)
 	if err != nil {
-		return fmt.Errorf("child %d: waiting for the start: %w", spec.Proc, err)
+		return err
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-	if err != nil {
-		return fmt.Errorf("child %d: start time %q: %w", spec.Proc, line, err)
-	}
-	res, err := run(time.Unix(0, ns))
+	res, err := run(start)
 	if err != nil {
 		return err
 	}
