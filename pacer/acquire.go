@@ -558,9 +558,9 @@ func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket 
 		Versioned: true, Version: p.s().version, Seen: p.seen.Load(),
 	}
 	if r.Tenant != "" && r.Priority == Interactive && p.s().share > 0 {
-		// Over its share, the call leaves the batch floor of the budget.
+		// Over its share, the call leaves room for tenants within theirs.
 		a.OverShare = true
-		a.KeepPPM = int64(math.Round(p.s().keep * 1e6))
+		a.KeepPPM = int64(math.Floor(wire.ShareKeep(a.Charges, p.s().keep) * 1e6))
 	}
 	if c := p.s().limits.Concurrency; c > 0 {
 		// Slots free up one every mean hold time / limit: how long each

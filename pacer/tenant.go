@@ -52,10 +52,13 @@ type Tenants struct {
 	//
 	// A call that finds its tenant's share spent is over its share, and
 	// is served the way a batch call is: it never reserves a later turn
-	// of the budget, may not take the budget's last BatchFloor, and waits
-	// spaced along its tenant's own queue. A heavy tenant then
-	// fills whatever room the others leave, and the budget stays used,
-	// but it never queues ahead of a tenant within its share.
+	// of the budget, and waits spaced along its tenant's own queue. It
+	// leaves tenants within their share room in each budget bucket for 8
+	// calls of its size, up to half the bucket and at least BatchFloor of
+	// it (never more than lets the call fit): the room their own random
+	// arrivals take at once. A heavy tenant then fills whatever room the
+	// others leave, and the budget stays used, but it never queues ahead
+	// of a tenant within its share.
 	//
 	// With n tenants of equal standing, 1/n is each one's fair share; a
 	// larger Share lets a tenant burst alone before it yields.

@@ -99,3 +99,41 @@ func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
 		}
 	})
 }
+
+// Light tenants whose calls arrive together beside a heavy tenant are all
+// admitted at once: a call over its share leaves room for 8 calls like it
+// (up to half the burst), not only the batch floor. RPM 6,000 with a burst
+// of 12, Share 0.1: once the heavy tenant has spent its share and fills the
+// budget flat out, five light tenants ask in the same instant. The batch
+// floor alone (a fifth of 12 calls) left room for two of them: the other
+// three waited a refill or more, and a Poisson stream of light calls met
+// such bunches often enough to double its p95 wait.
+func TestTenantHeavyLeavesRoomForABunch(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6000},
+			Burst: pacer.Burst{RPM: 12}, Tenants: pacer.Tenants{Share: 0.1}})
+		c := newClock(b)
+		heavy := 0
+		for range 60 {
+			for range 3 {
+				if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: "heavy"}); err == nil {
+					heavy++
+				} else if !errors.Is(err, pacer.ErrNotYet) {
+					t.Fatalf("heavy TryAcquire = %v", err)
+				}
+			}
+			c.advance(10 * time.Millisecond)
+		}
+		// 600 ms: the burst (12) and a refill every 10 ms (60), less the
+		// room it leaves.
+		if heavy < 60 {
+			t.Fatalf("the heavy tenant was admitted %d times in 600 ms; want at least 60 (it fills the budget)", heavy)
+		}
+		for i := range 5 {
+			if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: fmt.Sprintf("light-%d", i)}); err != nil {
+				t.Errorf("light-%d, the %d. of five arriving together: %v; want admitted at once", i, i+1, err)
+			}
+		}
+	})
+}

@@ -33,6 +33,26 @@ func Charges(buckets []Bucket, r Use, keep float64) []Charge {
 	return cs
 }
 
+// ShareKeep returns the fraction of every budget bucket that a tenant's
+// call past its share leaves to tenants within theirs, from the call's
+// charges cs: room for ShareCalls calls like it, up to half the bucket, and
+// at least floor (the batch floor). The batch floor alone (a fifth of a
+// burst of twelve calls) left light tenants two calls to absorb their
+// random arrivals beside a heavy one: their p95 wait ran past a call's
+// refill. It is never so much that the call could not fit at all.
+func ShareKeep(cs []Charge, floor float64) float64 {
+	keep, fit := floor, 1.0
+	for _, c := range cs {
+		if f := c.Field[0]; f == '@' || f == '%' || c.Allow <= 0 {
+			continue
+		}
+		a := float64(c.Allow)
+		keep = max(keep, min(ShareCalls*float64(c.Charge), a/2)/a)
+		fit = min(fit, float64(c.Allow-c.Charge)/a)
+	}
+	return max(0, min(keep, fit))
+}
+
 // Slots returns the concurrency slots a call may use under a limit of conc
 // (0: no limit): all of them, or for a call that must leave keep of them,
 // the rest.

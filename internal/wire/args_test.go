@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,32 @@ func TestReservedAndUsed(t *testing.T) {
 	}
 	if got, want := wire.UsedSplit(4, 2, 1, 1, p, true), (wire.Use{Tokens: 5, Input: 4, Output: 1, Split: true, Spend: 7}); got != want {
 		t.Errorf("UsedSplit(4 in, 2 cached, 1 out) = %+v; want %+v", got, want)
+	}
+}
+
+// TestShareKeep: a call over its tenant's share leaves room for ShareCalls
+// calls like it, up to half of each budget bucket, at least the floor, and
+// never so much that it could not fit; a tenant's own buckets do not count.
+func TestShareKeep(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cs    []wire.Charge
+		floor float64
+		want  float64
+	}{
+		{"burst of 12 calls: half", []wire.Charge{{Field: "tpm", Charge: 1000, Allow: 12_000}}, 0.2, 0.5},
+		{"burst of 60 calls: 8 of them", []wire.Charge{{Field: "tpm", Charge: 1000, Allow: 60_000}}, 0.1, 8.0 / 60},
+		{"burst of 100 calls: the floor", []wire.Charge{{Field: "tpm", Charge: 1000, Allow: 100_000}}, 0.2, 0.2},
+		{"a burst of one call: nothing, or it never fits", []wire.Charge{{Field: "rpm", Charge: 1000, Allow: 1000}}, 0.2, 0},
+		{"burst of 3 calls: it still fits", []wire.Charge{{Field: "rpm", Charge: 1000, Allow: 3000}}, 0.2, 0.5},
+		{"burst of 1.5 calls: a third", []wire.Charge{{Field: "rpm", Charge: 1000, Allow: 1500}}, 0.2, 1.0 / 3},
+		{"the largest want of the budget's buckets, the smallest fit", []wire.Charge{
+			{Field: "rpm", Charge: 1000, Allow: 10_000}, {Field: "tpm", Charge: 1000, Allow: 100_000},
+			{Field: "%rpm", Charge: 9000, Allow: 10_000}, {Field: "@tpd", Charge: 99_000, Allow: 100_000}}, 0.2, 0.5},
+		{"no floor", []wire.Charge{{Field: "tpm", Charge: 1000, Allow: 100_000}}, 0, 0.08},
+	} {
+		if got := wire.ShareKeep(tc.cs, tc.floor); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: ShareKeep = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
