@@ -295,7 +295,8 @@ func (c Config) settings() (settings, error) {
 		}
 		s.prices[m] = wire.Price(pr) // InputMargin as set: price resolves it per call
 	}
-	for _, r := range c.Rates {
+	// A tenant's Spend rate prices calls too, with none on the budget.
+	for _, r := range append(slices.Clip(c.Rates), c.Tenants.Rates...) {
 		s.spend = s.spend || r.Unit == Spend
 	}
 	s.shadow = c.Shadow
