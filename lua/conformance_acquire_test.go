@@ -21,6 +21,10 @@ type vrequest struct {
 	Output   int64  `json:"output,omitempty"`
 	Priority string `json:"priority"`              // "interactive" or "batch"
 	MaxWait  int64  `json:"max_wait_ms,omitempty"` // Request.MaxWait; 0: the config's
+	// Model picks the call's weight and price (Request.Model); Tenant
+	// charges it to a tenant too (Request.Tenant).
+	Model  string `json:"model,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
 }
 
 func (r vrequest) request() pacer.Request {
@@ -28,7 +32,8 @@ func (r vrequest) request() pacer.Request {
 	if r.Priority == "batch" {
 		pr = pacer.Batch
 	}
-	return pacer.Request{Tokens: r.Tokens, Input: r.Input, Output: r.Output, Priority: pr, MaxWait: time.Duration(r.MaxWait) * time.Millisecond}
+	return pacer.Request{Tokens: r.Tokens, Input: r.Input, Output: r.Output, Priority: pr, MaxWait: time.Duration(r.MaxWait) * time.Millisecond,
+		Model: r.Model, Tenant: r.Tenant}
 }
 
 // call runs r on p.
@@ -49,9 +54,12 @@ type acquireCase struct {
 	// SeenMs is the latest expiry of the budget's keys the process saw in
 	// those leases' replies (their expiry): sent after the version, with
 	// each bucket's span, so that a state found lost restarts empty.
-	SeenMs int64    `json:"seen_ms,omitempty"`
-	Error  string   `json:"error,omitempty"` // the call is refused before any script runs
-	Args   []string `json:"args,omitempty"`  // acquire's ARGV; the lease id is "<id>"
+	SeenMs int64  `json:"seen_ms,omitempty"`
+	Error  string `json:"error,omitempty"` // the call is refused before any script runs
+	// Keys are acquire's KEYS, for a tenant's call: the budget's, then its
+	// tenant's hash.
+	Keys []string `json:"keys,omitempty"`
+	Args []string `json:"args,omitempty"` // acquire's ARGV; the lease id is "<id>"
 }
 
 func req(call string, tokens int64, priority string) vrequest {
@@ -127,7 +135,52 @@ var acquireCases = []acquireCase{
 	{Config: "rates-rpm", Request: req("acquire", 1300, "batch")},
 	// A split on a budget without input or output rates: only the sum counts.
 	{Config: "basic", Request: split("acquire", 0, 1000, 300, "interactive")},
+	// Tenants: KEYS[5] is the tenant's hash, named by a digest of its id;
+	// its '@' and '%' buckets follow the budget's. An interactive call
+	// sends "0:<ppm>": over its share it leaves room for 8 calls like it,
+	// up to half of each budget bucket, at least the batch floor, never
+	// more than lets it fit. A lost state restarts tenant buckets at 0.
+	{Config: "tenants", Request: tenant(req("acquire", 1300, "interactive"), "acme")},
+	{Config: "tenants", Request: tenant(req("try", 1300, "batch"), "acme")},
+	{Config: "tenants", Request: tenant(req("acquire", 12_000, "interactive"), "acme")},
+	{Config: "tenants", Request: tenant(req("acquire", 20_000, "interactive"), "acme")},
+	{Config: "tenants", Request: tenant(req("acquire", 20_001, "interactive"), "acme")},
+	{Config: "tenants", Request: tenant(req("acquire", 100, "interactive"), "{saas}:t:x\n☃")},
+	{Config: "tenants", Request: req("acquire", 1300, "interactive")},
+	{Config: "tenants", Request: tenant(req("acquire", 100, "interactive"), "acme"), HoldsUs: []int64{300_000}},
+	{Config: "basic", Request: tenant(req("acquire", 100, "interactive"), "acme")},
+	{Config: "tenants-rates", Request: tenant(req("acquire", 1000, "interactive"), "t1")},
+	{Config: "tenants-rates", Request: tenant(req("acquire", 1000, "batch"), "t1")},
+	{Config: "tenants-share", Request: tenant(split("acquire", 0, 800, 200, "interactive"), "acme")},
+	{Config: "tenants-share", Request: tenant(split("acquire", 0, 6000, 3000, "interactive"), "acme")},
+	{Config: "tenants-share", Request: tenant(req("acquire", 20_000, "interactive"), "acme")},
+	{Config: "tenants-share", Request: tenant(req("try", 1000, "batch"), "acme")},
+	// Weights: token buckets take tokens × the model's weight, rounded up.
+	{Config: "weights", Request: calling(req("acquire", 1000, "interactive"), "gpt-4o")},
+	{Config: "weights", Request: calling(split("acquire", 0, 801, 203, "interactive"), "gpt-4o-mini")},
+	{Config: "weights", Request: calling(req("acquire", 1000, "batch"), "llama")},
+	{Config: "weights", Request: calling(req("acquire", 40_000, "interactive"), "gpt-4o")},
+	{Config: "weights", Request: calling(req("acquire", 40_001, "interactive"), "gpt-4o")},
+	// Spend: the worst case at the model's price, from unweighed tokens.
+	{Config: "spend", Request: calling(split("acquire", 0, 1000, 500, "interactive"), "gpt-4o")},
+	{Config: "spend", Request: calling(req("acquire", 1500, "interactive"), "gpt-4o")},
+	{Config: "spend", Request: calling(split("try", 0, 1000, 500, "batch"), "claude-sonnet-4")},
+	{Config: "spend", Request: calling(split("acquire", 0, 1000, 500, "interactive"), "exact")},
+	{Config: "spend", Request: calling(split("acquire", 0, 1000, 500, "interactive"), "openai:gpt-4.1-mini")},
+	{Config: "spend", Request: calling(split("acquire", 0, 1000, 500, "interactive"), "claude-3-haiku")},
+	{Config: "spend", Request: req("acquire", 777, "interactive")},
+	{Config: "spend", Request: calling(split("acquire", 0, 40_000, 100_000, "interactive"), "claude-sonnet-4")},
+	{Config: "tenants-spend", Request: tenant(calling(split("acquire", 0, 1000, 500, "interactive"), "m"), "acme")},
+	{Config: "tenants-spend", Request: tenant(req("acquire", 1500, "batch"), "beta")},
+	{Config: "tenants-spend", Request: tenant(split("acquire", 0, 50_000, 50_000, "interactive"), "acme")},
+	{Config: "tenant-spend-only", Request: tenant(split("acquire", 0, 1000, 500, "interactive"), "acme")},
 }
+
+// tenant is r charged to tenant t too.
+func tenant(r vrequest, t string) vrequest { r.Tenant = t; return r }
+
+// calling is r calling model m.
+func calling(r vrequest, m string) vrequest { r.Model = m; return r }
 
 func acquireVectors(t *testing.T) any {
 	out := make([]acquireCase, 0, len(acquireCases))
@@ -147,7 +200,11 @@ func acquireVectors(t *testing.T) any {
 				}
 				return
 			}
-			c.Args = only(t, c.Config+" "+summary(c.Request), calls).Args
+			call := only(t, c.Config+" "+summary(c.Request), calls)
+			c.Args = call.Args
+			if c.Request.Tenant != "" {
+				c.Keys = call.Keys
+			}
 			if last := c.Args[len(c.Args)-1]; strings.Contains(last, " ") {
 				c.SeenMs = atoi(strings.Fields(last)[0])
 			}

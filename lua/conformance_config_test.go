@@ -82,6 +82,54 @@ var vectorConfigs = []namedConfig{
 		{Unit: "requests", Limit: 20_000, WindowMs: 3_600_000},
 		{Unit: "requests", Limit: 500, WindowMs: 60_000},
 	}}},
+	// Tenants: each tenant's own rates ('@' fields: an hourly token cap,
+	// a strict sliding window of requests) and a fifth of each budget rate
+	// as its share ('%' fields, sized from the burst). A tenant's call
+	// runs on the budget's keys and its own hash; an interactive one sends
+	// its priority as "0:<ppm>" (see docs/lua-contract.md, "Tenants").
+	{"tenants", vconfig{Budget: "saas", Limits: vlimits{RPM: 600, TPM: 100_000, Concurrency: 10}, Burst: vlimits{RPM: 100},
+		Tenants: &vtenants{Share: 0.2, Rates: []vrate{
+			{Unit: "tokens", Limit: 20_000, WindowMs: 3_600_000},
+			{Unit: "requests", Limit: 30, WindowMs: 10_000, Sliding: true},
+		}}}},
+	// Tenants with their own rates only: no share, so no "0:<ppm>".
+	{"tenants-rates", vconfig{Budget: "tenants-rates", Limits: vlimits{TPM: 50_000}, Headroom: 0.1,
+		Tenants: &vtenants{Rates: []vrate{{Unit: "requests", Limit: 100, WindowMs: 60_000}}}}},
+	// Shares of a strict sliding window and of an input rate, no batch
+	// floor: the ppm is then room for 8 calls like it alone.
+	{"tenants-share", vconfig{Budget: "tenants-share", Limits: vlimits{RPM: 7}, BatchFloor: -1, Rates: []vrate{
+		{Unit: "tokens", Limit: 24_000, WindowMs: 10_000, Sliding: true},
+		{Unit: "input_tokens", Limit: 40_000, WindowMs: 60_000},
+	}, Tenants: &vtenants{Share: 0.3}}},
+	// Weights: a model's tokens count times its weight on every token
+	// rate, rounded up; requests do not.
+	{"weights", vconfig{Budget: "weights", Limits: vlimits{RPM: 500, TPM: 100_000}, Rates: []vrate{
+		{Unit: "output_tokens", Limit: 20_000, WindowMs: 60_000}},
+		Weights: map[string]float64{"gpt-4o": 2.5, "gpt-4o-mini": 0.15}}},
+	// Spend: a daily strict cap and a per-minute bucket of money, with
+	// prices per million tokens; a call reserves its worst case (the input
+	// enlarged by its margin: set, none, or the model family's default)
+	// from its unweighed tokens, and settles what its usage cost.
+	{"spend", vconfig{Budget: "spend", Limits: vlimits{TPM: 2_000_000, Concurrency: 8}, Rates: []vrate{
+		{Unit: "spend", Limit: 50_000_000, WindowMs: 86_400_000, Sliding: true},
+		{Unit: "spend", Limit: 2_000_000, WindowMs: 60_000},
+	}, Prices: map[string]vprice{
+		"gpt-4o":          {Input: 2_500_000, CachedInput: 1_250_000, Output: 10_000_000},
+		"claude-sonnet-4": {Input: 3_000_000, CachedInput: 300_000, Output: 15_000_000, InputMargin: 0.1},
+		"exact":           {Input: 1_000_000, Output: 4_000_000, InputMargin: -1},
+		"":                {Input: 5_000_000, CachedInput: 2_500_000, Output: 15_000_000},
+	}, Weights: map[string]float64{"gpt-4o": 2}}},
+	// Tenants with a spend cap each beside the budget's (the interop
+	// test's budget).
+	{"tenants-spend", vconfig{Budget: "tenants-spend", Limits: vlimits{RPM: 1_200, TPM: 400_000},
+		Rates:   []vrate{{Unit: "spend", Limit: 1_000_000, WindowMs: 3_600_000, Sliding: true}},
+		Prices:  map[string]vprice{"": {Input: 1_000_000, Output: 3_000_000}},
+		Tenants: &vtenants{Share: 0.25, Rates: []vrate{{Unit: "spend", Limit: 200_000, WindowMs: 3_600_000}}}}},
+	// A tenant's spend cap without one on the budget: the call is priced
+	// all the same.
+	{"tenant-spend-only", vconfig{Budget: "tenant-spend-only", Limits: vlimits{TPM: 100_000},
+		Prices:  map[string]vprice{"": {Input: 1_000_000, Output: 2_000_000}},
+		Tenants: &vtenants{Rates: []vrate{{Unit: "spend", Limit: 500_000, WindowMs: 86_400_000}}}}},
 }
 
 // invalidConfigs are configurations the Go client rejects; a port should
@@ -114,6 +162,17 @@ var invalidConfigs = []namedConfig{
 	{"rate-headroom-leaves-nothing", vconfig{Budget: "x", Headroom: 0.5, Rates: []vrate{{Unit: "requests", Limit: 1, WindowMs: 1_000}}}},
 	{"rate-exact-with-burst", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 60_000, Burst: 10, Sliding: true}}}},
 	{"rate-sliding-burst-equals-limit", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 3_600_000, Burst: 1_000}}}},
+	{"spend-without-prices", vconfig{Budget: "x", Rates: []vrate{{Unit: "spend", Limit: 1_000, WindowMs: 60_000}}}},
+	{"tenant-spend-without-prices", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Rates: []vrate{{Unit: "spend", Limit: 1_000, WindowMs: 60_000}}}}},
+	{"price-negative", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Prices: map[string]vprice{"m": {Input: -1}}}},
+	{"price-margin-above-ten", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Prices: map[string]vprice{"m": {Input: 1, InputMargin: 10.5}}}},
+	{"weight-zero", vconfig{Budget: "x", Limits: vlimits{TPM: 10}, Weights: map[string]float64{"m": 0}}},
+	{"weight-above-1000", vconfig{Budget: "x", Limits: vlimits{TPM: 10}, Weights: map[string]float64{"m": 1000.5}}},
+	{"tenant-share-above-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Share: 1.5}}},
+	{"tenant-share-negative", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Share: -0.1}}},
+	{"tenant-rates-twice", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Rates: []vrate{
+		{Unit: "tokens", Limit: 100, WindowMs: 60_000}, {Unit: "tokens", Limit: 200, WindowMs: 60_000}}}}},
+	{"tenant-rate-window-under-1s", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Rates: []vrate{{Unit: "tokens", Limit: 100, WindowMs: 500}}}}},
 	// A bucket that would take more than 2^50 µs (35 years) to refill.
 	{"rate-refill-too-slow", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000_000, WindowMs: 366 * 86_400_000, Burst: 999_999}}}},
 }

@@ -15,6 +15,9 @@ type vend struct {
 	// settle_usage's input and output used (Lease.SettleUsage).
 	Input  int64 `json:"input,omitempty"`
 	Output int64 `json:"output,omitempty"`
+	// CachedInput is the part of input read from the provider's cache,
+	// priced at Price.CachedInput.
+	CachedInput int64 `json:"cached_input,omitempty"`
 }
 
 func (e vend) run(l *pacer.Lease) error {
@@ -23,7 +26,7 @@ func (e vend) run(l *pacer.Lease) error {
 	case "settle":
 		return l.Settle(ctx, e.Used)
 	case "settle_usage":
-		return l.SettleUsage(ctx, pacer.Usage{Input: e.Input, Output: e.Output})
+		return l.SettleUsage(ctx, pacer.Usage{Input: e.Input, Output: e.Output, CachedInput: e.CachedInput})
 	case "release":
 		return l.Release(ctx)
 	case "reject":
@@ -42,7 +45,12 @@ type settleCase struct {
 	// Input and Output split the reservation (Tokens is their sum).
 	Input  int64 `json:"input,omitempty"`
 	Output int64 `json:"output,omitempty"`
-	End    vend  `json:"end"`
+	// Model and Tenant are the request's (Request.Model, Request.Tenant).
+	Model  string `json:"model,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	End    vend   `json:"end"`
+	// Keys are settle's KEYS, for a tenant's lease.
+	Keys []string `json:"keys,omitempty"`
 	// Args is settle's ARGV for a lease admitted at now_us (its charge
 	// time); the lease id is "<id>".
 	Args []string `json:"args"`
@@ -104,12 +112,30 @@ func settleVectors(t *testing.T) any {
 	cases = append(cases, splitEnds("rates-exact", 1000, 500, su(800, 200), su(1000, 900), cancel)...)
 	// Without input or output rates a split changes nothing: the sum counts.
 	cases = append(cases, splitEnds("basic", 1000, 300, su(800, 200), su(1000, 700), s(1000))...)
+	// Weights, prices and tenants: a lease ends against what it was
+	// charged. Usage is weighed as the reservation was, and priced: a
+	// total alone at the dearest price, a split at each part's, cached
+	// input at its own. A tenant's share ('%') is sent "<µs>:<allow>".
+	with := func(cs []settleCase, model, tenant string) []settleCase {
+		for i := range cs {
+			cs[i].Model, cs[i].Tenant = model, tenant
+		}
+		return cs
+	}
+	cached := func(in, c, out int64) vend { return vend{How: "settle_usage", Input: in, CachedInput: c, Output: out} }
+	cases = append(cases, with(splitEnds("spend", 1000, 500, su(800, 200), cached(800, 600, 200), su(1200, 900), s(1000), s(2000), release, reject, cancel), "gpt-4o", "")...)
+	cases = append(cases, with(ends("spend", 1500, s(1000), su(700, 300), cancel), "claude-sonnet-4", "")...)
+	cases = append(cases, with(splitEnds("weights", 800, 200, su(500, 100), su(900, 300), s(1500), cancel), "gpt-4o", "")...)
+	cases = append(cases, with(ends("tenants", 1300, s(1000), s(2000), release, reject, cancel), "", "acme")...)
+	cases = append(cases, with(splitEnds("tenants-share", 800, 200, su(500, 100), su(900, 400), cancel), "", "acme")...)
+	cases = append(cases, with(splitEnds("tenants-spend", 1000, 500, su(800, 200), su(1500, 700), cancel), "m", "acme")...)
+	cases = append(cases, with(splitEnds("tenant-spend-only", 1000, 500, su(500, 100), cancel), "", "acme")...)
 	for i := range cases {
 		c := &cases[i]
 		cfg := configByName(t, c.Config)
 		inBubble(t, cfg.config(), func(p *pacer.Pacer, f *fakeWire) {
 			f.queue(admitted(cfg.ttl()))
-			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output})
+			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output, Model: c.Model, Tenant: c.Tenant})
 			if err != nil {
 				t.Fatalf("%s: TryAcquire(%d): %v", c.Config, c.Tokens, err)
 			}
@@ -118,7 +144,11 @@ func settleVectors(t *testing.T) any {
 			if err := c.End.run(l); err != nil {
 				t.Fatalf("%s: %s: %v", c.Config, c.End.How, err)
 			}
-			c.Args = only(t, c.Config+" "+c.End.How, f.take()).Args
+			call := only(t, c.Config+" "+c.End.How, f.take())
+			c.Args = call.Args
+			if c.Tenant != "" {
+				c.Keys = call.Keys
+			}
 		})
 	}
 	return map[string]any{

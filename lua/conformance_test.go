@@ -90,7 +90,7 @@ func scriptVectors(*testing.T) any {
 		Bytes int    `json:"bytes"`
 	}
 	var out []script
-	for _, name := range []string{"acquire", "settle", "keepalive", "pause", "stop", "snapshot"} {
+	for _, name := range []string{"acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define"} {
 		src := lua.Source(name)
 		sum := sha1.Sum([]byte(src))
 		out = append(out, script{name, hex.EncodeToString(sum[:]), len(src)})
@@ -129,6 +129,7 @@ var errLost = errors.New("fake: connection reset")
 var scriptNames = map[string]string{
 	lua.Acquire.Hash(): "acquire", lua.Settle.Hash(): "settle", lua.KeepAlive.Hash(): "keepalive",
 	lua.Pause.Hash(): "pause", lua.Snapshot.Hash(): "snapshot", lua.Stop.Hash(): "stop",
+	lua.Define.Hash(): "define",
 }
 
 func (f *fakeWire) DialHook(redis.DialHook) redis.DialHook {
@@ -283,6 +284,24 @@ type vconfig struct {
 	KeyPrefix     string  `json:"key_prefix,omitempty"`
 	Rates         []vrate `json:"rates,omitempty"`
 	HashTag       string  `json:"hash_tag,omitempty"`
+	// Tenants, Weights and Prices are Config's (prices per million tokens).
+	Tenants *vtenants          `json:"tenants,omitempty"`
+	Weights map[string]float64 `json:"weights,omitempty"`
+	Prices  map[string]vprice  `json:"prices,omitempty"`
+}
+
+// vtenants is Config.Tenants as the vectors write it.
+type vtenants struct {
+	Rates []vrate `json:"rates,omitempty"`
+	Share float64 `json:"share,omitempty"`
+}
+
+// vprice is a Config.Prices entry as the vectors write it.
+type vprice struct {
+	Input       float64 `json:"input,omitempty"`
+	CachedInput float64 `json:"cached_input,omitempty"`
+	Output      float64 `json:"output,omitempty"`
+	InputMargin float64 `json:"input_margin,omitempty"`
 }
 
 type vlimits struct {
@@ -307,14 +326,34 @@ type vrate struct {
 // the Go client rejects.
 var units = map[string]pacer.Unit{
 	"requests": pacer.Requests, "tokens": pacer.Tokens, "input_tokens": pacer.InputTokens, "output_tokens": pacer.OutputTokens,
+	"spend": pacer.Spend,
+}
+
+func (r vrate) rate() pacer.Rate {
+	return pacer.Rate{Unit: units[r.Unit], Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond, Burst: r.Burst, Sliding: r.Sliding}
 }
 
 func (c vconfig) config() pacer.Config {
 	var rates []pacer.Rate
 	for _, r := range c.Rates {
-		rates = append(rates, pacer.Rate{Unit: units[r.Unit], Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond, Burst: r.Burst, Sliding: r.Sliding})
+		rates = append(rates, r.rate())
+	}
+	var tenants pacer.Tenants
+	if c.Tenants != nil {
+		tenants.Share = c.Tenants.Share
+		for _, r := range c.Tenants.Rates {
+			tenants.Rates = append(tenants.Rates, r.rate())
+		}
+	}
+	var prices map[string]pacer.Price
+	for m, pr := range c.Prices {
+		if prices == nil {
+			prices = map[string]pacer.Price{}
+		}
+		prices[m] = pacer.Price{Input: pr.Input, CachedInput: pr.CachedInput, Output: pr.Output, InputMargin: pr.InputMargin}
 	}
 	return pacer.Config{
+		Tenants: tenants, Weights: c.Weights, Prices: prices,
 		Name: c.Budget, KeyPrefix: c.KeyPrefix, HashTag: c.HashTag,
 		Limits:   pacer.Limits{RPM: c.Limits.RPM, TPM: c.Limits.TPM, RPD: c.Limits.RPD, TPD: c.Limits.TPD, Concurrency: c.Limits.Concurrency},
 		Burst:    pacer.Burst{RPM: c.Burst.RPM, TPM: c.Burst.TPM, RPD: c.Burst.RPD, TPD: c.Burst.TPD},

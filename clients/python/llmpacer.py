@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import decimal
+import hashlib
 import json
 import logging
 import math
@@ -69,9 +71,11 @@ DEFAULT_KEY_PREFIX = "llmpacer"
 
 INTERACTIVE, BATCH = "interactive", "batch"
 # What a Rate counts: requests (one a call), tokens (input and output
-# together), or input or output tokens alone.
-REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS = "requests", "tokens", "input_tokens", "output_tokens"
-UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS)
+# together), input or output tokens alone, or money (SPEND, in the unit of
+# Config.prices).
+REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND = "requests", "tokens", "input_tokens", "output_tokens", "spend"
+UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND)
+DEFAULT_PROBE_MS = 60_000  # stop_quota's probe interval when 0 (pacer.DefaultProbeInterval)
 SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define")
 
 _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
@@ -83,6 +87,14 @@ _REAP_AFTER_MS = 60_000  # acquire.lua keeps an expired lease this long
 _ROUND_TRIP_S = 0.005  # kept before a wait bound for the call after a sleep
 _FIRST_HOLD_MS = 100.0  # the mean hold time assumed before a lease ends
 _POLL_MS = 250  # the longest a slot waiter sleeps before asking again
+_MAX_TENANT_LEN = 64 << 10  # bytes of a tenant id
+_SHARE_CALLS = 8  # calls a tenant's share has room for (wire.ShareCalls)
+_MAX_INPUT_MARGIN = 10  # Price.input_margin
+# Model families whose prompts package estimate counts exactly: a Spend
+# rate's default input margin is 5% for them, 25% for the others (see
+# pacer.DefaultInputMargin, whose table this is).
+_EXACT_FAMILIES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "o1", "o3", "o4",
+                   "gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
 _INT = re.compile(r"[+-]?[0-9]+")
 _STOP = re.compile(r"([0-9]+) ([0-9]+) ([0-9]+) ([A-Za-z]+)")
 
@@ -130,6 +142,10 @@ class StoppedError(LlmpacerError):
 _STOPS = ("quota", "stop")
 
 
+class SupersededError(LlmpacerError):
+    """define: a newer version of the definition is stored."""
+
+
 class WaitTimeoutError(LlmpacerError):
     """acquire would find room only after its wait bound."""
 
@@ -163,7 +179,7 @@ class Burst:
 class Rate:
     """One limit over any window: limit units of unit per window_ms, as pacer.Rate.
 
-    unit is REQUESTS, TOKENS, INPUT_TOKENS or OUTPUT_TOKENS; window_ms runs
+    unit is REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS or SPEND; window_ms runs
     from 1 second to 366 days; burst optionally lowers the bucket's
     capacity below the limit (0: the limit), as Burst does for the four.
     sliding makes the rate a strict sliding window, as pacer.Rate.Sliding:
@@ -195,6 +211,73 @@ class Rate:
 
 
 @dataclasses.dataclass(frozen=True)
+class Price:
+    """What a model's tokens cost per million, in the unit of SPEND rates, as pacer.Price.
+
+    input_margin is the share of the prompt's estimate a SPEND rate
+    reserves beyond it: 0 takes the model family's default
+    (default_input_margin), a negative value none, at most 10.
+    """
+
+    input: float = 0.0
+    cached_input: float = 0.0
+    output: float = 0.0
+    input_margin: float = 0.0
+
+    def reserve(self, r: "_Use") -> int:
+        """What a reservation may cost at most (wire.Price.Reserve)."""
+        m = 1 + max(self.input_margin, 0)
+        if r.split:
+            return _per_million(float(r.input) * m * self.input + float(r.output) * self.output)
+        return _per_million(float(r.tokens) * max(m * self.input, m * self.cached_input, self.output))
+
+    def bound(self, tokens: int) -> int:
+        """What tokens cost at most, each at the dearest price."""
+        return _per_million(float(tokens) * max(self.input, self.cached_input, self.output))
+
+    def spent(self, input: int, cached: int, output: int) -> int:
+        """What a call cost: its input, of which cached came from the provider's cache, and its output."""
+        cached = min(max(cached, 0), input)
+        return _per_million(float(input - cached) * self.input + float(cached) * self.cached_input + float(output) * self.output)
+
+
+def _per_million(x: float) -> int:
+    # Money is charged against the caller, as tokens are: rounded up.
+    return math.ceil(x / 1e6)
+
+
+def default_input_margin(model: str) -> float:
+    """The input margin a SPEND rate reserves for model when its Price leaves it 0.
+
+    5% for OpenAI's models, 25% for the others, as pacer.DefaultInputMargin.
+    """
+    m = model.strip().lower()
+    for seg in (x for x in re.split(r"[/:]", m) if x):
+        for f in _EXACT_FAMILIES:
+            if seg.startswith(f) and (len(seg) == len(f) or not _ascii_alnum(seg[len(f)])):
+                return 0.05
+    return 0.25
+
+
+def _ascii_alnum(c: str) -> bool:
+    return "a" <= c <= "z" or "0" <= c <= "9"
+
+
+@dataclasses.dataclass(frozen=True)
+class Tenants:
+    """A budget divided among its tenants, as pacer.Tenants.
+
+    rates are every tenant's own limits (at most 16, Rate as in
+    Config.rates); share is the fraction of each budget rate a tenant may
+    use before it yields to tenants within theirs (0: none, up to 1).
+    A call names its tenant (acquire's tenant=).
+    """
+
+    rates: tuple = ()
+    share: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     """One shared budget, as pacer.Config describes it (durations in ms).
 
@@ -220,6 +303,15 @@ class Config:
     key_prefix: str = ""
     rates: tuple = ()
     hash_tag: str = ""
+    # As pacer.Config.Tenants, Weights (model -> weight on token rates,
+    # above 0, at most 1000) and Prices (model -> Price, "" for models not
+    # listed; needed by SPEND rates).
+    tenants: Tenants = Tenants()
+    weights: dict = dataclasses.field(default_factory=dict)
+    prices: dict = dataclasses.field(default_factory=dict)
+    # As pacer.Config.Version: a positive version is stored in Redis at
+    # the first call if none newer is; 0 follows what is stored.
+    version: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +335,7 @@ class Bucket:
     span: int
     slack: int
     sub: int = 0
+    room: int = 0  # a tenant's share ('%'): the units it may hold for 8 calls
 
     @classmethod
     def new(cls, field, limit, capacity, refill, window_ms, unit):
@@ -289,6 +382,19 @@ class Bucket:
             return self.span + self.slack
         c = float(self.capacity)
         return math.ceil((c - c * keep) * self.interval) + self.slack
+
+    def allow(self, charge: int, keep: float) -> int:
+        """A call's allowance for a charge of charge: allowance(keep); for a
+        tenant's share at least 8 such charges, up to room units (plus slack)."""
+        a = self.allowance(keep)
+        if self.field.startswith("%"):
+            room = math.ceil(float(self.room) * self.interval)
+            a = max(a, min(_SHARE_CALLS * charge, room) + self.slack)
+        return a
+
+    @property
+    def per_ms(self) -> float:
+        return float(self.refill) / float(self.window_ms)
 
     def sliding_level(self, now_us: int, counts: str) -> float:
         """The room a sliding window has at now_us, from its field as stored
@@ -342,21 +448,173 @@ class _Use:
     """A call's tokens, reserved or used: split into input and output when
     either is given (tokens is then their sum), else only the total."""
 
-    __slots__ = ("tokens", "input", "output", "split")
+    __slots__ = ("tokens", "input", "output", "split", "spend")
 
-    def __init__(self, tokens: int, input: int = 0, output: int = 0, split: bool | None = None):
+    def __init__(self, tokens: int, input: int = 0, output: int = 0, split: bool | None = None, spend: int = 0):
         self.split = bool(input or output) if split is None else split
         self.tokens = input + output if self.split and not tokens else tokens
         self.input, self.output = input, output
+        self.spend = spend  # money, reserved at the worst case or spent
 
     def of(self, unit: str) -> int:
         if unit == REQUESTS:
             return 1
+        if unit == SPEND:
+            return self.spend
         if unit == INPUT_TOKENS and self.split:
             return self.input
         if unit == OUTPUT_TOKENS and self.split:
             return self.output
         return self.tokens
+
+
+def _weigh(tokens: int, w: float) -> int:
+    # tokens times a model's weight, rounded up (wire.Weigh).
+    if w == 1 or w == 0:
+        return tokens
+    return math.ceil(float(tokens) * w)
+
+
+def _reserved(tokens: int, input: int, output: int, w: float, price: "Price | None") -> _Use:
+    """What a call reserves in the buckets' units, weighed, and priced
+    from its unweighed tokens (wire.Reserved)."""
+    def use(w):
+        if input == 0 and output == 0:
+            return _Use(_weigh(tokens, w))
+        i, o = _weigh(input, w), _weigh(output, w)
+        return _Use(i + o, i, o, True)
+    u = use(w)
+    if price is not None:
+        u.spend = price.reserve(use(1))
+    return u
+
+
+def _batch_slots(s: "Settings") -> int:
+    # The slots a batch call may use under s's concurrency limit (0: none).
+    conc = s.concurrency
+    return conc - math.floor(float(conc) * s.keep) if conc else 0
+
+
+_UNIT_CODES = {REQUESTS: 1, TOKENS: 2, INPUT_TOKENS: 3, OUTPUT_TOKENS: 4, SPEND: 5}  # pacer.Unit
+
+
+def _define_reply(v: Any) -> tuple:
+    # define.lua's {stored, version, definition}.
+    if not isinstance(v, (list, tuple)) or len(v) != 3:
+        raise ReplyError(f"llmpacer: unexpected define reply {v!r}")
+    return _int(v[0]) == 1, _int(v[1]), _str(v[2])
+
+
+def _go_float(f: float) -> str:
+    """f as Go's encoding/json writes a float64: the shortest digits that
+    read back as f, in fixed notation from 1e-6 to 1e21, else e-notation
+    with the exponent unpadded."""
+    f = float(f)
+    if f == 0:
+        return "0"
+    if 1e-6 <= abs(f) < 1e21:
+        return format(decimal.Decimal(repr(f)).normalize(), "f")
+    mant, exp = repr(f).split("e")
+    return f"{mant}e{'-' if int(exp) < 0 else '+'}{abs(int(exp))}"
+
+
+def _go_json(v: Any) -> str:
+    # v as Go's encoding/json writes it: maps sorted by key, no spaces,
+    # HTML characters and U+2028/2029 escaped.
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _go_float(v)
+    if isinstance(v, str):
+        s = json.dumps(v, ensure_ascii=False)
+        for a, b in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+            s = s.replace(a, b)
+        return s
+    if isinstance(v, dict):
+        return "{" + ",".join(_go_json(k) + ":" + _go_json(x) for k, x in v.items()) + "}"
+    return "[" + ",".join(_go_json(x) for x in v) + "]"
+
+
+def _rate_json(r: "Rate") -> dict:
+    return {"Unit": _UNIT_CODES.get(r.unit, 0), "Limit": r.limit, "Window": r.window_ms * 1_000_000, "Burst": r.burst, "Sliding": r.sliding}
+
+
+def definition_json(c: Config) -> str:
+    """c's definition of the budget, as pacer.Define stores it (Go's JSON, byte for byte)."""
+    lim, bur = c.limits, c.burst
+    d = {"limits": {"RPM": lim.rpm, "TPM": lim.tpm, "RPD": lim.rpd, "TPD": lim.tpd, "Concurrency": lim.concurrency},
+         "burst": {"RPM": bur.rpm, "TPM": bur.tpm, "RPD": bur.rpd, "TPD": bur.tpd}}
+    if c.rates:
+        d["rates"] = [_rate_json(r) for r in c.rates]
+    d["tenants"] = {"Rates": [_rate_json(r) for r in c.tenants.rates] or None, "Share": float(c.tenants.share)}
+    if c.weights:
+        d["weights"] = {m: float(c.weights[m]) for m in sorted(c.weights)}
+    if c.prices:
+        d["prices"] = {m: {"Input": float(p.input), "CachedInput": float(p.cached_input), "Output": float(p.output),
+                           "InputMargin": float(p.input_margin)} for m, p in sorted(c.prices.items())}
+    for k, v in (("sliding_window", c.sliding_window), ("headroom", float(c.headroom)), ("no_refund", c.no_refund),
+                 ("batch_floor", float(c.batch_floor)), ("lease_ttl", c.lease_ttl_ms * 1_000_000)):
+        if v:
+            d[k] = v
+    return _go_json(d)
+
+
+def _ms(ns: Any, what: str) -> int:
+    if type(ns) is not int or ns % 1_000_000:
+        raise ValueError(f"{what} = {ns!r} ns: want whole milliseconds")
+    return ns // 1_000_000
+
+
+def _with_definition(c: Config, d: dict, version: int | None = None) -> Config:
+    """c with a stored definition's fields in place of its own (Go's Config.with)."""
+    units = {n: u for u, n in _UNIT_CODES.items()}
+
+    def rate(r):
+        return Rate(units[r["Unit"]], r["Limit"], _ms(r["Window"], "Window"), r.get("Burst", 0), r.get("Sliding", False))
+    lim, bur, t = d.get("limits") or {}, d.get("burst") or {}, d.get("tenants") or {}
+    return dataclasses.replace(
+        c, rates=tuple(rate(r) for r in d.get("rates") or ()),
+        limits=Limits(lim.get("RPM", 0), lim.get("TPM", 0), lim.get("RPD", 0), lim.get("TPD", 0), lim.get("Concurrency", 0)),
+        burst=Burst(bur.get("RPM", 0), bur.get("TPM", 0), bur.get("RPD", 0), bur.get("TPD", 0)),
+        tenants=Tenants(tuple(rate(r) for r in t.get("Rates") or ()), t.get("Share", 0.0)),
+        weights=dict(d.get("weights") or {}),
+        prices={m: Price(p.get("Input", 0.0), p.get("CachedInput", 0.0), p.get("Output", 0.0), p.get("InputMargin", 0.0))
+                for m, p in (d.get("prices") or {}).items()},
+        headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False), no_refund=d.get("no_refund", False),
+        batch_floor=d.get("batch_floor", 0.0), lease_ttl_ms=_ms(d.get("lease_ttl", 0), "lease_ttl"),
+        version=c.version if version is None else version)
+
+
+class _Call:
+    """One request worked out once, under one definition: its priority,
+    what it reserves, the keys and buckets it runs on, its model's weight
+    and price (None: not priced), its tenant. A lease ends against it."""
+
+    __slots__ = ("priority", "use", "keys", "buckets", "weight", "price", "tenant", "settings", "asked")
+
+    def __init__(self, priority, use, keys, buckets, weight, price, tenant, settings, asked=(0, 0, 0)):
+        self.priority, self.use, self.keys, self.buckets = priority, use, keys, buckets
+        self.weight, self.price, self.tenant, self.settings = weight, price, tenant, settings
+        self.asked = asked  # tokens (their sum, if split), input, output as asked, unweighed
+
+
+def share_keep(charges: list, floor: float) -> float:
+    """The fraction of every budget bucket a tenant's call past its share
+    leaves to tenants within theirs (wire.ShareKeep): room for 8 calls like
+    it, up to half the bucket, at least floor, never more than lets the
+    call fit. charges are (field, charge, allowance) triples."""
+    keep, fit = floor, 1.0
+    for field, c, allow in charges:
+        if field[0] in "@%" or allow <= 0:
+            continue
+        a = float(allow)
+        keep = max(keep, min(_SHARE_CALLS * float(c), a / 2) / a)
+        fit = min(fit, float(allow - c) / a)
+    return max(0.0, min(keep, fit))
 
 
 _SPECS = (("rpm", 60_000, REQUESTS), ("tpm", 60_000, TOKENS), ("rpd", 86_400_000, REQUESTS), ("tpd", 86_400_000, TOKENS))
@@ -373,6 +631,28 @@ class Settings:
     lease_ttl_ms: int
     max_wait_ms: int
     no_refund: bool
+    tag: str = ""  # what begins every key: a tenant's hash is <tag>:t:<digest>
+    # Every tenant's buckets: its own rates ('@' fields), then its share of
+    # each budget bucket ('%' fields); empty for a budget without tenants.
+    tenants: list = dataclasses.field(default_factory=list)
+    share: float = 0.0
+    has_tenants: bool = False
+    spend: bool = False  # a SPEND rate prices calls
+    weights: dict = dataclasses.field(default_factory=dict)
+    prices: dict = dataclasses.field(default_factory=dict)
+
+    def price(self, model: str) -> "Price | None":
+        """The price a call to model is reserved and settled at (its
+        margin resolved), None without SPEND rates; KeyError if none is set."""
+        if not self.spend:
+            return None
+        pr = self.prices[model] if model in self.prices else self.prices[""]
+        m = pr.input_margin
+        m = m if m > 0 else 0.0 if m < 0 else default_input_margin(model)
+        return dataclasses.replace(pr, input_margin=m)
+
+    def weight(self, model: str) -> float:
+        return self.weights.get(model, 1.0)
 
 
 def settings(c: Config) -> Settings:
@@ -386,6 +666,9 @@ def settings(c: Config) -> Settings:
     rates = tuple(c.rates)
     if lim == Limits() and not rates:
         raise InvalidError("llmpacer: no limit is set; set at least one of limits or a rate")
+    _check_money(c)
+    if type(c.version) is not int or c.version < 0:
+        raise InvalidError(f"llmpacer: version = {c.version!r}: must be 0 (follow what is stored) or a positive int")
     if len(rates) > _MAX_RATES:
         raise InvalidError(f"llmpacer: {len(rates)} rates: at most {_MAX_RATES}")
     seen = {}
@@ -394,6 +677,8 @@ def settings(c: Config) -> Settings:
         if r.name in seen:
             raise InvalidError(f"llmpacer: rates[{seen[r.name]}] and rates[{i}] are both {r.name}: state each rate once")
         seen[r.name] = i
+        if r.unit == SPEND and not c.prices:
+            raise InvalidError(f"llmpacer: rates[{i}] is a spend rate but prices is empty: give the models' prices per million tokens")
     for what, v in [*(("limits." + f, getattr(lim, f)) for f in ("rpm", "tpm", "rpd", "tpd", "concurrency")),
                     *(("burst." + f, getattr(bur, f)) for f in ("rpm", "tpm", "rpd", "tpd"))]:
         if not 0 <= v <= _MAX_LIMIT:
@@ -432,12 +717,72 @@ def settings(c: Config) -> Settings:
     tag = "{" + prefix + ":" + c.name + "}"
     if c.hash_tag:
         tag = "{" + c.hash_tag + "}" + prefix + ":" + c.name
+    t = c.tenants
+    has = bool(t.rates) or t.share != 0
+    # A tenant's SPEND rate prices calls too, with none on the budget.
+    spend = any(r.unit == SPEND for r in (*rates, *t.rates))
     return Settings([tag + ":s", tag + ":l", tag + ":q", tag + ":d"], buckets, lim.concurrency, keep,
-                    c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund)
+                    c.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, c.max_wait_ms or DEFAULT_MAX_WAIT_MS, c.no_refund,
+                    tag, _tenant_buckets(c, buckets) if has else [], float(t.share), has, spend,
+                    dict(c.weights), dict(c.prices))
 
 
-def _check_rate(i: int, r: Any) -> None:
-    at = f"llmpacer: rates[{i}]"
+def _check_money(c: Config) -> None:
+    # Config.prices, weights and tenants, each on its own.
+    if not isinstance(c.prices, dict) or not isinstance(c.weights, dict):
+        raise InvalidError("llmpacer: prices and weights are dicts keyed by model name")
+    for m, pr in c.prices.items():
+        if not isinstance(pr, Price):
+            raise InvalidError(f"llmpacer: prices[{m!r}] = {pr!r}: use llmpacer.Price")
+        for v in (pr.input, pr.cached_input, pr.output):
+            if not (isinstance(v, (int, float)) and 0 <= v <= 1e12):
+                raise InvalidError(f"llmpacer: prices[{m!r}] = {pr}: prices are per million tokens, from 0 to 1e12")
+        if not (pr.input_margin <= _MAX_INPUT_MARGIN) or pr.input_margin == -math.inf:
+            raise InvalidError(f"llmpacer: prices[{m!r}].input_margin = {pr.input_margin}: a share of the prompt's estimate, at most {_MAX_INPUT_MARGIN}; 0 takes the model family's default, a negative value none")
+    for m, w in c.weights.items():
+        if not (isinstance(w, (int, float)) and 0 < w <= 1000):
+            raise InvalidError(f"llmpacer: weights[{m!r}] = {w!r}: a weight must be above 0 and at most 1000 (1 is the default)")
+    t = c.tenants
+    if not isinstance(t, Tenants):
+        raise InvalidError(f"llmpacer: tenants = {t!r}: use llmpacer.Tenants")
+    if not (isinstance(t.share, (int, float)) and 0 <= t.share <= 1):
+        raise InvalidError(f"llmpacer: tenants.share = {t.share!r}: must be a fraction from 0 (no share) to 1, e.g. 0.1 for ten tenants of equal standing")
+    if len(t.rates) > _MAX_RATES:
+        raise InvalidError(f"llmpacer: tenants.rates has {len(t.rates)} rates: at most {_MAX_RATES}")
+    seen = {}
+    for i, r in enumerate(t.rates):
+        _check_rate(i, r, "tenants.rates")
+        if r.name in seen:
+            raise InvalidError(f"llmpacer: tenants.rates[{seen[r.name]}] and [{i}] are both {r.name}: state each rate once")
+        seen[r.name] = i
+
+
+def _tenant_buckets(c: Config, budget: list) -> list:
+    """Every tenant's buckets, as each tenant's hash holds them: its own
+    rates ('@<name>'), then its share of each budget bucket ('%<name>'),
+    as pacer's Config.tenantBuckets."""
+    out = []
+    for i, r in enumerate(c.tenants.rates):
+        if r.unit == SPEND and not c.prices:
+            raise InvalidError(f"llmpacer: tenants.rates[{i}] is a spend rate but prices is empty: give the models' prices per million tokens")
+        b = _bucket(c, f"tenants.rates[{i}]", r.name, r.limit, r.burst, r.window_ms, r.unit, r.sliding)
+        out.append(dataclasses.replace(b, field="@" + b.field))
+    share = float(c.tenants.share)
+    if share == 0:
+        return out
+    for pb in budget:
+        name = pb.field.split(":", 1)[1] if pb.sub else pb.field
+        # Share of the refill and of the burst, with room for 8 calls up
+        # to Share of the limit; never less than one unit.
+        refill = pb.per_ms * float(pb.window_ms) * share
+        capacity = float(pb.capacity) * share
+        b = Bucket.new("%" + name, max(1, int(capacity)), max(1, int(capacity)), max(1, int(refill)), pb.window_ms, pb.unit)
+        out.append(dataclasses.replace(b, room=max(1, int(float(pb.limit) * share))))
+    return out
+
+
+def _check_rate(i: int, r: Any, where: str = "rates") -> None:
+    at = f"llmpacer: {where}[{i}]"
     if not isinstance(r, Rate):
         raise InvalidError(f"{at} = {r!r}: use llmpacer.Rate")
     if r.unit not in UNITS:
@@ -597,6 +942,8 @@ def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", req
     for b in buckets:
         if b.unit == REQUESTS:
             back = 1 if request else 0
+        elif b.unit == SPEND and not u.split:
+            back = max(r.spend - u.spend, 0)  # u.spend is only a bound
         elif b.unit != TOKENS and not u.split:
             back = max(r.of(b.unit) - u.tokens, 0)
         else:
@@ -605,6 +952,10 @@ def corrections(buckets: list, reserved: "int | tuple", used: "int | tuple", req
         if d and b.sub:
             if d > 0 or turn_ms > 0:
                 out.append((b.field, d, f"{d}@{turn_ms * 1000 // b.sub}"))
+        elif d and b.field.startswith("%"):
+            # A tenant's share: settle keeps a debt within 2 x the allowance
+            # an interactive call's acquire sends.
+            out.append((b.field, d, f"{d}:{b.allow(b.charge(r.of(b.unit)), 0)}"))
         elif d:
             out.append((b.field, d, d))
     # Each bucket's correction has its own sign: settle.lua applies a
@@ -659,6 +1010,10 @@ class Pacer:
         # expired (see acquire.lua). states_lost counts the losses found.
         self.seen_xp = 0
         self.states_lost = 0
+        # Whether the definition in force was settled before the first call
+        # (see _settle_definition).
+        self._defined = False
+        self._defining = threading.Lock()
 
     @property
     def mean_hold_ms(self) -> float:
@@ -666,16 +1021,45 @@ class Pacer:
         with self._mu:
             return self._hold_ms
 
-    def _run(self, name: str, args: list) -> Any:
-        return self._scripts[name](keys=self.keys, args=args)
+    def _run(self, name: str, args: list, keys: list | None = None) -> Any:
+        return self._scripts[name](keys=keys or self.keys, args=args)
+
+    def tenant_key(self, tenant: str) -> str:
+        """The Redis key of tenant's hash in this budget: in its hash tag,
+        named by the first 32 hex digits of the id's SHA-256, as Go's."""
+        return self.settings.tag + ":t:" + hashlib.sha256(tenant.encode("utf-8")).hexdigest()[:32]
 
     def check_request(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
-                      input: int = 0, output: int = 0) -> None:
+                      input: int = 0, output: int = 0, model: str = "", tenant: str = "") -> None:
         """Raise InvalidError or TooLargeError for a request the Go client would refuse."""
-        self._use(tokens, priority, max_wait_ms, input, output)
+        self._call(tokens, priority, max_wait_ms, input, output, model, tenant)
 
-    def _use(self, tokens: int, priority: str, max_wait_ms: int, input: int, output: int) -> _Use:
-        # check_request's checks; returns what the request reserves.
+    def _call(self, tokens: int, priority: str, max_wait_ms: int, input: int, output: int,
+              model: str, tenant: str) -> "_Call":
+        # check_request's checks; returns the call worked out once: what it
+        # reserves, on which keys and buckets, at which weight and price.
+        s = self.settings
+        if type(model) is not str or type(tenant) is not str:
+            raise InvalidError(f"llmpacer: model = {model!r}, tenant = {tenant!r}: each must be a str")
+        if tenant and not s.has_tenants:
+            raise InvalidError("llmpacer: tenant is set but Config.tenants is empty: give tenants their rates or a share, or leave tenant empty")
+        try:
+            if len(tenant.encode("utf-8")) > _MAX_TENANT_LEN:
+                raise InvalidError(f"llmpacer: tenant is {len(tenant.encode())} bytes long: use at most {_MAX_TENANT_LEN} (an id, not a payload)")
+        except UnicodeEncodeError:
+            raise InvalidError(f"llmpacer: tenant {tenant!r} is not valid UTF-8") from None
+        try:
+            price = s.price(model)
+        except KeyError:
+            raise InvalidError(f"llmpacer: model = {model!r} has no price in Config.prices: a spend rate needs one; add it, or a \"\" entry for models not listed") from None
+        w = s.weight(model)
+        use = self._use(tokens, priority, max_wait_ms, input, output, w, price, s.buckets + s.tenants if tenant else s.buckets)
+        keys = s.keys + [self.tenant_key(tenant)] if tenant else s.keys
+        return _Call(priority, use, keys, s.buckets + s.tenants if tenant else s.buckets, w, price, tenant, s,
+                     (tokens or input + output, input, output))
+
+    def _use(self, tokens: int, priority: str, max_wait_ms: int, input: int, output: int,
+             w: float = 1.0, price: "Price | None" = None, buckets: list | None = None) -> _Use:
         if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
         if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
@@ -687,8 +1071,10 @@ class Pacer:
             raise InvalidError(f"llmpacer: priority = {priority!r}: use INTERACTIVE or BATCH")
         if type(max_wait_ms) is not int or not 0 <= max_wait_ms <= _MAX_DURATION_MS:
             raise InvalidError(f"llmpacer: max_wait_ms = {max_wait_ms!r}: must be between 0 and {_MAX_DURATION_MS}")
-        use = _Use(tokens, input, output)
-        for b in self.settings.buckets:
+        use = _reserved(tokens, input, output, w, price)
+        for b in self.settings.buckets if buckets is None else buckets:
+            if b.field.startswith("%"):
+                continue  # a share never holds a call back
             need = use.of(b.unit)
             if need > b.capacity or b.charge(need) > b.allowance(0):
                 raise TooLargeError(f"llmpacer: {need} {b.unit} exceed the {b.field} bucket's capacity of {b.capacity}")
@@ -699,41 +1085,49 @@ class Pacer:
     @property
     def batch_slots(self) -> int:
         """The slots a batch call may use under the concurrency limit (0: no limit)."""
-        conc = self.settings.concurrency
-        return conc - math.floor(float(conc) * self.settings.keep) if conc else 0
+        return _batch_slots(self.settings)
 
     def acquire_args(self, lease_id: str, tokens: int, priority: str, max_wait_ms: int, ticket: int = 0, *,
-                     input: int = 0, output: int = 0) -> list:
+                     input: int = 0, output: int = 0, model: str = "", tenant: str = "") -> list:
         """acquire.lua's ARGV for a call (see docs/lua-contract.md).
 
         ticket is 0 on a call's first attempt, then the ticket a reply gave.
         """
-        return self._acquire_args(lease_id, _Use(tokens, input, output), priority, max_wait_ms, ticket)
+        call = self._call(tokens, priority, 0, input, output, model, tenant)
+        return self._acquire_args(lease_id, call, max_wait_ms, ticket)
 
-    def _acquire_args(self, lease_id: str, use: _Use, priority: str, max_wait_ms: int, ticket: int) -> list:
-        s = self.settings
-        keep = s.keep if priority == BATCH else 0.0
+    def _acquire_args(self, lease_id: str, call: _Call, max_wait_ms: int, ticket: int) -> list:
+        s, use = call.settings, call.use
+        keep = s.keep if call.priority == BATCH else 0.0
         conc = s.concurrency
         spacing = 1
         if conc:
             # Slots free up one every mean hold time / limit.
             spacing = max(1, math.ceil((self.mean_hold_ms or _FIRST_HOLD_MS) / float(conc)))
-        args = [lease_id, 1 if priority == BATCH else 0, max_wait_ms, s.lease_ttl_ms, conc, self.batch_slots, spacing, ticket]
-        args += [b.field for b in s.buckets]
-        for b in s.buckets:
-            args += [b.charge(use.of(b.unit)), b.allowance(keep)]
+        charges = []
+        for b in call.buckets:
+            c = b.charge(use.of(b.unit))
+            charges.append((b.field, c, b.allow(c, keep)))
+        priority: Any = 1 if call.priority == BATCH else 0
+        if call.tenant and call.priority == INTERACTIVE and s.share > 0:
+            # Over its share, the call leaves room for tenants within theirs.
+            priority = f"0:{math.floor(share_keep(charges, s.keep) * 1e6)}"
+        args = [lease_id, priority, max_wait_ms, s.lease_ttl_ms, conc, self.batch_slots, spacing, ticket]
+        args += [f for f, _, _ in charges]
+        for _, c, a in charges:
+            args += [c, a]
         args.append(self.version)  # acquire answers STALE if another is stored
         with self._mu:
             seen = self.seen_xp
         if seen > 0:
             # A state found missing before seen was lost: its buckets
-            # restart empty (each one's span), not full.
-            args.append(" ".join([str(seen)] + [str(b.span) for b in s.buckets]))
+            # restart empty (each one's span), a tenant's full (0).
+            args.append(" ".join([str(seen)] + [str(0 if b.field[0] in "@%" else b.span) for b in call.buckets]))
         return args
 
-    def _acquire(self, args: list) -> AcquireReply:
+    def _acquire(self, args: list, keys: list | None = None) -> AcquireReply:
         """Run acquire and record what its reply says of the budget's state."""
-        rep = decode_acquire(self._run("acquire", args))
+        rep = decode_acquire(self._run("acquire", args, keys))
         x = rep.xp
         if rep.code in (ADMITTED, ALREADY):
             x = max(x, rep.expiry_ms)
@@ -748,45 +1142,81 @@ class Pacer:
     def _follow(self, n: int) -> None:
         """Follow the definition stored in Redis (see define.lua), which acquire said differs.
 
-        The stored definition is the Go pacer's JSON. A definition with
-        parts this client does not support (tenants, weights, prices, spend
-        or sliding rates) raises InvalidError rather than run a different
-        budget.
+        The stored definition is the Go pacer's JSON (limits, burst, rates,
+        tenants, weights, prices and the rest, as pacer.Define stores it).
+        One that this client cannot read, or that is invalid, raises
+        InvalidError rather than run a different budget.
         """
         if n > 3:
             raise LlmpacerError("llmpacer: the budget's definition changed 3 times during one call; retry")
-        _, v, body = self._run("define", [0, ""])
-        v = int(v)
+        _, v, body = _define_reply(self._run("define", [0, ""]))
+        if v == self.version:
+            return  # another thread followed it already
         if v == 0:
+            # The definition was deleted: back to this process's own.
             self.settings, self.version = settings(self.config), 0
             return
-        d = json.loads(body)
-        if d.get("tenants", {}).get("Rates") or d.get("tenants", {}).get("Share") or d.get("weights") or d.get("prices"):
-            raise InvalidError(f"llmpacer: the stored definition (version {v}) has tenants, weights or prices, which this client does not support")
-        units = {1: REQUESTS, 2: TOKENS, 3: INPUT_TOKENS, 4: OUTPUT_TOKENS}
-        rates = []
-        for r in d.get("rates") or []:
-            if r.get("Sliding") or r.get("Unit") not in units:
-                raise InvalidError(f"llmpacer: the stored definition (version {v}) has a rate this client does not support: {r}")
-            rates.append(Rate(units[r["Unit"]], r["Limit"], r["Window"] // 1_000_000, r.get("Burst", 0)))
-        lim, bur = d.get("limits", {}), d.get("burst", {})
-        cfg = dataclasses.replace(
-            self.config, rates=tuple(rates),
-            limits=Limits(lim.get("RPM", 0), lim.get("TPM", 0), lim.get("RPD", 0), lim.get("TPD", 0), lim.get("Concurrency", 0)),
-            burst=Burst(bur.get("RPM", 0), bur.get("TPM", 0), bur.get("RPD", 0), bur.get("TPD", 0)),
-            headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False), no_refund=d.get("no_refund", False),
-            batch_floor=d.get("batch_floor", 0.0), lease_ttl_ms=d.get("lease_ttl", 0) // 1_000_000)
-        self.settings, self.version = settings(cfg), v
+        self._adopt(v, body)
+
+    def _adopt(self, v: int, body: str) -> None:
+        # Make the stored definition body, of version v, the one in force.
+        try:
+            cfg = _with_definition(self.config, json.loads(body))
+            st = settings(cfg)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise InvalidError(f"llmpacer: the definition of {self.config.name!r} stored in Redis (version {v}) cannot be used: {e}; store a valid one with define") from None
+        self.settings, self.version = st, v
+
+    def _settle_definition(self) -> None:
+        """Before the first call, store this Config's definition if it has
+        a version and none newer is stored, or follow the one stored (as
+        the Go pacer's settleDefinition)."""
+        if self._defined:
+            return
+        with self._defining:
+            if self._defined:
+                return
+            if self.config.version > 0:
+                stored, v, body = _define_reply(self._run("define", [self.config.version, definition_json(self.config)]))
+                if stored or v == self.config.version:
+                    self.version = v
+                else:
+                    self._adopt(v, body)
+            self._defined = True
+
+    def define(self, config: Config) -> int:
+        """Store config's definition of the budget in Redis, for every process to follow.
+
+        As pacer.Define: the definition is config's limits, burst, rates,
+        tenants, weights, prices, sliding_window, headroom, no_refund,
+        batch_floor and lease_ttl_ms; its name and key_prefix must be this
+        budget's. With config.version 0 it is stored as the next version
+        after the one stored; with a positive version only if that is
+        higher, else SupersededError. Returns the version stored.
+        """
+        if config.name != self.config.name or (config.key_prefix or DEFAULT_KEY_PREFIX) != (self.config.key_prefix or DEFAULT_KEY_PREFIX):
+            raise InvalidError(f"llmpacer: define: config names budget {config.name!r}, not this Pacer's {self.config.name!r}")
+        nxt = _with_definition(self.config, json.loads(definition_json(config)), config.version)
+        st = settings(nxt)
+        with self._defining:
+            stored, v, _ = _define_reply(self._run("define", [config.version or "next", definition_json(nxt)]))
+            if not stored:
+                raise SupersededError(f"llmpacer: define: version {v} is stored, {config.version} was asked")
+            self.settings, self.version = st, v
+        return v
 
     def acquire(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *,
-                input: int = 0, output: int = 0) -> "Lease":
+                input: int = 0, output: int = 0, model: str = "", tenant: str = "") -> "Lease":
         """Wait until every limit has room for the call, charge them all, return the lease.
 
         tokens is the reservation: prompt tokens plus the output cap. input
         and output optionally split it (tokens is then 0 or their sum): an
         input_tokens or output_tokens rate is charged its own part, and
         Lease.settle_usage gives each part back exactly; without them such
-        a rate is charged all of tokens.
+        a rate is charged all of tokens. model picks the call's weight and
+        price (Config.weights, Config.prices); tenant charges the call to
+        that tenant's rates and share too (Config.tenants): take it from
+        the caller's authenticated session; any str up to 64 KiB is safe.
 
         The wait is bounded by max_wait_ms (0: the config's). A call that
         can never fit raises TooLargeError at once; one whose wait would pass
@@ -800,7 +1230,8 @@ class Pacer:
         error, or an exception such as KeyboardInterrupt while it waits)
         cancels a pending lease, or leaves the slot queue.
         """
-        use = self._use(tokens, priority, max_wait_ms, input, output)
+        self._settle_definition()
+        call = self._call(tokens, priority, max_wait_ms, input, output, model, tenant)
         bound_ms = max_wait_ms or self.settings.max_wait_ms
         began = self._clock()
         deadline = began + bound_ms * 1_000_000
@@ -810,11 +1241,11 @@ class Pacer:
             while True:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
-                rep = self._acquire(self._acquire_args(lease_id, use, priority, remain_ms, ticket))
+                rep = self._acquire(self._acquire_args(lease_id, call, remain_ms, ticket), call.keys)
                 if rep.code == STALE:
                     stale += 1
                     self._follow(stale)
-                    use = self._use(tokens, priority, max_wait_ms, input, output)
+                    call = self._call(tokens, priority, max_wait_ms, input, output, model, tenant)
                     continue
                 if rep.code == DENIED and rep.reason in _STOPS:
                     raise StoppedError(rep.wait_ms, rep.reason)
@@ -824,7 +1255,7 @@ class Pacer:
                         pending._claimed(rep.expiry_ms, rep.now_us)
                         lease, pending = pending, None
                         return lease
-                    lease = self._lease(lease_id, use, rep, rep.now_us + rep.wait_ms * 1000, began)
+                    lease = self._lease(lease_id, call, rep, rep.now_us + rep.wait_ms * 1000, began)
                     if rep.wait_ms > 0:
                         try:
                             self._sleep(rep.wait_ms / 1000)
@@ -836,13 +1267,13 @@ class Pacer:
                     # Admitted with a later turn but no slot: sleep until the
                     # turn, then claim a slot with the ticket.
                     if pending is None:
-                        pending = self._lease(lease_id, use, rep, rep.now_us + rep.wait_ms * 1000, began)
+                        pending = self._lease(lease_id, call, rep, rep.now_us + rep.wait_ms * 1000, began)
                     ticket = rep.ticket
                     if rep.wait_ms > 0:
                         self._sleep(rep.wait_ms / 1000)
                     continue
                 if rep.code == TOO_LARGE:
-                    raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
+                    raise TooLargeError(f"llmpacer: {call.use.tokens} tokens exceed the {rep.reason} bucket's capacity")
                 if rep.ticket != 0:
                     # Queued for a slot: ask again at the estimate; a freed
                     # slot may have admitted it meanwhile (code 2).
@@ -861,32 +1292,34 @@ class Pacer:
             elif ticket:
                 # Its ticket (its first denial) is a lower bound of when a
                 # freed slot may have admitted it.
-                self._leave(lease_id, use, ticket)
+                self._leave(lease_id, call, ticket)
             raise
 
-    def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0) -> "Lease":
+    def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0,
+                    model: str = "", tenant: str = "") -> "Lease":
         """Admit the call only if every limit has room now; else raise NotYetError.
 
-        tokens, input and output as for acquire.
+        tokens, input, output, model and tenant as for acquire.
         """
-        use = self._use(tokens, priority, 0, input, output)
+        self._settle_definition()
+        call = self._call(tokens, priority, 0, input, output, model, tenant)
         lease_id, sent = new_id(), self._clock()
-        rep = self._acquire(self._acquire_args(lease_id, use, priority, 0, 0))
+        rep = self._acquire(self._acquire_args(lease_id, call, 0, 0), call.keys)
         stale = 0
         while rep.code == STALE:
             stale += 1
             self._follow(stale)
-            use = self._use(tokens, priority, 0, input, output)
-            rep = self._acquire(self._acquire_args(lease_id, use, priority, 0, 0))
+            call = self._call(tokens, priority, 0, input, output, model, tenant)
+            rep = self._acquire(self._acquire_args(lease_id, call, 0, 0), call.keys)
         if rep.code in (ADMITTED, ALREADY):
-            return self._lease(lease_id, use, rep, rep.now_us, sent)
+            return self._lease(lease_id, call, rep, rep.now_us, sent)
         if rep.code == TOO_LARGE:
-            raise TooLargeError(f"llmpacer: {use.tokens} tokens exceed the {rep.reason} bucket's capacity")
+            raise TooLargeError(f"llmpacer: {call.use.tokens} tokens exceed the {rep.reason} bucket's capacity")
         if rep.reason in _STOPS:
             raise StoppedError(rep.wait_ms, rep.reason)
         raise NotYetError(rep.wait_ms, rep.reason)
 
-    def _lease(self, lease_id: str, use: _Use, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
+    def _lease(self, lease_id: str, call: _Call, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
         charged = rep.now_us
         if rep.code == ALREADY:
             # Charged by an earlier attempt with this id, whose reply was
@@ -894,7 +1327,7 @@ class Pacer:
             # first sent. A settle is sent a lower bound (it then gives back
             # only less).
             charged = rep.now_us - (self._clock() - first_sent) // 1000 - 1000
-        lease = Lease(self, lease_id, use.tokens, start_us, rep.expiry_ms, charged, input=use.input, output=use.output)
+        lease = Lease(self, lease_id, call, start_us, rep.expiry_ms, charged)
         lease.slot_us = rep.now_us
         lease.probe = rep.reason == "probe"
         # The turn, as acquire.lua counted it (wire.AcquireReply.TurnMs).
@@ -923,19 +1356,19 @@ class Pacer:
         with self._freed:
             self._freed.wait(d / 1e9)
 
-    def _leave(self, lease_id: str, use: "_Use", charged_us: int) -> None:
+    def _leave(self, lease_id: str, call: _Call, charged_us: int) -> None:
         # A waiter that gives up leaves the slot queue: settle with its id
         # and a cancel's corrections, since a freed slot may have admitted
         # it meanwhile (then its lease ends, its tokens go back and its slot
         # goes to the next waiter). charged_us is a lower bound of when that
         # charged it. A few attempts; if all fail, a slot it was given is
         # held until its lease TTL ends.
-        args = [lease_id, charged_us, self.settings.concurrency, self.batch_slots]
-        for field, us in corrections(self.settings.buckets, use, 0, True):
+        args = [lease_id, charged_us, call.settings.concurrency, _batch_slots(call.settings)]
+        for field, us in corrections(call.buckets, call.use, _Use(0), True):
             args += [field, us]
         for attempt in range(3):
             try:
-                self._run("settle", args)
+                self._run("settle", args, call.keys)
                 return
             except Exception:
                 time.sleep(0.05 * (attempt + 1))
@@ -1086,13 +1519,16 @@ class Lease:
     again; unended, it expires after the lease TTL and keeps its reservation.
     """
 
-    def __init__(self, pacer: Pacer, lease_id: str, tokens: int, start_us: int, expiry_ms: int, charged_us: int, *,
-                 input: int = 0, output: int = 0):
+    def __init__(self, pacer: Pacer, lease_id: str, call: _Call, start_us: int, expiry_ms: int, charged_us: int):
         self.id = lease_id
-        # What it reserved: tokens, split into input and output if the
-        # request gave them (else both 0).
-        self._reserved = _Use(tokens, input, output)
-        self.tokens, self.input, self.output = self._reserved.tokens, input, output
+        # What it reserved, in the buckets' units (weighed, priced), and
+        # the call it was charged for: it ends against that call's buckets
+        # and keys, whatever definition is in force by then.
+        self._call = call
+        self._reserved = call.use
+        # The tokens asked for, unweighed (input and output 0 if not split).
+        self.tokens, self.input, self.output = call.asked
+        self.tenant = call.tenant
         self.start_us = start_us  # the call's turn, Redis clock
         self.charged_us = charged_us  # when acquire charged it (or a lower bound)
         # When it took its slot, with a concurrency limit (Redis clock): its
@@ -1144,25 +1580,34 @@ class Lease:
         """
         if type(used) is not int or not 0 <= used <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: settle({used!r}): used must be an int between 0 and {_MAX_TOKENS}")
-        u, r = _Use(used), self._reserved
-        if self._pacer.settings.no_refund:
-            u = _Use(max(used, r.tokens), r.input, r.output, r.split)
+        c, r = self._call, self._reserved
+        # Weighed as the reservation was; priced at most every token at
+        # the dearest price.
+        u = _Use(_weigh(used, c.weight), spend=c.price.bound(used) if c.price else 0)
+        if c.settings.no_refund:
+            u = _Use(max(u.tokens, r.tokens), r.input, r.output, r.split, max(u.spend, r.spend))
         self._finish("settled", u)
 
-    def settle_usage(self, input: int, output: int) -> None:
+    def settle_usage(self, input: int, output: int, cached_input: int = 0) -> None:
         """End the lease with the input and output tokens the call used, apart.
 
         Each input_tokens and output_tokens rate gets back (or is charged)
         its own difference, token rates their sum's, even when they differ
         in sign (less input and more output than reserved: a debt for one
         rate, a give-back for the other). With Config.no_refund nothing
-        goes back; overruns are still charged.
+        goes back; overruns are still charged. cached_input is the part of
+        input read from the provider's prompt cache, which spend rates price
+        at Price.cached_input.
         """
-        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS or not 0 <= output <= _MAX_TOKENS:
-            raise InvalidError(f"llmpacer: settle_usage({input!r}, {output!r}): input and output must be ints between 0 and {_MAX_TOKENS}")
-        u, r = _Use(input + output, input, output, True), self._reserved
-        if self._pacer.settings.no_refund:
-            u = _Use(max(u.tokens, r.tokens), max(input, r.of(INPUT_TOKENS)), max(output, r.of(OUTPUT_TOKENS)), True)
+        if type(input) is not int or type(output) is not int or type(cached_input) is not int \
+                or not 0 <= input <= _MAX_TOKENS or not 0 <= output <= _MAX_TOKENS or not 0 <= cached_input <= input:
+            raise InvalidError(f"llmpacer: settle_usage({input!r}, {output!r}, {cached_input!r}): input and output must be ints between 0 and {_MAX_TOKENS}, cached_input at most input")
+        c, r = self._call, self._reserved
+        i, o = _weigh(input, c.weight), _weigh(output, c.weight)
+        u = _Use(i + o, i, o, True, c.price.spent(input, cached_input, output) if c.price else 0)
+        if c.settings.no_refund:
+            u = _Use(max(u.tokens, r.tokens), max(u.input, r.of(INPUT_TOKENS)), max(u.output, r.of(OUTPUT_TOKENS)), True,
+                     max(u.spend, r.spend))
         self._finish("settled", u)
 
     def release(self) -> None:
@@ -1196,12 +1641,12 @@ class Lease:
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
         if self._state != "held":
             return None, None
-        s = self._pacer
-        args = [self.id, self.charged_us, s.settings.concurrency, s.batch_slots]
-        for field, us in corrections(self._pacer.settings.buckets, self._reserved, used, how == "canceled", self.turn_ms):
+        c = self._call
+        args = [self.id, self.charged_us, c.settings.concurrency, _batch_slots(c.settings)]
+        for field, us in corrections(c.buckets, self._reserved, used, how == "canceled", self.turn_ms):
             args += [field, us]
         try:
-            code, now_us = _ints(self._pacer._run("settle", args), 2)[:2]
+            code, now_us = _ints(self._pacer._run("settle", args, c.keys), 2)[:2]
         except Exception as e:
             # The script may have run: a later attempt that finds the lease
             # gone knows this one ended it.

@@ -31,13 +31,21 @@ class Lost(ConnectionError):
     pass
 
 
+def rate(r):
+    return llmpacer.Rate(**r)
+
+
 def config(d):
+    t = d.get("tenants", {})
     return llmpacer.Config(
+        tenants=llmpacer.Tenants(tuple(rate(r) for r in t.get("rates", ())), t.get("share", 0.0)),
+        weights=dict(d.get("weights", {})), version=d.get("version", 0),
+        prices={m: llmpacer.Price(**p) for m, p in d.get("prices", {}).items()},
         name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
         headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
         no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
         lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""),
-        rates=tuple(llmpacer.Rate(**r) for r in d.get("rates", ())), hash_tag=d.get("hash_tag", ""))
+        rates=tuple(rate(r) for r in d.get("rates", ())), hash_tag=d.get("hash_tag", ""))
 
 
 def as_redis(v):
@@ -112,7 +120,7 @@ def err_name(e):
 
 def call(p, req):
     prio = llmpacer.BATCH if req["priority"] == "batch" else llmpacer.INTERACTIVE
-    split = {"input": req.get("input", 0), "output": req.get("output", 0)}
+    split = {"input": req.get("input", 0), "output": req.get("output", 0), "model": req.get("model", ""), "tenant": req.get("tenant", "")}
     if req["call"] == "try":
         return p.try_acquire(req["tokens"], prio, **split)
     return p.acquire(req["tokens"], prio, req.get("max_wait_ms", 0), **split)
@@ -152,9 +160,11 @@ class TestConfig(unittest.TestCase):
                 else:
                     slots.append(p.acquire_args("x", 1, llmpacer.BATCH, 0)[5])
                 self.assertEqual(slots, v["slots"])
-                for b, want in zip(s.buckets, v["buckets"]):
+                args, n = p.acquire_args("x", 1, llmpacer.INTERACTIVE, 0), len(s.buckets)
+                for k, (b, want) in enumerate(zip(s.buckets, v["buckets"])):
+                    # The charge of a one-token call: for a spend rate, what it may cost.
                     got = {"field": b.field, "limit": b.limit, "capacity": b.capacity, "per_second": b.per_second,
-                           "charge_1": b.charge(1), "allow": b.allowance(0)}
+                           "charge_1": args[8 + n + 2 * k], "allow": b.allowance(0)}
                     if "allow_batch" in want:
                         got["allow_batch"] = b.allowance(s.keep)
                     self.assertEqual(got, want)
@@ -176,7 +186,10 @@ class TestAcquire(unittest.TestCase):
                     self.assertEqual(fake.take(), [])
                     continue
                 self.assertNotIn("error", c)
-                self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+                calls = fake.take()
+                self.assertEqual([x["args"] for x in calls], [c["args"]])
+                if "keys" in c:
+                    self.assertEqual(calls[0]["keys"], c["keys"])
 
     def test_replies(self):
         for c in load("acquire_reply.json")["cases"]:
@@ -213,11 +226,15 @@ class TestLease(unittest.TestCase):
             with self.subTest(f'{c["config"]} {c["tokens"]} {c.get("input")} {c.get("output")} {c["end"]}'):
                 p, fake = pacer(c["config"])
                 fake.replies.append(admitted(p, NOW_US))
-                lease = p.try_acquire(c["tokens"], input=c.get("input", 0), output=c.get("output", 0))
+                lease = p.try_acquire(c["tokens"], input=c.get("input", 0), output=c.get("output", 0),
+                                      model=c.get("model", ""), tenant=c.get("tenant", ""))
                 fake.take()
                 fake.replies.append([1, NOW_US + 1000])
                 end(lease, c["end"])
-                self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+                calls = fake.take()
+                self.assertEqual([x["args"] for x in calls], [c["args"]])
+                if "keys" in c:
+                    self.assertEqual(calls[0]["keys"], c["keys"])
 
     def test_replies(self):
         for sq in load("lease_reply.json")["sequences"]:
@@ -250,7 +267,7 @@ def end(lease, e):
     if how == "settle":
         lease.settle(e.get("used", 0))
     elif how == "settle_usage":
-        lease.settle_usage(e.get("input", 0), e.get("output", 0))
+        lease.settle_usage(e.get("input", 0), e.get("output", 0), e.get("cached_input", 0))
     elif how == "keepalive":
         lease.keepalive()
     else:
