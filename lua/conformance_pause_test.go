@@ -17,10 +17,13 @@ type pauseCase struct {
 	// Call is "pause" (Pacer.Pause), "throttled" (Pacer.Throttled: a
 	// provider's 429 for Limit, refusing a call of Tokens) or "sync"
 	// (Pacer.Sync: the provider's headers report Remaining room, by
-	// "requests" and "tokens").
+	// "requests" and "tokens"); "stop" (Pacer.Stop), "stop_quota"
+	// (Pacer.StopQuota, probing every ProbeUs, 0 for the default) or
+	// "resume" (Pacer.Resume), which run stop.lua instead.
 	Call      string           `json:"call"`
 	Remaining map[string]int64 `json:"remaining,omitempty"`
 	DUs       int64            `json:"d_us"` // the pause asked for, in µs
+	ProbeUs   int64            `json:"probe_us,omitempty"`
 	Limit     string           `json:"limit,omitempty"`
 	Tokens    int64            `json:"tokens,omitempty"`
 	// Input and Output split the refused call's tokens (Tokens is 0 or
@@ -92,6 +95,16 @@ func pauseVectors(t *testing.T) any {
 		sync("rates-exact", map[string]int64{"requests": 3, "tokens": 1300}),
 		sync("rates", map[string]int64{"requests": 40, "tokens": 1300}),
 		sync("rates-rpm", map[string]int64{"requests": 40, "tokens": 1300}),
+		// Stops (stop.lua): {ms, probe interval ms, kind}; resume {0, 0, "stop"}.
+		stopQuota("basic", time.Hour, 30*time.Second),
+		stopQuota("basic", 90*time.Second, 0),
+		stopQuota("basic", 2300*time.Microsecond, 1500*time.Microsecond),
+		stopQuota("basic", time.Hour, 500*time.Microsecond),
+		stopQuota("basic", time.Hour, 8*24*time.Hour),
+		{Config: "basic", Call: "stop", DUs: (5 * time.Minute).Microseconds()},
+		{Config: "basic", Call: "stop", DUs: 400},
+		{Config: "basic", Call: "stop", DUs: (8 * 24 * time.Hour).Microseconds()},
+		{Config: "tenants", Call: "resume"},
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -112,6 +125,12 @@ func pauseVectors(t *testing.T) any {
 				err = p.Sync(ctx, rl)
 			case "pause":
 				err = p.Pause(ctx, d)
+			case "stop":
+				err = p.Stop(ctx, d)
+			case "stop_quota":
+				err = p.StopQuota(ctx, d, time.Duration(c.ProbeUs)*time.Microsecond)
+			case "resume":
+				err = p.Resume(ctx)
 			default:
 				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output})
 			}
@@ -133,9 +152,15 @@ func pauseVectors(t *testing.T) any {
 			"its field, span − charge(min(units, capacity)) and 2 × span, in µs, where units are the refused call's, as acquire counts them " +
 			"(input and output, when given, split tokens). error invalid: refused before any script runs. " +
 			"sync (a provider's rate-limit headers): {0}, then for rpm (requests) and tpm (tokens) when reported and configured, its field, " +
-			"span − charge(clamp(remaining − (limit − limit after Headroom), 0, capacity)) and 2 × span; no args: no script call.",
+			"span − charge(clamp(remaining − (limit − limit after Headroom), 0, capacity)) and 2 × span; no args: no script call. " +
+			"stop, stop_quota and resume run stop.lua instead: {stop ms (whole, truncated), probe interval ms (0 for an operator's stop; probe_us 0 takes 60000), kind \"stop\" or \"quota\"}; resume {0, 0, \"stop\"}.",
 		"cases": cases,
 	}
+}
+
+// stopQuota is a StopQuota of d, probing every probe (0: the default).
+func stopQuota(config string, d, probe time.Duration) pauseCase {
+	return pauseCase{Config: config, Call: "stop_quota", DUs: d.Microseconds(), ProbeUs: probe.Microseconds()}
 }
 
 type snapshotCase struct {

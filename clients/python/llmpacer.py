@@ -1477,13 +1477,13 @@ class Pacer:
                 stopped_ms, stopped_by = left, m[4]
         return Snapshot(now_us, paused_ms, in_flight, self.settings.concurrency, levels, stopped_ms, stopped_by)
 
-    def stop_quota(self, seconds: float, probe_seconds: float = 60) -> int:
+    def stop_quota(self, seconds: float, probe_seconds: float = 0) -> int:
         """Stop the budget because the provider's quota is exhausted.
 
         Every process's calls are refused with StoppedError (limit "quota"),
         sending nothing, for seconds or until a probe succeeds: every
-        probe_seconds one call that fits goes through, and settling it
-        resumes the budget. Returns the stop in force, in ms.
+        probe_seconds (0: a minute) one call that fits goes through, and
+        settling it resumes the budget. Returns the stop in force, in ms.
         """
         return self._stop(seconds, probe_seconds, "quota")
 
@@ -1496,10 +1496,13 @@ class Pacer:
         _ints(self._run("stop", [0, 0, "stop"]), 2)
 
     def _stop(self, seconds: float, probe_seconds: float, kind: str) -> int:
-        ms, every = int(seconds * 1000), int(probe_seconds * 1000)
-        if not 1 <= ms <= _MAX_DURATION_MS or every < 0 or every > _MAX_DURATION_MS or (kind == "quota" and every < 1):
-            raise InvalidError(f"llmpacer: stop of {seconds!r} s probing every {probe_seconds!r} s: the stop must be 1 ms to 7 days, the probe interval 1 ms to 7 days")
-        return _ints(self._run("stop", [ms, every, kind]), 2)[0]
+        # In µs first, then whole ms truncated, as Go's Duration.Milliseconds.
+        us, every = round(seconds * 1e6), round(probe_seconds * 1e6)
+        if kind == "quota" and every == 0:
+            every = DEFAULT_PROBE_MS * 1000
+        if not 1000 <= us <= _MAX_DURATION_MS * 1000 or (kind == "quota" and not 1000 <= every <= _MAX_DURATION_MS * 1000):
+            raise InvalidError(f"llmpacer: stop of {seconds!r} s probing every {probe_seconds!r} s: the stop must be 1 ms to 7 days, the probe interval 1 ms to 7 days (0: a minute); resume ends a stop")
+        return _ints(self._run("stop", [us // 1000, every // 1000, kind]), 2)[0]
 
 
 def _cancel_quietly(lease: "Lease") -> None:

@@ -289,6 +289,12 @@ class TestPause(unittest.TestCase):
                             continue
                     elif c["call"] == "pause":
                         p.pause(c["d_us"] / 1e6)
+                    elif c["call"] == "stop":
+                        p.stop(c["d_us"] / 1e6)
+                    elif c["call"] == "stop_quota":
+                        p.stop_quota(c["d_us"] / 1e6, c.get("probe_us", 0) / 1e6)
+                    elif c["call"] == "resume":
+                        p.resume()
                     else:
                         p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0), input=c.get("input", 0), output=c.get("output", 0))
                 except llmpacer.LlmpacerError as e:
