@@ -53,6 +53,7 @@ func TestConformanceVectors(t *testing.T) {
 		{"lease_reply.json", leaseReplyVectors},
 		{"pause.json", pauseVectors},
 		{"snapshot.json", snapshotVectors},
+		{"define.json", defineVectors},
 	}
 	for _, f := range files {
 		var buf bytes.Buffer
@@ -243,6 +244,8 @@ func errName(err error) string {
 		return "quota"
 	case errors.Is(err, pacer.ErrStopped):
 		return "stopped"
+	case errors.Is(err, pacer.ErrSuperseded):
+		return "superseded"
 	case errors.Is(err, pacer.ErrTooLarge):
 		return "too_large"
 	case errors.Is(err, pacer.ErrNotYet):
@@ -288,6 +291,7 @@ type vconfig struct {
 	Tenants *vtenants          `json:"tenants,omitempty"`
 	Weights map[string]float64 `json:"weights,omitempty"`
 	Prices  map[string]vprice  `json:"prices,omitempty"`
+	Version int64              `json:"version,omitempty"`
 }
 
 // vtenants is Config.Tenants as the vectors write it.
@@ -353,7 +357,7 @@ func (c vconfig) config() pacer.Config {
 		prices[m] = pacer.Price{Input: pr.Input, CachedInput: pr.CachedInput, Output: pr.Output, InputMargin: pr.InputMargin}
 	}
 	return pacer.Config{
-		Tenants: tenants, Weights: c.Weights, Prices: prices,
+		Tenants: tenants, Weights: c.Weights, Prices: prices, Version: c.Version,
 		Name: c.Budget, KeyPrefix: c.KeyPrefix, HashTag: c.HashTag,
 		Limits:   pacer.Limits{RPM: c.Limits.RPM, TPM: c.Limits.TPM, RPD: c.Limits.RPD, TPD: c.Limits.TPD, Concurrency: c.Limits.Concurrency},
 		Burst:    pacer.Burst{RPM: c.Burst.RPM, TPM: c.Burst.TPM, RPD: c.Burst.RPD, TPD: c.Burst.TPD},

@@ -1190,16 +1190,17 @@ class Pacer:
         As pacer.Define: the definition is config's limits, burst, rates,
         tenants, weights, prices, sliding_window, headroom, no_refund,
         batch_floor and lease_ttl_ms; its name and key_prefix must be this
-        budget's. With config.version 0 it is stored as the next version
-        after the one stored; with a positive version only if that is
-        higher, else SupersededError. Returns the version stored.
+        budget's or empty. With config.version 0 it is stored as the next
+        version after the one stored; with a positive version only if that
+        is higher, else SupersededError. Returns the version stored. An
+        invalid definition raises InvalidError before anything is stored.
         """
-        if config.name != self.config.name or (config.key_prefix or DEFAULT_KEY_PREFIX) != (self.config.key_prefix or DEFAULT_KEY_PREFIX):
-            raise InvalidError(f"llmpacer: define: config names budget {config.name!r}, not this Pacer's {self.config.name!r}")
-        nxt = _with_definition(self.config, json.loads(definition_json(config)), config.version)
-        st = settings(nxt)
+        if config.name not in ("", self.config.name) or config.key_prefix not in ("", self.config.key_prefix):
+            raise InvalidError(f"llmpacer: define: config names budget {config.name!r} (prefix {config.key_prefix!r}), not this Pacer's {self.config.name!r}: leave name and key_prefix empty or the same")
+        body = definition_json(config)
+        st = settings(_with_definition(self.config, json.loads(body), config.version))
         with self._defining:
-            stored, v, _ = _define_reply(self._run("define", [config.version or "next", definition_json(nxt)]))
+            stored, v, _ = _define_reply(self._run("define", [config.version or "next", body]))
             if not stored:
                 raise SupersededError(f"llmpacer: define: version {v} is stored, {config.version} was asked")
             self.settings, self.version = st, v

@@ -113,6 +113,8 @@ def err_name(e):
                       (llmpacer.InvalidError, "invalid"), (llmpacer.ReplyError, "bad_reply"), (Lost, "redis")]:
         if isinstance(e, cls):
             return name
+    if isinstance(e, llmpacer.SupersededError):
+        return "superseded"
     if isinstance(e, llmpacer.StoppedError):
         return "quota" if e.limit == "quota" else "stopped"
     raise e
@@ -301,6 +303,26 @@ class TestPause(unittest.TestCase):
                     self.assertEqual(err_name(e), c.get("error"))
                     continue
                 self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+
+
+class TestDefine(unittest.TestCase):
+    def test_cases(self):
+        for c in load("define.json")["cases"]:
+            with self.subTest(c["name"]):
+                cfg = dict(CONFIGS[c["config"]], version=c.get("version", 0))
+                fake, clock = FakeRedis(), Clock()
+                p = llmpacer.Pacer(fake, config(cfg), _clock=clock, _sleep=clock.sleep, _jitter=lambda n: n // 3)
+                fake.replies.extend(c["replies"])
+                e = ""
+                try:
+                    if c.get("define"):
+                        p.define(config(c["define"]))
+                    if c.get("request"):
+                        call(p, c["request"])
+                except llmpacer.LlmpacerError as x:
+                    e = err_name(x)
+                self.assertEqual(e, c.get("error", ""))
+                self.assertEqual([(x["script"], x["args"]) for x in fake.take()], [(x["script"], x["args"]) for x in c["calls"]])
 
 
 class TestSnapshot(unittest.TestCase):
