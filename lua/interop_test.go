@@ -82,7 +82,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 		t.Cleanup(func() { rdb.Del(context.Background(), p1.Keys()...) })
 	}
 	began := time.Now()
-	w := startWorker(t, py, b.Addrs[0], budgets)
+	w := startWorker(t, py, b, budgets)
 
 	t.Run("refunds", func(t *testing.T) { interopRefunds(t, w, pacers["refund"][0]) })
 	t.Run("slots", func(t *testing.T) { interopSlots(t, w, rdb, pacers["slots"][0]) })

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
 )
 
 // pythonDir is the Python client, clients/python.
@@ -105,6 +107,8 @@ type pyAnswer struct {
 	Remaining int64              `json:"remaining_ms"`
 	Levels    map[string]float64 `json:"levels"`
 	Calls     []call             `json:"calls"`
+	// TenantCalls are tenant_load's calls.
+	TenantCalls []tenantCall `json:"tenant_calls"`
 }
 
 // call is one admitted call of the load phase, on the Redis clock.
@@ -122,11 +126,12 @@ type call struct {
 	Priority string  `json:"priority"`
 }
 
-// startWorker starts the Python worker on the Redis at addr with the
-// given budgets; it is stopped when the test ends.
-func startWorker(t *testing.T, py, addr string, budgets map[string]vconfig) *worker {
+// startWorker starts the Python worker on backend b (a Redis, or a
+// Cluster by its seed nodes) with the given budgets; it is stopped when
+// the test ends.
+func startWorker(t *testing.T, py string, b redistest.Backend, budgets map[string]vconfig) *worker {
 	t.Helper()
-	spec, _ := json.Marshal(map[string]any{"addr": addr, "budgets": budgets})
+	spec, _ := json.Marshal(map[string]any{"addr": strings.Join(b.Addrs, ","), "cluster": b.Kind == "cluster", "budgets": budgets})
 	cmd := exec.Command(py, "interop_worker.py", string(spec))
 	cmd.Dir = pythonDir
 	cmd.Env = pythonEnv()

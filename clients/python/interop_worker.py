@@ -1,7 +1,8 @@
 """The Python side of lua/interop_test.go, which shares budgets with Go pacers.
 
 The Go test starts this worker with a JSON argument, {"addr": "host:port",
-"budgets": {key: config as in lua/testdata/conformance/config.json}}, then
+"budgets": {key: config as in lua/testdata/conformance/config.json}} ("addr"
+is a comma-separated list of seed nodes with "cluster": true), then
 sends one JSON command a line on stdin and reads one JSON answer a line on
 stdout. Commands run one at a time, in order:
 
@@ -14,6 +15,7 @@ stdout. Commands run one at a time, in order:
   {"op": "throttled", "budget", "seconds", "limit", "tokens"} -> {"remaining_ms"}
   {"op": "snapshot", "budget"} -> {"time_us", "in_flight", "paused_ms", "levels": {field: level}}
   {"op": "load", "budget", "seconds", "threads", "seed", "ends"} -> {"calls": [...]}
+  {"op": "tenant_load", "budget", "tenants", "threads", "seed", "model", "seconds", "start_unix_ms"} -> {"tenant_calls": [...]}
   {"op": "quit"}
 
 A refusal answers {"error": "not_yet" | "wait_timeout" | ..., "wait_ms", "limit"}.
@@ -30,13 +32,21 @@ import redis
 import llmpacer
 
 
+def rate(r):
+    return llmpacer.Rate(**r)
+
+
 def config(d):
+    t = d.get("tenants", {})
     return llmpacer.Config(
+        tenants=llmpacer.Tenants(tuple(rate(r) for r in t.get("rates", ())), t.get("share", 0.0)),
+        weights=dict(d.get("weights", {})), version=d.get("version", 0),
+        prices={m: llmpacer.Price(**p) for m, p in d.get("prices", {}).items()},
         name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
         headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
         no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
         lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""),
-        rates=tuple(llmpacer.Rate(**r) for r in d.get("rates", ())), hash_tag=d.get("hash_tag", ""))
+        rates=tuple(rate(r) for r in d.get("rates", ())), hash_tag=d.get("hash_tag", ""))
 
 
 def end(lease, how, used, input=0, output=0):
@@ -55,10 +65,10 @@ def resend(p):
     a Retry that retries on timeouts, go-redis by default)."""
     run = p._run
 
-    def twice(name, args):
+    def twice(name, args, keys=None):
         del p._run  # back to the class's method after this call
-        run(name, args)
-        return run(name, args)
+        run(name, args, keys)
+        return run(name, args, keys)
 
     p._run = twice
 
@@ -103,10 +113,50 @@ def load(p, seconds, threads, seed, ends):
     return {"calls": calls}
 
 
+def tenant_load(p, tenants, threads, seed, model, seconds, start_unix_ms):
+    """threads callers per tenant, each calling try_acquire for its tenant
+    (input 100 to 300 tokens, output 50 to 150) and settling at once with
+    all of the input and part of the output, then pausing 1 to 4 ms, until
+    its first refusal (or seconds pass). They start at start_unix_ms (wall
+    clock), when the Go side's callers do. Returns one record a call: the
+    tokens reserved and used."""
+    stop = time.monotonic() + seconds
+    calls, mu = [], threading.Lock()
+
+    def run(tenant, i):
+        rng = random.Random(f"{seed}:{tenant}:{i}")
+        time.sleep(max(0.0, start_unix_ms / 1000 - time.time()))
+        while time.monotonic() < stop:
+            time.sleep(rng.uniform(0.001, 0.004))
+            inp, out = rng.randint(100, 300), rng.randint(50, 150)
+            try:
+                lease = p.try_acquire(input=inp, output=out, model=model, tenant=tenant)
+            except llmpacer.NotYetError:
+                return
+            used = rng.randint(0, out)
+            lease.settle_usage(inp, used)
+            with mu:
+                calls.append({"side": "python", "tenant": tenant, "input": inp, "output": out, "output_used": used,
+                              "start_us": lease.start_us})
+
+    ts = [threading.Thread(target=run, args=(t, i)) for t in tenants for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return {"tenant_calls": calls}
+
+
+def client(spec):
+    nodes = [a.rsplit(":", 1) for a in spec["addr"].split(",")]
+    if spec.get("cluster"):
+        return redis.RedisCluster(startup_nodes=[redis.cluster.ClusterNode(h, int(p)) for h, p in nodes])
+    return redis.Redis(host=nodes[0][0], port=int(nodes[0][1]))
+
+
 def main():
     spec = json.loads(sys.argv[1])
-    host, port = spec["addr"].rsplit(":", 1)
-    r = redis.Redis(host=host, port=int(port))
+    r = client(spec)
     pacers = {k: llmpacer.Pacer(r, config(v)) for k, v in spec["budgets"].items()}
     leases = {}
     for line in sys.stdin:
@@ -148,6 +198,8 @@ def main():
                        "levels": {f: b.level for f, b in s.buckets.items()}}
             elif op == "load":
                 out = load(pacers[cmd["budget"]], cmd["seconds"], cmd["threads"], cmd["seed"], cmd["ends"])
+            elif op == "tenant_load":
+                out = tenant_load(pacers[cmd["budget"]], cmd["tenants"], cmd["threads"], cmd["seed"], cmd.get("model", ""), cmd["seconds"], cmd["start_unix_ms"])
             else:
                 out = {"error": "unknown op " + op}
         except llmpacer.NotYetError as e:
