@@ -30,6 +30,7 @@ type pauseCase struct {
 	// their sum).
 	Input  int64    `json:"input,omitempty"`
 	Output int64    `json:"output,omitempty"`
+	Model  string   `json:"model,omitempty"` // the refused call's model, for its weight
 	Error  string   `json:"error,omitempty"`
 	Args   []string `json:"args,omitempty"` // pause's ARGV
 }
@@ -105,6 +106,18 @@ func pauseVectors(t *testing.T) any {
 		{Config: "basic", Call: "stop", DUs: 400},
 		{Config: "basic", Call: "stop", DUs: (8 * 24 * time.Hour).Microseconds()},
 		{Config: "tenants", Call: "resume"},
+		// A weighted model's tokens lower token buckets weighed; spend
+		// rates are never lowered.
+		func() pauseCase {
+			c := splitThrottled("spend", time.Second, "unknown", 1000, 500)
+			c.Model = "gpt-4o"
+			return c
+		}(),
+		func() pauseCase {
+			c := throttled("weights", time.Second, "tokens", 1000)
+			c.Model = "gpt-4o-mini"
+			return c
+		}(),
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -132,7 +145,7 @@ func pauseVectors(t *testing.T) any {
 			case "resume":
 				err = p.Resume(ctx)
 			default:
-				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output})
+				err = p.Throttled(ctx, d, classifyLimits[c.Limit], pacer.Request{Tokens: c.Tokens, Input: c.Input, Output: c.Output, Model: c.Model})
 			}
 			calls := f.take()
 			if err != nil {

@@ -1390,7 +1390,8 @@ class Pacer:
         """
         return self._pause(seconds, [])
 
-    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0, *, input: int = 0, output: int = 0) -> int:
+    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0, *, input: int = 0, output: int = 0,
+                  model: str = "") -> int:
         """Report a provider's 429 for a call of tokens: pause, and lower the buckets it names.
 
         limit is what the provider says ran out: "requests", "tokens",
@@ -1398,8 +1399,8 @@ class Pacer:
         lowered are those of a minute or shorter counting it: requests;
         tokens, input and output tokens for "tokens"; tokens and input (or
         output) tokens for "input_tokens" ("output_tokens"). Day buckets and
-        other long ones never are. input and output split tokens as for
-        acquire.
+        other long ones never are, nor spend rates. input, output and model
+        (its weight) as for acquire.
         """
         if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
             raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
@@ -1407,8 +1408,9 @@ class Pacer:
                 or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
             raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
         lower = {REQUESTS: (REQUESTS,), TOKENS: (TOKENS, INPUT_TOKENS, OUTPUT_TOKENS),
-                 INPUT_TOKENS: (TOKENS, INPUT_TOKENS), OUTPUT_TOKENS: (TOKENS, OUTPUT_TOKENS)}.get(limit, UNITS)
-        use = _Use(tokens, input, output)
+                 INPUT_TOKENS: (TOKENS, INPUT_TOKENS), OUTPUT_TOKENS: (TOKENS, OUTPUT_TOKENS)}.get(
+            limit, (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS))
+        use = _reserved(tokens, input, output, self.settings.weight(model), None)
         args = []
         for b in self.settings.buckets:
             # A sliding window has no TAT to lower: the pause holds it back.

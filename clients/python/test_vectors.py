@@ -298,7 +298,8 @@ class TestPause(unittest.TestCase):
                     elif c["call"] == "resume":
                         p.resume()
                     else:
-                        p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0), input=c.get("input", 0), output=c.get("output", 0))
+                        p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0), input=c.get("input", 0), output=c.get("output", 0),
+                                    model=c.get("model", ""))
                 except llmpacer.LlmpacerError as e:
                     self.assertEqual(err_name(e), c.get("error"))
                     continue
