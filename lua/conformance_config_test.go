@@ -130,6 +130,9 @@ var vectorConfigs = []namedConfig{
 	{"tenant-spend-only", vconfig{Budget: "tenant-spend-only", Limits: vlimits{TPM: 100_000},
 		Prices:  map[string]vprice{"": {Input: 1_000_000, Output: 2_000_000}},
 		Tenants: &vtenants{Rates: []vrate{{Unit: "spend", Limit: 500_000, WindowMs: 86_400_000}}}}},
+	// A Group's deployments: one hash tag, so that route.lua reaches both.
+	{"group-eu", vconfig{Budget: "azure:eu", HashTag: "gpt-4o", Limits: vlimits{RPM: 600, TPM: 100_000}}},
+	{"group-us", vconfig{Budget: "azure:us", HashTag: "gpt-4o", Limits: vlimits{TPM: 30_000, Concurrency: 4}}},
 }
 
 // invalidConfigs are configurations the Go client rejects; a port should

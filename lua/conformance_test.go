@@ -54,6 +54,7 @@ func TestConformanceVectors(t *testing.T) {
 		{"pause.json", pauseVectors},
 		{"snapshot.json", snapshotVectors},
 		{"define.json", defineVectors},
+		{"group.json", groupVectors},
 	}
 	for _, f := range files {
 		var buf bytes.Buffer
@@ -91,7 +92,7 @@ func scriptVectors(*testing.T) any {
 		Bytes int    `json:"bytes"`
 	}
 	var out []script
-	for _, name := range []string{"acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define"} {
+	for _, name := range []string{"acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define", "route"} {
 		src := lua.Source(name)
 		sum := sha1.Sum([]byte(src))
 		out = append(out, script{name, hex.EncodeToString(sum[:]), len(src)})
@@ -130,7 +131,7 @@ var errLost = errors.New("fake: connection reset")
 var scriptNames = map[string]string{
 	lua.Acquire.Hash(): "acquire", lua.Settle.Hash(): "settle", lua.KeepAlive.Hash(): "keepalive",
 	lua.Pause.Hash(): "pause", lua.Snapshot.Hash(): "snapshot", lua.Stop.Hash(): "stop",
-	lua.Define.Hash(): "define",
+	lua.Define.Hash(): "define", lua.Route.Hash(): "route",
 }
 
 func (f *fakeWire) DialHook(redis.DialHook) redis.DialHook {
@@ -166,17 +167,32 @@ func (f *fakeWire) ProcessHook(redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(redis.ErrClosed)
 			return redis.ErrClosed
 		}
-		if c.Script == "acquire" || c.Script == "settle" || c.Script == "keepalive" {
+		// The lease id: acquire's, settle's and keepalive's ARGV[1];
+		// route's first acquire ARGV[1], repeated in every deployment's.
+		at := -1
+		switch c.Script {
+		case "acquire", "settle", "keepalive":
+			at = 0
+		case "route":
+			d, _ := strconv.Atoi(strings.TrimPrefix(c.Args[0], "-"))
+			at = 2 + 2*d
+		}
+		if at >= 0 {
 			if f.ids == nil {
 				f.ids = map[string]string{}
 			}
-			if f.ids[c.Args[0]] == "" {
-				f.ids[c.Args[0]] = "<id>"
+			id := c.Args[at]
+			if f.ids[id] == "" {
+				f.ids[id] = "<id>"
 				if n := len(f.ids); n > 1 {
-					f.ids[c.Args[0]] = "<id" + strconv.Itoa(n) + ">"
+					f.ids[id] = "<id" + strconv.Itoa(n) + ">"
 				}
 			}
-			c.Args[0] = f.ids[c.Args[0]]
+			for i, a := range c.Args {
+				if a == id {
+					c.Args[i] = f.ids[id]
+				}
+			}
 		}
 		f.calls = append(f.calls, c)
 		if len(f.replies) == 0 {

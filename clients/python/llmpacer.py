@@ -76,7 +76,11 @@ INTERACTIVE, BATCH = "interactive", "batch"
 REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND = "requests", "tokens", "input_tokens", "output_tokens", "spend"
 UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND)
 DEFAULT_PROBE_MS = 60_000  # stop_quota's probe interval when 0 (pacer.DefaultProbeInterval)
-SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define")
+SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define", "route")
+# A Group's policies (pacer.Policy): the order a call is offered to its
+# deployments in.
+FILL_IN_ORDER, SPREAD, MOST_ROOM = "fill-in-order", "spread", "most-room"
+_MAX_DEPLOYMENTS = 16
 
 _MAX_LIMIT = _MAX_TOKENS = _MAX_SPAN_US = 1 << 50
 _MAX_DURATION_MS = 7 * 24 * 3600 * 1000
@@ -847,7 +851,8 @@ def lua_dir() -> Path:
 
 
 def source(name: str, directory: str | os.PathLike | None = None) -> str:
-    """The full text sent for a script: prelude.lua, a newline, <name>.lua.
+    """The full text sent for a script: prelude.lua, a newline, <name>.lua
+    (for "route", acquire as a function, then route.lua: lua.Source's).
 
     Both files are used byte for byte, each with its final newline, so the
     text (and its SHA-1, which EVALSHA names it by) is lua.Source(name)'s.
@@ -855,7 +860,14 @@ def source(name: str, directory: str | os.PathLike | None = None) -> str:
     if name not in SCRIPTS:
         raise ValueError(f"llmpacer: no script {name!r}")
     d = Path(directory) if directory else lua_dir()
-    return (d / "prelude.lua").read_bytes().decode("utf-8") + "\n" + (d / f"{name}.lua").read_bytes().decode("utf-8")
+
+    def read(n):
+        return (d / f"{n}.lua").read_bytes().decode("utf-8")
+    if name == "route":
+        # acquire, with the prelude, as a function of its keys and
+        # arguments, which route.lua calls once per deployment.
+        return "local function acq(KEYS, ARGV)\n" + read("prelude") + "\n" + read("acquire") + "\nend\n" + read("route")
+    return read("prelude") + "\n" + read(name)
 
 
 def new_id() -> str:
@@ -998,6 +1010,7 @@ class Pacer:
         self.settings = settings(config)
         self.version = 0  # of the stored definition followed (0: none, this config)
         self.keys = list(self.settings.keys)
+        self._client = client
         self._scripts = {n: client.register_script(source(n, lua_dir)) for n in SCRIPTS}
         # Seams for tests: a monotonic clock in ns, a sleep in seconds, and
         # the jitter added to a retry's sleep, in ns.
@@ -1127,7 +1140,10 @@ class Pacer:
 
     def _acquire(self, args: list, keys: list | None = None) -> AcquireReply:
         """Run acquire and record what its reply says of the budget's state."""
-        rep = decode_acquire(self._run("acquire", args, keys))
+        return self._saw(decode_acquire(self._run("acquire", args, keys)))
+
+    def _saw(self, rep: AcquireReply) -> AcquireReply:
+        # Record what an acquire reply says of the budget's state.
         x = rep.xp
         if rep.code in (ADMITTED, ALREADY):
             x = max(x, rep.expiry_ms)
@@ -1235,18 +1251,27 @@ class Pacer:
         call = self._call(tokens, priority, max_wait_ms, input, output, model, tenant)
         bound_ms = max_wait_ms or self.settings.max_wait_ms
         began = self._clock()
-        deadline = began + bound_ms * 1_000_000
-        lease_id = new_id()  # reused by every retry of this call
+        return self._acquire_loop(call, new_id(), bound_ms, began, began + bound_ms * 1_000_000,
+                                  lambda: self._call(tokens, priority, max_wait_ms, input, output, model, tenant))
+
+    def _acquire_loop(self, call: _Call, lease_id: str, bound_ms: int, began: int, deadline: int,
+                      again: Callable[[], _Call], first: "AcquireReply | None" = None) -> "Lease":
+        # acquire's loop for call under lease_id (reused by every retry),
+        # again rebuilding the call after a definition changed; first, if
+        # set, is a reply already had (a Group's route), the loop's first.
         ticket, pending, stale = 0, None, 0
         try:
             while True:
                 now = self._clock()
                 remain_ms = max(0, (deadline - now) // 1_000_000)
-                rep = self._acquire(self._acquire_args(lease_id, call, remain_ms, ticket), call.keys)
+                if first is not None:
+                    rep, first = first, None
+                else:
+                    rep = self._acquire(self._acquire_args(lease_id, call, remain_ms, ticket), call.keys)
                 if rep.code == STALE:
                     stale += 1
                     self._follow(stale)
-                    call = self._call(tokens, priority, max_wait_ms, input, output, model, tenant)
+                    call = again()
                     continue
                 if rep.code == DENIED and rep.reason in _STOPS:
                     raise StoppedError(rep.wait_ms, rep.reason)
@@ -1704,8 +1729,161 @@ class Lease:
         raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
 
 
+@dataclasses.dataclass(frozen=True)
+class Deployment:
+    """One budget of a Group, as pacer.Deployment: its Pacer, and its share
+    of the calls under SPREAD (0 means 1)."""
+
+    pacer: Pacer
+    weight: float = 0.0
+
+
+class Group:
+    """Route each call to one of several budgets (deployments of one model), as pacer.Group.
+
+    A call is admitted on the first deployment, in the policy's order
+    (FILL_IN_ORDER, SPREAD by weight, or MOST_ROOM), that has room now, in
+    one script call (route.lua) over every deployment; when none has, it
+    waits on the one whose room comes first, as Pacer.acquire would. Every
+    deployment's Pacer must use one Redis client, and on a Redis Cluster
+    their budgets one hash tag (Config.hash_tag), so that one script
+    reaches them all. A deployment paused, stopped or too small for the
+    call is passed over, by Go and Python processes alike.
+    """
+
+    def __init__(self, deployments, policy: str = FILL_IN_ORDER, *, _random: Callable[[], float] = random.random):
+        ds = [d if isinstance(d, Deployment) else Deployment(d) for d in deployments]
+        if not 1 <= len(ds) <= _MAX_DEPLOYMENTS:
+            raise InvalidError(f"llmpacer: a Group has {len(ds)} deployments: give 1 to {_MAX_DEPLOYMENTS}")
+        if policy not in (FILL_IN_ORDER, SPREAD, MOST_ROOM):
+            raise InvalidError(f"llmpacer: Group policy {policy!r}: use FILL_IN_ORDER, SPREAD or MOST_ROOM")
+        seen, tags = {}, set()
+        for i, d in enumerate(ds):
+            if not isinstance(d.pacer, Pacer):
+                raise InvalidError(f"llmpacer: deployments[{i}] = {d.pacer!r}: use a llmpacer.Pacer")
+            if not (isinstance(d.weight, (int, float)) and 0 <= d.weight < math.inf):
+                raise InvalidError(f"llmpacer: deployments[{i}].weight = {d.weight!r}: use a positive number, or 0 for 1")
+            k = d.pacer.keys[0]
+            if k in seen:
+                raise InvalidError(f"llmpacer: deployments[{seen[k]}] and [{i}] are the same budget {d.pacer.config.name!r}: list each deployment once")
+            seen[k] = i
+            if d.pacer._client is not ds[0].pacer._client:
+                raise InvalidError(f"llmpacer: deployments[{i}] uses another Redis client: a Python Group routes in one script call, so give every deployment's Pacer one client")
+            tags.add(k[k.index("{") + 1:k.index("}")])
+        if len(tags) > 1 and type(ds[0].pacer._client).__name__ == "RedisCluster":
+            raise InvalidError("llmpacer: on a Redis Cluster a Group's budgets need one hash tag (Config.hash_tag), so that one script reaches them all")
+        self.deployments, self.policy = ds, policy
+        self._weights = [d.weight or 1.0 for d in ds]
+        self._random = _random
+
+    def _order(self) -> list:
+        # As given, or for SPREAD a weighted random order: each next
+        # deployment drawn among those left in proportion to its weight.
+        o = list(range(len(self.deployments)))
+        if self.policy != SPREAD or len(o) == 1:
+            return o
+        total = sum(self._weights)
+        for k in range(len(o) - 1):
+            x, j = self._random() * total, k
+            while j < len(o) - 1:
+                x -= self._weights[o[j]]
+                if x < 0:
+                    break
+                j += 1
+            total -= self._weights[o[j]]
+            o[k], o[j] = o[j], o[k]
+        return o
+
+    def _route(self, req: tuple, bound_ms: int):
+        """Offer the call to every deployment that can take it, in one
+        route.lua call; returns the Pacer chosen, its _Call, the lease id
+        and acquire's reply there."""
+        use, first = [], None
+        for i in self._order():
+            p = self.deployments[i].pacer
+            p._settle_definition()
+            try:
+                use.append((p, p._call(*req)))
+            except (InvalidError, TooLargeError) as e:
+                if first is None or i == 0:
+                    first = e
+        if not use:
+            raise first
+        lease_id = new_id()
+        n = len(use)
+        args, keys, more = [-n if self.policy == MOST_ROOM else n, bound_ms], [], []
+        for p, call in use:
+            a = p._acquire_args(lease_id, call, bound_ms, 0)
+            args += [len(call.keys), len(a)]
+            keys += call.keys
+            more += a
+        v = use[0][0]._run("route", args + more, keys)
+        if not isinstance(v, (list, tuple)) or len(v) != 8 or type(v[0]) is not int or not 1 <= v[0] <= n:
+            raise ReplyError(f"llmpacer: unexpected route reply {v!r}")
+        p, call = use[v[0] - 1]
+        return p, call, lease_id, p._saw(decode_acquire(v[1:]))
+
+    def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0,
+                    model: str = "", tenant: str = "") -> "tuple[Lease, Pacer]":
+        """Admit the call on the first deployment, in the policy's order, with
+        room now; returns its lease and that deployment's Pacer. Raises
+        NotYetError (the shortest wait) or StoppedError (every deployment
+        stopped) without charging anything."""
+        req = (tokens, priority, 0, input, output, model, tenant)
+        stale, sent = 0, self.deployments[0].pacer._clock()
+        while True:
+            p, call, lease_id, rep = self._route(req, 0)
+            if rep.code != STALE:
+                break
+            stale += 1
+            p._follow(stale)
+        if rep.code in (ADMITTED, ALREADY):
+            return p._lease(lease_id, call, rep, rep.now_us, sent), p
+        if rep.code == TOO_LARGE:
+            raise TooLargeError(f"llmpacer: {call.use.tokens} tokens exceed the {rep.reason} bucket's capacity on every deployment")
+        if rep.reason in _STOPS:
+            raise StoppedError(rep.wait_ms, rep.reason)
+        raise NotYetError(rep.wait_ms, rep.reason)
+
+    def acquire(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *, input: int = 0,
+                output: int = 0, model: str = "", tenant: str = "") -> "tuple[Lease, Pacer]":
+        """Wait until a deployment has room, as Pacer.acquire; returns the lease and its Pacer.
+
+        The call goes to the first deployment, in the policy's order, with
+        room now; when none has, to the one whose room comes first, where
+        it reserves its turn or queues for a slot, and stays (unlike Go's,
+        it is not routed again if a pause or stop takes its turn back).
+        The bound is max_wait_ms, or the first deployment's max_wait_ms.
+        """
+        p0 = self.deployments[0].pacer
+        req = (tokens, priority, max_wait_ms, input, output, model, tenant)
+        bound_ms = max_wait_ms or p0.settings.max_wait_ms
+        began = p0._clock()
+        deadline = began + bound_ms * 1_000_000
+        stale = 0
+        while True:
+            remain_ms = max(0, (deadline - p0._clock()) // 1_000_000)
+            p, call, lease_id, rep = self._route(req, remain_ms)
+            if rep.code == STALE:
+                stale += 1
+                p._follow(stale)
+                continue
+            if rep.code == TOO_LARGE:
+                raise TooLargeError(f"llmpacer: {call.use.tokens} tokens exceed the {rep.reason} bucket's capacity on every deployment")
+            if rep.code in (ADMITTED, ALREADY) or rep.ticket != 0:
+                # Admitted, or holding a place in a slot queue: the call goes
+                # on as an acquire of that deployment.
+                return p._acquire_loop(call, lease_id, bound_ms, began, deadline, lambda: p._call(*req), rep), p
+            if rep.reason in _STOPS:
+                raise StoppedError(rep.wait_ms, rep.reason)
+            if rep.wait_ms > remain_ms:
+                raise WaitTimeoutError(rep.wait_ms, bound_ms, rep.reason)
+            p._wait(rep, deadline)
+
+
 __all__ = [
-    "Config", "Limits", "Burst", "Rate", "Pacer", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
+    "Config", "Limits", "Burst", "Rate", "Pacer", "Group", "Deployment", "Tenants", "Price", "SPEND",
+    "FILL_IN_ORDER", "SPREAD", "MOST_ROOM", "SupersededError", "StoppedError", "default_input_margin", "definition_json", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
     "INTERACTIVE", "BATCH", "REQUESTS", "TOKENS", "INPUT_TOKENS", "OUTPUT_TOKENS", "UNITS", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
     "LlmpacerError", "InvalidError", "TooLargeError", "NotYetError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",
     "settings", "source", "lua_dir", "new_id", "corrections", "decode_acquire",

@@ -69,10 +69,15 @@ class FakeRedis:
 
         def run(keys=(), args=()):
             args = [str(a) for a in args]
-            if name in ("acquire", "settle", "keepalive"):
-                if args[0] not in self.ids:
-                    self.ids[args[0]] = "<id>" if not self.ids else f"<id{len(self.ids) + 1}>"
-                args[0] = self.ids[args[0]]
+            # The lease id: route's is its first acquire's, in every one's.
+            at = {"acquire": 0, "settle": 0, "keepalive": 0}.get(name)
+            if name == "route":
+                at = 2 + 2 * abs(int(args[0]))
+            if at is not None:
+                lid = args[at]
+                if lid not in self.ids:
+                    self.ids[lid] = "<id>" if not self.ids else f"<id{len(self.ids) + 1}>"
+                args = [self.ids[lid] if a == lid else a for a in args]
             self.calls.append({"script": name, "keys": list(keys), "args": args})
             if not self.replies:
                 raise AssertionError(f"no reply queued for {name} {args}")
@@ -324,6 +329,31 @@ class TestDefine(unittest.TestCase):
                     e = err_name(x)
                 self.assertEqual(e, c.get("error", ""))
                 self.assertEqual([(x["script"], x["args"]) for x in fake.take()], [(x["script"], x["args"]) for x in c["calls"]])
+
+
+class TestGroup(unittest.TestCase):
+    def test_cases(self):
+        for c in load("group.json")["cases"]:
+            with self.subTest(c["name"]):
+                fake, clock = FakeRedis(), Clock()
+                ps = [llmpacer.Pacer(fake, config(CONFIGS[n]), _clock=clock, _sleep=clock.sleep, _jitter=lambda n: n // 3)
+                      for n in c["deployments"]]
+                g = llmpacer.Group(ps, llmpacer.MOST_ROOM if c["policy"] == "most-room" else llmpacer.FILL_IN_ORDER)
+                fake.replies.extend(c["replies"] or [])
+                req, e, chosen = c["request"], "", 0
+                prio = llmpacer.BATCH if req["priority"] == "batch" else llmpacer.INTERACTIVE
+                kw = {"input": req.get("input", 0), "output": req.get("output", 0), "model": req.get("model", ""), "tenant": req.get("tenant", "")}
+                try:
+                    if req["call"] == "try":
+                        _, p = g.try_acquire(req["tokens"], prio, **kw)
+                    else:
+                        _, p = g.acquire(req["tokens"], prio, req.get("max_wait_ms", 0), **kw)
+                    chosen = ps.index(p)
+                except llmpacer.LlmpacerError as x:
+                    e = err_name(x)
+                self.assertEqual((e, chosen), (c.get("error", ""), c.get("chosen", 0)))
+                self.assertEqual([(x["script"], x["keys"], x["args"]) for x in fake.take()],
+                                 [(x["script"], x.get("keys", []), x["args"]) for x in c["calls"]])
 
 
 class TestSnapshot(unittest.TestCase):
