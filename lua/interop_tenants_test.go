@@ -214,3 +214,69 @@ func checkTenantCounts(t *testing.T, p *pacer.Pacer, calls []tenantCall) map[str
 	}
 	return spent
 }
+
+// A Python Group and a Go Group route over the same two deployments, on
+// Redis and on the Cluster (one hash tag): each side's charges are room
+// the other's route passes over. The first deployment refills a token a
+// second, so the steps hold unless one takes 20 s.
+func TestPythonGoGroupRoutes(t *testing.T) {
+	py := findPython(t, true)
+	t.Run("redis", func(t *testing.T) { interopGroup(t, py, redistest.Real(t)) })
+	t.Run("cluster", func(t *testing.T) { interopGroup(t, py, redistest.Cluster(t)) })
+}
+
+func interopGroup(t *testing.T, py string, b redistest.Backend) {
+	ctx := context.Background()
+	name := redistest.Name(t)
+	budgets := map[string]vconfig{
+		"g1": {Budget: name + ":g1", HashTag: name + "-grp", Limits: vlimits{TPM: 60}},
+		"g2": {Budget: name + ":g2", HashTag: name + "-grp", Limits: vlimits{TPM: 600}},
+	}
+	rdb := b.Client(t)
+	var ds []pacer.Deployment
+	for _, k := range []string{"g1", "g2"} {
+		p, err := pacer.New(rdb, budgets[k].config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, pacer.Deployment{Pacer: p})
+	}
+	g, err := pacer.NewGroup(pacer.GroupConfig{Deployments: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorker(t, py, b, budgets)
+	route := func(tokens int64, policy string) string {
+		t.Helper()
+		a := w.do(map[string]any{"op": "group_try", "budgets": []string{"g1", "g2"}, "policy": policy, "tokens": tokens})
+		if a.Error != "" {
+			t.Fatalf("Python group_try(%d): %s %s", tokens, a.Error, a.Message)
+		}
+		return a.Chosen
+	}
+	if got := route(40, "fill-in-order"); got != "g1" {
+		t.Fatalf("Python's first call went to %s, want g1 (the first, full)", got)
+	}
+	// g1 holds 20 tokens now (and one more a second).
+	if got := route(40, "fill-in-order"); got != "g2" {
+		t.Errorf("Python's second call went to %s, want g2: g1 has 20 tokens left", got)
+	}
+	_, p, err := g.TryAcquire(ctx, pacer.Request{Tokens: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != ds[1].Pacer {
+		t.Errorf("Go's group sent a call of 40 to %s, want g2: Python's call took g1's room", p.Name())
+	}
+	// Go takes g1's last 20; Python's route then passes g1 over, even by
+	// room (g2 has 520 of 600 left).
+	if _, err := ds[0].Pacer.TryAcquire(ctx, pacer.Request{Tokens: 20}); err != nil {
+		t.Fatalf("Go TryAcquire(20) on g1: %v", err)
+	}
+	if got := route(10, "most-room"); got != "g2" {
+		t.Errorf("Python's most-room call went to %s, want g2", got)
+	}
+	if a := w.do(map[string]any{"op": "group_try", "budgets": []string{"g1"}, "tokens": 30}); a.Error != "not_yet" {
+		t.Errorf("Python's group of g1 alone, with Go's call there: %+v, want not_yet", a)
+	}
+}

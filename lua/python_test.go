@@ -107,6 +107,8 @@ type pyAnswer struct {
 	Remaining int64              `json:"remaining_ms"`
 	Levels    map[string]float64 `json:"levels"`
 	Calls     []call             `json:"calls"`
+	// Chosen is group_try's deployment, by its key.
+	Chosen string `json:"chosen"`
 	// TenantCalls are tenant_load's calls.
 	TenantCalls []tenantCall `json:"tenant_calls"`
 }

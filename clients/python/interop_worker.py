@@ -16,6 +16,7 @@ stdout. Commands run one at a time, in order:
   {"op": "snapshot", "budget"} -> {"time_us", "in_flight", "paused_ms", "levels": {field: level}}
   {"op": "load", "budget", "seconds", "threads", "seed", "ends"} -> {"calls": [...]}
   {"op": "tenant_load", "budget", "tenants", "threads", "seed", "model", "seconds", "start_unix_ms"} -> {"tenant_calls": [...]}
+  {"op": "group_try", "budgets": [key, ...], "policy", "tokens", "tenant"} -> {"lease", "chosen": key}
   {"op": "quit"}
 
 A refusal answers {"error": "not_yet" | "wait_timeout" | ..., "wait_ms", "limit"}.
@@ -198,6 +199,13 @@ def main():
                        "levels": {f: b.level for f, b in s.buckets.items()}}
             elif op == "load":
                 out = load(pacers[cmd["budget"]], cmd["seconds"], cmd["threads"], cmd["seed"], cmd["ends"])
+            elif op == "group_try":
+                keys = cmd["budgets"]
+                g = llmpacer.Group([pacers[k] for k in keys], cmd.get("policy", llmpacer.FILL_IN_ORDER))
+                lease, p = g.try_acquire(cmd.get("tokens", 0), tenant=cmd.get("tenant", ""))
+                h = f"py{len(leases) + 1}"
+                leases[h] = lease
+                out = {"lease": h, "chosen": keys[[pacers[k] for k in keys].index(p)]}
             elif op == "tenant_load":
                 out = tenant_load(pacers[cmd["budget"]], cmd["tenants"], cmd["threads"], cmd["seed"], cmd.get("model", ""), cmd["seconds"], cmd["start_unix_ms"])
             else:
