@@ -1,8 +1,9 @@
 """Share an llmpacer budget from Python.
 
 llmpacer keeps one LLM provider budget (requests and tokens per minute and
-per day, or over any window, input and output tokens apart, calls in
-flight) in Redis, checked and charged by Lua scripts. This
+per day, or over any window, input and output tokens apart, money, calls
+in flight; divided among tenants; routed over deployments by a Group) in
+Redis, checked and charged by Lua scripts. This
 module runs the same scripts on the same keys as the Go package
 (github.com/llmpacer/llmpacer/pacer), so a notebook, a batch job or a worker
 in Python draws from the budget that Go processes use, instead of going
@@ -27,10 +28,13 @@ It needs only a Redis client with ``register_script`` (redis-py's
     lease.settle(reply.usage.total_tokens)
 
 Every process sharing a budget must use the same Config (limits, rates,
-burst, headroom, sliding window, batch floor). A Pacer and its leases are safe to
-use from several threads. What the Go client does and this one does not: a
-process that pauses the budget does not make its own reserved turns wait the
-pause out, and there are no events or Run helper.
+burst, headroom, sliding window, batch floor, tenants, weights, prices), or
+follow one definition stored in Redis (Config.version, Pacer.define). A
+Pacer and its leases are safe to use from several threads. What the Go
+client does and this one does not: a process that pauses the budget does
+not make its own reserved turns wait the pause out, a Group's call waiting
+for its turn is not routed again when a pause or stop takes it back, and
+there are no events, Run helper, tenant snapshots, shadow or outage modes.
 
 Slots (a concurrency limit) are shared first come, first served with every
 process, through the slot queue the scripts keep in Redis. A waiter's
@@ -1711,12 +1715,14 @@ class Lease:
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
             if self._state != "held":
                 return
-            s = self._pacer
-            args = [self.id, s.settings.lease_ttl_ms]
-            if s.settings.concurrency:
+            # The definition the lease was charged under (Go's lease
+            # Budget), on the budget's keys.
+            s = self._call.settings
+            args = [self.id, s.lease_ttl_ms]
+            if s.concurrency:
                 # A slot an expired lease freed goes to the next waiter.
-                args += [s.settings.concurrency, s.batch_slots]
-            res = _ints(s._run("keepalive", args), 3)
+                args += [s.concurrency, _batch_slots(s)]
+            res = _ints(self._pacer._run("keepalive", args, s.keys), 3)
             if res[0] != 0:
                 self._expiry_ms = res[2]
                 return
