@@ -268,3 +268,28 @@ func TestSpendInputMargin(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's Spend rate caps its calls even on a budget without one of its
+// own: calls are priced (they were sent a charge of 0, and the cap never
+// filled).
+func TestTenantSpendCapWithoutBudgetSpend(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Mini(t).Client(t)
+	p, err := pacer.New(rdb, pacer.Config{
+		Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1_000_000},
+		Prices:  map[string]pacer.Price{"": {Input: 1_000_000, Output: 1_000_000, InputMargin: -1}},
+		Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Spend, Limit: 1_000, Window: time.Hour, Sliding: true}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "a"}); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "a"}); !errors.Is(err, pacer.ErrNotYet) {
+		t.Fatalf("second call of 600 on a cap of 1,000 with 600 spent: %v, want ErrNotYet", err)
+	}
+	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "b"}); err != nil {
+		t.Fatalf("another tenant's call: %v", err)
+	}
+}
