@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (loopback only)")
 	dur := fs.Duration("d", 2*time.Second, "duration of each throughput run")
-	only := fs.String("only", "", "comma-separated parts to run: throughput,cost,growth,saturated,expiry,memory,tenants,group (default all), or instr, anatomy, pairs (under callgrind)")
+	only := fs.String("only", "", "comma-separated parts to run: regimes,throughput,cost,growth,saturated,expiry,memory,tenants,group (default all), or instr, anatomy, pairs (under callgrind)")
 	cgPID := fs.Int("callgrind-pid", 0, "with -only instr, anatomy, pairs or group: the pid of a redis-server run under valgrind --tool=callgrind")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		name string
 		f    func(context.Context) error
 	}{
-		{"throughput", b.throughput}, {"cost", b.cost}, {"growth", b.growth},
+		{"regimes", b.regimes}, {"throughput", b.throughput}, {"cost", b.cost}, {"growth", b.growth},
 		{"saturated", b.saturated}, {"expiry", b.expiry}, {"memory", b.memory}, {"tenants", b.tenants}, {"group", b.group}, {"instr", b.instr}, {"anatomy", b.anatomy}, {"pairs", b.pairs},
 	}
 	for _, p := range parts {
