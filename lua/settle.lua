@@ -195,17 +195,18 @@ for pass = 1, 2 do repeat
       s = s or ''
       if tat and tat - us > 0 then
         tat = tat + 0
-        local r, first, lo, m2 = -delta[k], 0, 1, 0
+        local r, first, lo, m2, f, a, ho = -delta[k], 0, 1, 0, 0, 0, 0
         if byte(fields[k], 1) ~= 37 then
           -- The first event after t: a binary search, the times increasing.
-          m2 = #s / 14
+          m2, f, a, ho = sh(s)
           local hi = m2 + 1
           while lo < hi do
             local mid = floor((lo + hi) / 2)
-            if dec(s, mid) - t > 0 then hi = mid else lo = mid + 1 end
+            if dec(s, mid, ho) - t > 0 then hi = mid else lo = mid + 1 end
           end
           if lo <= m2 then
-            local _, d = dec(s, lo)
+            local _, d = dec(s, lo, ho)
+            if lo > f then d = d - a end
             first = d
             if d < r then r = d end
           end
@@ -215,18 +216,8 @@ for pass = 1, 2 do repeat
           args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
           j = j + 2
           if lo <= m2 then
-            -- The events from the first after t lose what the TAT moved;
-            -- those before it whose headroom is now no lower go.
-            local moved, parts = tat - to, {}
-            first = first - moved
-            local p = lo - 1
-            while p > 0 and select(2, dec(s, p)) - first >= 0 do p = p - 1 end
-            parts[1] = sub(s, 1, 14 * p)
-            for x = lo, m2 do
-              local tx, dx = dec(s, x)
-              parts[2 + x - lo] = enc(tx, dx - moved)
-            end
-            args[j + 1], args[j + 2] = names[o + 2 * k], table.concat(parts, '', 1, 1 + m2 - lo + 1)
+            -- The events from the first after t lose what the TAT moved.
+            args[j + 1], args[j + 2] = names[o + 2 * k], giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to)
             j = j + 2
           end
         end

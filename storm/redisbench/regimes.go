@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -44,14 +46,17 @@ type regime struct {
 	tenants int  // tenants the pairs go to in turn (0: none)
 }
 
-func regimes() []regime {
+// regimes returns the four regimes, their in-use buckets' limits divided
+// by slow (1; more under callgrind, where a pair takes far longer, so that
+// each call still charges more than a pair's time).
+func regimes(slow int64) []regime {
 	// In use: 1,000 requests and 100,000 tokens a second, so that a call of
 	// 100 tokens charges 1 ms of each bucket (0.4 ms given back when it
 	// settles), more than a pair takes: the TATs run ahead of the clock,
 	// further with each call, as under traffic the limit holds back, and
 	// the give-back stacks fill. The day buckets alike (0.864 ms a call).
-	inUse := pacer.Limits{RPM: 60_000, TPM: 6_000_000}
-	every := pacer.Limits{RPM: 60_000, TPM: 6_000_000, RPD: 100_000_000, TPD: 10_000_000_000, Concurrency: 1000}
+	inUse := pacer.Limits{RPM: 60_000 / slow, TPM: 6_000_000 / slow}
+	every := pacer.Limits{RPM: 60_000 / slow, TPM: 6_000_000 / slow, RPD: 100_000_000 / slow, TPD: 10_000_000_000 / slow, Concurrency: 1000}
 	return []regime{
 		{name: "RPM + TPM, buckets full (1 in flight)", cfg: pacer.Config{Limits: pacer.Limits{RPM: 1 << 40, TPM: 1 << 45}}, flight: 1},
 		{name: "RPM + TPM in use, 64 in flight", cfg: pacer.Config{Limits: inUse}, inUse: true, flight: 64},
@@ -116,7 +121,7 @@ func (u *runner) pair(ctx context.Context) error {
 	u.ring[u.next] = l
 	u.next = (u.next + 1) % len(u.ring)
 	if old != nil {
-		return old.Settle(ctx, 60)
+		return old.Settle(ctx, usedTokens)
 	}
 	return nil
 }
@@ -227,7 +232,7 @@ func (b *bench) regimes(ctx context.Context) error {
 			return err
 		}
 	}
-	rs := regimes()
+	rs := regimes(1)
 	us := make([]*runner, len(rs))
 	for i, r := range rs {
 		u, err := b.newRunner(ctx, r)
@@ -269,3 +274,62 @@ func (b *bench) regimes(ctx context.Context) error {
 	}
 	return nil
 }
+
+// iregimes: the regimes in instructions per pair (callgrind; see instr),
+// which repeat from run to run where microseconds do not: one round of
+// instrCalls/4 pairs each, after the GCRA yardstick's calls.
+func (b *bench) iregimes(ctx context.Context) error {
+	if b.cgPID == 0 {
+		return fmt.Errorf("-callgrind-pid is required: the pid of a redis-server run under valgrind --tool=callgrind")
+	}
+	const n = instrCalls / 4
+	measure := func(f func() error) (float64, error) {
+		if err := exec.Command("callgrind_control", "-z", strconv.Itoa(b.cgPID)).Run(); err != nil {
+			return 0, fmt.Errorf("callgrind_control -z: %w", err)
+		}
+		for i := 0; i < n; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		return b.dumpInstr(n)
+	}
+	rate, dropRate := b.gcraRunner("redis.replicate_commands()\n"+gcraSrc, 1000)
+	defer dropRate(ctx)
+	for i := 0; i < 1000; i++ {
+		if err := rate(ctx); err != nil {
+			return err
+		}
+	}
+	base, err := measure(func() error { return rate(ctx) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "## Regimes (issue 23) in instructions per pair (callgrind, %d pairs each)\n", n)
+	fmt.Fprintln(b.out, "| script | k instructions | ratio to redis_rate Allow |")
+	fmt.Fprintln(b.out, "|---|---:|---:|")
+	fmt.Fprintf(b.out, "| redis_rate v10 allowN (writes its key) | %.1f | 1.00 |\n", base/1000)
+	for _, r := range regimes(20) {
+		u, err := b.newRunner(ctx, r)
+		if err != nil {
+			return err
+		}
+		if err := u.push(ctx); err != nil {
+			return err
+		}
+		v, err := measure(func() error { return u.pair(ctx) })
+		u.close(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		fmt.Fprintf(b.out, "| %s | %.1f | %.2fx |\n", r.name, v/1000, v/base)
+	}
+	return nil
+}
+
+var usedTokens = func() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("IREG_USED"), 10, 64); err == nil {
+		return v
+	}
+	return 60
+}()
