@@ -226,6 +226,13 @@ local function dec(s, k, o)
     (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
 end
 
+-- dect returns the time of entry k of stack s (header o bytes): dec's
+-- first half, for a search.
+local function dect(s, k, o)
+  local t1, t2, t3, t4, t5, t6, t7 = byte(s, o + 14 * k - 13, o + 14 * k - 7)
+  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
+end
+
 -- enc returns the entry for time t and value d (integers below 2^53:
 -- each step divides exactly, with no call to floor).
 local function enc(t, d)
@@ -248,7 +255,13 @@ end
 -- no header, every entry live).
 local function head(f, a)
   if a == 0 then return '' end
-  return char(255, 0, 0, 0, 0, 0, f) .. sub(enc(0, a), 8, 14)
+  local a7 = a % 256; a = (a - a7) / 256
+  local a6 = a % 256; a = (a - a6) / 256
+  local a5 = a % 256; a = (a - a5) / 256
+  local a4 = a % 256; a = (a - a4) / 256
+  local a3 = a % 256; a = (a - a3) / 256
+  local a2 = a % 256
+  return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
 end
 
 -- flat returns the m entries of stack s (header o bytes, F, A) as a stack
@@ -302,6 +315,11 @@ local function push(s, us, d)
   local e = us
   if t - e >= 0 then e = t + 1 end
   if d == 0 then return enc(e, d) end
+  -- Nothing goes (the usual case while a bucket's TAT runs ahead): the
+  -- stack as it is, one entry longer. Every byte a script allocates
+  -- costs several instructions (copied, then collected), so no copy of
+  -- the stack is made on the way.
+  if m < MAXH and w - (m > f and a or 0) - d < 0 then return s .. enc(e, d + a) end
   while m > 0 do
     if m > f then w = w - a end
     if w - d < 0 then break end
@@ -309,9 +327,10 @@ local function push(s, us, d)
     if m > 0 then t, w = dec(s, m, o) end
   end
   if m == 0 then return enc(e, d) end
-  if f > m then f = m end
-  if m == MAXH then return compact(flat(s, m, f, a, o), m) .. enc(e, d) end
-  return head(f, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
+  if m == MAXH then return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d) end
+  -- The header stays as it is unless entries it froze went.
+  if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
+  return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
 end
 
 -- giveback lowers by moved the events of stack s (its m entries, F, A,

@@ -193,8 +193,8 @@ for pass = 1, 2 do repeat
       -- has no stack: it only ever judges whether a tenant is past its
       -- share, and moves back by the whole give-back.
       s = s or ''
+      tat = tat and tat + 0
       if tat and tat - us > 0 then
-        tat = tat + 0
         local r, first, lo, m2, f, a, ho = -delta[k], 0, 1, 0, 0, 0, 0
         if byte(fields[k], 1) ~= 37 then
           -- The first event after t: a binary search, the times increasing.
@@ -202,7 +202,7 @@ for pass = 1, 2 do repeat
           local hi = m2 + 1
           while lo < hi do
             local mid = floor((lo + hi) / 2)
-            if dec(s, mid, ho) - t > 0 then hi = mid else lo = mid + 1 end
+            if dect(s, mid, ho) - t > 0 then hi = mid else lo = mid + 1 end
           end
           if lo <= m2 then
             local _, d = dec(s, lo, ho)
@@ -227,7 +227,8 @@ for pass = 1, 2 do repeat
       -- A debt starts from now if the bucket is full (a full bucket's
       -- surplus is not spent twice). It is a charge event whose turn is
       -- now, recorded like an admission (a tenant's share keeps no record).
-      if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+      tat = tat and tat + 0 or us
+      if tat - us < 0 then tat = us end
       if byte(fields[k], 1) ~= 37 then
         args[j + 1], args[j + 2] = names[o + 2 * k], push(s, us, tat - us)
         j = j + 2
