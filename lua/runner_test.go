@@ -728,7 +728,7 @@ func (r *runner) compareSets() {
 		}
 		got := map[string]int64{}
 		for _, z := range zs {
-			if m := z.Member.(string); m != "~" {
+			if m := z.Member.(string); !strings.HasPrefix(m, "~") {
 				got[m] = int64(z.Score)
 			}
 		}
