@@ -234,13 +234,6 @@ local function dec(s, k, o)
     (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
 end
 
--- dect returns the time of entry k of stack s (header o bytes): dec's
--- first half, for a search.
-local function dect(s, k, o)
-  local t1, t2, t3, t4, t5, t6, t7 = byte(s, o + 14 * k - 13, o + 14 * k - 7)
-  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
-end
-
 -- enc returns the entry for time t and value d (integers below 2^53:
 -- each step divides exactly, with no call to floor).
 local function enc(t, d)
@@ -339,38 +332,6 @@ local function push(s, us, d)
   -- The header stays as it is unless entries it froze went.
   if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
   return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
-end
-
--- giveback lowers by moved the events of stack s (its m entries, F, A,
--- header o) from lo on, the first after the lease: those before it are
--- frozen, those from lo on live under A + moved, and those before it whose
--- headroom, first (lo's, lowered), is no lower, go. It returns the stack.
-local function giveback(s, m, f, a, o, lo, first, moved)
-  local p = lo - 1
-  while p > 0 do
-    local _, w = dec(s, p, o)
-    if p > f then w = w - a end
-    if w - first < 0 then break end
-    p = p - 1
-  end
-  local a2 = a + moved
-  local parts, n = {'', sub(s, o + 1, o + 14 * math.min(f, p))}, 2
-  for x = f + 1, p do
-    local tx, wx = dec(s, x, o)
-    n = n + 1
-    parts[n] = enc(tx, wx - a)
-  end
-  for x = lo, f do
-    local tx, wx = dec(s, x, o)
-    n = n + 1
-    parts[n] = enc(tx, wx + a)
-  end
-  n = n + 1
-  parts[n] = sub(s, o + 14 * max(lo, f + 1) - 13, o + 14 * m)
-  parts[1] = head(p, a2)
-  s = table.concat(parts, '', 1, n)
-  if a2 > 1125899906842624 then return flat(s, p + m - lo + 1, p, a2, 14) end
-  return s
 end
 
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',
