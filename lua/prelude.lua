@@ -265,42 +265,50 @@ local function head(f, a)
   return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
 end
 
--- flat returns the m entries of stack s (header o bytes, F, A) as a stack
--- without a header: each headroom written out.
-local function flat(s, m, f, a, o)
-  if o == 0 then return sub(s, 1, 14 * m) end
-  local parts = {sub(s, o + 1, o + 14 * f)}
-  for k = f + 1, m do
-    local t, w = dec(s, k, o)
-    parts[k - f + 1] = enc(t, w - a)
-  end
-  return table.concat(parts, '', 1, m - f + 1)
-end
-
--- compact returns a full stack s (no header) with each run of adjacent
--- entries within a factor g of the run's first headroom made one (see
--- above).
-local function compact(s, m)
-  local hd = {}
-  for k = 1, m do
-    local p = 14 * k - 6
-    local d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 6)
-    hd[k] = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
-  end
-  local i = hd[1] == 0 and 2 or 1
-  local q = sqrt(sqrt(sqrt(sqrt(sqrt(hd[m] / hd[i])))))
-  local g = sqrt(q * sqrt(q))
-  local parts, n, b = {sub(s, 1, 14 * i - 14)}, 1, i
-  for k = i + 1, m do
-    if hd[k] > hd[b] * g then
-      -- The run b..k-1 ends: entry k-1's time, entry b's headroom (two
-      -- pieces, joined once with the rest).
-      parts[n + 1], parts[n + 2] = sub(s, 14 * k - 27, 14 * k - 21), sub(s, 14 * b - 6, 14 * b)
-      n, b = n + 2, k
+-- clib returns flat and compact (below). A stack is flattened or compacted
+-- once in dozens of pushes, so their closures are made only then: clib
+-- itself has no upvalues (what they need comes as arguments, as for glib),
+-- and a script pays for one bare closure, not for two with theirs.
+local function clib(dec, enc)
+  local byte, sub, sqrt = string.byte, string.sub, math.sqrt
+  -- flat returns the m entries of stack s (header o bytes, F, A) as a stack
+  -- without a header: each headroom written out.
+  local function flat(s, m, f, a, o)
+    if o == 0 then return sub(s, 1, 14 * m) end
+    local parts = {sub(s, o + 1, o + 14 * f)}
+    for k = f + 1, m do
+      local t, w = dec(s, k, o)
+      parts[k - f + 1] = enc(t, w - a)
     end
+    return table.concat(parts, '', 1, m - f + 1)
   end
-  parts[n + 1], parts[n + 2] = sub(s, 14 * m - 13, 14 * m - 7), sub(s, 14 * b - 6, 14 * b)
-  return table.concat(parts, '', 1, n + 2)
+
+  -- compact returns a full stack s (no header) with each run of adjacent
+  -- entries within a factor g of the run's first headroom made one (see
+  -- above).
+  local function compact(s, m)
+    local hd = {}
+    for k = 1, m do
+      local p = 14 * k - 6
+      local d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 6)
+      hd[k] = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+    end
+    local i = hd[1] == 0 and 2 or 1
+    local q = sqrt(sqrt(sqrt(sqrt(sqrt(hd[m] / hd[i])))))
+    local g = sqrt(q * sqrt(q))
+    local parts, n, b = {sub(s, 1, 14 * i - 14)}, 1, i
+    for k = i + 1, m do
+      if hd[k] > hd[b] * g then
+        -- The run b..k-1 ends: entry k-1's time, entry b's headroom (two
+        -- pieces, joined once with the rest).
+        parts[n + 1], parts[n + 2] = sub(s, 14 * k - 27, 14 * k - 21), sub(s, 14 * b - 6, 14 * b)
+        n, b = n + 2, k
+      end
+    end
+    parts[n + 1], parts[n + 2] = sub(s, 14 * m - 13, 14 * m - 7), sub(s, 14 * b - 6, 14 * b)
+    return table.concat(parts, '', 1, n + 2)
+  end
+  return flat, compact
 end
 
 -- push returns the give-back stack s (nil: none) with a charge event at us
@@ -328,7 +336,10 @@ local function push(s, us, d)
     if m > 0 then t, w = dec(s, m, o) end
   end
   if m == 0 then return enc(e, d) end
-  if m == MAXH then return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d) end
+  if m == MAXH then
+    local flat, compact = clib(dec, enc)
+    return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+  end
   -- The header stays as it is unless entries it froze went.
   if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
   return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
