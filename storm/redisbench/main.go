@@ -1,5 +1,8 @@
 // Command redisbench measures what one admission costs against a real Redis:
-// script calls per second beside a trivial EVALSHA from the same client and
+// an acquire and its settle in four regimes of load (buckets full; TATs
+// ahead of the clock with 64 leases in flight; every limit in use; a
+// tenant), in Redis time against a GCRA call that writes its key (see
+// regimes.go); script calls per second beside a trivial EVALSHA from the same client and
 // goroutines, the scripts' server-side cost (INFO commandstats) and how it
 // grows with leases in flight and with the number of budgets, Redis commands
 // per admitted call when 64 goroutines compete for a saturated budget, the
