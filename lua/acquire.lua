@@ -250,7 +250,8 @@ for k = 1, n do
   elseif b == 37 then
     -- The tenant's share: is the call past it, and for how long (µs)?
     local tat = h[2 + k]
-    if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+    tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
+    if tat - us < 0 then tat = us end
     local past = tat + ARGV[7 + n + 2 * k] - us - ARGV[8 + n + 2 * k]
     if past > 0 then
       share = true
@@ -310,7 +311,8 @@ repeat
         -- past the allowance: a tenant is over its share for at most a
         -- window after its heavy use ends.
         local tat = h[2 + k]
-        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+        tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
+        if tat - us < 0 then tat = us end
         froms[k], tats[k] = tat, shared(tat, charge, us, allow)
       elseif g then
         -- A sliding rate: the first sub-window j, at or after now and
@@ -331,7 +333,8 @@ repeat
         if w > wait then wait, reason, step = w, field, g end
       else
         local tat = h[2 + k]
-        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+        tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
+        if tat - us < 0 then tat = us end
         froms[k], tats[k] = tat, tat + charge
         w = tats[k] - us - allow
         if w > wait then wait, reason, step = w, field, charge end

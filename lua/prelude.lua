@@ -23,7 +23,8 @@
 -- field <bucket>.h, oldest first, each only while its headroom is below
 -- those of all later events, so the first event after t holds the bound.
 -- The field is a string of 14-byte entries: the event's time and its
--- headroom now, in µs, each a 7-byte big-endian integer. An event's time
+-- headroom now, in µs, each a 7-byte big-endian integer (or, after a
+-- header, its headroom plus an offset: see sh below). An event's time
 -- is now, or 1 µs after the bucket's newest event if that is not earlier
 -- (events in one µs, a clock stepping back), so that a bucket's events
 -- are in strictly increasing time.
@@ -145,6 +146,14 @@ end
 -- Redis deletes a sorted set whose last member goes, so each keeps a
 -- sentinel member, '~' (never a lease id), scored far beyond any expiry or
 -- ticket: the scripts count, reap and read only scores below it.
+--
+-- The lease set keeps a second sentinel, WIDE: 65 bytes, longer than a
+-- small sorted set may hold (zset-max-listpack-value, 64 by default), so
+-- the set is a skiplist from its first cover on. A small set is a
+-- listpack that every ZADD, ZSCORE, ZREM and ZCOUNT scans whole: with 64
+-- leases in flight those four cost about 30k instructions more than on a
+-- skiplist, where they cost the same at 1 and 10,000 in flight.
+local WIDE = '~wide:keeps-the-lease-set-a-skiplist-so-its-cost-is-flat-in-leases'
 local function cover(now, xp, ms, args, j)
   local need = ceil(ms) + 1000
   if need <= xp then
@@ -156,10 +165,10 @@ local function cover(now, xp, ms, args, j)
   args[j + 2] = fmt('%d', xp)
   redis.call('HSET', KEYS[1], unpack(args, 1, j + 2))
   local ttl = fmt('%d', xp - now)
-  for k = 2, 3 do
-    redis.call('ZADD', KEYS[k], SENTINEL, '~')
-    redis.call('PEXPIRE', KEYS[k], ttl)
-  end
+  redis.call('ZADD', KEYS[2], SENTINEL, '~', SENTINEL, WIDE)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('ZADD', KEYS[3], SENTINEL, '~')
+  redis.call('PEXPIRE', KEYS[3], ttl)
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
 
@@ -192,16 +201,40 @@ local function shared(tat, d, us, allow)
   return tat + d
 end
 
--- dec returns entry k (from 1) of the give-back stack s: its time and
--- headroom. Every value is below 2^53, so the arithmetic is exact.
-local function dec(s, k)
-  local p = 14 * k - 13
+-- The stack's layout. Entries are 14 bytes: the event's time and a stored
+-- value w, each a 7-byte big-endian integer. A give-back lowers every
+-- event after its lease, which are the newest; rewriting them all would
+-- cost each settle up to MAXH entries. So the stack may begin with a
+-- 14-byte header, byte 255 then F (byte 7) and A (bytes 8-14): entries 1..F
+-- are frozen, w their headroom; those after F are live, their headroom w
+-- less A. A give-back adds what it moved to A (the live entries lose it
+-- at once) after freezing, or thawing, the entries between F and its
+-- first event: with leases settled about in the order they were charged,
+-- one or two entries. A string without a header (its first byte is a
+-- time's, below 255) has A = 0 and every entry live, so a stack written
+-- before the header existed reads the same. A returns to 0 whenever the
+-- stack empties or is compacted; until then it grows by what give-backs
+-- move, at most the bucket's refills over the stack's life, far below
+-- 2^50 µs (a flat, header-less rewrite past it keeps it exact).
+
+-- sh returns the entry count of stack s, F, A and the header's length.
+local function sh(s)
+  if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
+  local f, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
+  return (#s - 14) / 14, f, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+end
+
+-- dec returns entry k (from 1) of the give-back stack s, its header o
+-- bytes long: its time and stored value. Every value is below 2^53, so
+-- the arithmetic is exact.
+local function dec(s, k, o)
+  local p = o + 14 * k - 13
   local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
   return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
     (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
 end
 
--- enc returns the entry for time t and headroom d (integers below 2^53:
+-- enc returns the entry for time t and value d (integers below 2^53:
 -- each step divides exactly, with no call to floor).
 local function enc(t, d)
   local t7 = t % 256; t = (t - t7) / 256
@@ -219,52 +252,97 @@ local function enc(t, d)
   return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
 end
 
+-- head returns the header for F frozen entries and offset A ('' for A 0:
+-- no header, every entry live).
+local function head(f, a)
+  if a == 0 then return '' end
+  local a7 = a % 256; a = (a - a7) / 256
+  local a6 = a % 256; a = (a - a6) / 256
+  local a5 = a % 256; a = (a - a5) / 256
+  local a4 = a % 256; a = (a - a4) / 256
+  local a3 = a % 256; a = (a - a3) / 256
+  local a2 = a % 256
+  return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
+end
+
+-- clib returns flat and compact (below). A stack is flattened or compacted
+-- once in dozens of pushes, so their closures are made only then: clib
+-- itself has no upvalues (what they need comes as arguments, as for glib),
+-- and a script pays for one bare closure, not for two with theirs.
+local function clib(dec, enc)
+  local byte, sub, sqrt = string.byte, string.sub, math.sqrt
+  -- flat returns the m entries of stack s (header o bytes, F, A) as a stack
+  -- without a header: each headroom written out.
+  local function flat(s, m, f, a, o)
+    if o == 0 then return sub(s, 1, 14 * m) end
+    local parts = {sub(s, o + 1, o + 14 * f)}
+    for k = f + 1, m do
+      local t, w = dec(s, k, o)
+      parts[k - f + 1] = enc(t, w - a)
+    end
+    return table.concat(parts, '', 1, m - f + 1)
+  end
+
+  -- compact returns a full stack s (no header) with each run of adjacent
+  -- entries within a factor g of the run's first headroom made one (see
+  -- above).
+  local function compact(s, m)
+    local hd = {}
+    for k = 1, m do
+      local p = 14 * k - 6
+      local d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 6)
+      hd[k] = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+    end
+    local i = hd[1] == 0 and 2 or 1
+    local q = sqrt(sqrt(sqrt(sqrt(sqrt(hd[m] / hd[i])))))
+    local g = sqrt(q * sqrt(q))
+    local parts, n, b = {sub(s, 1, 14 * i - 14)}, 1, i
+    for k = i + 1, m do
+      if hd[k] > hd[b] * g then
+        -- The run b..k-1 ends: entry k-1's time, entry b's headroom (two
+        -- pieces, joined once with the rest).
+        parts[n + 1], parts[n + 2] = sub(s, 14 * k - 27, 14 * k - 21), sub(s, 14 * b - 6, 14 * b)
+        n, b = n + 2, k
+      end
+    end
+    parts[n + 1], parts[n + 2] = sub(s, 14 * m - 13, 14 * m - 7), sub(s, 14 * b - 6, 14 * b)
+    return table.concat(parts, '', 1, n + 2)
+  end
+  return flat, compact
+end
+
 -- push returns the give-back stack s (nil: none) with a charge event at us
 -- of headroom d (µs, >= 0) recorded: the entries whose headroom is d or
 -- more go (all of them when d is 0); at MAXH entries, it is compacted
--- first (see above).
+-- first (see above). Only the entries that go are read, and the others
+-- copied as they are.
 local function push(s, us, d)
   s = s or ''
-  local m, e = #s / 14, us
-  if m > 0 then
-    local t, v = dec(s, m)
-    if t - e >= 0 then e = t + 1 end
-    if d == 0 then
-      m = 0
-    else
-      while v - d >= 0 do
-        m = m - 1
-        if m == 0 then break end
-        t, v = dec(s, m)
-      end
-    end
-    if 14 * m < #s then s = sub(s, 1, 14 * m) end
-    if m == MAXH then
-      -- Compaction (see above): the headrooms, then each run within a
-      -- factor g of its first becomes one entry.
-      local hd = {}
-      for k = 1, m do
-        local p = 14 * k - 6
-        local d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 6)
-        hd[k] = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
-      end
-      local i = hd[1] == 0 and 2 or 1
-      local q = sqrt(sqrt(sqrt(sqrt(sqrt(hd[m] / hd[i])))))
-      local g = sqrt(q * sqrt(q))
-      local parts, n, b = {sub(s, 1, 14 * i - 14)}, 1, i
-      for k = i + 1, m do
-        if hd[k] > hd[b] * g then
-          -- The run b..k-1 ends: entry k-1's time, entry b's headroom
-          -- (two pieces, joined once with the rest).
-          parts[n + 1], parts[n + 2] = sub(s, 14 * k - 27, 14 * k - 21), sub(s, 14 * b - 6, 14 * b)
-          n, b = n + 2, k
-        end
-      end
-      parts[n + 1], parts[n + 2] = sub(s, 14 * m - 13, 14 * m - 7), sub(s, 14 * b - 6, 14 * b)
-      s = table.concat(parts, '', 1, n + 2)
-    end
+  local m, f, a, o = sh(s)
+  if m == 0 then return enc(us, d) end
+  local t, w = dec(s, m, o)
+  local e = us
+  if t - e >= 0 then e = t + 1 end
+  if d == 0 then return enc(e, d) end
+  -- Nothing goes (the usual case while a bucket's TAT runs ahead): the
+  -- stack as it is, one entry longer. Every byte a script allocates
+  -- costs several instructions (copied, then collected), so no copy of
+  -- the stack is made on the way.
+  if m < MAXH and w - (m > f and a or 0) - d < 0 then return s .. enc(e, d + a) end
+  while m > 0 do
+    if m > f then w = w - a end
+    if w - d < 0 then break end
+    m = m - 1
+    if m > 0 then t, w = dec(s, m, o) end
   end
-  return s .. enc(e, d)
+  if m == 0 then return enc(e, d) end
+  if m == MAXH then
+    local flat, compact = clib(dec, enc)
+    return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+  end
+  -- The header stays as it is unless entries it froze went.
+  if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
+  return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
 end
 
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',

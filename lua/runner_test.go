@@ -728,7 +728,7 @@ func (r *runner) compareSets() {
 		}
 		got := map[string]int64{}
 		for _, z := range zs {
-			if m := z.Member.(string); m != "~" {
+			if m := z.Member.(string); !strings.HasPrefix(m, "~") {
 				got[m] = int64(z.Score)
 			}
 		}
@@ -805,8 +805,7 @@ func (r *runner) countGiveBack(before []string, deltas []model.Delta, code int) 
 }
 
 // compareStacks compares each bucket's give-back stack (the state hash's
-// <field>.h, 14-byte entries of two 7-byte big-endian integers) with the
-// model's.
+// <field>.h, see model.DecodeStack) with the model's.
 func (r *runner) compareStacks() {
 	var fields, rings []string
 	for _, f := range r.all {
@@ -830,14 +829,10 @@ func (r *runner) compareStacks() {
 	for i, v := range h {
 		var got []int64
 		if v != nil {
-			b := []byte(v.(string))
-			r.check(len(b)%14 == 0, "%s is %d bytes; want 14 per entry", fields[i], len(b))
-			for k := 0; k+7 <= len(b); k += 7 {
-				var x int64
-				for _, c := range b[k : k+7] {
-					x = x<<8 | int64(c)
-				}
-				got = append(got, x)
+			times, headrooms, err := model.DecodeStack(v.(string))
+			r.check(err == nil, "%s: %v", fields[i], err)
+			for k := range times {
+				got = append(got, times[k], headrooms[k])
 			}
 		}
 		var want []int64

@@ -54,6 +54,48 @@
 -- a new burst adds a second burst, and one that arrives behind a reserved
 -- turn lets the next call share that turn.
 
+-- The give-back's stack work, which only settle does (see prelude.lua):
+-- made here, so that no other script pays for its closures.
+
+-- dect returns the time of entry k of stack s (header o bytes): dec's
+-- first half, for a search.
+local function dect(s, k, o)
+  local t1, t2, t3, t4, t5, t6, t7 = byte(s, o + 14 * k - 13, o + 14 * k - 7)
+  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
+end
+
+-- giveback lowers by moved the events of stack s (its m entries, F, A,
+-- header o) from lo on, the first after the lease: those before it are
+-- frozen, those from lo on live under A + moved, and those before it whose
+-- headroom, first (lo's, lowered), is no lower, go. It returns the stack.
+local function giveback(s, m, f, a, o, lo, first, moved)
+  local p = lo - 1
+  while p > 0 do
+    local _, w = dec(s, p, o)
+    if p > f then w = w - a end
+    if w - first < 0 then break end
+    p = p - 1
+  end
+  local a2 = a + moved
+  local parts, n = {'', sub(s, o + 1, o + 14 * math.min(f, p))}, 2
+  for x = f + 1, p do
+    local tx, wx = dec(s, x, o)
+    n = n + 1
+    parts[n] = enc(tx, wx - a)
+  end
+  for x = lo, f do
+    local tx, wx = dec(s, x, o)
+    n = n + 1
+    parts[n] = enc(tx, wx + a)
+  end
+  n = n + 1
+  parts[n] = sub(s, o + 14 * max(lo, f + 1) - 13, o + 14 * m)
+  parts[1] = head(p, a2)
+  s = table.concat(parts, '', 1, n)
+  if a2 > 1125899906842624 then return (clib(dec, enc))(s, p + m - lo + 1, p, a2, 14) end
+  return s
+end
+
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id, charged = ARGV[1], ARGV[2] + 0
 local limit = ARGV[3]
@@ -193,19 +235,20 @@ for pass = 1, 2 do repeat
       -- has no stack: it only ever judges whether a tenant is past its
       -- share, and moves back by the whole give-back.
       s = s or ''
+      tat = tat and tat + 0
       if tat and tat - us > 0 then
-        tat = tat + 0
-        local r, first, lo, m2 = -delta[k], 0, 1, 0
+        local r, first, lo, m2, f, a, ho = -delta[k], 0, 1, 0, 0, 0, 0
         if byte(fields[k], 1) ~= 37 then
           -- The first event after t: a binary search, the times increasing.
-          m2 = #s / 14
+          m2, f, a, ho = sh(s)
           local hi = m2 + 1
           while lo < hi do
             local mid = floor((lo + hi) / 2)
-            if dec(s, mid) - t > 0 then hi = mid else lo = mid + 1 end
+            if dect(s, mid, ho) - t > 0 then hi = mid else lo = mid + 1 end
           end
           if lo <= m2 then
-            local _, d = dec(s, lo)
+            local _, d = dec(s, lo, ho)
+            if lo > f then d = d - a end
             first = d
             if d < r then r = d end
           end
@@ -215,18 +258,8 @@ for pass = 1, 2 do repeat
           args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
           j = j + 2
           if lo <= m2 then
-            -- The events from the first after t lose what the TAT moved;
-            -- those before it whose headroom is now no lower go.
-            local moved, parts = tat - to, {}
-            first = first - moved
-            local p = lo - 1
-            while p > 0 and select(2, dec(s, p)) - first >= 0 do p = p - 1 end
-            parts[1] = sub(s, 1, 14 * p)
-            for x = lo, m2 do
-              local tx, dx = dec(s, x)
-              parts[2 + x - lo] = enc(tx, dx - moved)
-            end
-            args[j + 1], args[j + 2] = names[o + 2 * k], table.concat(parts, '', 1, 1 + m2 - lo + 1)
+            -- The events from the first after t lose what the TAT moved.
+            args[j + 1], args[j + 2] = names[o + 2 * k], giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to)
             j = j + 2
           end
         end
@@ -236,7 +269,8 @@ for pass = 1, 2 do repeat
       -- A debt starts from now if the bucket is full (a full bucket's
       -- surplus is not spent twice). It is a charge event whose turn is
       -- now, recorded like an admission (a tenant's share keeps no record).
-      if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+      tat = tat and tat + 0 or us
+      if tat - us < 0 then tat = us end
       if byte(fields[k], 1) ~= 37 then
         args[j + 1], args[j + 2] = names[o + 2 * k], push(s, us, tat - us)
         j = j + 2

@@ -1,6 +1,9 @@
 package model
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // How much a give-back may return (see prelude.lua). A charge event (an
 // admission, a debt, a pause's lowering) has a headroom: how far the
@@ -125,4 +128,41 @@ func (b *hash) Stack(field string) (times, headrooms []int64) {
 		headrooms = append(headrooms, e.d)
 	}
 	return times, headrooms
+}
+
+// DecodeStack returns the events of a give-back stack as prelude.lua
+// stores it, oldest first: each one's time and headroom now (µs). A stack
+// may begin with a header (byte 255; byte 7 the frozen entries F, bytes
+// 8-14 the offset A): the entries after the first F hold their headroom
+// plus A. Without one, every entry holds its headroom.
+func DecodeStack(s string) (times, headrooms []int64, err error) {
+	b := []byte(s)
+	var f, a int64
+	if len(b) > 0 && b[0] == 255 {
+		if len(b) < 14 {
+			return nil, nil, fmt.Errorf("give-back stack header is %d bytes; want 14", len(b))
+		}
+		f, a = int64(b[6]), be7(b[7:14])
+		b = b[14:]
+	}
+	if len(b)%14 != 0 {
+		return nil, nil, fmt.Errorf("give-back stack is %d bytes; want 14 an entry", len(b))
+	}
+	for k := 0; k < len(b)/14; k++ {
+		d := be7(b[14*k+7 : 14*k+14])
+		if int64(k) >= f {
+			d -= a
+		}
+		times, headrooms = append(times, be7(b[14*k:14*k+7])), append(headrooms, d)
+	}
+	return times, headrooms, nil
+}
+
+// be7 reads a 7-byte big-endian integer.
+func be7(b []byte) int64 {
+	var x int64
+	for _, c := range b {
+		x = x<<8 | int64(c)
+	}
+	return x
 }
