@@ -488,4 +488,3 @@ func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, dea
 // roundTrip is the time kept before a wait bound for the script call that
 // follows a sleep.
 const roundTrip = 5 * time.Millisecond
-
