@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
@@ -37,7 +36,7 @@ func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &acquisition{c: c, id: leasing.NewID(), bounds: boundsOf(ctx, c.r, time.Now(), c.s.maxWait)}
+	a := &acquisition{c: c, id: newID(), bounds: boundsOf(ctx, c.r, time.Now(), c.s.maxWait)}
 	return a.run(ctx)
 }
 
@@ -254,7 +253,7 @@ func (a *acquisition) emit(kind EventKind, wait time.Duration, limit Limit, err 
 
 // claimed returns the pending lease, which claimed its slot at its turn.
 func (a *acquisition) claimed(rep wire.AcquireReply) *Lease {
-	ad := a.under.admission(a.id)
+	ad := a.under.admitAs(a.id)
 	ad.Start, ad.Expiry = a.pending.Start(), rep.Expiry
 	ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
 	l := a.under.open(ad)
@@ -305,7 +304,7 @@ func (a *acquisition) reserved(ctx context.Context, an answer) error {
 	rep := an.rep
 	if a.pending == nil {
 		a.charged, a.turnMs, a.under = an.charged, rep.TurnMs(), an.c
-		ad := an.c.admission(a.id)
+		ad := an.c.admitAs(a.id)
 		ad.Start, ad.Expiry = rep.Now.Add(rep.Wait), rep.Expiry
 		ad.ChargedUs, ad.Waited, ad.TurnMs, ad.Quiet = an.charged, time.Since(a.began)+rep.Wait, rep.TurnMs(), true
 		a.pending = an.c.open(ad)
@@ -352,7 +351,7 @@ const reasonProbe = "probe"
 // untilTurn).
 func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
 	rep := an.rep
-	ad := an.c.admission(a.id)
+	ad := an.c.admitAs(a.id)
 	ad.Start, ad.Expiry = rep.Now.Add(rep.Wait), rep.Expiry
 	ad.ChargedUs, ad.Waited, ad.Probe, ad.TurnMs = an.charged, time.Since(a.began)+rep.Wait, rep.Reason == reasonProbe, rep.TurnMs()
 	ad.Quiet = rep.Wait > 0
@@ -366,7 +365,7 @@ func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
 	if err := a.c.p.untilTurn(ctx, l, rep.Wait, a.began, a.away != nil); err != nil {
 		return nil, err
 	}
-	leasing.Announce(l)
+	l.announce()
 	a.emit(Admitted, time.Since(a.began), Limit(rep.Reason), nil)
 	return l, nil
 }

@@ -3,8 +3,6 @@ package pacer
 import (
 	"context"
 	"time"
-
-	"github.com/llmpacer/llmpacer/internal/leasing"
 )
 
 // downCall is how a call is admitted or refused while the circuit is
@@ -33,7 +31,7 @@ func (d downCall) try() (*Lease, time.Duration, Limit, error) {
 		// No Denied event, as for any Redis error: RedisDown said it.
 		return nil, 0, "", &UnavailableError{Limit: lim, Err: d.cause}
 	}
-	id := leasing.NewID()
+	id := newID()
 	now := time.Now()
 	expiry := now.Add(c.s.leaseTTL)
 	wait, short, never := p.out.local.admit(id, c.use, c.r.Priority == Batch, expiry)
@@ -46,7 +44,7 @@ func (d downCall) try() (*Lease, time.Duration, Limit, error) {
 	waited := time.Since(d.began)
 	// A local lease ends against this process's limiter, never a
 	// tenant's hash in Redis.
-	ad := c.admission(id)
+	ad := c.admitAs(id)
 	ad.TenantKey, ad.Start, ad.Expiry, ad.Waited, ad.Local = "", now, expiry, waited, p.out.local
 	l := c.open(ad)
 	p.emit(Event{Kind: Admitted, Tokens: c.r.Tokens, Priority: c.r.Priority, Wait: waited, Local: true})

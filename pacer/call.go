@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
@@ -59,8 +58,8 @@ func (c *call) now() *call {
 
 // admission returns the lease fields of the call's admission as id: what
 // it reserved, at which weight and price, and its tenant.
-func (c *call) admission(id string) leasing.Admission {
-	return leasing.Admission{
+func (c *call) admitAs(id string) admission {
+	return admission{
 		ID: id, Tokens: c.r.Tokens, Reserve: c.use, Weight: c.weight,
 		Price: c.price, Priced: c.s.spend, TenantKey: c.tenant,
 	}
@@ -68,8 +67,8 @@ func (c *call) admission(id string) leasing.Admission {
 
 // open returns the lease of an admission charged under c's definition,
 // which it ends against.
-func (c *call) open(ad leasing.Admission) *Lease {
-	return leasing.Open(c.s.budget, ad).(*Lease)
+func (c *call) open(ad admission) *Lease {
+	return openLease(c.s.budget, ad)
 }
 
 // prepare readies r for an acquire: the definition settled, r checked,
@@ -206,7 +205,7 @@ func (c *call) acquireOnce(ctx context.Context, id string, maxWait time.Duration
 func (c *call) undoLate(rep wire.AcquireReply, id string, maxWait time.Duration, ticket int64, began time.Time) {
 	switch {
 	case rep.Code == wire.Admitted || rep.Code == wire.Already:
-		ad := c.admission(id)
+		ad := c.admitAs(id)
 		ad.Start, ad.Expiry, ad.ChargedUs, ad.TurnMs, ad.Quiet = rep.Now, rep.Expiry, chargedAt(rep, began), rep.TurnMs(), true
 		c.p.giveBack(c.open(ad))
 	case rep.Ticket != 0 && ticket == 0:
@@ -225,7 +224,7 @@ func (c *call) undoLate(rep wire.AcquireReply, id string, maxWait time.Duration,
 // retries while Redis fails. The call's definition is the one it queued
 // under, which a hand-over charged it under.
 func (c *call) leave(id string, chargedUs int64, deadline time.Time) {
-	ad := c.admission(id)
+	ad := c.admitAs(id)
 	ad.Start, ad.Expiry, ad.ChargedUs, ad.Quiet = time.Now(), deadline.Add(c.s.leaseTTL), chargedUs, true
 	c.p.giveBack(c.open(ad))
 }

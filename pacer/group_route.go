@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
@@ -46,7 +45,7 @@ func (g *Group) route(ctx context.Context, r Request, bound time.Duration, began
 	if len(cs) == 0 {
 		return routed{}, first
 	}
-	id := leasing.NewID()
+	id := newID()
 	if g.one {
 		return g.routeOnce(ctx, id, cs, bound, began)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
@@ -33,7 +32,7 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	now := time.Now()
 	s := p.s()
-	return leasing.Open(s.budget, leasing.Admission{ID: leasing.NewID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(s.leaseTTL), Detached: true}).(*Lease), nil
+	return openLease(s.budget, admission{ID: newID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(s.leaseTTL), Detached: true}), nil
 }
 
 func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
@@ -44,7 +43,7 @@ func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	if d, down := p.down(c, time.Now()); down {
 		return d.tryNow()
 	}
-	id := leasing.NewID()
+	id := newID()
 	for stale := 0; ; {
 		c = c.now()
 		rep, charged, err := c.acquireOnce(ctx, id, 0, 0, time.Now())
@@ -75,7 +74,7 @@ func (c *call) tryAnswer(id string, rep wire.AcquireReply, charged int64) (*Leas
 	}
 	switch rep.Code {
 	case wire.Admitted, wire.Already:
-		ad := c.admission(id)
+		ad := c.admitAs(id)
 		ad.Start, ad.Expiry, ad.ChargedUs, ad.Probe, ad.TurnMs = rep.Now, rep.Expiry, charged, rep.Reason == reasonProbe, rep.TurnMs()
 		l := c.open(ad)
 		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
