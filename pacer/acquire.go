@@ -311,7 +311,7 @@ func (a *acquisition) reserved(ctx context.Context, an answer) error {
 		a.emit(Waiting, rep.Wait, Limit(rep.Reason), nil)
 	}
 	a.ticket = rep.Ticket
-	err := a.c.p.untilTurn(ctx, a.pending, rep.Wait, a.began, a.away != nil)
+	err := a.untilTurn(ctx, a.pending, rep.Wait)
 	if err != nil {
 		a.pending = nil // given back by untilTurn
 	}
@@ -362,7 +362,7 @@ func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
 	if rep.Wait > 0 {
 		a.emit(Waiting, rep.Wait, Limit(rep.Reason), nil)
 	}
-	if err := a.c.p.untilTurn(ctx, l, rep.Wait, a.began, a.away != nil); err != nil {
+	if err := a.untilTurn(ctx, l, rep.Wait); err != nil {
 		return nil, err
 	}
 	l.announce()
@@ -391,13 +391,14 @@ var errPausedTurn = errors.New("pacer: the turn was paused")
 // it (see Lease.KeepAlive), so the call still holds its lease, and its
 // slot, when it starts.
 //
-// A movable call (one a Group routed here: see acquisition.away) does not
-// wait a pause out: its turn given back, untilTurn returns errPausedTurn,
-// and its Group routes it again, past the paused deployment.
+// A call a Group routed here (see acquisition.away) does not wait a pause
+// out: its turn given back, untilTurn returns errPausedTurn, and its Group
+// routes it again, past the paused deployment.
 //
-// A stop this process set or met since asked (when Acquire began: the turn
-// was reserved after it) makes it ask once more at the turn.
-func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time, movable bool) error {
+// A stop this process set or met since the call began (the turn was
+// reserved after it) makes it ask once more at the turn.
+func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duration) error {
+	p := a.c.p
 	reserved := time.Now()
 	turn := reserved.Add(wait)
 	alive := true // the lease may still be kept alive (see below)
@@ -405,7 +406,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 		until, keep := turn, false
 		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
 			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
-				if movable {
+				if a.away != nil {
 					p.giveBack(l)
 					return errPausedTurn
 				}
@@ -439,7 +440,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 			return ctx.Err()
 		}
 	}
-	if wait > 0 && p.stoppedAt.Load() > asked.UnixNano() {
+	if wait > 0 && p.stoppedAt.Load() > a.began.UnixNano() {
 		// A stop came after the turn was reserved: a pending lease's claim
 		// would be refused, and this turn must be too. One read, on this
 		// rare path, says whether the stop still holds.
