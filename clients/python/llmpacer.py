@@ -1104,7 +1104,7 @@ class Lease:
         self._pacer = pacer
         self._expiry_ms = expiry_ms
         self._mu = threading.Lock()
-        self._state = "held"
+        self._state = "active"
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
         # The one call a stopped budget let through: settled, it resumes the
@@ -1118,7 +1118,7 @@ class Lease:
 
     @property
     def state(self) -> str:
-        """held, then settled, released, rejected, canceled or expired."""
+        """active, then settled, released, rejected, canceled or expired."""
         with self._mu:
             return self._state
 
@@ -1194,7 +1194,7 @@ class Lease:
     def _finish_locked(self, how: str, used: _Use):
         if self._state == "expired":
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
-        if self._state != "held":
+        if self._state != "active":
             return None, None
         s = self._pacer
         args = [self.id, self.charged_us, s.settings.concurrency, s.batch_slots]
@@ -1233,7 +1233,7 @@ class Lease:
         with self._mu:
             if self._state == "expired":
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
-            if self._state != "held":
+            if self._state != "active":
                 return
             s = self._pacer
             args = [self.id, s.settings.lease_ttl_ms]
