@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
-	"github.com/llmpacer/llmpacer/lua"
 )
 
 // Acquire waits until every limit of the budget has room for r, charges
@@ -35,225 +32,286 @@ func (p *Pacer) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	if p.s().shadow {
 		return p.TryAcquire(ctx, r)
 	}
-	if err := p.settleDefinition(ctx); err != nil {
+	c, err := p.prepare(ctx, r)
+	if err != nil {
 		return nil, err
 	}
-	if err := p.checkRequest(r); err != nil {
-		return nil, err
-	}
-	r = r.withTotal()
-	a := p.newAcquisition(ctx, r, time.Now(), p.s().maxWait)
+	a := &acquisition{c: c, id: newID(), bounds: boundsOf(ctx, c.r, time.Now(), c.s.maxWait)}
 	return a.run(ctx)
 }
 
-// newAcquisition starts an Acquire of r (with its total) that began at
-// began, bounded by r.MaxWait, or else by maxWait, and by ctx's deadline.
-func (p *Pacer) newAcquisition(ctx context.Context, r Request, began time.Time, maxWait time.Duration) *acquisition {
-	a := &acquisition{p: p, r: r, began: began, id: leasing.NewID(), bound: maxWait}
-	if r.MaxWait > 0 {
-		a.bound = r.MaxWait
-	}
-	a.deadline = a.began.Add(a.bound)
-	if d, ok := ctx.Deadline(); ok && d.Before(a.deadline) {
-		a.deadline, a.ctxBound = d, true
-	}
-	return a
-}
-
-// acquisition is one Acquire call in progress.
-type acquisition struct {
-	p        *Pacer
-	r        Request
+// bounds is how long a call may wait: from began, by r.MaxWait, or else
+// the budget's Config.MaxWait, and by ctx's deadline.
+type bounds struct {
 	began    time.Time
 	bound    time.Duration
 	deadline time.Time
 	ctxBound bool // the deadline is ctx's
-	id       string
-	// ticket keeps the call's place in the slot queue, once a reply gave
-	// it one; pending is its lease while admitted with a later turn but no
-	// slot yet.
-	ticket  int64
-	pending *Lease
-	charged int64              // when the pending lease was charged (µs)
-	turnMs  int64              // the pending lease's turn (see wire.AcquireReply.TurnMs)
-	denied  *wire.AcquireReply // the last denial slept on
-	stale   int                // definitions followed during this call
-	// under is the definition the call's charges were made under, once
-	// queued or pending: a freed slot admits a waiter with the request it
-	// queued with, and a pending lease was charged at its admission, so
-	// their leases end against that definition's buckets even if another
-	// is in force by then (see Define).
-	under *settings
-	// routed is set for a call a Group routed to this budget: start is the
-	// reply route.lua gave (an admission, or a place in the slot queue),
-	// charged and made under startS, which the call continues from. When
-	// the call holds nothing here any more (a denial, a stop), run
-	// returns errReroute: the Group routes it again, over every
-	// deployment.
-	routed  bool
-	start   *wire.AcquireReply
-	startUs int64
-	startS  *settings
 }
 
-// errReroute tells a Group that its call no longer holds anything on the
-// deployment it was routed to, and must be routed again.
-var errReroute = errors.New("pacer: route again")
+// boundsOf returns the bounds of a call for r that began at began, on a
+// budget whose MaxWait is maxWait.
+func boundsOf(ctx context.Context, r Request, began time.Time, maxWait time.Duration) bounds {
+	b := bounds{began: began, bound: maxWait}
+	if r.MaxWait > 0 {
+		b.bound = r.MaxWait
+	}
+	b.deadline = began.Add(b.bound)
+	if d, ok := ctx.Deadline(); ok && d.Before(b.deadline) {
+		b.deadline, b.ctxBound = d, true
+	}
+	return b
+}
 
-// reroute turns the stop or pause a routed call met while it waited for
-// its turn (its turn given back) into errReroute: another deployment may
-// have room. Any other error, or a call not routed, is returned as it is.
-func (a *acquisition) reroute(err error) error {
-	var se *StoppedError
-	if a.routed && (errors.As(err, &se) || err == errPausedTurn) {
-		return errReroute
+// remain returns the time left until the deadline, or 0.
+func (b bounds) remain() time.Duration { return max(time.Until(b.deadline), 0) }
+
+// tooLong returns the *WaitError for a wait past the bound.
+func (b bounds) tooLong(wait time.Duration, limit Limit) *WaitError {
+	err := &WaitError{Wait: wait, Bound: b.bound, Limit: limit, ctxBound: b.ctxBound}
+	if b.ctxBound {
+		err.Bound = b.remain()
 	}
 	return err
 }
 
-// errPausedTurn is untilTurn's answer to a routed call whose turn a pause
-// would hold back: its turn is given back, and its Group routes it again
-// rather than wait the pause out while another deployment has room.
-var errPausedTurn = errors.New("pacer: the turn was paused")
+// deadlineErr returns the error for a call whose ctx ended with err, having
+// last been denied (or nil): a *WaitError if ctx's deadline, which bounds
+// the wait, came while it waited out a denial, and err otherwise.
+func (b bounds) deadlineErr(err error, denied *wire.AcquireReply) error {
+	if denied != nil && b.ctxBound && errors.Is(err, context.DeadlineExceeded) {
+		// No room was found within the bound.
+		return &WaitError{Wait: denied.Wait, Bound: b.bound, Limit: Limit(denied.Reason), ctxBound: true}
+	}
+	return err
+}
+
+// answer is a reply to an acquire of the call c (under the definition it
+// was charged under), charged at µs charged, asked with remain left.
+type answer struct {
+	rep     wire.AcquireReply
+	c       *call
+	charged int64
+	remain  time.Duration
+}
+
+// acquisition is one Acquire call in progress.
+type acquisition struct {
+	bounds
+	c     *call // the call, under the definition it last asked with
+	id    string
+	stale int // definitions followed during this call
+	// ticket keeps the call's place in the slot queue, once a reply gave
+	// it one; pending is its lease while admitted with a later turn but no
+	// slot yet, charged at µs charged with turn turnMs (see
+	// wire.AcquireReply.TurnMs).
+	ticket  int64
+	pending *Lease
+	charged int64
+	turnMs  int64
+	denied  *wire.AcquireReply // the last denial slept on
+	// under is the call as charged, once queued or pending: a freed slot
+	// admits a waiter with the request it queued with, and a pending lease
+	// was charged at its admission, so their leases end against that
+	// definition's buckets even if another is in force by then (see
+	// Define).
+	under *call
+	// next is an answer the call acts on without asking the budget: a
+	// freed slot's message (see handed), or the route a Group found it.
+	next *answer
+	// away, set by a Group for a call it routed here (see Group.Acquire),
+	// decides what the call does when it holds nothing here any more and
+	// would wait or give up with err (nil: a denial): it returns
+	// errReroute to take the call back, or err. Nil: the call stays.
+	away func(err error) error
+}
+
+// leave returns what run returns for a call that would wait or give up
+// with err while holding nothing: its Group's choice (see away), or err.
+func (a *acquisition) leave(err error) error {
+	if a.away == nil {
+		return err
+	}
+	return a.away(err)
+}
 
 func (a *acquisition) run(ctx context.Context) (*Lease, error) {
-	p, r := a.p, a.r
-	// next is the reply a freed slot's message stands for (see handed):
-	// the waiter was admitted there, and asks the budget nothing.
-	var next *wire.AcquireReply
 	for {
 		if err := ctx.Err(); err != nil {
 			a.abandon()
-			if a.denied != nil && a.ctxBound && errors.Is(err, context.DeadlineExceeded) {
-				// The deadline came while waiting out a denial: no room was
-				// found within the bound.
-				return nil, &WaitError{Wait: a.denied.Wait, Bound: a.bound, Limit: Limit(a.denied.Reason), ctxBound: true}
-			}
-			return nil, err
+			return nil, a.deadlineErr(err, a.denied)
 		}
-		if d, down := p.down(r, a.began); down {
+		if d, down := a.c.p.down(a.c, a.began); down {
 			a.abandon()
 			if l, err := d.acquire(ctx, a); l != nil || err != nil {
 				return l, err
 			}
 			continue // Redis answers again, or ctx is done
 		}
-		remain := max(time.Until(a.deadline), 0)
-		var rep wire.AcquireReply
-		var charged int64
-		var err error
-		// s: the definition this reply's charges were made under.
-		var s *settings
-		if next != nil {
-			rep, charged, next, s = *next, next.NowUs, nil, a.under
-		} else if a.start != nil {
-			rep, charged, s, a.start = *a.start, a.startUs, a.startS, nil
-		} else {
-			s = p.s()
-			rep, charged, err = p.acquireOnce(ctx, a.id, r, remain, a.ticket, a.began)
-		}
-		if err == nil && rep.Code == wire.Stale {
-			err = p.redefined(ctx, r, &a.stale)
-			if err == nil {
-				continue
-			}
-		}
+		an, err := a.ask(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // the loop's top says which error
 			}
 			a.abandon()
-			if _, down := p.down(r, a.began); down {
+			if _, down := a.c.p.down(a.c, a.began); down {
 				continue // the error tripped the circuit: fail open or closed
 			}
 			return nil, unavailable(err)
 		}
-		if err := stopped(rep); err != nil {
-			p.stoppedAt.Store(time.Now().UnixNano())
-			a.abandon()
-			if a.routed {
-				return nil, errReroute // route.lua skips a stopped deployment
-			}
-			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
-			return nil, err
+		if an == nil {
+			continue // another definition is in force: ask under it
 		}
-		if rep.Code == wire.Already && a.ticket != 0 && a.pending == nil && a.under != nil {
-			// A waiter told it was admitted already: a freed slot admitted
-			// it with the request it queued with (the message missed, or
-			// not yet read), under that definition.
-			s = a.under
-		}
-		admitted := rep.Code == wire.Admitted || rep.Code == wire.Already
-		switch {
-		case admitted && rep.Ticket == 0 && a.pending != nil:
-			// The pending lease claimed its slot at its turn.
-			ad := p.admission(a.under, r)
-			ad.ID, ad.Start, ad.Expiry = a.id, a.pending.Start(), rep.Expiry
-			ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
-			l := p.leaseUnder(a.under, ad)
-			p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(a.began), Limit: Limit(rep.Reason)})
-			return l, nil
-		case admitted && rep.Ticket == 0:
-			l, err := p.admit(ctx, s, a.id, r, rep, charged, a.began, a.routed)
-			return l, a.reroute(err)
-		case admitted:
-			// Admitted with a later turn, holding no slot until then: sleep
-			// until the turn, then claim a slot with the ticket.
-			if err := a.reserved(ctx, s, rep, charged); err != nil {
-				return nil, a.reroute(err)
-			}
-		case rep.Code == wire.TooLarge:
-			a.abandon()
-			return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, r.Tokens, rep.Reason)
-		case rep.Ticket != 0:
-			// Queued for a slot: wait until a freed slot admits it, or
-			// for the fallback timer.
-			a.ticket, a.denied = rep.Ticket, &rep
-			if a.pending == nil {
-				a.under = s // the request kept with its queue entry
-			}
-			outcome, err := p.waitGrant(ctx, a.id, r, rep, a.deadline)
-			if err != nil {
-				continue // the loop's top says which error
-			}
-			next = a.handed(outcome)
-		default:
-			if a.routed && a.ticket == 0 && a.pending == nil {
-				// Nothing held here: another deployment may have room.
-				return nil, errReroute
-			}
-			if rep.Wait > remain {
-				a.abandon()
-				err := &WaitError{Wait: rep.Wait, Bound: a.bound, Limit: Limit(rep.Reason), ctxBound: a.ctxBound}
-				if a.ctxBound {
-					err.Bound = time.Until(a.deadline)
-				}
-				p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
-				return nil, err
-			}
-			a.denied = &rep
-			if err := p.sleep(ctx, r, rep, a.deadline); err != nil {
-				continue // the loop's top says which error
-			}
+		if l, err := a.answer(ctx, *an); l != nil || err != nil {
+			return l, err
 		}
 	}
+}
+
+// ask returns the budget's answer to the call: the next one given (see
+// acquisition.next), or acquire.lua's, with the call's ticket. It returns
+// nil, nil when another definition is in force, which the call follows
+// and asks under.
+func (a *acquisition) ask(ctx context.Context) (*answer, error) {
+	remain := a.remain()
+	if an := a.next; an != nil {
+		a.next = nil
+		an.remain = remain
+		return an, nil
+	}
+	a.c = a.c.now()
+	rep, charged, err := a.c.acquireOnce(ctx, a.id, remain, a.ticket, a.began)
+	if err == nil && rep.Code == wire.Stale {
+		var c *call
+		if c, err = a.c.redefined(ctx, &a.stale); err == nil {
+			a.c = c
+			return nil, nil
+		}
+	}
+	c := a.c
+	if rep.Code == wire.Already && a.ticket != 0 && a.pending == nil && a.under != nil {
+		// A waiter told it was admitted already: a freed slot admitted it
+		// with the request it queued with (the message missed, or not yet
+		// read), under that definition.
+		c = a.under
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &answer{rep: rep, c: c, charged: charged, remain: remain}, nil
+}
+
+// answer acts on the budget's answer: it returns the lease, or the error
+// that ends the call, or nil, nil when the call asks again.
+func (a *acquisition) answer(ctx context.Context, an answer) (*Lease, error) {
+	rep := an.rep
+	if err := stopped(rep); err != nil {
+		a.c.p.stoppedAt.Store(time.Now().UnixNano())
+		a.abandon()
+		if a.away != nil {
+			return nil, a.leave(err) // route.lua skips a stopped deployment
+		}
+		a.emit(Denied, rep.Wait, err.Limit, err)
+		return nil, err
+	}
+	admitted := rep.Code == wire.Admitted || rep.Code == wire.Already
+	switch {
+	case admitted && rep.Ticket == 0 && a.pending != nil:
+		return a.claimed(rep), nil
+	case admitted && rep.Ticket == 0:
+		l, err := a.admit(ctx, an)
+		return l, a.moved(err)
+	case admitted:
+		// Admitted with a later turn, holding no slot until then: sleep
+		// until the turn, then claim a slot with the ticket.
+		return nil, a.moved(a.reserved(ctx, an))
+	case rep.Code == wire.TooLarge:
+		a.abandon()
+		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity (another process may run a smaller limit under the same name)", ErrTooLarge, a.c.r.Tokens, rep.Reason)
+	case rep.Ticket != 0:
+		a.queued(ctx, an)
+		return nil, nil
+	}
+	return nil, a.deniedFor(ctx, an)
+}
+
+// moved returns the error a call that met err while it waited for its turn
+// (its turn given back) ends with: its Group's choice, for a stop or a
+// pause (see away); err otherwise.
+func (a *acquisition) moved(err error) error {
+	var se *StoppedError
+	if errors.As(err, &se) || err == errPausedTurn {
+		return a.leave(err)
+	}
+	return err
+}
+
+// emit emits an event of kind for the call.
+func (a *acquisition) emit(kind EventKind, wait time.Duration, limit Limit, err error) {
+	a.c.p.emit(Event{Kind: kind, Tokens: a.c.r.Tokens, Priority: a.c.r.Priority, Wait: wait, Limit: limit, Err: err})
+}
+
+// claimed returns the pending lease, which claimed its slot at its turn.
+func (a *acquisition) claimed(rep wire.AcquireReply) *Lease {
+	ad := a.under.admitAs(a.id)
+	ad.Start, ad.Expiry = a.pending.Start(), rep.Expiry
+	ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
+	l := a.under.open(ad)
+	a.emit(Admitted, time.Since(a.began), Limit(rep.Reason), nil)
+	return l
+}
+
+// queued waits, queued for a slot, until a freed slot admits the call, or
+// for the fallback timer; the next answer is the admission it was handed,
+// if any.
+func (a *acquisition) queued(ctx context.Context, an answer) {
+	a.ticket, a.denied = an.rep.Ticket, &an.rep
+	if a.pending == nil {
+		a.under = an.c // the request kept with its queue entry
+	}
+	outcome, err := a.c.p.waitGrant(ctx, a.id, a.c.r, an.rep, a.deadline)
+	if err != nil {
+		return // the loop's top says which error
+	}
+	if rep := a.handed(outcome); rep != nil {
+		a.next = &answer{rep: *rep, c: a.under, charged: rep.NowUs}
+	}
+}
+
+// deniedFor waits out a denial, or returns the error that ends the call:
+// a *WaitError for a wait past the bound.
+func (a *acquisition) deniedFor(ctx context.Context, an answer) error {
+	rep := an.rep
+	if a.ticket == 0 && a.pending == nil && a.away != nil {
+		// Nothing held here: another deployment may have room.
+		return a.leave(nil)
+	}
+	if rep.Wait > an.remain {
+		a.abandon()
+		err := a.tooLong(rep.Wait, Limit(rep.Reason))
+		a.emit(Denied, rep.Wait, Limit(rep.Reason), err)
+		return err
+	}
+	a.denied = &rep
+	_ = a.c.p.sleep(ctx, a.c.r, rep, a.deadline) // ctx's error: the loop's top says which
+	return nil
 }
 
 // reserved handles a pending admission: it keeps the lease, sleeps until
 // its turn (see untilTurn), and sets the ticket that claims its slot. It
 // returns ctx's error, the lease given back.
-func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.AcquireReply, charged int64) error {
-	p, r := a.p, a.r
+func (a *acquisition) reserved(ctx context.Context, an answer) error {
+	rep := an.rep
 	if a.pending == nil {
-		a.charged, a.turnMs, a.under = charged, rep.TurnMs(), s
-		ad := p.admission(s, r)
-		ad.ID, ad.Start, ad.Expiry = a.id, rep.Now.Add(rep.Wait), rep.Expiry
-		ad.ChargedUs, ad.Waited, ad.TurnMs, ad.Quiet = charged, time.Since(a.began)+rep.Wait, rep.TurnMs(), true
-		a.pending = p.leaseUnder(s, ad)
-		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
+		a.charged, a.turnMs, a.under = an.charged, rep.TurnMs(), an.c
+		ad := an.c.admitAs(a.id)
+		ad.Start, ad.Expiry = rep.Now.Add(rep.Wait), rep.Expiry
+		ad.ChargedUs, ad.Waited, ad.TurnMs, ad.Quiet = an.charged, time.Since(a.began)+rep.Wait, rep.TurnMs(), true
+		a.pending = an.c.open(ad)
+		a.emit(Waiting, rep.Wait, Limit(rep.Reason), nil)
 	}
 	a.ticket = rep.Ticket
-	err := p.untilTurn(ctx, a.pending, rep.Wait, a.began, a.routed)
+	err := a.untilTurn(ctx, a.pending, rep.Wait)
 	if err != nil {
 		a.pending = nil // given back by untilTurn
 	}
@@ -267,16 +325,16 @@ func (a *acquisition) reserved(ctx context.Context, s *settings, rep wire.Acquir
 func (a *acquisition) abandon() {
 	switch {
 	case a.pending != nil:
-		a.p.giveBack(a.pending)
+		a.c.p.giveBack(a.pending)
 		a.pending = nil
 	case a.ticket != 0:
 		// Its ticket is the µs of its first denial: a lower bound of when
 		// a freed slot can have charged it.
-		s := a.under
-		if s == nil {
-			s = a.p.s()
+		c := a.under
+		if c == nil {
+			c = a.c.now()
 		}
-		a.p.leave(s, a.id, a.r, a.ticket, a.deadline)
+		c.leave(a.id, a.ticket, a.deadline)
 	}
 	a.ticket = 0
 }
@@ -289,26 +347,34 @@ const reasonProbe = "probe"
 // later turn is pending, see acquisition.reserved). A ctx canceled during
 // that sleep returns at once; the turn is given back in the background
 // (see giveBack), so nothing stays charged for a call that is never made.
-// A routed call is not held past its turn by a pause (see untilTurn).
-func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, rep wire.AcquireReply, charged int64, began time.Time, routed bool) (*Lease, error) {
-	ad := p.admission(s, r)
-	ad.ID, ad.Start, ad.Expiry = id, rep.Now.Add(rep.Wait), rep.Expiry
-	ad.ChargedUs, ad.Waited, ad.Probe, ad.TurnMs = charged, time.Since(began)+rep.Wait, rep.Reason == reasonProbe, rep.TurnMs()
+// A call a Group routed here is not held past its turn by a pause (see
+// untilTurn).
+func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
+	rep := an.rep
+	ad := an.c.admitAs(a.id)
+	ad.Start, ad.Expiry = rep.Now.Add(rep.Wait), rep.Expiry
+	ad.ChargedUs, ad.Waited, ad.Probe, ad.TurnMs = an.charged, time.Since(a.began)+rep.Wait, rep.Reason == reasonProbe, rep.TurnMs()
 	ad.Quiet = rep.Wait > 0
-	l := p.leaseUnder(s, ad)
+	l := an.c.open(ad)
 	if rep.Reason == reasonProbe {
 		rep.Reason = ""
 	}
 	if rep.Wait > 0 {
-		p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
+		a.emit(Waiting, rep.Wait, Limit(rep.Reason), nil)
 	}
-	if err := p.untilTurn(ctx, l, rep.Wait, began, routed); err != nil {
+	if err := a.untilTurn(ctx, l, rep.Wait); err != nil {
 		return nil, err
 	}
-	leasing.Announce(l)
-	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: time.Since(began), Limit: Limit(rep.Reason)})
+	l.announce()
+	a.emit(Admitted, time.Since(a.began), Limit(rep.Reason), nil)
 	return l, nil
 }
+
+// errPausedTurn is untilTurn's answer to a call a Group routed here whose
+// turn a pause would hold back: its turn is given back, and its Group
+// routes it again rather than wait the pause out while another deployment
+// has room.
+var errPausedTurn = errors.New("pacer: the turn was paused")
 
 // untilTurn sleeps until l's turn, wait from now. A pause this process set
 // meanwhile (a 429 seen by a neighbour) holds the turn back until the
@@ -325,13 +391,14 @@ func (p *Pacer) admit(ctx context.Context, s *settings, id string, r Request, re
 // it (see Lease.KeepAlive), so the call still holds its lease, and its
 // slot, when it starts.
 //
-// A routed call (see acquisition.routed) does not wait a pause out: its
-// turn given back, untilTurn returns errPausedTurn, and its Group routes it
-// again, past the paused deployment.
+// A call a Group routed here (see acquisition.away) does not wait a pause
+// out: its turn given back, untilTurn returns errPausedTurn, and its Group
+// routes it again, past the paused deployment.
 //
-// A stop this process set or met since asked (when Acquire began: the turn
-// was reserved after it) makes it ask once more at the turn.
-func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time, routed bool) error {
+// A stop this process set or met since the call began (the turn was
+// reserved after it) makes it ask once more at the turn.
+func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duration) error {
+	p := a.c.p
 	reserved := time.Now()
 	turn := reserved.Add(wait)
 	alive := true // the lease may still be kept alive (see below)
@@ -339,7 +406,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 		until, keep := turn, false
 		if wait > 0 && p.pausedAt.Load() > reserved.UnixNano() {
 			if paused := time.Unix(0, p.pausedUntil.Load()); paused.After(until) {
-				if routed {
+				if a.away != nil {
 					p.giveBack(l)
 					return errPausedTurn
 				}
@@ -373,7 +440,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 			return ctx.Err()
 		}
 	}
-	if wait > 0 && p.stoppedAt.Load() > asked.UnixNano() {
+	if wait > 0 && p.stoppedAt.Load() > a.began.UnixNano() {
 		// A stop came after the turn was reserved: a pending lease's claim
 		// would be refused, and this turn must be too. One read, on this
 		// rare path, says whether the stop still holds.
@@ -421,156 +488,3 @@ func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, dea
 // roundTrip is the time kept before a wait bound for the script call that
 // follows a sleep.
 const roundTrip = 5 * time.Millisecond
-
-// TryAcquire admits r only if every limit has room now. It never waits: it
-// returns a lease, or a *NotYetError (errors.Is ErrNotYet) that says how
-// long until r could be admitted (assuming no other caller takes the room
-// first), having charged nothing. It returns ErrTooLarge for a request that
-// can never fit.
-//
-// In a shadow budget (Config.Shadow) Acquire and TryAcquire never refuse
-// for want of room or Redis: they report the refusal as a Denied event and
-// return a lease the budget does not count (Lease.Shadow).
-func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
-	l, err := p.tryAcquire(ctx, r)
-	if err == nil || !p.s().shadow || errors.Is(err, ErrInvalid) {
-		return l, err
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // the caller gave up: nothing to let run
-	}
-	// A shadow budget reports the refusal and lets the call run.
-	if !errors.Is(err, ErrNotYet) && !errors.Is(err, ErrStopped) { // those emitted Denied already
-		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Err: err})
-	}
-	now := time.Now()
-	return p.newLease(leasing.Admission{ID: leasing.NewID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(p.s().leaseTTL), Detached: true}), nil
-}
-
-func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {
-	if err := p.settleDefinition(ctx); err != nil {
-		return nil, err
-	}
-	if err := p.checkRequest(r); err != nil {
-		return nil, err
-	}
-	r = r.withTotal()
-	if d, down := p.down(r, time.Now()); down {
-		return d.tryNow()
-	}
-	id := leasing.NewID()
-	var rep wire.AcquireReply
-	var charged int64
-	var err error
-	for stale := 0; ; {
-		rep, charged, err = p.acquireOnce(ctx, id, r, 0, 0, time.Now())
-		if err == nil && rep.Code == wire.Stale {
-			if err = p.redefined(ctx, r, &stale); err == nil {
-				continue
-			}
-		}
-		if err != nil {
-			if d, down := p.down(r, time.Now()); down && ctx.Err() == nil {
-				return d.tryNow()
-			}
-			return nil, unavailable(err)
-		}
-		break
-	}
-	return p.tryAnswer(id, r, rep, charged)
-}
-
-// tryAnswer turns a reply to an acquire sent with max wait 0 into
-// TryAcquire's answer: a lease, or the error that says why not.
-func (p *Pacer) tryAnswer(id string, r Request, rep wire.AcquireReply, charged int64) (*Lease, error) {
-	if err := stopped(rep); err != nil {
-		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
-		return nil, err
-	}
-	switch rep.Code {
-	case wire.Admitted, wire.Already:
-		l := p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: charged, Probe: rep.Reason == reasonProbe, TurnMs: rep.TurnMs()})
-		p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority})
-		return l, nil
-	case wire.TooLarge:
-		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.Reason)
-	}
-	err := &NotYetError{RetryAfter: rep.Wait, Limit: Limit(rep.Reason)}
-	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
-	return nil, err
-}
-
-// acquireOnce runs acquire.lua once, with the call's ticket (0 on its first
-// attempt). It also returns the µs at which the buckets were charged, as
-// settle.lua wants it: the reply's clock, or for an id admitted before (by
-// an attempt whose reply go-redis lost and resent, or by a freed slot
-// while it waited in the queue) a lower bound, the clock less the time
-// since the call began.
-func (p *Pacer) acquireOnce(ctx context.Context, id string, r Request, maxWait time.Duration, ticket int64, began time.Time) (wire.AcquireReply, int64, error) {
-	v, err := p.callKeys(ctx, p.keysOf(r), lua.Acquire, p.acquireArgs(id, r, maxWait, ticket), func(v any) {
-		if rep, err := wire.DecodeAcquire(v); err == nil {
-			p.undoLate(rep, id, r, maxWait, ticket, began)
-		}
-	})
-	if err != nil {
-		return wire.AcquireReply{}, 0, err
-	}
-	rep, err := wire.DecodeAcquire(v)
-	if err != nil {
-		return wire.AcquireReply{}, 0, fmt.Errorf("pacer: acquire on %q: %w", p.s().name, err)
-	}
-	p.saw(rep)
-	return rep, chargedAt(rep, began), nil
-}
-
-// undoLate undoes an acquire whose reply came after the caller gave up:
-// it gives the lease back, or leaves the slot queue. (A caller that sent a
-// ticket was queued before, and leaves by itself: see
-// acquisition.abandon.)
-func (p *Pacer) undoLate(rep wire.AcquireReply, id string, r Request, maxWait time.Duration, ticket int64, began time.Time) {
-	switch {
-	case rep.Code == wire.Admitted || rep.Code == wire.Already:
-		p.giveBack(p.newLease(leasing.Admission{ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend, TenantKey: p.tkey(r), Start: rep.Now, Expiry: rep.Expiry, ChargedUs: chargedAt(rep, began), TurnMs: rep.TurnMs(), Quiet: true}))
-	case rep.Ticket != 0 && ticket == 0:
-		p.leave(p.s(), id, r, rep.Ticket, time.Now().Add(maxWait))
-	}
-}
-
-// chargedAt returns when an admission of a call that began at began
-// charged the buckets.
-func chargedAt(rep wire.AcquireReply, began time.Time) int64 {
-	if rep.Code == wire.Already {
-		return rep.NowUs - time.Since(began).Microseconds() - 1000
-	}
-	return rep.NowUs
-}
-
-// acquireArgs returns acquire.lua's ARGV for r.
-func (p *Pacer) acquireArgs(id string, r Request, maxWait time.Duration, ticket int64) []any {
-	keep := 0.0
-	if r.Priority == Batch {
-		keep = p.s().keep
-	}
-	a := wire.Acquire{
-		ID: id, Batch: r.Priority == Batch, MaxWait: maxWait, TTL: p.s().leaseTTL,
-		Limit: p.s().limits.Concurrency, BatchSlots: p.batchSlots(), Spacing: 1, Ticket: ticket,
-		Charges:   wire.Charges(p.bucketsOf(r), p.use(r), keep),
-		Versioned: true, Version: p.s().version, Seen: p.seen.Load(),
-	}
-	if r.Tenant != "" && r.Priority == Interactive && p.s().share > 0 {
-		// Over its share, the call leaves room for tenants within theirs.
-		a.OverShare = true
-		a.KeepPPM = int64(math.Floor(wire.ShareKeep(a.Charges, p.s().keep) * 1e6))
-	}
-	if c := p.s().limits.Concurrency; c > 0 {
-		// Slots free up one every mean hold time / limit: how long each
-		// waiter ahead in the slot queue adds (100 ms until a lease of this
-		// Pacer ends).
-		hold := 100.0
-		if h := p.hold.Load(); h != 0 {
-			hold = math.Float64frombits(h)
-		}
-		a.Spacing = int64(math.Ceil(hold / float64(c)))
-	}
-	return a.Args()
-}

@@ -3,25 +3,22 @@ package pacer
 import (
 	"context"
 	"time"
-
-	"github.com/llmpacer/llmpacer/internal/leasing"
 )
 
 // downCall is how a call is admitted or refused while the circuit is
 // tripped (Redis down). Its wait methods return again when Redis answers
 // while the call sleeps: it then asks the shared budget.
 type downCall struct {
-	p     *Pacer
-	r     Request // with its total (withTotal)
+	c     *call
 	began time.Time
 	cause error           // the Redis error that tripped the circuit
 	up    <-chan struct{} // closed when Redis answers again
 }
 
 // down returns the call's downCall if Redis is down, or ok false.
-func (p *Pacer) down(r Request, began time.Time) (downCall, bool) {
+func (p *Pacer) down(c *call, began time.Time) (downCall, bool) {
 	isDown, cause, up := p.out.state()
-	return downCall{p: p, r: r, began: began, cause: cause, up: up}, isDown
+	return downCall{c: c, began: began, cause: cause, up: up}, isDown
 }
 
 // try admits the call from this process's share if it has room now. It
@@ -29,15 +26,15 @@ func (p *Pacer) down(r Request, began time.Time) (downCall, bool) {
 // short of it, or an error: ErrUnavailable for a call that a fail-closed
 // limit refuses or that exceeds this process's share.
 func (d downCall) try() (*Lease, time.Duration, Limit, error) {
-	p, r := d.p, d.r
-	if lim, closed := p.closedFor(r); closed {
+	c, p := d.c, d.c.p
+	if lim, closed := c.closedFor(); closed {
 		// No Denied event, as for any Redis error: RedisDown said it.
 		return nil, 0, "", &UnavailableError{Limit: lim, Err: d.cause}
 	}
-	id := leasing.NewID()
+	id := newID()
 	now := time.Now()
-	expiry := now.Add(p.s().leaseTTL)
-	wait, short, never := p.out.local.admit(id, p.use(r), r.Priority == Batch, expiry)
+	expiry := now.Add(c.s.leaseTTL)
+	wait, short, never := p.out.local.admit(id, c.use, c.r.Priority == Batch, expiry)
 	if never {
 		return nil, 0, "", &UnavailableError{Limit: short, Err: d.cause, tooLarge: true}
 	}
@@ -45,11 +42,12 @@ func (d downCall) try() (*Lease, time.Duration, Limit, error) {
 		return nil, wait, short, nil
 	}
 	waited := time.Since(d.began)
-	l := p.newLease(leasing.Admission{
-		ID: id, Tokens: r.Tokens, Reserve: p.use(r), Weight: p.weight(r), Price: p.priceOf(r), Priced: p.s().spend,
-		Start: now, Expiry: expiry, Waited: waited, Local: p.out.local,
-	})
-	p.emit(Event{Kind: Admitted, Tokens: r.Tokens, Priority: r.Priority, Wait: waited, Local: true})
+	// A local lease ends against this process's limiter, never a
+	// tenant's hash in Redis.
+	ad := c.admitAs(id)
+	ad.TenantKey, ad.Start, ad.Expiry, ad.Waited, ad.Local = "", now, expiry, waited, p.out.local
+	l := c.open(ad)
+	p.emit(Event{Kind: Admitted, Tokens: c.r.Tokens, Priority: c.r.Priority, Wait: waited, Local: true})
 	return l, 0, "", nil
 }
 
@@ -60,7 +58,7 @@ func (d downCall) tryNow() (*Lease, error) {
 		return l, err
 	}
 	err = &NotYetError{RetryAfter: wait, Limit: short}
-	d.p.emit(Event{Kind: Denied, Tokens: d.r.Tokens, Priority: d.r.Priority, Wait: wait, Limit: short, Err: err})
+	d.c.p.emit(Event{Kind: Denied, Tokens: d.c.r.Tokens, Priority: d.c.r.Priority, Wait: wait, Limit: short, Err: err})
 	return nil, err
 }
 
@@ -79,16 +77,13 @@ func (d downCall) acquire(ctx context.Context, a *acquisition) (*Lease, error) {
 		if l != nil || err != nil {
 			return l, err
 		}
-		if remain := time.Until(a.deadline); wait > remain {
-			err := &WaitError{Wait: wait, Bound: a.bound, Limit: short, ctxBound: a.ctxBound}
-			if a.ctxBound {
-				err.Bound = max(remain, 0)
-			}
-			d.p.emit(Event{Kind: Denied, Tokens: d.r.Tokens, Priority: d.r.Priority, Wait: wait, Limit: short, Err: err})
+		if wait > time.Until(a.deadline) {
+			err := a.tooLong(wait, short)
+			a.emit(Denied, wait, short, err)
 			return nil, err
 		}
 		if waits == 0 { // a call waiting for a local slot asks every localWait
-			d.p.emit(Event{Kind: Waiting, Tokens: d.r.Tokens, Priority: d.r.Priority, Wait: wait, Limit: short, Local: true})
+			d.c.p.emit(Event{Kind: Waiting, Tokens: d.c.r.Tokens, Priority: d.c.r.Priority, Wait: wait, Limit: short, Local: true})
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -277,11 +276,11 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Settle(ctx, -1); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("Settle(-1) = %v; want lease.ErrInvalid", err)
+	if err := l.Settle(ctx, -1); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("Settle(-1) = %v; want pacer.ErrInvalid", err)
 	}
-	if err := l.Settle(ctx, 1<<60); !errors.Is(err, lease.ErrInvalid) {
-		t.Errorf("Settle(1<<60) = %v; want lease.ErrInvalid", err)
+	if err := l.Settle(ctx, 1<<60); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("Settle(1<<60) = %v; want pacer.ErrInvalid", err)
 	}
 	for _, d := range []time.Duration{0, -time.Second, 30 * 24 * time.Hour} {
 		if err := p.Pause(ctx, d); !errors.Is(err, pacer.ErrInvalid) {

@@ -12,7 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
@@ -250,11 +249,11 @@ type settings struct {
 	// withTenant the budget's wire buckets followed by theirs.
 	tenants     []bucket
 	withTenant  []wire.Bucket
-	budget      *leasing.Budget // what leases admitted under this definition end against
-	version     int64           // the stored definition's version; 0: none
-	share       float64         // Config.Tenants.Share
-	tenantRates []Rate          // Config.Tenants.Rates
-	fields      []any           // the configured buckets' fields, boxed once
+	budget      *leaseBudget // what leases admitted under this definition end against
+	version     int64        // the stored definition's version; 0: none
+	share       float64      // Config.Tenants.Share
+	tenantRates []Rate       // Config.Tenants.Rates
+	fields      []any        // the configured buckets' fields, boxed once
 	wireBuckets []wire.Bucket
 	outage      outageSettings
 }
@@ -361,20 +360,8 @@ func (c Config) validate() error {
 	if l.IsZero() && len(c.Rates) == 0 {
 		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency, or a Config.Rates entry")
 	}
-	for m, pr := range c.Prices {
-		for _, v := range []float64{pr.Input, pr.CachedInput, pr.Output} {
-			if !(v >= 0 && v <= 1e12) {
-				return invalidf("Config.Prices[%q] = %+v: prices are per million tokens, from 0 to 1e12", m, pr)
-			}
-		}
-		if !(pr.InputMargin <= maxInputMargin) || math.IsInf(pr.InputMargin, -1) {
-			return invalidf("Config.Prices[%q].InputMargin = %v: a share of the prompt's estimate, at most %v; 0 takes the model family's default, a negative value none", m, pr.InputMargin, float64(maxInputMargin))
-		}
-	}
-	for m, w := range c.Weights {
-		if !(w > 0 && w <= 1000) {
-			return invalidf("Config.Weights[%q] = %v: a weight must be above 0 and at most 1000 (1 is the default)", m, w)
-		}
+	if err := c.validateModels(); err != nil {
+		return err
 	}
 	if c.Version < 0 {
 		return invalidf("Config.Version = %d: must be 0 (follow what is stored) or positive", c.Version)
@@ -382,21 +369,8 @@ func (c Config) validate() error {
 	if err := c.Tenants.validate(); err != nil {
 		return err
 	}
-	if len(c.Rates) > maxRates {
-		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)
-	}
-	seen := map[Limit]int{}
-	for i, r := range c.Rates {
-		if err := r.check(i); err != nil {
-			return err
-		}
-		if r.Unit == Spend && len(c.Prices) == 0 {
-			return invalidf("Config.Rates[%d] is a Spend rate but Config.Prices is empty: give the models' prices per million tokens", i)
-		}
-		if j, dup := seen[r.Name()]; dup {
-			return invalidf("Config.Rates[%d] and [%d] are both %s: state each rate once", j, i, r.Name())
-		}
-		seen[r.Name()] = i
+	if err := c.validateRates(); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		n string
@@ -427,6 +401,47 @@ func (c Config) validate() error {
 		if sp.limit == 0 && sp.burst != 0 {
 			return invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
 		}
+	}
+	return nil
+}
+
+// validateModels checks the models' prices and weights.
+func (c Config) validateModels() error {
+	for m, pr := range c.Prices {
+		for _, v := range []float64{pr.Input, pr.CachedInput, pr.Output} {
+			if !(v >= 0 && v <= 1e12) {
+				return invalidf("Config.Prices[%q] = %+v: prices are per million tokens, from 0 to 1e12", m, pr)
+			}
+		}
+		if !(pr.InputMargin <= maxInputMargin) || math.IsInf(pr.InputMargin, -1) {
+			return invalidf("Config.Prices[%q].InputMargin = %v: a share of the prompt's estimate, at most %v; 0 takes the model family's default, a negative value none", m, pr.InputMargin, float64(maxInputMargin))
+		}
+	}
+	for m, w := range c.Weights {
+		if !(w > 0 && w <= 1000) {
+			return invalidf("Config.Weights[%q] = %v: a weight must be above 0 and at most 1000 (1 is the default)", m, w)
+		}
+	}
+	return nil
+}
+
+// validateRates checks Config.Rates: each rate, and each stated once.
+func (c Config) validateRates() error {
+	if len(c.Rates) > maxRates {
+		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)
+	}
+	seen := map[Limit]int{}
+	for i, r := range c.Rates {
+		if err := r.check(i); err != nil {
+			return err
+		}
+		if r.Unit == Spend && len(c.Prices) == 0 {
+			return invalidf("Config.Rates[%d] is a Spend rate but Config.Prices is empty: give the models' prices per million tokens", i)
+		}
+		if j, dup := seen[r.Name()]; dup {
+			return invalidf("Config.Rates[%d] and [%d] are both %s: state each rate once", j, i, r.Name())
+		}
+		seen[r.Name()] = i
 	}
 	return nil
 }

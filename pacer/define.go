@@ -198,17 +198,3 @@ func (p *Pacer) follow(v int64, def []byte) error {
 	p.emit(Event{Kind: Redefined, Version: v})
 	return nil
 }
-
-// redefined follows the definition stored, which an acquire found differs
-// from the one this Pacer ran, and checks r against it. n counts the
-// definitions one call followed: a budget redefined faster than a call
-// can follow is an error, not a loop.
-func (p *Pacer) redefined(ctx context.Context, r Request, n *int) error {
-	if *n++; *n > 3 {
-		return fmt.Errorf("pacer: the definition of %q changed %d times during one call; retry", p.local.Name, *n)
-	}
-	if err := p.reload(ctx); err != nil {
-		return err
-	}
-	return p.checkRequest(r)
-}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -94,7 +93,7 @@ func TestNoRefundAndReject(t *testing.T) {
 		s := snap(t, p)
 		clock.level(t, "after Reject: TPD", s.TPD.Level, 88_000, tpd)
 		clock.level(t, "after Reject: RPD", s.RPD.Level, 97, 100/86_400.0)
-		if got := l.State(); got != lease.Rejected {
+		if got := l.State(); got != pacer.Rejected {
 			t.Errorf("State() = %v; want rejected", got)
 		}
 	})

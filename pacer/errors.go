@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/llmpacer/llmpacer/lease"
 )
 
 // Sentinel errors, for errors.Is. Errors returned by this package wrap them
 // with a message that says what was wrong and what to do.
 var (
 	// ErrInvalid reports bad input: a Config, Request or argument that can
-	// never be right. The wrapping message names the field and the fix. It
-	// is lease.ErrInvalid, so a lease's bad argument matches it too.
-	ErrInvalid = lease.ErrInvalid
+	// never be right. The wrapping message names the field and the fix.
+	ErrInvalid = errors.New("llmpacer: invalid argument")
 
 	// ErrTooLarge reports a request that can never fit: its tokens exceed a
 	// token bucket's capacity. It is returned at once, never waited on.
@@ -29,8 +26,9 @@ var (
 	ErrWaitTimeout = errors.New("pacer: no room within the wait bound")
 
 	// ErrLeaseExpired reports a lease ended or kept alive after its TTL ran
-	// out. It is lease.ErrExpired.
-	ErrLeaseExpired = lease.ErrExpired
+	// out and the budget took its slot back. Its reserved tokens stay
+	// charged: a late Settle refunds nothing, so it can never refund twice.
+	ErrLeaseExpired = errors.New("lease: expired before it ended; its reserved tokens stay charged")
 )
 
 // WaitError is returned by Acquire when the budget would have room only

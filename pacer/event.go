@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
-	"github.com/llmpacer/llmpacer/lease"
 )
 
 // EventKind says what an Event reports.
@@ -112,7 +111,7 @@ type Event struct {
 	// For Ended: how the lease ended, the tokens it used (the settled usage;
 	// the reservation for a released or expired lease; 0 for a canceled or
 	// rejected one), and how long it was held (0 if canceled or expired).
-	End  lease.End
+	End  LeaseState
 	Used int64
 	Held time.Duration
 	// Throttled is, for Paused, whether a provider's 429 set the pause

@@ -9,7 +9,6 @@ import (
 
 	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -47,7 +46,7 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 	if err := l.Settle(ctx, 300); err != nil {
 		t.Fatal(err)
 	}
-	if e := take(pacer.Ended); len(e) != 1 || e[0].End != lease.Settled || e[0].Used != 300 || e[0].Tokens != 800 || e[0].Held != 2*time.Second {
+	if e := take(pacer.Ended); len(e) != 1 || e[0].End != pacer.Settled || e[0].Used != 300 || e[0].Tokens != 800 || e[0].Held != 2*time.Second {
 		t.Errorf("Ended events = %+v; want one, settled, 800 reserved, 300 used, held 2s", e)
 	}
 

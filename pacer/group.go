@@ -251,31 +251,25 @@ func (g *Group) order() []int {
 // *StoppedError when every deployment is stopped, ErrTooLarge when r fits
 // none, ErrInvalid for a request every deployment refuses.
 func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
-	began := time.Now()
 	r = r.withTotal()
-	a := g.ds[0].Pacer.newAcquisition(ctx, r, began, g.ds[0].Pacer.s().maxWait)
-	bound, deadline, ctxBound := a.bound, a.deadline, a.ctxBound
-	var denied *routed
+	b := boundsOf(ctx, r, time.Now(), g.ds[0].Pacer.s().maxWait)
+	var denied *wire.AcquireReply
 	stale := 0
 	for {
 		if err := ctx.Err(); err != nil {
-			if denied != nil && ctxBound && errors.Is(err, context.DeadlineExceeded) {
-				return nil, nil, &WaitError{Wait: denied.rep.Wait, Bound: bound, Limit: Limit(denied.rep.Reason), ctxBound: true}
-			}
-			return nil, nil, err
+			return nil, nil, b.deadlineErr(err, denied)
 		}
-		remain := max(time.Until(deadline), 0)
-		rt, err := g.route(ctx, r, remain, began)
+		remain := b.remain()
+		rt, err := g.route(ctx, r, remain, b.began)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue // the loop's top says which error
 			}
 			return nil, nil, err
 		}
-		p, rep := rt.p, rt.rep
-		switch {
+		switch rep := rt.rep; {
 		case rep.Code == wire.Stale:
-			if err := p.redefined(ctx, r, &stale); err != nil {
+			if _, err := rt.c.redefined(ctx, &stale); err != nil {
 				return nil, nil, err
 			}
 			continue
@@ -283,40 +277,44 @@ func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) 
 			return nil, nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity on every deployment", ErrTooLarge, r.Tokens, rep.Reason)
 		case rep.Code == wire.Admitted || rep.Code == wire.Already || rep.Ticket != 0:
 			// Admitted, or holding a place in a slot queue: the call goes on
-			// as an Acquire of that deployment.
-			c := p.newAcquisition(ctx, r, began, bound)
-			c.id, c.routed = rt.id, true
-			c.bound, c.deadline, c.ctxBound = bound, deadline, ctxBound
-			c.start, c.startUs, c.startS = &rep, rt.charged, rt.s
-			l, err := c.run(ctx)
+			// as an Acquire of that deployment, which gives it back to the
+			// group once it holds nothing there.
+			a := &acquisition{bounds: b, c: rt.c, id: rt.id, next: &rt.answer, away: rerouted}
+			l, err := a.run(ctx)
 			if err == errReroute {
 				continue
 			}
 			if err != nil {
 				return nil, nil, err
 			}
-			return l, p, nil
+			return l, rt.p, nil
 		}
-		if err := stopped(rep); err != nil {
+		a := &acquisition{bounds: b, c: rt.c, id: rt.id}
+		if err := stopped(rt.rep); err != nil {
 			// Every deployment is stopped.
-			p.stoppedAt.Store(time.Now().UnixNano())
-			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: err.Limit, Err: err})
+			rt.p.stoppedAt.Store(time.Now().UnixNano())
+			a.emit(Denied, rt.rep.Wait, err.Limit, err)
 			return nil, nil, err
 		}
-		if rep.Wait > remain {
-			err := &WaitError{Wait: rep.Wait, Bound: bound, Limit: Limit(rep.Reason), ctxBound: ctxBound}
-			if ctxBound {
-				err.Bound = time.Until(deadline)
-			}
-			p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
+		if rt.rep.Wait > remain {
+			err := b.tooLong(rt.rep.Wait, Limit(rt.rep.Reason))
+			a.emit(Denied, rt.rep.Wait, Limit(rt.rep.Reason), err)
 			return nil, nil, err
 		}
-		denied = &rt
-		if err := p.sleep(ctx, r, rep, deadline); err != nil {
-			continue // the loop's top says which error
-		}
+		denied = &rt.rep
+		_ = rt.p.sleep(ctx, r, rt.rep, b.deadline) // ctx's error: the loop's top says which
 	}
 }
+
+// errReroute tells a Group that its call no longer holds anything on the
+// deployment it was routed to, and must be routed again.
+var errReroute = errors.New("pacer: route again")
+
+// rerouted is a Group's hook into the acquisition of a call it routed to
+// one deployment (see acquisition.away): once the call holds nothing
+// there, a denial, a stop or a pause over its turn sends it back to be
+// routed again, over every deployment, rather than wait on this one.
+func rerouted(error) error { return errReroute }
 
 // TryAcquire admits r on the first deployment, in the Policy's order, that
 // has room for it now, and returns its lease and that deployment's Pacer.
@@ -331,12 +329,12 @@ func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, erro
 			return nil, nil, err
 		}
 		if rt.rep.Code == wire.Stale {
-			if err := rt.p.redefined(ctx, r, &stale); err != nil {
+			if _, err := rt.c.redefined(ctx, &stale); err != nil {
 				return nil, nil, err
 			}
 			continue
 		}
-		l, err := rt.p.tryAnswer(rt.id, r, rt.rep, rt.charged)
+		l, err := rt.c.tryAnswer(rt.id, rt.rep, rt.charged)
 		if err != nil {
 			return nil, nil, err
 		}

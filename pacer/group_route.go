@@ -5,21 +5,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
 )
 
 // routed is one route's outcome: the deployment it chose, the call's id,
-// acquire's reply there, when it charged (see chargedAt), and the
-// definition its charges were made under.
+// and acquire's answer there (the call worked out under the definition
+// its charges were made under).
 type routed struct {
-	p       *Pacer
-	id      string
-	rep     wire.AcquireReply
-	charged int64
-	s       *settings
+	p  *Pacer
+	id string
+	answer
 }
 
 // route offers r, under a new id, to every deployment that can take it,
@@ -29,54 +26,52 @@ type routed struct {
 // slot, or denied). A deployment too small for r, or that refuses it as
 // invalid, is left out; when all are, the first one's error is returned.
 func (g *Group) route(ctx context.Context, r Request, bound time.Duration, began time.Time) (routed, error) {
-	var use []int
+	var cs []*call
 	var first error
 	for _, i := range g.order() {
 		p := g.ds[i].Pacer
 		if err := p.settleDefinition(ctx); err != nil {
 			return routed{}, err
 		}
-		if err := p.checkRequest(r); err != nil {
+		c, err := p.checked(r)
+		if err != nil {
 			if first == nil || i == 0 {
 				first = err
 			}
 			continue
 		}
-		use = append(use, i)
+		cs = append(cs, c)
 	}
-	if len(use) == 0 {
+	if len(cs) == 0 {
 		return routed{}, first
 	}
-	id := leasing.NewID()
+	id := newID()
 	if g.one {
-		return g.routeOnce(ctx, id, r, use, bound, began)
+		return g.routeOnce(ctx, id, cs, bound, began)
 	}
-	return g.routeEach(ctx, id, r, use, bound, began)
+	return g.routeEach(ctx, id, cs, bound, began)
 }
 
 // routeOnce runs route.lua: every deployment in one script call.
-func (g *Group) routeOnce(ctx context.Context, id string, r Request, use []int, bound time.Duration, began time.Time) (routed, error) {
-	args := make([]any, 2+2*len(use), 2+2*len(use)+len(use)*16)
-	args[0], args[1] = len(use), bound.Milliseconds()
+func (g *Group) routeOnce(ctx context.Context, id string, cs []*call, bound time.Duration, began time.Time) (routed, error) {
+	args := make([]any, 2+2*len(cs), 2+2*len(cs)+len(cs)*16)
+	args[0], args[1] = len(cs), bound.Milliseconds()
 	if g.policy == MostRoom {
-		args[0] = -len(use) // route.lua orders them by room
+		args[0] = -len(cs) // route.lua orders them by room
 	}
 	var keys []string
-	ss := make([]*settings, len(use))
-	for k, i := range use {
-		p := g.ds[i].Pacer
-		ss[k] = p.s()
-		ks, as := p.keysOf(r), p.acquireArgs(id, r, bound, 0)
-		args[2+2*k], args[3+2*k] = len(ks), len(as)
-		keys = append(keys, ks...)
+	for k, c := range cs {
+		as := c.args(id, bound, 0)
+		args[2+2*k], args[3+2*k] = len(c.keys), len(as)
+		keys = append(keys, c.keys...)
 		args = append(args, as...)
 	}
-	p0 := g.ds[use[0]].Pacer
+	p0 := cs[0].p
 	v, err := wire.Run(ctx, lua.Route, p0.rdb, keys, args, func(v any) {
 		// The reply came after the caller gave up: undo it where it was
 		// made.
-		if k, rep, err := decodeRoute(v, len(use)); err == nil {
-			g.ds[use[k]].Pacer.undoLate(rep, id, r, bound, 0, began)
+		if k, rep, err := decodeRoute(v, len(cs)); err == nil {
+			cs[k].undoLate(rep, id, bound, 0, began)
 		}
 	})
 	if err != nil {
@@ -85,12 +80,12 @@ func (g *Group) routeOnce(ctx context.Context, id string, r Request, use []int, 
 		}
 		return routed{}, unavailable(fmt.Errorf("pacer: redis on the group of %q: %w", p0.Name(), err))
 	}
-	k, rep, err := decodeRoute(v, len(use))
+	k, rep, err := decodeRoute(v, len(cs))
 	if err != nil {
 		return routed{}, fmt.Errorf("pacer: route on the group of %q: %w", p0.Name(), err)
 	}
-	g.ds[use[k]].Pacer.saw(rep)
-	return routed{p: g.ds[use[k]].Pacer, id: id, rep: rep, charged: chargedAt(rep, began), s: ss[k]}, nil
+	cs[k].p.saw(rep)
+	return routed{p: cs[k].p, id: id, answer: answer{rep: rep, c: cs[k], charged: chargedAt(rep, began)}}, nil
 }
 
 // decodeRoute checks route.lua's reply, {i, acquire's reply...}, for n
@@ -113,20 +108,15 @@ func decodeRoute(v any, n int) (int, wire.AcquireReply, error) {
 // a cluster). It costs a round trip per deployment tried, and the choice
 // is not atomic: a deployment found full may have room by the time the
 // last is asked.
-func (g *Group) routeEach(ctx context.Context, id string, r Request, use []int, bound time.Duration, began time.Time) (routed, error) {
+func (g *Group) routeEach(ctx context.Context, id string, cs []*call, bound time.Duration, began time.Time) (routed, error) {
 	var out routed
 	best := false
-	for k, i := range use {
-		p := g.ds[i].Pacer
-		s := p.s()
-		rep, charged, err := p.acquireOnce(ctx, id, r, 0, 0, began)
+	for k, c := range cs {
+		rt, err := c.routeTo(ctx, id, 0, began)
 		if err != nil {
-			if ctx.Err() != nil {
-				return routed{}, err
-			}
-			return routed{}, unavailable(err)
+			return routed{}, err
 		}
-		rt := routed{p: p, id: id, rep: rep, charged: charged, s: s}
+		rep := rt.rep
 		switch {
 		case rep.Code > wire.Denied: // admitted, or another definition stored
 			return rt, nil
@@ -139,15 +129,20 @@ func (g *Group) routeEach(ctx context.Context, id string, r Request, use []int, 
 	if !best || bound < time.Millisecond || out.rep.Reason == string(LimitPause) || out.rep.Wait > bound.Truncate(time.Millisecond) {
 		return out, nil
 	}
-	s := out.p.s()
-	rep, charged, err := out.p.acquireOnce(ctx, id, r, bound, 0, began)
+	return out.c.now().routeTo(ctx, id, bound, began)
+}
+
+// routeTo runs acquire.lua for the call as id, with max wait bound, as
+// routeEach tries one deployment.
+func (c *call) routeTo(ctx context.Context, id string, bound time.Duration, began time.Time) (routed, error) {
+	rep, charged, err := c.acquireOnce(ctx, id, bound, 0, began)
 	if err != nil {
 		if ctx.Err() != nil {
 			return routed{}, err
 		}
 		return routed{}, unavailable(err)
 	}
-	return routed{p: out.p, id: id, rep: rep, charged: charged, s: s}, nil
+	return routed{p: c.p, id: id, answer: answer{rep: rep, c: c, charged: charged}}, nil
 }
 
 // singleServer says whether p's budget is on one Redis server, where one

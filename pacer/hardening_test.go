@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -118,7 +117,7 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		err = l.Settle(cctx, 100)
 		cancel()
-		if err == nil || l.State() != lease.Held {
+		if err == nil || l.State() != pacer.Active {
 			t.Fatalf("Settle through a Redis that runs nothing = %v, state %v; want an error, still held", err, l.State())
 		}
 		c.advance(400 * time.Millisecond) // past the lease's expiry
@@ -126,11 +125,11 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 		if err := l.Settle(ctx, 100); !errors.Is(err, pacer.ErrLeaseExpired) {
 			t.Errorf("Settle retried after expiry = %v; want ErrLeaseExpired", err)
 		}
-		if got := l.State(); got != lease.Expired {
+		if got := l.State(); got != pacer.Expired {
 			t.Errorf("State() = %v; want expired", got)
 		}
 		mu.Lock()
-		if len(ends) != 1 || ends[0].End != lease.Expired || !errors.Is(ends[0].Err, pacer.ErrLeaseExpired) {
+		if len(ends) != 1 || ends[0].End != pacer.Expired || !errors.Is(ends[0].Err, pacer.ErrLeaseExpired) {
 			t.Errorf("Ended events = %+v; want one, expired, with ErrLeaseExpired", ends)
 		}
 		mu.Unlock()
@@ -200,11 +199,11 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 		if err != nil {
 			t.Errorf("Settle resent by go-redis = %v; want nil: the first run ended the lease", err)
 		}
-		if got := l.State(); got != lease.Settled {
+		if got := l.State(); got != pacer.Settled {
 			t.Errorf("State() = %v; want settled", got)
 		}
 		mu.Lock()
-		if len(ends) != 1 || ends[0].End != lease.Settled || ends[0].Used != 100 {
+		if len(ends) != 1 || ends[0].End != pacer.Settled || ends[0].Used != 100 {
 			t.Errorf("Ended events = %+v; want one, settled, 100 used", ends)
 		}
 		mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/llmpacer/llmpacer/classify"
-	"github.com/llmpacer/llmpacer/lease"
 )
 
 // Observers returns one observer for Config.Observe that calls each of fs
@@ -77,7 +76,7 @@ func slogLevel(e Event) (slog.Level, string) {
 		}
 		return slog.LevelWarn, "llmpacer: call denied"
 	case Ended:
-		if e.End == lease.Expired {
+		if e.End == Expired {
 			return slog.LevelWarn, "llmpacer: lease expired"
 		}
 		return slog.LevelDebug, "llmpacer: lease ended"

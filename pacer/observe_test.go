@@ -13,7 +13,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/llmpacer/llmpacer/classify"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -32,8 +31,8 @@ func TestSlogObserverLevels(t *testing.T) {
 		{"waiting", pacer.Event{Kind: pacer.Waiting, Tokens: 10, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive limit=tpm wait=1s"},
 		{"denied", pacer.Event{Kind: pacer.Denied, Tokens: 10, Priority: pacer.Batch, Limit: pacer.LimitRPM, Wait: 2 * time.Minute, Err: boom}, slog.LevelWarn, "budget=b tokens=10 priority=batch limit=rpm retry_after=2m0s err=boom"},
 		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: pacer.LimitRPM, Wait: time.Second, Err: &pacer.NotYetError{RetryAfter: time.Second, Limit: pacer.LimitRPM}}, slog.LevelDebug, ""},
-		{"settled", pacer.Event{Kind: pacer.Ended, End: lease.Settled, Tokens: 10, Used: 7, Held: time.Second}, slog.LevelDebug, "budget=b end=settled tokens=10 used=7 held=1s"},
-		{"expired", pacer.Event{Kind: pacer.Ended, End: lease.Expired, Tokens: 10, Used: 10, Err: pacer.ErrLeaseExpired}, slog.LevelWarn, ""},
+		{"settled", pacer.Event{Kind: pacer.Ended, End: pacer.Settled, Tokens: 10, Used: 7, Held: time.Second}, slog.LevelDebug, "budget=b end=settled tokens=10 used=7 held=1s"},
+		{"expired", pacer.Event{Kind: pacer.Ended, End: pacer.Expired, Tokens: 10, Used: 10, Err: pacer.ErrLeaseExpired}, slog.LevelWarn, ""},
 		{"paused", pacer.Event{Kind: pacer.Paused, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelInfo, "budget=b limit=tpm pause=1s"},
 		{"quota", pacer.Event{Kind: pacer.Stopped, Limit: pacer.LimitQuota, Wait: time.Hour}, slog.LevelWarn, "budget=b limit=quota stop=1h0m0s"},
 		{"stop", pacer.Event{Kind: pacer.Stopped, Limit: pacer.LimitStop, Wait: time.Hour}, slog.LevelWarn, ""},

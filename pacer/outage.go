@@ -210,29 +210,30 @@ func limitNames(s settings) []string {
 	return out
 }
 
-// closedFor returns the fail-closed limit that refuses r while Redis is
-// down, if any: see Outage for why every limit counts every call.
-func (p *Pacer) closedFor(r Request) (Limit, bool) {
-	o := p.s().outage
-	for _, b := range p.s().configured() {
+// closedFor returns the fail-closed limit that refuses the call while
+// Redis is down, if any: see Outage for why every limit counts every call.
+func (c *call) closedFor() (Limit, bool) {
+	s := c.s
+	o := s.outage
+	for _, b := range s.configured() {
 		name := limitOf(b)
 		if o.open[name] {
 			continue
 		}
 		if b.unit == Spend {
-			if pr, ok := p.price(r); ok && pr.Free() {
+			if c.priced && c.price.Free() {
 				continue // a free model is never charged
 			}
 		}
 		return name, true
 	}
-	if p.s().limits.Concurrency > 0 && !o.open[LimitConcurrency] {
+	if s.limits.Concurrency > 0 && !o.open[LimitConcurrency] {
 		return LimitConcurrency, true
 	}
 	// A tenant's own rates live in Redis only: no local share can keep
 	// them, so a tenant's call fails closed on them.
-	if r.Tenant != "" && len(p.s().tenantRates) > 0 {
-		return Limit("@" + string(p.s().tenantRates[0].Name())), true
+	if c.r.Tenant != "" && len(s.tenantRates) > 0 {
+		return Limit("@" + string(s.tenantRates[0].Name())), true
 	}
 	return "", false
 }

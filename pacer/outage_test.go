@@ -13,7 +13,6 @@ import (
 
 	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -251,7 +250,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 	if err := l.Settle(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if l.State() != lease.Settled || l.Held() <= 0 {
+	if l.State() != pacer.Settled || l.Held() <= 0 {
 		t.Errorf("local lease after Settle: %v, held %v; want settled, held > 0", l.State(), l.Held())
 	}
 	l, _, err = tryAcquire(p, ctx, pacer.Request{Tokens: 400})

@@ -10,14 +10,9 @@ import (
 
 	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/internal/cluster"
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/redis/go-redis/v9"
 )
-
-// Lease is one admitted call's claim on the budget: see package lease.
-type Lease = lease.Lease
 
 // Pacer is one process's handle on a shared budget. Every Pacer with the
 // same Config.Name on the same Redis (in this process or any other) draws
@@ -118,7 +113,7 @@ func (p *Pacer) s() *settings { return p.cur.Load() }
 // adopt makes s the definition in force, with the lease budget its leases
 // end against.
 func (p *Pacer) adopt(s *settings) {
-	s.budget = &leasing.Budget{
+	s.budget = &leaseBudget{
 		Client: p.rdb, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
 		Limit: s.limits.Concurrency, BatchSlots: wire.Slots(s.limits.Concurrency, s.keep),
 		NoRefund: s.noRefund, Ended: p.ended,
@@ -141,21 +136,10 @@ func (p *Pacer) Limits() Limits { return p.s().limits }
 // tag, with every tenant's hash (see TenantKey).
 func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
 
-// newLease returns the lease for an admission (see leasing.Open).
-func (p *Pacer) newLease(a leasing.Admission) *Lease {
-	return leasing.Open(p.s().budget, a).(*Lease)
-}
-
-// leaseUnder opens a lease charged under definition s, which it ends
-// against (its buckets' fields), whatever definition is in force by then.
-func (p *Pacer) leaseUnder(s *settings, a leasing.Admission) *Lease {
-	return leasing.Open(s.budget, a).(*Lease)
-}
-
 // ended is told of every lease's end: it keeps the mean hold time and
 // emits the Ended event. (The slot goes to the budget's first waiter, in
 // whichever process: settle.lua admits it.)
-func (p *Pacer) ended(e leasing.Ending) {
+func (p *Pacer) ended(e ending) {
 	if e.Held > 0 {
 		ms := float64(e.Held) / float64(time.Millisecond)
 		for {
@@ -169,8 +153,8 @@ func (p *Pacer) ended(e leasing.Ending) {
 			}
 		}
 	}
-	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: lease.End(e.How), Err: e.Err, Local: e.Local})
-	if e.Probe && lease.End(e.How) == lease.Settled {
+	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: e.How, Err: e.Err, Local: e.Local})
+	if e.Probe && e.How == Settled {
 		p.probeSucceeded()
 	}
 }
@@ -178,7 +162,3 @@ func (p *Pacer) ended(e leasing.Ending) {
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
-
-// Usage is a call's input and output tokens, for Lease.SettleUsage: see
-// package lease.
-type Usage = lease.Usage

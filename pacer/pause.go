@@ -53,7 +53,7 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	// call's share (at most a full bucket); never less than minus one full
 	// bucket (see lua/pause.lua).
 	var args []any
-	use := p.use(r.withTotal())
+	use := p.callOf(p.s(), r).use
 	for _, b := range p.s().configured() {
 		// A sliding window has no TAT to lower: the pause holds it back.
 		if !lower[b.unit] || b.window > time.Minute || b.wb.Sub > 0 {

@@ -29,11 +29,6 @@ import (
 // idle process closes it.
 const linger = 5 * time.Second
 
-// batchSlots returns the slots a batch call may use.
-func (p *Pacer) batchSlots() int64 {
-	return wire.Slots(p.s().limits.Concurrency, p.s().keep)
-}
-
 // listen subscribes to the budget's hand-overs until ctx is done (see
 // concurrency.Grants): the slot queue's key is also the channel.
 func (p *Pacer) listen(ctx context.Context, ready func(), deliver func(string)) {
@@ -144,7 +139,7 @@ func (a *acquisition) handed(outcome string) *wire.AcquireReply {
 	case code == 1:
 		return rep
 	case code == 2 && a.pending == nil:
-		turn := expiry - a.p.s().leaseTTL.Milliseconds()
+		turn := expiry - a.under.s.leaseTTL.Milliseconds()
 		rep.Wait = time.Duration(max(turn-at/1000, 0)) * time.Millisecond
 		rep.Ticket = turn * 1000
 		return rep
@@ -155,19 +150,3 @@ func (a *acquisition) handed(outcome string) *wire.AcquireReply {
 // fallbackSlack is added to a queued waiter's fallback timer: the message
 // that admits it takes a round trip and a scheduler's delay to arrive.
 const fallbackSlack = 100 * time.Millisecond
-
-// leave takes a waiter that gives up (id, waiting for r) out of the slot
-// queue, in the background. A freed slot may have admitted it meanwhile,
-// or may do so until it leaves, so it leaves as a lease that is canceled
-// (see giveBack): settle.lua removes an id that is not a lease from the
-// queue, and ends one that is, giving its tokens back and its slot to the
-// next waiter. chargedUs is a lower bound of when it may have been
-// charged; deadline the end of its wait, after which the budget admits it
-// no more. Until a settle lands, or the lease it may hold expires, it
-// retries while Redis fails. s is the definition it queued under, which a
-// hand-over charged it under.
-func (p *Pacer) leave(s *settings, id string, r Request, chargedUs int64, deadline time.Time) {
-	ad := p.admission(s, r)
-	ad.ID, ad.Start, ad.Expiry, ad.ChargedUs, ad.Quiet = id, time.Now(), deadline.Add(s.leaseTTL), chargedUs, true
-	p.giveBack(p.leaseUnder(s, ad))
-}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -165,7 +164,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if err := kept.Settle(ctx, 0); err != nil {
 			t.Errorf("Settle of a kept-alive lease = %v; want nil", err)
 		}
-		if got := kept.State(); got != lease.Settled {
+		if got := kept.State(); got != pacer.Settled {
 			t.Errorf("State() = %v; want settled", got)
 		}
 	})

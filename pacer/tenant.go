@@ -154,33 +154,6 @@ func (p *Pacer) Tenants() Tenants {
 // budget: for operators, and for tests that must delete what they wrote.
 func (p *Pacer) TenantKey(tenant string) string { return p.tenantKey(tenant) }
 
-// tkey returns the key of r's tenant, or "" for a call charged to the
-// budget alone.
-func (p *Pacer) tkey(r Request) string {
-	if r.Tenant == "" {
-		return ""
-	}
-	return p.tenantKey(r.Tenant)
-}
-
-// keysOf returns the keys a call for r runs its scripts on: the budget's,
-// and its tenant's hash.
-func (p *Pacer) keysOf(r Request) []string {
-	if r.Tenant == "" {
-		return p.keys
-	}
-	return append(p.keys[:len(p.keys):len(p.keys)], p.tenantKey(r.Tenant))
-}
-
-// bucketsOf returns the buckets a call for r is charged: the budget's, and
-// its tenant's.
-func (p *Pacer) bucketsOf(r Request) []wire.Bucket {
-	if r.Tenant == "" {
-		return p.s().wireBuckets
-	}
-	return p.s().withTenant
-}
-
 // TenantSnapshot is one tenant's state at one moment.
 type TenantSnapshot struct {
 	Tenant string

@@ -11,7 +11,6 @@ import (
 
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 )
@@ -66,7 +65,7 @@ func TestHugeBodyPassesThrough(t *testing.T) {
 	if got := admittedTokens(t, ev, 1); got != 5000 {
 		t.Errorf("reserved %d; want WithDefaultTokens' 5000", got)
 	}
-	if end := ev.ended(t, 1)[0]; end.End != lease.Settled {
+	if end := ev.ended(t, 1)[0]; end.End != pacer.Settled {
 		t.Errorf("lease ended %v; want settled with the answer's usage", end.End)
 	}
 	ev.balanced(t)
@@ -104,7 +103,7 @@ func TestUnreadableAnswersKeepTheReservation(t *testing.T) {
 			}
 			end := ev.ended(t, 1)[0]
 			// A whole 200 answer without usage: settled at its reservation.
-			if end.End != lease.Settled || end.Used != end.Tokens {
+			if end.End != pacer.Settled || end.Used != end.Tokens {
 				t.Errorf("lease ended %v using %d of %d; want settled at the reservation, kept whole", end.End, end.Used, end.Tokens)
 			}
 			ev.balanced(t)
@@ -150,7 +149,7 @@ func TestUnclosedBodyLetsTheLeaseExpire(t *testing.T) {
 	ends := ev.ended(t, 2)
 	var expired int
 	for _, e := range ends {
-		if e.End == lease.Expired {
+		if e.End == pacer.Expired {
 			expired++
 		}
 	}

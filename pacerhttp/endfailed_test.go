@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
@@ -21,19 +20,19 @@ func TestFailedLeaseEndsAlikeInRunAndTransport(t *testing.T) {
 	cases := []struct {
 		status int
 		body   string
-		want   lease.End
+		want   pacer.LeaseState
 	}{
-		{400, `{"error":{"message":"bad","type":"invalid_request_error"}}`, lease.Rejected},
-		{401, `{"error":{"message":"key","type":"invalid_request_error","code":"invalid_api_key"}}`, lease.Rejected},
-		{404, `{"error":{"message":"no model","code":"model_not_found"}}`, lease.Rejected},
-		{408, `{"error":{"message":"timeout"}}`, lease.Released},
-		{409, `{"type":"error","error":{"type":"conflict_error","message":"conflict"}}`, lease.Released},
-		{429, `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, lease.Released},
-		{429, `{"error":{"message":"no money","type":"insufficient_quota","code":"insufficient_quota"}}`, lease.Rejected},
-		{500, `{"error":{"message":"oops","type":"server_error"}}`, lease.Released},
-		{502, `bad gateway`, lease.Released},
-		{503, `{"error":{"message":"The engine is currently overloaded","type":"server_error"}}`, lease.Released},
-		{529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, lease.Released},
+		{400, `{"error":{"message":"bad","type":"invalid_request_error"}}`, pacer.Rejected},
+		{401, `{"error":{"message":"key","type":"invalid_request_error","code":"invalid_api_key"}}`, pacer.Rejected},
+		{404, `{"error":{"message":"no model","code":"model_not_found"}}`, pacer.Rejected},
+		{408, `{"error":{"message":"timeout"}}`, pacer.Released},
+		{409, `{"type":"error","error":{"type":"conflict_error","message":"conflict"}}`, pacer.Released},
+		{429, `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, pacer.Released},
+		{429, `{"error":{"message":"no money","type":"insufficient_quota","code":"insufficient_quota"}}`, pacer.Rejected},
+		{500, `{"error":{"message":"oops","type":"server_error"}}`, pacer.Released},
+		{502, `bad gateway`, pacer.Released},
+		{503, `{"error":{"message":"The engine is currently overloaded","type":"server_error"}}`, pacer.Released},
+		{529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, pacer.Released},
 	}
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		for i, c := range cases {
@@ -64,7 +63,7 @@ func TestFailedLeaseEndsAlikeInRunAndTransport(t *testing.T) {
 // failedEnd makes one failing call with send, on a new budget, through an
 // openai-go client without retries (paced by the transport if paced), and
 // returns how its lease ended.
-func failedEnd(t *testing.T, b redistest.Backend, url, name string, send func(*pacer.Pacer, openai.Client, openai.ChatCompletionNewParams), paced bool) lease.End {
+func failedEnd(t *testing.T, b redistest.Backend, url, name string, send func(*pacer.Pacer, openai.Client, openai.ChatCompletionNewParams), paced bool) pacer.LeaseState {
 	t.Helper()
 	ev := &events{}
 	p, err := pacer.New(b.Client(t), pacer.Config{Name: redistest.Name(t) + "-" + name, Limits: pacer.Limits{RPM: 1000, TPM: 1_000_000}, Observe: ev.observe})

@@ -11,7 +11,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	ooption "github.com/openai/openai-go/v3/option"
@@ -73,7 +72,7 @@ func TestCutStreamKeepsReservation(t *testing.T) {
 					t.Fatal("a cut stream read without error")
 				}
 				end := ev.ended(t, 1)[0]
-				if end.End != lease.Released || end.Used != end.Tokens {
+				if end.End != pacer.Released || end.Used != end.Tokens {
 					t.Errorf("lease ended %v using %d of %d; want released, the whole reservation kept", end.End, end.Used, end.Tokens)
 				}
 				s := r.provider.Stats()
@@ -292,10 +291,10 @@ func TestRetryAfter5xxSendsTheSameBody(t *testing.T) {
 			t.Fatalf("admitted %+v; want one lease per attempt, of the same reservation", a)
 		}
 		ends := ev.ended(t, 2)
-		if ends[0].End != lease.Released || ends[0].Used != ends[0].Tokens {
+		if ends[0].End != pacer.Released || ends[0].Used != ends[0].Tokens {
 			t.Errorf("the failed attempt's lease ended %v using %d; want released with its reservation", ends[0].End, ends[0].Used)
 		}
-		if ends[1].End != lease.Settled || ends[1].Used != reply.Usage.TotalTokens {
+		if ends[1].End != pacer.Settled || ends[1].Used != reply.Usage.TotalTokens {
 			t.Errorf("the retry's lease ended %v using %d; want settled with %d", ends[1].End, ends[1].Used, reply.Usage.TotalTokens)
 		}
 		ev.balanced(t)

@@ -13,7 +13,6 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmpacer/llmpacer/estimate"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
@@ -84,11 +83,11 @@ func TestGroupTransportSends429OnAtOnce(t *testing.T) {
 		if s, err := ps[0].Snapshot(context.Background()); err != nil || s.Paused < time.Second || s.Paused > 2*time.Second {
 			t.Errorf("the rate-limited deployment's pause = %v, %v; want up to its 2 s Retry-After", s.Paused, err)
 		}
-		ends := map[string]lease.End{}
+		ends := map[string]pacer.LeaseState{}
 		for _, e := range ev.ended(t, 2) {
 			ends[e.Name] = e.End
 		}
-		if ends[ps[0].Name()] != lease.Released || ends[ps[1].Name()] != lease.Settled {
+		if ends[ps[0].Name()] != pacer.Released || ends[ps[1].Name()] != pacer.Settled {
 			t.Errorf("leases ended %v; want %s released, %s settled", ends, ps[0].Name(), ps[1].Name())
 		}
 		if n := ev.balanced(t); n != 2 {

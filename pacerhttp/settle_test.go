@@ -13,7 +13,6 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
@@ -29,7 +28,7 @@ var wide = pacer.Limits{RPM: 1000, TPM: 1_000_000}
 func settled(t *testing.T, ev *events, n int, want int64, what string) {
 	t.Helper()
 	end := ev.ended(t, n)[n-1]
-	if end.End != lease.Settled || end.Used != want || want == 0 {
+	if end.End != pacer.Settled || end.Used != want || want == 0 {
 		t.Errorf("%s: lease ended %v using %d; want settled with the answer's %d", what, end.End, end.Used, want)
 	}
 }

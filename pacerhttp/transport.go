@@ -272,7 +272,7 @@ func bounded(ctx context.Context, f func(context.Context) error) {
 // end ends a lease with f, with ctx: a lease whose end fails (Redis
 // unreachable, or ctx done) keeps trying in the background until it lands
 // or the lease expires (its reservation then stays charged, the safe
-// side), the same loop for every caller (see lease.Lease.Settle). A
+// side), the same loop for every caller (see pacer.Lease.Settle). A
 // caller is never held past its context.
 func end(ctx context.Context, l *pacer.Lease, f func(context.Context) error) {
 	// An end the lease refuses (a usage it cannot take) must not leave it

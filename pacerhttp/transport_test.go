@@ -12,7 +12,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
@@ -43,7 +42,7 @@ func TestOpenAISettlesUsage(t *testing.T) {
 			t.Fatalf("admitted %+v; want one lease of the prompt estimate plus 200", admitted)
 		}
 		end := ev.ended(t, 1)[0]
-		if end.End != lease.Settled || end.Used != reply.Usage.TotalTokens || end.Used == 0 {
+		if end.End != pacer.Settled || end.Used != reply.Usage.TotalTokens || end.Used == 0 {
 			t.Errorf("lease ended %v using %d; want settled with the answer's total_tokens %d", end.End, end.Used, reply.Usage.TotalTokens)
 		}
 		if s := r.provider.Stats(); s.Calls != 1 || s.TokensUsed != reply.Usage.TotalTokens {
@@ -73,7 +72,7 @@ func TestOpenAIStreamSettlesUsage(t *testing.T) {
 			t.Fatalf("accumulated %+v; want text and usage (include_usage added by the transport)", acc.ChatCompletion)
 		}
 		end := ev.ended(t, 1)[0]
-		if end.End != lease.Settled || end.Used != acc.Usage.TotalTokens {
+		if end.End != pacer.Settled || end.Used != acc.Usage.TotalTokens {
 			t.Errorf("lease ended %v using %d; want settled with the final chunk's %d", end.End, end.Used, acc.Usage.TotalTokens)
 		}
 	})
@@ -95,7 +94,7 @@ func TestStreamWithoutUsageKeepsReservation(t *testing.T) {
 	stream.Close()
 	end := ev.ended(t, 1)[0]
 	// A whole stream without usage: settled at its reservation, never 0.
-	if end.End != lease.Settled || end.Used != end.Tokens {
+	if end.End != pacer.Settled || end.Used != end.Tokens {
 		t.Errorf("lease ended %v using %d of %d; want settled at the reservation, kept whole", end.End, end.Used, end.Tokens)
 	}
 }
@@ -116,7 +115,7 @@ func TestAnthropicSettlesUsage(t *testing.T) {
 			t.Fatalf("Messages.New = %v", err)
 		}
 		want := msg.Usage.InputTokens + msg.Usage.OutputTokens + msg.Usage.CacheReadInputTokens + msg.Usage.CacheCreationInputTokens
-		if end := ev.ended(t, 1)[0]; end.End != lease.Settled || end.Used != want {
+		if end := ev.ended(t, 1)[0]; end.End != pacer.Settled || end.Used != want {
 			t.Errorf("JSON: lease ended %v using %d; want settled with %d", end.End, end.Used, want)
 		}
 
@@ -132,7 +131,7 @@ func TestAnthropicSettlesUsage(t *testing.T) {
 		}
 		stream.Close()
 		want = acc.Usage.InputTokens + acc.Usage.OutputTokens + acc.Usage.CacheReadInputTokens + acc.Usage.CacheCreationInputTokens
-		if end := ev.ended(t, 2)[1]; end.End != lease.Settled || end.Used != want || want == 0 {
+		if end := ev.ended(t, 2)[1]; end.End != pacer.Settled || end.Used != want || want == 0 {
 			t.Errorf("stream: lease ended %v using %d; want settled with %d", end.End, end.Used, want)
 		}
 	})
@@ -171,7 +170,7 @@ func TestMalformedBodyEndsItsLeaseOnce(t *testing.T) {
 	if a := ev.of(pacer.Admitted); len(a) != 1 || a[0].Tokens != pacerhttp.DefaultTokens {
 		t.Fatalf("admitted %+v; want one lease of DefaultTokens", a)
 	}
-	if e := ev.ended(t, 1); e[0].End != lease.Rejected {
+	if e := ev.ended(t, 1); e[0].End != pacer.Rejected {
 		t.Errorf("a 400 answer ended the lease %v; want rejected (tokens back)", e[0].End)
 	}
 	time.Sleep(20 * time.Millisecond)

@@ -1,7 +1,6 @@
 package pacerprom
 
 import (
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -121,7 +120,7 @@ func (c *Collector) Observe(e pacer.Event) {
 		m.refunded.WithLabelValues(lv(budget)...).Add(float64(max(e.Tokens-e.Used, 0)))
 		m.debt.WithLabelValues(lv(budget)...).Add(float64(max(e.Used-e.Tokens, 0)))
 		switch e.End {
-		case lease.Settled, lease.Released, lease.Rejected:
+		case pacer.Settled, pacer.Released, pacer.Rejected:
 			// A canceled lease never ran and an expired one's end is
 			// unknown: both report no hold time.
 			m.hold.WithLabelValues(lv(budget)...).Observe(e.Held.Seconds())

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerprom"
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,7 +112,7 @@ func TestManyGoroutinesAndPacers(t *testing.T) {
 // round trip.
 func BenchmarkObserve(b *testing.B) {
 	m := pacerprom.New()
-	e := pacer.Event{Kind: pacer.Ended, Name: "chat", Tokens: 1000, Used: 400, Held: time.Second, End: lease.Settled}
+	e := pacer.Event{Kind: pacer.Ended, Name: "chat", Tokens: 1000, Used: 400, Held: time.Second, End: pacer.Settled}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerprom"
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,7 +55,7 @@ func TestTenantCapConcurrent(t *testing.T) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range tenantsEach {
-				m.Observe(pacer.Event{Kind: pacer.Ended, Name: "chat", Tokens: int64(1 + g*tenantsEach + i), End: lease.Settled})
+				m.Observe(pacer.Event{Kind: pacer.Ended, Name: "chat", Tokens: int64(1 + g*tenantsEach + i), End: pacer.Settled})
 			}
 		})
 	}
@@ -105,7 +104,7 @@ func TestObserveOddLabels(t *testing.T) {
 func TestMetricsLint(t *testing.T) {
 	m := pacerprom.New()
 	for _, k := range []pacer.EventKind{pacer.Admitted, pacer.Waiting, pacer.Denied, pacer.Ended, pacer.Paused, pacer.Failed, pacer.Stopped, pacer.Resumed} {
-		m.Observe(pacer.Event{Kind: k, Name: "chat", Limit: pacer.LimitRPM, End: lease.Settled})
+		m.Observe(pacer.Event{Kind: k, Name: "chat", Limit: pacer.LimitRPM, End: pacer.Settled})
 	}
 	m.Watch(newPacer(t, redistest.Mini(t), pacer.Config{Name: "chat", Limits: pacer.Limits{RPM: 60, Concurrency: 2}}))
 	problems, err := testutil.CollectAndLint(m)

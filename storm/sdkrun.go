@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
-	"github.com/llmpacer/llmpacer/lease"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
 	"github.com/openai/openai-go/v3"
@@ -173,9 +172,9 @@ func (t *paceTally) observe(e pacer.Event) {
 		t.ended.Add(1)
 		t.used.Add(e.Used)
 		switch e.End {
-		case lease.Settled:
+		case pacer.Settled:
 			t.settled.Add(1)
-		case lease.Released, lease.Expired:
+		case pacer.Released, pacer.Expired:
 			t.kept.Add(1)
 		default:
 			t.given.Add(1)

@@ -1575,7 +1575,7 @@ class Lease:
         self._pacer = pacer
         self._expiry_ms = expiry_ms
         self._mu = threading.Lock()
-        self._state = "held"
+        self._state = "active"
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
         # The one call a stopped budget let through: settled, it resumes the
@@ -1589,7 +1589,7 @@ class Lease:
 
     @property
     def state(self) -> str:
-        """held, then settled, released, rejected, canceled or expired."""
+        """active, then settled, released, rejected, canceled or expired."""
         with self._mu:
             return self._state
 
@@ -1674,7 +1674,7 @@ class Lease:
     def _finish_locked(self, how: str, used: _Use):
         if self._state == "expired":
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
-        if self._state != "held":
+        if self._state != "active":
             return None, None
         c = self._call
         args = [self.id, self.charged_us, c.settings.concurrency, _batch_slots(c.settings)]
@@ -1713,7 +1713,7 @@ class Lease:
         with self._mu:
             if self._state == "expired":
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
-            if self._state != "held":
+            if self._state != "active":
                 return
             # The definition the lease was charged under (Go's lease
             # Budget), on the budget's keys.

@@ -3,7 +3,7 @@
 // longest functions, in Go and in the Lua scripts. It is the yardstick of
 // the API redesign (issue 24): run it before and after a change.
 //
-//	go run ./storm/surface                # pacer and lease, and the 10 longest functions
+//	go run ./storm/surface                # pacer (the lease's home), and the 10 longest functions
 //	go run ./storm/surface -top 20 ./pacerhttp
 package main
 
@@ -27,7 +27,7 @@ func main() {
 	flag.Parse()
 	dirs := flag.Args()
 	if len(dirs) == 0 {
-		dirs = []string{"./pacer", "./lease"}
+		dirs = []string{"./pacer"}
 	}
 	total := 0
 	for _, d := range dirs {

@@ -1,8 +1,4 @@
-// Package leasing is what package pacer and package lease share about a
-// lease without showing it to users: the budget a lease ends itself
-// against, how pacer opens a lease, and what a lease tells pacer when it
-// ends.
-package leasing
+package pacer
 
 import (
 	"crypto/rand"
@@ -13,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Budget is what a lease needs to end itself. Package pacer fills it in
-// once per Pacer.
-type Budget struct {
+// leaseBudget is what a lease needs to end itself: one per definition
+// (see Pacer.adopt).
+type leaseBudget struct {
 	Client  redis.Scripter
 	Keys    []string      // state hash, lease zset, slot queue: the KEYS of every script
 	Buckets []wire.Bucket // the configured buckets
@@ -32,24 +28,24 @@ type Budget struct {
 	// it counted at admission.
 	NoRefund bool
 	// Ended, if set, is called once when a lease ends, however it ends.
-	Ended func(Ending)
+	Ended func(ending)
 }
 
-// Ending is what a lease reports when it ends.
-type Ending struct {
-	How    int   // the lease.End value
+// ending is what a lease reports when it ends.
+type ending struct {
+	How    LeaseState
 	Tokens int64 // reserved
 	Used   int64 // tokens the call used, as settled; the reservation otherwise
 	Held   time.Duration
-	Err    error // lease.ErrExpired for an expired lease
-	Probe  bool  // the lease was a stopped budget's probe (Admission.Probe)
-	Local  bool  // the lease was admitted locally (Admission.Local)
+	Err    error // ErrLeaseExpired for an expired lease
+	Probe  bool  // the lease was a stopped budget's probe (admission.Probe)
+	Local  bool  // the lease was admitted locally (admission.Local)
 }
 
-// Admission is what acquire.lua said about an admitted lease.
-type Admission struct {
+// admission is what acquire.lua said about an admitted lease.
+type admission struct {
 	ID string
-	// TenantKey is the hash of the call's tenant (see Budget.WithTenant),
+	// TenantKey is the hash of the call's tenant (see leaseBudget.WithTenant),
 	// or "" for a call charged to the budget alone.
 	TenantKey string
 	Tokens    int64
@@ -82,7 +78,7 @@ type Admission struct {
 	Detached bool
 	// Quiet says the caller has not been told of the lease yet (a turn
 	// reserved ahead, a late reply to a caller who gave up): its end is
-	// not reported unless Announce is called first, so that every Ended
+	// not reported unless announce is called first, so that every Ended
 	// event follows an Admitted one.
 	Quiet bool
 	// Probe says the lease is the one call a stopped budget let through
@@ -92,33 +88,12 @@ type Admission struct {
 	// Local, if set, is the process's own limiter that admitted the lease
 	// while Redis was down: the lease ends against it, never against
 	// Redis, however long it lives.
-	Local Local
+	Local *localLimiter
 }
 
-// Local is a process's own limiter, which admits calls while Redis is
-// down (pacer.Outage).
-type Local interface {
-	// End gives back what ending lease id returns, as settle.lua would
-	// (see wire.Corrections), and frees its slot.
-	End(id string, canceled bool, reserved, used wire.Use)
-	// Keep pushes the expiry of lease id's slot to until.
-	Keep(id string, until time.Time)
-}
-
-// Open returns a new *lease.Lease (as any) for an admission. Package lease
-// sets it when it is initialised: lease.Lease's fields are its own, and
-// this hook lets pacer create leases without lease exporting a
-// constructor users would never call. Package pacer imports lease, so Open
-// is set before pacer can run.
-var Open func(b *Budget, a Admission) any
-
-// Announce marks a quiet lease (see Admission.Quiet) as told to its
-// caller: its end is reported from then on. Package lease sets it.
-var Announce func(lease any)
-
-// NewID returns a random lease id: 96 bits, so ids from every process of a
+// newID returns a random lease id: 96 bits, so ids from every process of a
 // fleet never collide.
-func NewID() string {
+func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return base64.RawURLEncoding.EncodeToString(b[:])

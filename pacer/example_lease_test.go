@@ -1,4 +1,4 @@
-package lease_test
+package pacer_test
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func ExampleLease_AutoKeepAlive() {
 	fmt.Println(l.Settle(ctx, 1200), l.Settle(ctx, 1200)) // the second is a no-op
 	fmt.Println("ended:", l.State())
 	// Output:
-	// still held: held
+	// still held: active
 	// <nil> <nil>
 	// ended: settled
 }

@@ -1,4 +1,4 @@
-package lease
+package pacer
 
 import (
 	"context"
@@ -9,23 +9,9 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/concurrency"
-	"github.com/llmpacer/llmpacer/internal/leasing"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
-
-// ErrExpired is returned when a lease is ended or kept alive after its TTL
-// ran out and the budget took its slot back. Its reserved tokens stay
-// charged: a late Settle refunds nothing, so it can never refund twice.
-var ErrExpired = errors.New("lease: expired before it ended; its reserved tokens stay charged")
-
-// ErrInvalid reports bad input: an argument that can never be right. The
-// wrapping message names it and the fix. Package pacer's ErrInvalid is
-// this same error.
-var ErrInvalid = errors.New("llmpacer: invalid argument")
-
-// maxTokens matches the bound package pacer puts on reservations.
-const maxTokens = 1 << 50
 
 // reapAfter is how long an expired lease stays in the lease set before
 // acquire.lua removes it (REAP_AFTER in prelude.lua). While it is there, a
@@ -34,24 +20,25 @@ const maxTokens = 1 << 50
 // attempt whose reply was lost.
 const reapAfter = time.Minute
 
-// End says how a lease ended.
-type End int
+// LeaseState is where a lease is in its life: Active until it ends, then
+// how it ended. Lease.State returns it, and an Ended event carries it.
+type LeaseState int
 
-// How a lease ends.
+// A lease is Active until it ends, once, in one of the other states.
 const (
-	Held     End = iota // not ended yet
-	Settled             // the call's usage was settled
-	Released            // the call failed; the reservation stays charged
-	Canceled            // the call never happened; everything went back
-	Expired             // the TTL ran out first; the reservation stays charged
-	Rejected            // the provider refused the call; tokens back, request counted
+	Active   LeaseState = iota // not ended yet
+	Settled                    // the call's usage was settled
+	Released                   // the call failed; the reservation stays charged
+	Canceled                   // the call never happened; everything went back
+	Expired                    // the TTL ran out first; the reservation stays charged
+	Rejected                   // the provider refused the call; tokens back, request counted
 )
 
-// String names how a lease ended: "held", "settled", "released", ...
-func (e End) String() string {
+// String names the state: "active", "settled", "released", ...
+func (e LeaseState) String() string {
 	switch e {
-	case Held:
-		return "held"
+	case Active:
+		return "active"
 	case Settled:
 		return "settled"
 	case Released:
@@ -63,14 +50,35 @@ func (e End) String() string {
 	case Rejected:
 		return "rejected"
 	}
-	return fmt.Sprintf("End(%d)", int(e))
+	return fmt.Sprintf("LeaseState(%d)", int(e))
 }
 
-// Lease is one admitted call's claim on the budget. It is safe for
-// simultaneous use by multiple goroutines.
+// Lease is one admitted call's claim on the budget, from admission until
+// the call's real usage is known. It is safe for simultaneous use by
+// multiple goroutines.
+//
+// A lease is born in Acquire, holding its reserved tokens, one request
+// from each request limit and, where the budget limits concurrency, one
+// slot. It ends exactly once, in one of four ways:
+//
+//   - Settle: the call finished and used n tokens. The unused part of the
+//     reservation goes back at once; an overrun is charged as debt.
+//   - Release: the call failed. The whole reservation stays charged, since
+//     the provider may have counted the call anyway.
+//   - Reject: the provider refused the call before doing any work (out of
+//     quota, a 4xx). Its tokens go back; its request stays counted.
+//   - Cancel: the call was never made. Everything goes back.
+//
+// Ending a lease twice, from any goroutine, changes the budget once. An end
+// that fails because Redis is unreachable returns the error and is retried
+// in the background until it lands or the lease expires, so that an outage
+// does not keep slots taken for a lease TTL. A lease that is not ended
+// expires after the budget's lease TTL: its slot comes back, and its tokens
+// stay charged, as for Release. KeepAlive keeps a long call's lease from
+// expiring.
 type Lease struct {
-	b *leasing.Budget
-	a leasing.Admission
+	b *leaseBudget
+	a admission
 
 	// call is held across each Redis call that ends or renews the lease,
 	// so that they never interleave. It is a channel, not a mutex, so that
@@ -81,33 +89,34 @@ type Lease struct {
 	// mu guards the fields below, and is never held across a Redis call.
 	// They change only while call is held too.
 	mu     sync.Mutex
-	end    End
-	tried  End // how the first attempt to end it whose reply was lost tried; Held if none
+	end    LeaseState
+	tried  LeaseState // how the first attempt to end it whose reply was lost tried; Active if none
 	expiry time.Time
 	held   time.Duration
 	// retrying: a failed end is being retried in the background (see
 	// retry); a second failed end does not start another.
 	retrying bool
 	// quiet: not yet announced to its caller, so its end is not reported
-	// (see leasing.Admission.Quiet).
+	// (see admission.Quiet).
 	quiet atomic.Bool
 }
 
-func init() {
-	// See leasing.Open: pacer opens leases through it.
-	leasing.Open = func(b *leasing.Budget, a leasing.Admission) any {
-		l := &Lease{b: b, a: a, expiry: a.Expiry, call: make(chan struct{}, 1)}
-		l.quiet.Store(a.Quiet)
-		return l
-	}
-	leasing.Announce = func(l any) { l.(*Lease).quiet.Store(false) }
+// openLease returns the lease of an admission, which ends against b.
+func openLease(b *leaseBudget, a admission) *Lease {
+	l := &Lease{b: b, a: a, expiry: a.Expiry, call: make(chan struct{}, 1)}
+	l.quiet.Store(a.Quiet)
+	return l
 }
+
+// announce marks a quiet lease (see admission.Quiet) as told to its
+// caller: its end is reported from then on.
+func (l *Lease) announce() { l.quiet.Store(false) }
 
 // ID returns the lease's id, the member of the budget's lease set in Redis.
 func (l *Lease) ID() string { return l.a.ID }
 
 // Shadow reports whether the budget does not count this lease: in a shadow
-// budget (pacer.Config.Shadow), the lease of a call the budget would have
+// budget (Config.Shadow), the lease of a call the budget would have
 // made wait or refused, which runs at once anyway. Ending it changes
 // nothing in the budget.
 func (l *Lease) Shadow() bool { return l.a.Detached }
@@ -130,8 +139,8 @@ func (l *Lease) Held() time.Duration {
 	return l.held
 }
 
-// State returns Held until the lease ends, then how it ended.
-func (l *Lease) State() End {
+// State returns Active until the lease ends, then how it ended.
+func (l *Lease) State() LeaseState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.end
@@ -223,7 +232,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // work: out of quota, or a 4xx other than a 429. Its tokens go back,
 // whatever NoRefund says, since nothing was generated; its request stays
 // counted, as providers count refused requests toward their request limits.
-// (pacer.EndFailed, the rule Run and package pacerhttp follow, releases a
+// (EndFailed, the rule Run and package pacerhttp follow, releases a
 // rate-limited call instead: a 429 shows the budget ran ahead of the
 // provider, and the kept charge corrects it.) Idempotent, and retried in
 // the background when Redis fails, like Settle.
@@ -242,7 +251,7 @@ func (l *Lease) Cancel(ctx context.Context) error {
 // their units); reported is the call's own usage, for the Ended event. An
 // attempt that fails for want of Redis (or of time: ctx done first) is
 // retried in the background (see retry), and its error returned at once.
-func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int64) error {
+func (l *Lease) finish(ctx context.Context, how LeaseState, used wire.Use, reported int64) error {
 	err := l.attempt(ctx, how, used, reported)
 	if retryable(err) {
 		l.retry(ctx, how, used, reported)
@@ -252,7 +261,7 @@ func (l *Lease) finish(ctx context.Context, how End, used wire.Use, reported int
 
 // attempt tries once to end the lease, waiting for the lease's call turn
 // no longer than ctx, and reports the end if it lands.
-func (l *Lease) attempt(ctx context.Context, how End, used wire.Use, reported int64) error {
+func (l *Lease) attempt(ctx context.Context, how LeaseState, used wire.Use, reported int64) error {
 	if err := l.lock(ctx); err != nil {
 		return fmt.Errorf("lease: %s %s: %w", verb(how), l.a.ID, err)
 	}
@@ -261,13 +270,13 @@ func (l *Lease) attempt(ctx context.Context, how End, used wire.Use, reported in
 	held := l.held
 	l.mu.Unlock()
 	l.unlock()
-	if end == Held {
+	if end == Active {
 		return err
 	}
 	// Tell the budget outside the lock: an observer may look at the lease.
 	// A detached lease was never admitted, so its end is not one either.
 	if l.b.Ended != nil && !l.a.Detached && !l.quiet.Load() {
-		e := leasing.Ending{How: int(end), Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe, Local: l.a.Local != nil}
+		e := ending{How: end, Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe, Local: l.a.Local != nil}
 		switch end {
 		case Settled:
 			e.Used = reported
@@ -303,16 +312,16 @@ func (l *Lease) set(f func()) {
 }
 
 // finishLocked runs the settle script unless the lease has already ended. It
-// returns how the lease ended by this call, or Held if it had ended before
+// returns how the lease ended by this call, or Active if it had ended before
 // or this attempt failed; and ErrExpired for a lease found expired. The
 // caller holds the call turn.
-func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, error) {
+func (l *Lease) finishLocked(ctx context.Context, how LeaseState, used wire.Use) (LeaseState, error) {
 	switch l.end {
-	case Held:
+	case Active:
 	case Expired:
-		return Held, ErrExpired
+		return Active, ErrLeaseExpired
 	default:
-		return Held, nil
+		return Active, nil
 	}
 	if l.a.Detached {
 		l.set(func() { l.end = how })
@@ -334,21 +343,21 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 	// An attempt whose reply is lost may have ended the lease: the first
 	// such attempt's end is the one a later "not found" stands for.
 	tried := l.tried
-	if tried == Held {
+	if tried == Active {
 		tried = how
 	}
 	if err != nil {
 		l.set(func() { l.tried = tried })
-		return Held, fmt.Errorf("lease: %s %s: %w", verb(how), l.a.ID, err)
+		return Active, fmt.Errorf("lease: %s %s: %w", verb(how), l.a.ID, err)
 	}
 	now := time.UnixMicro(res[1])
-	end, err := Held, error(nil)
+	end, err := Active, error(nil)
 	switch {
 	case res[0] == 1:
 		end = how
 	case res[0] == 2:
-		end, err = Expired, ErrExpired
-	case res[0] == 0 && now.Before(l.expiry.Add(reapAfter)) && (l.tried != Held || now.Before(l.expiry)):
+		end, err = Expired, ErrLeaseExpired
+	case res[0] == 0 && now.Before(l.expiry.Add(reapAfter)) && (l.tried != Active || now.Before(l.expiry)):
 		// Not found, yet an expired lease would still be in the set: an
 		// earlier attempt whose reply was lost did end it. That may be
 		// this very call: a Redis client resends a script whose reply
@@ -360,10 +369,10 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 		end = tried
 	case res[0] == 0:
 		// Never ended by us, and gone: it expired and was removed.
-		end, err = Expired, ErrExpired
+		end, err = Expired, ErrLeaseExpired
 	default:
 		l.set(func() { l.tried = tried })
-		return Held, fmt.Errorf("lease: %s %s: %w: %v", verb(how), l.a.ID, wire.ErrReply, res)
+		return Active, fmt.Errorf("lease: %s %s: %w: %v", verb(how), l.a.ID, wire.ErrReply, res)
 	}
 	l.set(func() {
 		l.end, l.tried = end, tried
@@ -379,11 +388,11 @@ func (l *Lease) finishLocked(ctx context.Context, how End, used wire.Use) (End, 
 // answers by now, so the lease is neither lost nor counted twice. Past its
 // expiry it has expired, like a lease in Redis: its slot was freed and its
 // reservation stays charged.
-func (l *Lease) finishLocal(how End, used wire.Use) (End, error) {
+func (l *Lease) finishLocal(how LeaseState, used wire.Use) (LeaseState, error) {
 	now := time.Now()
 	if !now.Before(l.expiry) {
 		l.set(func() { l.end = Expired })
-		return Expired, ErrExpired
+		return Expired, ErrLeaseExpired
 	}
 	l.a.Local.End(l.a.ID, how == Canceled, l.reserved(), used)
 	l.set(func() {
@@ -396,14 +405,14 @@ func (l *Lease) finishLocal(how End, used wire.Use) (End, error) {
 }
 
 // Local reports whether the lease was admitted by this process's share of
-// the budget while Redis was unreachable (pacer.Outage). Ending it, or
+// the budget while Redis was unreachable (Outage). Ending it, or
 // keeping it alive, changes nothing in Redis, even once Redis answers
 // again: the shared budget never counted it, and never will.
 func (l *Lease) Local() bool { return l.a.Local != nil }
 
 // verb names an end as an action, for errors.
-func verb(how End) string {
-	return map[End]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject"}[how]
+func verb(how LeaseState) string {
+	return map[LeaseState]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject"}[how]
 }
 
 // KeepAlive pushes the lease's expiry to one lease TTL from now, so a long
@@ -420,7 +429,7 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 	l.unlock()
 	// Told outside the turn: an observer may end the lease.
 	if expired && l.b.Ended != nil && !l.quiet.Load() {
-		l.b.Ended(leasing.Ending{How: int(Expired), Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrExpired, Probe: l.a.Probe})
+		l.b.Ended(ending{How: Expired, Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrLeaseExpired, Probe: l.a.Probe})
 	}
 	return err
 }
@@ -429,15 +438,15 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 // renewal found the lease expired, and marked it so.
 func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 	switch l.end {
-	case Held:
+	case Active:
 	case Expired:
-		return false, ErrExpired
+		return false, ErrLeaseExpired
 	default:
 		return false, nil
 	}
 	if l.a.Detached || l.a.Local != nil {
 		if l.a.Local != nil && !time.Now().Before(l.expiry) {
-			return false, ErrExpired
+			return false, ErrLeaseExpired
 		}
 		expiry := time.Now().Add(l.b.TTL)
 		l.set(func() { l.expiry = expiry })
@@ -458,13 +467,13 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 		l.set(func() { l.expiry = time.UnixMilli(res[2]) })
 		return false, nil
 	}
-	if l.tried != Held {
+	if l.tried != Active {
 		// An end whose reply was lost may have removed it: the next end
 		// attempt finds out which.
-		return false, ErrExpired
+		return false, ErrLeaseExpired
 	}
 	l.set(func() { l.end = Expired })
-	return true, ErrExpired
+	return true, ErrLeaseExpired
 }
 
 // Expiry returns when the lease's slot expires unless it is kept alive or
@@ -486,6 +495,6 @@ func (l *Lease) Expiry() time.Time {
 func (l *Lease) AutoKeepAlive(ctx context.Context) (stop func()) {
 	return concurrency.KeepAlive(ctx, l.b.TTL/3, func(ctx context.Context) bool {
 		err := l.KeepAlive(ctx)
-		return !errors.Is(err, ErrExpired) && l.State() == Held
+		return !errors.Is(err, ErrLeaseExpired) && l.State() == Active
 	})
 }

@@ -1,4 +1,4 @@
-package lease
+package pacer
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const (
 // but not an expired lease, a closed client (it will never answer), or a
 // reply that does not parse (a retry would get it again).
 func retryable(err error) bool {
-	return err != nil && !errors.Is(err, ErrExpired) && !errors.Is(err, redis.ErrClosed) && !errors.Is(err, wire.ErrReply)
+	return err != nil && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, redis.ErrClosed) && !errors.Is(err, wire.ErrReply)
 }
 
 // retry ends the lease in the background, as how says, after an attempt
@@ -46,7 +46,7 @@ func retryable(err error) bool {
 // finishLocked). One loop runs per lease, with the first end that failed;
 // a caller may still end the lease itself meanwhile, and the first end
 // that lands wins.
-func (l *Lease) retry(ctx context.Context, how End, used wire.Use, reported int64) {
+func (l *Lease) retry(ctx context.Context, how LeaseState, used wire.Use, reported int64) {
 	l.mu.Lock()
 	if l.retrying {
 		l.mu.Unlock()
@@ -62,7 +62,7 @@ func (l *Lease) retry(ctx context.Context, how End, used wire.Use, reported int6
 			// Jittered, so that leases whose ends failed together do not
 			// retry in step.
 			time.Sleep(pause/2 + rand.N(pause/2+1))
-			if l.State() != Held || !time.Now().Before(l.Expiry()) {
+			if l.State() != Active || !time.Now().Before(l.Expiry()) {
 				return
 			}
 			c, cancel := context.WithTimeout(ctx, retryAttempt)
