@@ -18,9 +18,9 @@ import (
 // For each request the handler:
 //
 //   - names its tenant with the tenant function (default
-//     TenantFromContext: the id your authentication middleware put in the
-//     context with WithTenant; never a header or the body, which a client
-//     writes);
+//     TenantFromRequest: the id your authentication middleware put in the
+//     context with ContextWithTenant; never a header or the body, which a
+//     client writes);
 //   - prices it with the cost function (default OneRequest: one request, 0
 //     tokens; WithCost for token estimates);
 //   - acquires a lease: at once (TryAcquire), or in a waiting room up to a
@@ -110,7 +110,7 @@ func (c handlerConfig) check(h http.Handler, p *pacer.Pacer) error {
 	case p == nil:
 		return fmt.Errorf("%w: NewHandler: the Pacer is nil: pass the budget from pacer.New", pacer.ErrInvalid)
 	case c.tenant == nil:
-		return fmt.Errorf("%w: WithTenantFunc(nil): pass a function, or leave the option out for TenantFromContext", pacer.ErrInvalid)
+		return fmt.Errorf("%w: WithTenantFunc(nil): pass a function, or leave the option out for TenantFromRequest", pacer.ErrInvalid)
 	case c.cost == nil:
 		return fmt.Errorf("%w: WithCost(nil): pass a function, or leave the option out for OneRequest", pacer.ErrInvalid)
 	case c.wait < 0 || c.wait > maxRoom:
