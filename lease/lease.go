@@ -17,12 +17,13 @@ import (
 // ErrExpired is returned when a lease is ended or kept alive after its TTL
 // ran out and the budget took its slot back. Its reserved tokens stay
 // charged: a late Settle refunds nothing, so it can never refund twice.
-var ErrExpired = errors.New("lease: expired before it ended; its reserved tokens stay charged")
+// Its text begins "pacer: ", as every sentinel package pacer returns does.
+var ErrExpired = errors.New("pacer: lease expired before it ended; its reserved tokens stay charged")
 
 // ErrInvalid reports bad input: an argument that can never be right. The
 // wrapping message names it and the fix. Package pacer's ErrInvalid is
 // this same error.
-var ErrInvalid = errors.New("llmpacer: invalid argument")
+var ErrInvalid = errors.New("pacer: invalid argument")
 
 // maxTokens matches the bound package pacer puts on reservations.
 const maxTokens = 1 << 50

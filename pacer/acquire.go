@@ -127,7 +127,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			if a.denied != nil && a.ctxBound && errors.Is(err, context.DeadlineExceeded) {
 				// The deadline came while waiting out a denial: no room was
 				// found within the bound.
-				return nil, &WaitError{Wait: a.denied.Wait, Bound: a.bound, Limit: Limit(a.denied.Reason), ctxBound: true}
+				return nil, &WaitError{wait: a.denied.Wait, Bound: a.bound, Limit: Limit(a.denied.Reason), ctxBound: true}
 			}
 			return nil, err
 		}
@@ -224,7 +224,7 @@ func (a *acquisition) run(ctx context.Context) (*Lease, error) {
 			}
 			if rep.Wait > remain {
 				a.abandon()
-				err := &WaitError{Wait: rep.Wait, Bound: a.bound, Limit: Limit(rep.Reason), ctxBound: a.ctxBound}
+				err := &WaitError{wait: rep.Wait, Bound: a.bound, Limit: Limit(rep.Reason), ctxBound: a.ctxBound}
 				if a.ctxBound {
 					err.Bound = time.Until(a.deadline)
 				}
@@ -379,7 +379,7 @@ func (p *Pacer) untilTurn(ctx context.Context, l *Lease, wait time.Duration, ask
 		// rare path, says whether the stop still holds.
 		if s, err := p.Snapshot(ctx); err == nil && s.Stopped > 0 {
 			p.giveBack(l)
-			return &StoppedError{Limit: s.StoppedBy, RetryAfter: s.Stopped}
+			return &StoppedError{Limit: s.StoppedBy, wait: s.Stopped}
 		}
 	}
 	return nil
@@ -495,7 +495,7 @@ func (p *Pacer) tryAnswer(id string, r Request, rep wire.AcquireReply, charged i
 	case wire.TooLarge:
 		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.Reason)
 	}
-	err := &NotYetError{RetryAfter: rep.Wait, Limit: Limit(rep.Reason)}
+	err := &NotYetError{wait: rep.Wait, Limit: Limit(rep.Reason)}
 	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
 	return nil, err
 }

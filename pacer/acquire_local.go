@@ -59,7 +59,7 @@ func (d downCall) tryNow() (*Lease, error) {
 	if l != nil || err != nil {
 		return l, err
 	}
-	err = &NotYetError{RetryAfter: wait, Limit: short}
+	err = &NotYetError{wait: wait, Limit: short}
 	d.p.emit(Event{Kind: Denied, Tokens: d.r.Tokens, Priority: d.r.Priority, Wait: wait, Limit: short, Err: err})
 	return nil, err
 }
@@ -80,7 +80,7 @@ func (d downCall) acquire(ctx context.Context, a *acquisition) (*Lease, error) {
 			return l, err
 		}
 		if remain := time.Until(a.deadline); wait > remain {
-			err := &WaitError{Wait: wait, Bound: a.bound, Limit: short, ctxBound: a.ctxBound}
+			err := &WaitError{wait: wait, Bound: a.bound, Limit: short, ctxBound: a.ctxBound}
 			if a.ctxBound {
 				err.Bound = max(remain, 0)
 			}

@@ -260,7 +260,7 @@ func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) 
 	for {
 		if err := ctx.Err(); err != nil {
 			if denied != nil && ctxBound && errors.Is(err, context.DeadlineExceeded) {
-				return nil, nil, &WaitError{Wait: denied.rep.Wait, Bound: bound, Limit: Limit(denied.rep.Reason), ctxBound: true}
+				return nil, nil, &WaitError{wait: denied.rep.Wait, Bound: bound, Limit: Limit(denied.rep.Reason), ctxBound: true}
 			}
 			return nil, nil, err
 		}
@@ -304,7 +304,7 @@ func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) 
 			return nil, nil, err
 		}
 		if rep.Wait > remain {
-			err := &WaitError{Wait: rep.Wait, Bound: bound, Limit: Limit(rep.Reason), ctxBound: ctxBound}
+			err := &WaitError{wait: rep.Wait, Bound: bound, Limit: Limit(rep.Reason), ctxBound: ctxBound}
 			if ctxBound {
 				err.Bound = time.Until(deadline)
 			}

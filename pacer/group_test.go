@@ -88,7 +88,7 @@ func TestGroupFillsInOrder(t *testing.T) {
 		}
 		_, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var ny *pacer.NotYetError
-		if !errors.As(err, &ny) || ny.RetryAfter < time.Hour {
+		if !errors.As(err, &ny) || retryAfter(ny) < time.Hour {
 			t.Errorf("13th TryAcquire = %v; want a NotYetError of hours (RPD)", err)
 		}
 		_, _, err = g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: 100 * time.Millisecond})
@@ -202,7 +202,7 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 		// All out: the soonest back is c (3 s), before a (10 s); b never.
 		_, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var ny *pacer.NotYetError
-		if !errors.As(err, &ny) || ny.RetryAfter > 3*time.Second || ny.RetryAfter < 2*time.Second || ny.Limit != pacer.LimitPause {
+		if !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != pacer.LimitPause {
 			t.Errorf("all out: TryAcquire() = %v; want NotYet about 3s for a pause", err)
 		}
 		_, _, err = g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})

@@ -185,11 +185,11 @@ func (h *handler) refused(w http.ResponseWriter, r *http.Request, req pacer.Requ
 		// pacer gave back whatever the wait held.
 		return
 	case errors.As(err, &ny):
-		why.Limit, why.Wait = ny.Limit, ny.RetryAfter
+		why.Limit = ny.Limit
 	case errors.As(err, &we):
-		why.Limit, why.Wait = we.Limit, we.Wait
+		why.Limit = we.Limit
 	case errors.As(err, &st):
-		why.Limit, why.Wait = st.Limit, st.RetryAfter
+		why.Limit = st.Limit
 	case errors.Is(err, pacer.ErrTooLarge):
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "the request is larger than the budget can ever admit", err)
 		return
@@ -205,6 +205,7 @@ func (h *handler) refused(w http.ResponseWriter, r *http.Request, req pacer.Requ
 		h.fail(w, r, http.StatusServiceUnavailable, "the rate limiter is unavailable", err)
 		return
 	}
+	why.Wait, _ = pacer.RetryAfter(err)
 	if h.c.fallback != nil {
 		h.c.fallback(w, r, why)
 		return
