@@ -67,5 +67,5 @@ func (p *Pacer) TenantSnapshotOfHash(ctx context.Context, hash string) (TenantSn
 	if b, err := hex.DecodeString(hash); err != nil || len(b) != 16 || hash != hex.EncodeToString(b) {
 		return TenantSnapshot{}, invalidf("TenantSnapshotOfHash(%.40q): give the 32 lowercase hex digits that end the tenant's key", hash)
 	}
-	return p.tenantSnapshot(ctx, p.tag+":t:"+hash, "")
+	return p.tenantSnapshot(ctx, wire.TenantKey(p.tag, hash), "")
 }
