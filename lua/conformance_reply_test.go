@@ -90,9 +90,12 @@ func acquireReplyVectors(t *testing.T) any {
 				var we *pacer.WaitError
 				switch {
 				case errors.As(err, &ne):
-					c.WaitMs, c.Limit = ne.RetryAfter.Milliseconds(), string(ne.Limit)
+					c.Limit = string(ne.Limit)
 				case errors.As(err, &we):
-					c.WaitMs, c.Limit = we.Wait.Milliseconds(), string(we.Limit)
+					c.Limit = string(we.Limit)
+				}
+				if wait, ok := pacer.RetryAfter(err); ok && c.Limit != "" {
+					c.WaitMs = wait.Milliseconds()
 				}
 				return
 			}

@@ -68,7 +68,7 @@ func (b bounds) remain() time.Duration { return max(time.Until(b.deadline), 0) }
 
 // tooLong returns the *WaitError for a wait past the bound.
 func (b bounds) tooLong(wait time.Duration, limit Limit) *WaitError {
-	err := &WaitError{Wait: wait, Bound: b.bound, Limit: limit, ctxBound: b.ctxBound}
+	err := &WaitError{wait: wait, Bound: b.bound, Limit: limit, ctxBound: b.ctxBound}
 	if b.ctxBound {
 		err.Bound = b.remain()
 	}
@@ -81,7 +81,7 @@ func (b bounds) tooLong(wait time.Duration, limit Limit) *WaitError {
 func (b bounds) deadlineErr(err error, denied *wire.AcquireReply) error {
 	if denied != nil && b.ctxBound && errors.Is(err, context.DeadlineExceeded) {
 		// No room was found within the bound.
-		return &WaitError{Wait: denied.Wait, Bound: b.bound, Limit: Limit(denied.Reason), ctxBound: true}
+		return &WaitError{wait: denied.Wait, Bound: b.bound, Limit: Limit(denied.Reason), ctxBound: true}
 	}
 	return err
 }
@@ -446,7 +446,7 @@ func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duratio
 		// rare path, says whether the stop still holds.
 		if s, err := p.Snapshot(ctx); err == nil && s.Stopped > 0 {
 			p.giveBack(l)
-			return &StoppedError{Limit: s.StoppedBy, RetryAfter: s.Stopped}
+			return &StoppedError{Limit: s.StoppedBy, wait: s.Stopped}
 		}
 	}
 	return nil

@@ -57,7 +57,7 @@ func (d downCall) tryNow() (*Lease, error) {
 	if l != nil || err != nil {
 		return l, err
 	}
-	err = &NotYetError{RetryAfter: wait, Limit: short}
+	err = &NotYetError{wait: wait, Limit: short}
 	d.c.p.emit(Event{Kind: Denied, Tokens: d.c.r.Tokens, Priority: d.c.r.Priority, Wait: wait, Limit: short, Err: err})
 	return nil, err
 }

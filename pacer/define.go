@@ -3,17 +3,12 @@ package pacer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
-
-// ErrSuperseded reports that a definition was not stored because a newer
-// one (a higher version) is stored already.
-var ErrSuperseded = errors.New("pacer: a newer definition of the budget is stored")
 
 // definition is what a budget's stored definition holds: the fields of
 // Config that shape the budget, the same for every process. Name and

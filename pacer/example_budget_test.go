@@ -65,7 +65,8 @@ func ExampleRate_sliding() {
 	_, err := p.TryAcquire(ctx, pacer.Request{})
 	var notYet *pacer.NotYetError
 	if errors.As(err, &notYet) {
-		fmt.Printf("%s: room again in %v\n", notYet.Limit, notYet.RetryAfter)
+		wait, _ := pacer.RetryAfter(err)
+		fmt.Printf("%s: room again in %v\n", notYet.Limit, wait)
 	}
 	// Output:
 	// requests/10s: room again in 10.157s

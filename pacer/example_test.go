@@ -96,10 +96,10 @@ func ExampleTryRun() {
 	for i, tokens := range queue {
 		_, err := pacer.TryRun(context.Background(), p, pacer.Request{Tokens: tokens},
 			callModel, func(r reply) int64 { return tokens }) // used all it reserved
-		var notYet *pacer.NotYetError
 		switch {
-		case errors.As(err, &notYet):
-			fmt.Printf("job %d: back to the queue for %v\n", i, notYet.RetryAfter.Round(time.Hour))
+		case errors.Is(err, pacer.ErrNotYet):
+			wait, _ := pacer.RetryAfter(err)
+			fmt.Printf("job %d: back to the queue for %v\n", i, wait.Round(time.Hour))
 		case err != nil:
 			fmt.Printf("job %d: %v\n", i, err)
 		default:
@@ -128,7 +128,8 @@ func ExamplePacer_Pause() {
 	_, err := worker2.TryAcquire(ctx, pacer.Request{})
 	var notYet *pacer.NotYetError
 	if errors.As(err, &notYet) {
-		fmt.Println("worker 2 waits", notYet.RetryAfter.Round(time.Second), "for", notYet.Limit)
+		wait, _ := pacer.RetryAfter(err)
+		fmt.Println("worker 2 waits", wait.Round(time.Second), "for", notYet.Limit)
 	}
 	// Output: worker 2 waits 20s for pause
 }

@@ -18,13 +18,11 @@ import (
 // again, and a loop that never sleeps makes thousands of refused calls a
 // second.
 func retryIn(err error, failures int) (time.Duration, bool) {
-	var wait *pacer.WaitError
-	var notYet *pacer.NotYetError
 	switch {
-	case errors.As(err, &wait): // Acquire: no room within MaxWait
-		return jitter(wait.Wait), true
-	case errors.As(err, &notYet): // TryAcquire: no room now
-		return jitter(notYet.RetryAfter), true
+	case errors.Is(err, pacer.ErrWaitTimeout), errors.Is(err, pacer.ErrNotYet):
+		// Acquire found no room within MaxWait, or TryAcquire none now.
+		wait, _ := pacer.RetryAfter(err)
+		return jitter(wait), true
 	case errors.Is(err, pacer.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		// Redis is unreachable (or hung, while that is being found out):
 		// back off, doubling up to 5 s.

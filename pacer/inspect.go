@@ -4,16 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrNotDefined reports that no definition of the budget is stored in
-// Redis: Open has nothing to run.
-var ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
 
 // Open returns a Pacer that runs the definition of budget name (under key
 // prefix, DefaultKeyPrefix if empty) stored in Redis by Define or by a
@@ -72,5 +67,5 @@ func (p *Pacer) TenantSnapshotOfHash(ctx context.Context, hash string) (TenantSn
 	if b, err := hex.DecodeString(hash); err != nil || len(b) != 16 || hash != hex.EncodeToString(b) {
 		return TenantSnapshot{}, invalidf("TenantSnapshotOfHash(%.40q): give the 32 lowercase hex digits that end the tenant's key", hash)
 	}
-	return p.tenantSnapshot(ctx, p.tag+":t:"+hash, "")
+	return p.tenantSnapshot(ctx, wire.TenantKey(p.tag, hash), "")
 }

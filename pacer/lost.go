@@ -2,22 +2,12 @@ package pacer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrStateLost is the Err of a StateLost event: Redis no longer held the
-// budget's state, which this process had seen in use and not yet expired.
-var ErrStateLost = errors.New("pacer: Redis lost the budget's state while it was in use (a restart without persistence, a failover, or an eviction); the buckets restart empty and refill at their rate")
-
-// ErrEvictable is the Err of a Warning event: the Redis server may evict
-// the budget's keys under memory pressure, and with them what the budget
-// has used.
-var ErrEvictable = errors.New("pacer: Redis may evict the budget's keys")
 
 // saw records what an acquire reply says of the budget's state: how long
 // its keys live (a lease's expiry is no later), so that a later call can

@@ -30,7 +30,7 @@ func TestSlogObserverLevels(t *testing.T) {
 		{"admitted", pacer.Event{Kind: pacer.Admitted, Tokens: 10, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive waited=1s"},
 		{"waiting", pacer.Event{Kind: pacer.Waiting, Tokens: 10, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive limit=tpm wait=1s"},
 		{"denied", pacer.Event{Kind: pacer.Denied, Tokens: 10, Priority: pacer.Batch, Limit: pacer.LimitRPM, Wait: 2 * time.Minute, Err: boom}, slog.LevelWarn, "budget=b tokens=10 priority=batch limit=rpm retry_after=2m0s err=boom"},
-		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: pacer.LimitRPM, Wait: time.Second, Err: &pacer.NotYetError{RetryAfter: time.Second, Limit: pacer.LimitRPM}}, slog.LevelDebug, ""},
+		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: pacer.LimitRPM, Wait: time.Second, Err: pacer.NotYet(time.Second, pacer.LimitRPM)}, slog.LevelDebug, ""},
 		{"settled", pacer.Event{Kind: pacer.Ended, End: pacer.Settled, Tokens: 10, Used: 7, Held: time.Second}, slog.LevelDebug, "budget=b end=settled tokens=10 used=7 held=1s"},
 		{"expired", pacer.Event{Kind: pacer.Ended, End: pacer.Expired, Tokens: 10, Used: 10, Err: pacer.ErrLeaseExpired}, slog.LevelWarn, ""},
 		{"paused", pacer.Event{Kind: pacer.Paused, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelInfo, "budget=b limit=tpm pause=1s"},
@@ -134,6 +134,6 @@ func ExampleSlogObserver() {
 	// level=WARN msg="llmpacer: call denied" budget=openai:gpt-4o-mini tokens=100 priority=interactive limit=quota retry_after=1m0s err="pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in 1m0s (add credit or raise the quota, then Resume)"
 	// level=INFO msg="llmpacer: budget resumed" budget=openai:gpt-4o-mini
 	// level=INFO msg="llmpacer: budget paused" budget=openai:gpt-4o-mini limit=pause pause=2s
-	// level=WARN msg="llmpacer: lease expired" budget=openai:gpt-4o-mini end=expired tokens=1300 used=1300 held=0s err="lease: expired before it ended; its reserved tokens stay charged"
+	// level=WARN msg="llmpacer: lease expired" budget=openai:gpt-4o-mini end=expired tokens=1300 used=1300 held=0s err="pacer: lease expired before it ended; its reserved tokens stay charged"
 	// 6 events; true
 }

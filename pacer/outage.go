@@ -1,8 +1,6 @@
 package pacer
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -65,42 +63,6 @@ type Outage struct {
 	// and RedisUp events say when. A budget with FailOpen always does.
 	FailFast bool
 }
-
-// ErrUnavailable reports a call refused because Redis is unreachable and a
-// limit of the budget fails closed (see Outage). It is returned wrapped in
-// an *UnavailableError, which also matches the Redis error.
-var ErrUnavailable = errors.New("pacer: Redis is unreachable")
-
-// UnavailableError is returned by Acquire and TryAcquire for a call refused
-// while Redis is unreachable. It matches ErrUnavailable with errors.Is, and
-// unwraps to the Redis error.
-type UnavailableError struct {
-	// Limit is the fail-closed limit that refused the call; empty for a
-	// budget without Config.Outage, whose limits all fail closed, and
-	// for a call too large for this process's share of an open limit.
-	Limit Limit
-	// Err is the Redis error that showed Redis unreachable.
-	Err error
-
-	tooLarge bool
-}
-
-// Error says why the call was refused and what would admit it.
-func (e *UnavailableError) Error() string {
-	switch {
-	case e.tooLarge:
-		return fmt.Sprintf("pacer: Redis is unreachable and the call exceeds this process's share of %s (Config.Outage): %v", e.Limit, e.Err)
-	case e.Limit == "":
-		return fmt.Sprintf("pacer: Redis is unreachable; the budget fails closed (Config.Outage): %v", e.Err)
-	}
-	return fmt.Sprintf("pacer: Redis is unreachable and %s fails closed (Config.Outage): %v", e.Limit, e.Err)
-}
-
-// Is makes errors.Is(err, ErrUnavailable) hold.
-func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
-
-// Unwrap returns the Redis error.
-func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // outageSettings is a validated Config.Outage.
 type outageSettings struct {

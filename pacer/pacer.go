@@ -92,7 +92,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	tag := wire.KeyTag(s.prefix, s.name, cfg.HashTag)
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
-	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: []string{tag + ":s", tag + ":l", tag + ":q", tag + ":d"}}
+	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: wire.Keys(tag)}
 	p.adopt(&s)
 	if s.outage.circuit {
 		p.out = newCircuit(p)

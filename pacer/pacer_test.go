@@ -105,7 +105,8 @@ func TestAtomicityExactCount(t *testing.T) {
 		ps := newPacers(t, b, 8, pacer.Config{Limits: pacer.Limits{RPD: 50, TPD: 1_000_000}, MaxWait: 50 * time.Millisecond})
 		var admitted, timeouts atomic.Int64
 		var wg sync.WaitGroup
-		for i := 0; i < 200; i++ {
+		// 100 calls from 8 processes race for 50 admissions.
+		for i := 0; i < 100; i++ {
 			wg.Add(1)
 			go func(p *pacer.Pacer) {
 				defer wg.Done()
@@ -124,8 +125,8 @@ func TestAtomicityExactCount(t *testing.T) {
 			}(ps[i%len(ps)])
 		}
 		wg.Wait()
-		if admitted.Load() != 50 || timeouts.Load() != 150 {
-			t.Errorf("admitted %d, timed out %d; want 50 and 150", admitted.Load(), timeouts.Load())
+		if admitted.Load() != 50 || timeouts.Load() != 50 {
+			t.Errorf("admitted %d, timed out %d; want 50 and 50", admitted.Load(), timeouts.Load())
 		}
 		s := snap(t, ps[0])
 		clock.level(t, "RPD", s.RPD.Level, 0, 50/86_400.0)
@@ -296,7 +297,7 @@ func TestTooLargeAndWaitTimeout(t *testing.T) {
 		// The bucket is empty and refills 1000 a minute: 500 tokens take 30s.
 		_, err := p.Acquire(ctx, pacer.Request{Tokens: 500})
 		var we *pacer.WaitError
-		if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &we) || we.Limit != "tpm" || we.Wait < 25*time.Second {
+		if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &we) || we.Limit != "tpm" || retryAfter(we) < 25*time.Second {
 			t.Errorf("Acquire(500) = %v; want a WaitError on tpm of about 30s", err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

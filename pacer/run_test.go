@@ -203,7 +203,7 @@ func TestTryRunNotYet(t *testing.T) {
 		before := snap(t, p)
 		_, err := pacer.TryRun(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total)
 		var ny *pacer.NotYetError
-		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || ny.RetryAfter <= 0 {
+		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) <= 0 {
 			t.Fatalf("TryRun with no room = %v; want a NotYetError with a delay", err)
 		}
 		after := snap(t, p)

@@ -99,8 +99,8 @@ func TestSpendCapHoldsWithinMargin(t *testing.T) {
 		}
 		// 6,800 µ$ are left: no such call fits until the day slides.
 		_, err := ps[1].TryAcquire(context.Background(), capRequest)
-		if ny := notYet(t, "a call past the cap", err); ny.RetryAfter < 23*time.Hour {
-			t.Errorf("RetryAfter %v; want about a day, when the spend slides out", ny.RetryAfter)
+		if ny := notYet(t, "a call past the cap", err); retryAfter(ny) < 23*time.Hour {
+			t.Errorf("RetryAfter %v; want about a day, when the spend slides out", retryAfter(ny))
 		}
 	})
 }
@@ -127,8 +127,8 @@ func TestSpendCapBoundBeyondMargin(t *testing.T) {
 		ctx := context.Background()
 		tiny := pacer.Request{Input: 1, Output: 1, Model: capModel}
 		_, err := ps[2].TryAcquire(ctx, tiny)
-		if ny := notYet(t, "a call of 3 µ$ once debt has passed the cap", err); ny.RetryAfter < 23*time.Hour {
-			t.Errorf("RetryAfter %v; want about a day", ny.RetryAfter)
+		if ny := notYet(t, "a call of 3 µ$ once debt has passed the cap", err); retryAfter(ny) < 23*time.Hour {
+			t.Errorf("RetryAfter %v; want about a day", retryAfter(ny))
 		}
 		if b.Mini == nil {
 			return // the rest needs a day of clock
@@ -159,8 +159,8 @@ func TestSpendCapDebtOnARefillingCap(t *testing.T) {
 		ctx := context.Background()
 		tiny := pacer.Request{Input: 1, Output: 1, Model: capModel}
 		_, err := ps[2].TryAcquire(ctx, tiny)
-		if ny := notYet(t, "a call of 3 µ$ in debt", err); ny.RetryAfter < 6*time.Hour || ny.RetryAfter > 7*time.Hour {
-			t.Errorf("RetryAfter %v; want about 6.7 hours, while the refill pays the debt back", ny.RetryAfter)
+		if ny := notYet(t, "a call of 3 µ$ in debt", err); retryAfter(ny) < 6*time.Hour || retryAfter(ny) > 7*time.Hour {
+			t.Errorf("RetryAfter %v; want about 6.7 hours, while the refill pays the debt back", retryAfter(ny))
 		}
 		if b.Mini == nil {
 			return // the rest needs hours of clock

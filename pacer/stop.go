@@ -2,45 +2,12 @@ package pacer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
-
-// ErrStopped reports a call refused because the budget is stopped: by
-// StopQuota after the provider said its quota is exhausted (the error then
-// matches ErrQuotaExhausted too), or by an operator's Stop. The call was not
-// sent and nothing was charged.
-var ErrStopped = errors.New("pacer: budget stopped")
-
-// StoppedError is Acquire's and TryAcquire's answer while the budget is
-// stopped. It matches ErrStopped, and ErrQuotaExhausted when Limit is
-// LimitQuota.
-type StoppedError struct {
-	// Limit is LimitQuota for a stop after an exhausted quota, LimitStop
-	// for an operator's stop.
-	Limit Limit
-	// RetryAfter is how long until the next probe is due or the stop ends,
-	// whichever comes first: asking sooner is refused again.
-	RetryAfter time.Duration
-}
-
-// Error says why the call was refused and when to ask again.
-func (e *StoppedError) Error() string {
-	if e.Limit == LimitQuota {
-		return fmt.Sprintf("pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in %v (add credit or raise the quota, then Resume)", e.RetryAfter.Round(time.Millisecond))
-	}
-	return fmt.Sprintf("pacer: budget stopped by an operator; nothing sent; the stop ends in %v unless Resume ends it sooner", e.RetryAfter.Round(time.Millisecond))
-}
-
-// Is makes errors.Is(err, ErrStopped) hold, and errors.Is(err,
-// ErrQuotaExhausted) for a quota stop.
-func (e *StoppedError) Is(target error) bool {
-	return target == ErrStopped || (target == ErrQuotaExhausted && e.Limit == LimitQuota)
-}
 
 // DefaultProbeInterval is how often a quota-stopped budget lets one call
 // through to see whether the provider serves again, when StopQuota is
@@ -116,7 +83,7 @@ func stopped(rep wire.AcquireReply) *StoppedError {
 	if rep.Code != wire.Denied || (rep.Reason != string(LimitQuota) && rep.Reason != string(LimitStop)) {
 		return nil
 	}
-	return &StoppedError{Limit: Limit(rep.Reason), RetryAfter: rep.Wait}
+	return &StoppedError{Limit: Limit(rep.Reason), wait: rep.Wait}
 }
 
 // probeSucceeded resumes the budget after its probe was settled: the

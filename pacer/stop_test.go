@@ -35,7 +35,7 @@ func TestQuotaStopAndProbe(t *testing.T) {
 			if !errors.As(err, &se) || !errors.Is(err, pacer.ErrQuotaExhausted) || !errors.Is(err, pacer.ErrStopped) {
 				t.Fatalf("pacer %d: Acquire while stopped = %v; want a *StoppedError matching ErrQuotaExhausted", i, err)
 			}
-			if se.Limit != pacer.LimitQuota || se.RetryAfter <= 0 || se.RetryAfter > probe {
+			if se.Limit != pacer.LimitQuota || retryAfter(se) <= 0 || retryAfter(se) > probe {
 				t.Errorf("pacer %d: %+v; want LimitQuota and RetryAfter in (0, %v]", i, *se, probe)
 			}
 			if took := time.Since(began); took > 2*time.Second {
@@ -339,8 +339,8 @@ func TestStopWinsOverPause(t *testing.T) {
 			}
 			t.Fatalf("TryAcquire on a paused budget whose quota probe is due = %v; want a *StoppedError by the quota, no probe", err)
 		}
-		if se.RetryAfter < 15*time.Second {
-			t.Errorf("RetryAfter %v; want the pause's end (about 20 s), when the probe may go", se.RetryAfter)
+		if retryAfter(se) < 15*time.Second {
+			t.Errorf("RetryAfter %v; want the pause's end (about 20 s), when the probe may go", retryAfter(se))
 		}
 	})
 }

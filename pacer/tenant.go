@@ -2,8 +2,6 @@ package pacer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -139,8 +137,7 @@ const maxTenantLen = 64 << 10
 // tenantKey returns the key of tenant id's hash: in the budget's hash tag,
 // named by a digest of the id, so that no id can name another key.
 func (p *Pacer) tenantKey(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return p.tag + ":t:" + hex.EncodeToString(sum[:16])
+	return wire.TenantKey(p.tag, wire.TenantHash(id))
 }
 
 // Tenants returns the tenants' configuration in force (the Config's, or a

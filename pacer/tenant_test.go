@@ -31,7 +31,7 @@ func TestTenantAllOrNothing(t *testing.T) {
 			t.Fatalf("tenant a's first 3,000 = %v", err)
 		}
 		ny := notYet(t, "tenant a past its hour", func() error { _, err := p.TryAcquire(ctx, pacer.Request{Tenant: "a", Tokens: 100}); return err }())
-		if ny.Limit != "@tokens/3600s" || ny.RetryAfter < 100*time.Second {
+		if ny.Limit != "@tokens/3600s" || retryAfter(ny) < 100*time.Second {
 			t.Errorf("%+v; want tenant a's hourly rate, about 2 minutes", *ny)
 		}
 		// Tenant b has its own hour, and the budget 7,000 left.

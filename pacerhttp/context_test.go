@@ -44,7 +44,7 @@ func TestContextPriorityAndMaxWait(t *testing.T) {
 		r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 1000}, fakeprovider.Config{})
 		p, ev := r.pacer()
 		c := r.openai(p) // default retries on
-		batch := pacerhttp.WithPriority(context.Background(), pacer.Batch)
+		batch := pacerhttp.ContextWithPriority(context.Background(), pacer.Batch)
 
 		drainTo(t, p, 600)
 		if _, err := c.Chat.Completions.New(batch, chatParams(100)); err != nil {
@@ -59,7 +59,7 @@ func TestContextPriorityAndMaxWait(t *testing.T) {
 		// 200: the call would wait minutes for the refill (1000 a minute).
 		drainTo(t, p, 220)
 		calls := r.provider.Stats().Calls
-		_, err := c.Chat.Completions.New(pacerhttp.WithMaxWait(batch, 100*time.Millisecond), chatParams(100))
+		_, err := c.Chat.Completions.New(pacerhttp.ContextWithMaxWait(batch, 100*time.Millisecond), chatParams(100))
 		if !errors.Is(err, pacer.ErrWaitTimeout) {
 			t.Fatalf("a batch call into the floor with MaxWait 100ms = %v; want ErrWaitTimeout", err)
 		}
@@ -73,7 +73,7 @@ func TestContextPriorityAndMaxWait(t *testing.T) {
 			t.Errorf("denied %+v; want the batch call", d)
 		}
 
-		interactive := pacerhttp.WithMaxWait(context.Background(), 100*time.Millisecond)
+		interactive := pacerhttp.ContextWithMaxWait(context.Background(), 100*time.Millisecond)
 		if _, err := c.Chat.Completions.New(interactive, chatParams(100)); err != nil {
 			t.Fatalf("an interactive call with the same room = %v; want it admitted", err)
 		}
@@ -130,7 +130,7 @@ func TestContextTenant(t *testing.T) {
 		p, _ := r.pacer()
 		c := r.openai(p)
 		for _, tenant := range []string{"acme", "globex"} {
-			ctx := pacerhttp.WithMaxWait(pacerhttp.WithTenant(context.Background(), tenant), 50*time.Millisecond)
+			ctx := pacerhttp.ContextWithMaxWait(pacerhttp.ContextWithTenant(context.Background(), tenant), 50*time.Millisecond)
 			for i := range 2 {
 				if _, err := c.Chat.Completions.New(ctx, chatParams(100)); err != nil {
 					t.Fatalf("tenant %s call %d = %v; want admitted", tenant, i+1, err)
@@ -154,7 +154,7 @@ func TestContextTenantOnBudgetWithoutTenants(t *testing.T) {
 	r := newRig(t, b, pacer.Limits{RPM: 1000, TPM: 100_000}, fakeprovider.Config{})
 	p, _ := r.pacer()
 	c := r.openai(p)
-	if _, err := c.Chat.Completions.New(pacerhttp.WithTenant(context.Background(), "acme"), chatParams(100)); err != nil {
+	if _, err := c.Chat.Completions.New(pacerhttp.ContextWithTenant(context.Background(), "acme"), chatParams(100)); err != nil {
 		t.Fatalf("a call with a tenant through a budget without tenants = %v; want admitted", err)
 	}
 }

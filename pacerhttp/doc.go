@@ -52,8 +52,8 @@
 // sends nothing, unless the budget has room by then: a retry that comes
 // after a quota stop's probe interval is that interval's probe.
 //
-// Priority and wait bound come from the request's context: see WithPriority
-// and WithMaxWait.
+// Priority and wait bound come from the request's context: see
+// ContextWithPriority and ContextWithMaxWait.
 //
 // NewHandler is the other side. It is middleware that puts a budget in
 // front of your own users: each request is charged to its tenant, and

@@ -35,7 +35,7 @@ func chatBudget(cfg pacer.Config) (*pacer.Pacer, func()) {
 func withAccount(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		account := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		next.ServeHTTP(w, r.WithContext(pacerhttp.WithTenant(r.Context(), account)))
+		next.ServeHTTP(w, r.WithContext(pacerhttp.ContextWithTenant(r.Context(), account)))
 	})
 }
 

@@ -120,7 +120,7 @@ func ExampleNewTransport_http() {
 	defer done()
 	hc := &http.Client{Transport: pacerhttp.NewTransport(p, nil)}
 
-	ctx := pacerhttp.WithPriority(context.Background(), pacer.Batch)
+	ctx := pacerhttp.ContextWithPriority(context.Background(), pacer.Batch)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, provider.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"ping"}]}`))
 	resp, err := hc.Do(req)

@@ -18,9 +18,9 @@ import (
 // For each request the handler:
 //
 //   - names its tenant with the tenant function (default
-//     TenantFromContext: the id your authentication middleware put in the
-//     context with WithTenant; never a header or the body, which a client
-//     writes);
+//     TenantFromRequest: the id your authentication middleware put in the
+//     context with ContextWithTenant; never a header or the body, which a
+//     client writes);
 //   - prices it with the cost function (default OneRequest: one request, 0
 //     tokens; WithCost for token estimates);
 //   - acquires a lease: at once (TryAcquire), or in a waiting room up to a
@@ -110,7 +110,7 @@ func (c handlerConfig) check(h http.Handler, p *pacer.Pacer) error {
 	case p == nil:
 		return fmt.Errorf("%w: NewHandler: the Pacer is nil: pass the budget from pacer.New", pacer.ErrInvalid)
 	case c.tenant == nil:
-		return fmt.Errorf("%w: WithTenantFunc(nil): pass a function, or leave the option out for TenantFromContext", pacer.ErrInvalid)
+		return fmt.Errorf("%w: WithTenantFunc(nil): pass a function, or leave the option out for TenantFromRequest", pacer.ErrInvalid)
 	case c.cost == nil:
 		return fmt.Errorf("%w: WithCost(nil): pass a function, or leave the option out for OneRequest", pacer.ErrInvalid)
 	case c.wait < 0 || c.wait > maxRoom:
@@ -185,11 +185,11 @@ func (h *handler) refused(w http.ResponseWriter, r *http.Request, req pacer.Requ
 		// pacer gave back whatever the wait held.
 		return
 	case errors.As(err, &ny):
-		why.Limit, why.Wait = ny.Limit, ny.RetryAfter
+		why.Limit = ny.Limit
 	case errors.As(err, &we):
-		why.Limit, why.Wait = we.Limit, we.Wait
+		why.Limit = we.Limit
 	case errors.As(err, &st):
-		why.Limit, why.Wait = st.Limit, st.RetryAfter
+		why.Limit = st.Limit
 	case errors.Is(err, pacer.ErrTooLarge):
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "the request is larger than the budget can ever admit", err)
 		return
@@ -205,6 +205,7 @@ func (h *handler) refused(w http.ResponseWriter, r *http.Request, req pacer.Requ
 		h.fail(w, r, http.StatusServiceUnavailable, "the rate limiter is unavailable", err)
 		return
 	}
+	why.Wait, _ = pacer.RetryAfter(err)
 	if h.c.fallback != nil {
 		h.c.fallback(w, r, why)
 		return

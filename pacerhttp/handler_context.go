@@ -10,13 +10,6 @@ type handlerKey int
 
 const leaseKey handlerKey = 0
 
-// TenantFrom returns the tenant WithTenant put in ctx, and whether there
-// was one.
-func TenantFrom(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(tenantKey).(string)
-	return id, ok
-}
-
 // LeaseFrom returns the lease NewHandler acquired for the request whose
 // context is ctx, or nil outside such a handler. The handler holds it
 // while it runs and releases it when it returns; settle it first with the

@@ -21,15 +21,15 @@ type handlerConfig struct {
 }
 
 func handlerDefaults() handlerConfig {
-	return handlerConfig{tenant: TenantFromContext, cost: OneRequest}
+	return handlerConfig{tenant: TenantFromRequest, cost: OneRequest}
 }
 
-// TenantFromContext is the default tenant function of NewHandler: the id
+// TenantFromRequest is the default tenant function of NewHandler: the id
 // that your authentication middleware put in the request's context with
-// WithTenant, or "" (the budget alone) when it put none. It never reads the
-// body or a header, which a client writes: a tenant id taken from them
-// would let any client spend another's budget.
-func TenantFromContext(r *http.Request) (string, error) {
+// ContextWithTenant, or "" (the budget alone) when it put none. It never
+// reads the body or a header, which a client writes: a tenant id taken
+// from them would let any client spend another's budget.
+func TenantFromRequest(r *http.Request) (string, error) {
 	id, _ := TenantFrom(r.Context())
 	return id, nil
 }
@@ -40,7 +40,7 @@ func TenantFromContext(r *http.Request) (string, error) {
 func OneRequest(*http.Request) (pacer.Request, error) { return pacer.Request{}, nil }
 
 // WithTenantFunc sets how the handler names the tenant of a request
-// (default TenantFromContext). Derive the id from what your server
+// (default TenantFromRequest). Derive the id from what your server
 // authenticated: a session, a verified token's subject, a client
 // certificate. An error refuses the request with 403 Forbidden, charging
 // nothing: return one for a request that names no tenant in a budget

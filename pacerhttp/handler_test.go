@@ -39,7 +39,7 @@ func authenticate(next http.Handler) http.Handler {
 			http.Error(w, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(pacerhttp.WithTenant(r.Context(), id)))
+		next.ServeHTTP(w, r.WithContext(pacerhttp.ContextWithTenant(r.Context(), id)))
 	})
 }
 

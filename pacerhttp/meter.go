@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -130,49 +131,34 @@ func (m *meter) finish(eof bool) {
 // keeper keeps a lease alive while its call runs: while the request waits
 // for its answer, and then while the caller reads the body. A body the
 // caller stops reading without closing it stops renewing after two idle
-// renewal periods, and the lease then expires (its reservation kept).
+// renewal periods, and the lease then expires (its reservation kept). The
+// loop is concurrency.KeepAlive, as for Lease.AutoKeepAlive; only the idle
+// rule is the transport's own.
 type keeper struct {
-	l       *pacer.Lease
 	waiting atomic.Bool // no answer yet: the provider is working, never idle
 	active  atomic.Bool
-	once    sync.Once
-	quit    chan struct{}
+	idle    int // renewal periods without a read; the loop's alone
+	stop    func()
 }
 
 // keep starts keeping l alive.
 func keep(l *pacer.Lease) *keeper {
-	k := &keeper{l: l, quit: make(chan struct{})}
+	k := &keeper{}
 	k.waiting.Store(true)
 	k.active.Store(true)
 	every := max(time.Until(l.Expiry())/3, 10*time.Millisecond)
-	go k.run(every)
-	return k
-}
-
-func (k *keeper) run(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	idle := 0
-	for {
-		select {
-		case <-k.quit:
-			return
-		case <-t.C:
-		}
+	k.stop = concurrency.KeepAlive(context.Background(), every, func(ctx context.Context) bool {
 		// A slow model may take minutes to answer: only the caller's
 		// reading of the body can go idle.
 		if k.active.Swap(false) || k.waiting.Load() {
-			idle = 0
-		} else if idle++; idle >= 2 {
-			return
+			k.idle = 0
+		} else if k.idle++; k.idle >= 2 {
+			return false
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		err := k.l.KeepAlive(ctx)
-		cancel()
-		if err != nil && !time.Now().Before(k.l.Expiry()) {
-			return // expired: nothing left to keep
-		}
-	}
+		err := l.KeepAlive(ctx)
+		return err == nil || time.Now().Before(l.Expiry()) // else expired: nothing left to keep
+	})
+	return k
 }
 
 // answered records that the answer's headers have arrived: from now on
@@ -184,6 +170,3 @@ func (k *keeper) answered() {
 
 // touch records that the body is being read.
 func (k *keeper) touch() { k.active.Store(true) }
-
-// stop ends the renewals.
-func (k *keeper) stop() { k.once.Do(func() { close(k.quit) }) }

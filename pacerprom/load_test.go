@@ -23,7 +23,7 @@ func TestManyGoroutinesAndPacers(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
 	const (
-		handles, workers, calls = 2, 8, 20
+		handles, workers, calls = 2, 8, 10
 		tokens                  = 100
 	)
 	// The test counts, it does not time: a loaded machine may take more

@@ -23,7 +23,8 @@ func TestBinary(t *testing.T) {
 		t.Skip("sends SIGINT")
 	}
 	bin := filepath.Join(t.TempDir(), "llmpacer")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	args := append(append([]string{"build"}, raceFlags...), "-o", bin, ".")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {

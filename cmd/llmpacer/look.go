@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -107,7 +108,7 @@ func timedOut(ctx context.Context, o options, err error) error {
 // hash slot, so one EXISTS asks for all on a cluster too).
 func budgetKeys(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (int64, error) {
 	t := tag(prefix, name)
-	n, err := rdb.Exists(ctx, t+":s", t+":l", t+":q", t+":d").Result()
+	n, err := rdb.Exists(ctx, wire.Keys(t)...).Result()
 	if err != nil {
 		return 0, fmt.Errorf("looking for budget %q: %w", name, err)
 	}

@@ -22,7 +22,7 @@ var notBuckets = map[string]bool{"pause": true, "qb": true, "xp": true, "qs": tr
 // limit to know), the slots held, the pause and the stop.
 func (r reader) readRaw(ctx context.Context, b *budget) error {
 	t := tag(r.o.prefix, b.Name)
-	keys := []string{t + ":s", t + ":l", t + ":q"}
+	keys := wire.Keys(t)[:3] // the definition is not read
 	fields, err := r.bucketFields(ctx, keys[0])
 	if err != nil {
 		return err
@@ -50,7 +50,8 @@ func (r reader) readRaw(ctx context.Context, b *budget) error {
 // rawTenant reads a tenant's hash without a definition.
 func (r reader) rawTenant(ctx context.Context, name, hash string) ([]field, error) {
 	t := tag(r.o.prefix, name)
-	keys := []string{t + ":t:" + hash, t + ":l", t + ":q"}
+	keys := wire.Keys(t)[:3]
+	keys[0] = wire.TenantKey(t, hash)
 	fields, err := r.bucketFields(ctx, keys[0])
 	if err != nil || len(fields) == 0 {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -176,7 +177,7 @@ func levelOf(prefix string, rs pacer.RateState) level {
 // waiting counts the callers queued for a slot, the sentinel member left
 // out (see lua/prelude.lua).
 func (r reader) waiting(ctx context.Context, name string) (int64, error) {
-	n, err := r.rdb.ZCount(ctx, tag(r.o.prefix, name)+":q", "-inf", "(9000000000000000").Result()
+	n, err := r.rdb.ZCount(ctx, tag(r.o.prefix, name)+wire.QueueSuffix, "-inf", "(9000000000000000").Result()
 	if err != nil {
 		return 0, fmt.Errorf("counting the waiters of %q: %w", name, err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -129,7 +128,7 @@ func scanBudgets(ctx context.Context, rdb redis.UniversalClient, prefix string, 
 func scanTenants(ctx context.Context, rdb redis.UniversalClient, prefix, name string, limit int) ([]string, int, bool, error) {
 	var mu sync.Mutex
 	var hashes []string
-	n, cut, err := scanKeys(ctx, rdb, globEscape(tag(prefix, name))+":t:*", limit, func(key string) {
+	n, cut, err := scanKeys(ctx, rdb, globEscape(tag(prefix, name)+wire.TenantSuffix)+"*", limit, func(key string) {
 		if _, h, ok := parseKey(prefix, key); ok && h != "" {
 			mu.Lock()
 			hashes = append(hashes, h)
@@ -152,9 +151,10 @@ func tag(prefix, name string) string {
 // tenant's hash. ok is false for any other key.
 func parseKey(prefix, key string) (name, tenant string, ok bool) {
 	if rest, ok := strings.CutPrefix(key, "{"+prefix+":"); ok {
-		if end := strings.IndexByte(rest, '}'); end > 0 {
-			if tenant, ok := parseSuffix(rest[end+1:]); ok {
-				return rest[:end], tenant, true
+		// "{prefix:name}" and a suffix.
+		if name, tenant, ok := wire.CutSuffix(rest); ok {
+			if name, ok := strings.CutSuffix(name, "}"); ok && name != "" && !strings.Contains(name, "}") {
+				return name, tenant, true
 			}
 		}
 	}
@@ -167,36 +167,11 @@ func parseKey(prefix, key string) (name, tenant string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	cut := len(rest) - 2 // ":s", ":l", ":q", ":d"
-	if i := strings.LastIndex(rest, ":t:"); i >= 0 && len(rest)-i == 3+32 {
-		cut = i
-	}
-	if cut <= 0 {
+	name, tenant, ok = wire.CutSuffix(rest)
+	if !ok || strings.ContainsAny(name, "{}") {
 		return "", "", false
 	}
-	tenant, ok = parseSuffix(rest[cut:])
-	if !ok || strings.ContainsAny(rest[:cut], "{}") {
-		return "", "", false
-	}
-	return key[:end+1] + rest[:cut], tenant, true
-}
-
-// parseSuffix reads what follows a budget's name in its key: a key of
-// its own (":s", ":l", ":q", ":d"; tenant ""), or a tenant's hash
-// (":t:" and 32 hex digits).
-func parseSuffix(suffix string) (tenant string, ok bool) {
-	switch suffix {
-	case ":s", ":l", ":q", ":d":
-		return "", true
-	}
-	h, ok := strings.CutPrefix(suffix, ":t:")
-	if !ok || len(h) != 32 {
-		return "", false
-	}
-	if b, err := hex.DecodeString(h); err != nil || hex.EncodeToString(b) != h {
-		return "", false
-	}
-	return h, true
+	return key[:end+1] + name, tenant, true
 }
 
 // globEscape quotes the characters SCAN's MATCH treats specially.

@@ -109,6 +109,7 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 		wait    *pacer.WaitError
 		up      *upstreamError
 	)
+	retry, _ := pacer.RetryAfter(err)
 	switch {
 	case r.Context().Err() != nil:
 		// The client has gone: nobody reads an answer.
@@ -120,14 +121,14 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 		if rt.style == anthropic {
 			msg, status = anthropicQuota, http.StatusBadRequest
 		}
-		rt.style.write(w, refusal{status: status, kind: kindQuota, retry: stopped.RetryAfter,
-			msg: fmt.Sprintf("%s (llmpacer: the budget is stopped for every replica since the provider said so; nothing was sent; the next probe is due in %v)", msg, stopped.RetryAfter.Round(time.Second))})
+		rt.style.write(w, refusal{status: status, kind: kindQuota, retry: retry,
+			msg: fmt.Sprintf("%s (llmpacer: the budget is stopped for every replica since the provider said so; nothing was sent; the next probe is due in %v)", msg, retry.Round(time.Second))})
 	case errors.As(err, &stopped):
-		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(stopped.RetryAfter, time.Millisecond),
-			msg: fmt.Sprintf("llmpacer: the budget is stopped by an operator for %v more; nothing was sent", stopped.RetryAfter.Round(time.Second))})
+		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(retry, time.Millisecond),
+			msg: fmt.Sprintf("llmpacer: the budget is stopped by an operator for %v more; nothing was sent", retry.Round(time.Second))})
 	case errors.As(err, &wait):
-		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(wait.Wait, time.Millisecond), tokens: tokenLimit(wait.Limit),
-			msg: fmt.Sprintf("llmpacer: rate limit: no turn within %v (%s needs %v more); nothing was sent. Please try again in %v.", wait.Bound.Round(time.Millisecond), wait.Limit, wait.Wait.Round(time.Millisecond), wait.Wait.Round(time.Millisecond))})
+		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(retry, time.Millisecond), tokens: tokenLimit(wait.Limit),
+			msg: fmt.Sprintf("llmpacer: rate limit: no turn within %v (%s needs %v more); nothing was sent. Please try again in %v.", wait.Bound.Round(time.Millisecond), wait.Limit, retry.Round(time.Millisecond), retry.Round(time.Millisecond))})
 	case errors.Is(err, pacer.ErrTooLarge):
 		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, tokens: true,
 			msg: "llmpacer: Request too large: the request asks for more tokens than the budget's limit holds at once; reduce the prompt or max tokens. " + err.Error()})

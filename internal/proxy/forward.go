@@ -63,9 +63,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 	}
 	ctx := context.WithValue(r.Context(), budgetKey{}, b)
 	if tenant {
-		ctx = pacerhttp.WithTenant(ctx, c.tenant)
+		ctx = pacerhttp.ContextWithTenant(ctx, c.tenant)
 	}
-	rt.rp.ServeHTTP(w, r.WithContext(pacerhttp.WithMaxWait(ctx, p.cfg.MaxWait)))
+	rt.rp.ServeHTTP(w, r.WithContext(pacerhttp.ContextWithMaxWait(ctx, p.cfg.MaxWait)))
 	return b.name
 }
 

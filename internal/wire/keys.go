@@ -1,6 +1,10 @@
 package wire
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
 
 // KeyTag returns what begins every key of budget name under prefix:
 // "{prefix:name}", or "{hashTag}prefix:name" for a budget with a
@@ -40,4 +44,54 @@ func Evicts(policy string) string {
 		return "maxmemory-policy " + policy + " evicts keys with a TTL under memory pressure, and every key of a budget has one"
 	}
 	return "maxmemory-policy " + policy + " evicts any key under memory pressure"
+}
+
+// The suffixes that follow a budget's KeyTag in each of its keys
+// (docs/lua-contract.md, KEYS): its state hash, lease set, slot queue and
+// stored definition; and a tenant's hash, followed by TenantHash of its id.
+// The Pacer and the llmpacer command both spell keys with them.
+const (
+	StateSuffix      = ":s"
+	LeasesSuffix     = ":l"
+	QueueSuffix      = ":q"
+	DefinitionSuffix = ":d"
+	TenantSuffix     = ":t:"
+)
+
+// tenantHashLen is how many hex digits TenantHash returns.
+const tenantHashLen = 32
+
+// Keys returns the four keys of the budget whose KeyTag is tag, in the
+// order the scripts take them: KEYS[1] to KEYS[4].
+func Keys(tag string) []string {
+	return []string{tag + StateSuffix, tag + LeasesSuffix, tag + QueueSuffix, tag + DefinitionSuffix}
+}
+
+// TenantHash names tenant id's hash: the first 16 bytes of its SHA-256 in
+// lowercase hex, so that no id can name another key.
+func TenantHash(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:tenantHashLen/2])
+}
+
+// TenantKey returns the key of the tenant whose TenantHash is hash, in the
+// budget whose KeyTag is tag.
+func TenantKey(tag, hash string) string { return tag + TenantSuffix + hash }
+
+// CutSuffix splits what follows a budget's prefix in one of its keys
+// ("name:s", or "name:t:" and a tenant's hash) into the name and, for a
+// tenant's key, the hash. ok is false for anything else.
+func CutSuffix(rest string) (name, tenantHash string, ok bool) {
+	if i := strings.LastIndex(rest, TenantSuffix); i > 0 {
+		h := rest[i+len(TenantSuffix):]
+		if b, err := hex.DecodeString(h); err == nil && len(h) == tenantHashLen && hex.EncodeToString(b) == h {
+			return rest[:i], h, true
+		}
+	}
+	for _, s := range []string{StateSuffix, LeasesSuffix, QueueSuffix, DefinitionSuffix} {
+		if name, ok := strings.CutSuffix(rest, s); ok && name != "" {
+			return name, "", true
+		}
+	}
+	return "", "", false
 }

@@ -1,0 +1,73 @@
+package pacer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// RetryAfter reads the wait of every error that carries one, as the
+// budget made it and wrapped, and reports none for the rest.
+func TestRetryAfter(t *testing.T) {
+	rdb, done := stillRedis()
+	defer done()
+	ctx := context.Background()
+	p, err := pacer.New(rdb, pacer.Config{Name: "retry-after", Limits: pacer.Limits{RPM: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	_, notYet := p.TryAcquire(ctx, pacer.Request{})
+	_, wait := p.Acquire(ctx, pacer.Request{MaxWait: time.Millisecond})
+	if err := p.Stop(ctx, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, stopped := p.TryAcquire(ctx, pacer.Request{})
+	for _, c := range []struct {
+		name     string
+		err      error
+		min, max time.Duration
+		ok       bool
+	}{
+		{"not yet", notYet, 59 * time.Second, 61 * time.Second, true},
+		{"wait", wait, 59 * time.Second, 61 * time.Second, true},
+		{"stopped", stopped, 89 * time.Second, 90 * time.Second, true},
+		{"wrapped", fmt.Errorf("job 7: %w", fmt.Errorf("attempt 2: %w", notYet)), 59 * time.Second, 61 * time.Second, true},
+		{"run, provider said", &pacer.RunError{Verdict: classify.Verdict{Kind: classify.RateLimited, RetryAfter: 3 * time.Second}, Attempts: 1, Err: errors.New("429")}, 3 * time.Second, 3 * time.Second, true},
+		{"run, provider silent", &pacer.RunError{Verdict: classify.Verdict{Kind: classify.RateLimited}, Attempts: 1, Err: errors.New("429")}, 0, 0, false},
+		{"too large", pacer.ErrTooLarge, 0, 0, false},
+		{"nil", nil, 0, 0, false},
+	} {
+		d, ok := pacer.RetryAfter(c.err)
+		if ok != c.ok || d < c.min || d > c.max {
+			t.Errorf("%s: RetryAfter(%v) = %v, %v; want %v in [%v, %v]", c.name, c.err, d, ok, c.ok, c.min, c.max)
+		}
+	}
+	if !errors.Is(notYet, pacer.ErrNotYet) || !errors.Is(wait, pacer.ErrWaitTimeout) || !errors.Is(stopped, pacer.ErrStopped) {
+		t.Errorf("errors %v, %v, %v; want ErrNotYet, ErrWaitTimeout, ErrStopped", notYet, wait, stopped)
+	}
+}
+
+// RetryAfter is the one way to ask an error how long to wait, whichever
+// call made it and however it was wrapped.
+func ExampleRetryAfter() {
+	rdb, done := stillRedis()
+	defer done()
+	ctx := context.Background()
+	p, _ := pacer.New(rdb, pacer.Config{Name: "openai:gpt-4o", Limits: pacer.Limits{RPD: 1}})
+	_, _ = p.TryAcquire(ctx, pacer.Request{})
+
+	_, err := p.TryAcquire(ctx, pacer.Request{})
+	err = fmt.Errorf("job 7: %w", err)
+	if wait, ok := pacer.RetryAfter(err); ok {
+		fmt.Println("back to the queue for", wait.Round(time.Hour))
+	}
+	// Output: back to the queue for 24h0m0s
+}
