@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,6 +132,12 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 	case errors.Is(err, pacer.ErrTooLarge):
 		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, tokens: true,
 			msg: "llmpacer: Request too large: the request asks for more tokens than the budget's limit holds at once; reduce the prompt or max tokens. " + err.Error()})
+	case errors.Is(err, pacer.ErrUnavailable) || redisTimedOut(r, err):
+		// The call cannot be paced, so it is not sent; a 429 makes the
+		// client's SDK retry it later, as a 5xx would not always.
+		p.log.Warn("the budget's Redis is unreachable; the call was answered 429", "provider", rt.name, "err", err.Error())
+		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: outageRetry,
+			msg: fmt.Sprintf("llmpacer: the budget's Redis is unreachable, so the call cannot be paced; nothing was sent. Please try again in %v.", outageRetry)})
 	case errors.Is(err, errBadModel):
 		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
 	case errors.Is(err, errTooManyBudgets):
@@ -139,11 +146,22 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 		p.log.Warn("the provider did not answer", "provider", rt.name, "err", up.err.Error())
 		rt.style.write(w, refusal{status: http.StatusBadGateway, kind: kindServer, msg: "llmpacer proxy: the provider did not answer: " + up.err.Error()})
 	default:
-		// The budget could not be asked: Redis is unreachable or refused.
+		// Redis answered with an error: a fault the operator must fix.
 		p.log.Warn("the budget could not be asked", "provider", rt.name, "err", err.Error())
 		rt.style.write(w, refusal{status: http.StatusServiceUnavailable, kind: kindServer, retry: time.Second,
-			msg: "llmpacer proxy: the budget's Redis could not be asked; nothing was sent: " + err.Error()})
+			msg: "llmpacer proxy: the budget's Redis refused the call; nothing was sent: " + err.Error()})
 	}
+}
+
+// outageRetry is the Retry-After of a call refused while Redis is
+// unreachable: the outage circuit probes Redis every 200 ms, so a retry a
+// second later finds it back if it is.
+const outageRetry = time.Second
+
+// redisTimedOut says whether err is a Redis command that ran out of time
+// while the client still waits: a Redis that hangs rather than refuses.
+func redisTimedOut(r *http.Request, err error) bool {
+	return r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 // tokenLimit says whether l counts tokens (OpenAI's 429 then says

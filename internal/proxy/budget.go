@@ -80,7 +80,7 @@ func (p *Proxy) budget(provider, key, model string) (*budget, error) {
 func (p *Proxy) budgetConfig(provider, key, model string) (pacer.Config, bool) {
 	cfg := pacer.Config{
 		Name: BudgetName(provider, key, model), KeyPrefix: p.cfg.KeyPrefix, Limits: pacer.Limits{Concurrency: 1},
-		MaxWait: p.cfg.MaxWait, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
+		MaxWait: p.cfg.MaxWait, Outage: pacer.Outage{FailFast: true}, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
 	}
 	k, ok := p.held[provider+"\x00"+key]
 	if !ok {
