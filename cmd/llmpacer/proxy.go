@@ -33,7 +33,7 @@ Flags:
 // proxyOptions are the proxy's command line.
 type proxyOptions struct {
 	listen, openai, anthropic string
-	maxWait, grace            time.Duration
+	maxWait, grace, idle      time.Duration
 	maxBody                   int64
 	maxBudgets                int
 	prefix                    string
@@ -62,7 +62,7 @@ func runProxy(ctx context.Context, args []string, env func(string) string, stder
 	}
 	px, err := proxy.New(proxy.Config{
 		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, KeyPrefix: o.prefix,
-		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, Log: log, File: file,
+		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, BudgetIdle: o.idle, Log: log, File: file,
 	})
 	if err != nil {
 		return report(stderr, &usageError{err.Error()})
@@ -98,6 +98,7 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 	fs.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long calls in flight (streams too) may take to finish")
 	fs.Int64Var(&o.maxBody, "max-body", proxy.DefaultMaxBody, "the largest model-call request body, in bytes; larger ones get 413")
 	fs.IntVar(&o.maxBudgets, "max-budgets", proxy.DefaultMaxBudgets, "the most budgets (keys × models) one proxy holds")
+	fs.DurationVar(&o.idle, "budget-idle", proxy.DefaultBudgetIdle, "with -max-budgets held, a budget unused this long may be evicted for a new one, least recently used first")
 	fs.StringVar(&o.prefix, "prefix", pacer.DefaultKeyPrefix, "the budgets' Redis key prefix (Config.KeyPrefix)")
 	fs.StringVar(&o.config, "config", "", "a JSON file of provider keys the proxy holds, its clients' proxy keys and tenants, and limits per model (docs/proxy.md)")
 	fs.StringVar(&o.redis, "redis", "", "a Redis address (host:port or URL, no credentials) in place of LLMPACER_REDIS_URL")
@@ -119,6 +120,8 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 		return o, usagef("-max-body %d: give a positive number of bytes", o.maxBody)
 	case o.maxBudgets < 1:
 		return o, usagef("-max-budgets %d: give a positive number", o.maxBudgets)
+	case o.idle < time.Millisecond:
+		return o, usagef("-budget-idle %v: give a duration of 1ms or more", o.idle)
 	case o.redis != "" && o.cluster != "":
 		return o, usagef("-redis and -cluster both given: name one server or one cluster")
 	}

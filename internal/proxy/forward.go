@@ -61,6 +61,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		p.failed(w, r, rt, err)
 		return ""
 	}
+	defer b.done()
 	ctx := context.WithValue(r.Context(), budgetKey{}, b)
 	if tenant {
 		ctx = pacerhttp.WithTenant(ctx, c.tenant)

@@ -43,6 +43,7 @@ const (
 	DefaultMaxWait    = 30 * time.Second
 	DefaultMaxBody    = 32 << 20 // Anthropic's own limit on a Messages request
 	DefaultMaxBudgets = 10_000
+	DefaultBudgetIdle = time.Minute
 )
 
 // Config describes a proxy. Only Redis is required.
@@ -66,6 +67,10 @@ type Config struct {
 	// that clients sending made-up keys cannot grow it without end.
 	// Default DefaultMaxBudgets.
 	MaxBudgets int
+	// BudgetIdle is how long a budget must go unused before a new key or
+	// model may evict it when MaxBudgets are held, the least recently used
+	// first. Its state stays in Redis. Default DefaultBudgetIdle.
+	BudgetIdle time.Duration
 	// Log receives one line per request and what the budgets do; never a
 	// key. Default: discarded.
 	Log *slog.Logger
@@ -157,6 +162,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBudgets == 0 {
 		c.MaxBudgets = DefaultMaxBudgets
 	}
+	if c.BudgetIdle == 0 {
+		c.BudgetIdle = DefaultBudgetIdle
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -170,6 +178,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: max body %d: give a positive number of bytes", ErrInvalid, c.MaxBody)
 	case c.MaxBudgets < 1:
 		return c, fmt.Errorf("%w: max budgets %d: give a positive number", ErrInvalid, c.MaxBudgets)
+	case c.BudgetIdle < 0:
+		return c, fmt.Errorf("%w: budget idle %v: give a positive duration", ErrInvalid, c.BudgetIdle)
 	}
 	return c, nil
 }
