@@ -21,6 +21,8 @@ A pacing reverse proxy: point a client's base URL at it and every model call
 waits for its turn on a budget in Redis shared by every replica.
   OPENAI_BASE_URL=http://127.0.0.1:8080/openai/v1
   Anthropic SDK base URL http://127.0.0.1:8080/anthropic
+  Azure OpenAI (with -azure) http://127.0.0.1:8080/azure/openai/deployments/NAME/
+  Gemini http://127.0.0.1:8080/gemini
 Each provider key and model gets its own budget, whose limits are learned
 from the provider's rate-limit headers. GET /healthz, /readyz, /metrics.
 
@@ -33,6 +35,7 @@ Flags:
 // proxyOptions are the proxy's command line.
 type proxyOptions struct {
 	listen, openai, anthropic string
+	azure, gemini             string
 	maxWait, grace, idle      time.Duration
 	maxBody                   int64
 	maxBudgets                int
@@ -61,7 +64,7 @@ func runProxy(ctx context.Context, args []string, env func(string) string, stder
 		}
 	}
 	px, err := proxy.New(proxy.Config{
-		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, KeyPrefix: o.prefix,
+		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, Azure: o.azure, Gemini: o.gemini, KeyPrefix: o.prefix,
 		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, BudgetIdle: o.idle, Log: log, File: file,
 	})
 	if err != nil {
@@ -94,6 +97,8 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "the address to serve on (loopback unless told otherwise)")
 	fs.StringVar(&o.openai, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL: /openai/<path> goes to <URL>/<path>")
 	fs.StringVar(&o.anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL: /anthropic/<path> goes to <URL>/<path>")
+	fs.StringVar(&o.azure, "azure", "", "an Azure OpenAI resource's endpoint, https://NAME.openai.azure.com: /azure/<path> goes to <URL>/<path>")
+	fs.StringVar(&o.gemini, "gemini", proxy.DefaultGemini, "the Gemini API's base URL: /gemini/<path> goes to <URL>/<path>")
 	fs.DurationVar(&o.maxWait, "max-wait", proxy.DefaultMaxWait, "the longest a call waits for its turn before the client gets the provider's 429")
 	fs.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long calls in flight (streams too) may take to finish")
 	fs.Int64Var(&o.maxBody, "max-body", proxy.DefaultMaxBody, "the largest model-call request body, in bytes; larger ones get 413")

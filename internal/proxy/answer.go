@@ -20,6 +20,8 @@ type style int
 const (
 	openAI    style = iota // {"error":{"message","type","param","code"}}
 	anthropic              // {"type":"error","error":{"type","message"}}
+	azure                  // OpenAI's shape; the key in api-key
+	gemini                 // {"error":{"code","message","status"}}; the key in x-goog-api-key
 )
 
 // kind is what a refusal says, spelled in each provider's words by write.
@@ -54,9 +56,12 @@ func (s style) write(w http.ResponseWriter, f refusal) {
 	}
 	w.WriteHeader(f.status)
 	var body any
-	if s == anthropic {
+	switch s {
+	case anthropic:
 		body = map[string]any{"type": "error", "error": map[string]string{"type": f.anthropicType(), "message": f.msg}}
-	} else {
+	case gemini:
+		body = map[string]any{"error": map[string]any{"code": f.status, "message": f.msg, "status": f.geminiStatus()}}
+	default:
 		typ, code := f.openAIType()
 		body = map[string]any{"error": map[string]any{"message": f.msg, "type": typ, "param": nil, "code": code}}
 	}
@@ -77,6 +82,21 @@ func (f refusal) openAIType() (string, any) {
 		return "server_error", nil
 	}
 	return "invalid_request_error", nil
+}
+
+// geminiStatus returns the google.rpc.Code name Gemini gives f.
+func (f refusal) geminiStatus() string {
+	switch f.status {
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	case http.StatusBadGateway:
+		return "INTERNAL"
+	}
+	return "INVALID_ARGUMENT"
 }
 
 // anthropicType returns Anthropic's error.type for f.
