@@ -263,15 +263,17 @@ func newNodeWorker(dir, base, key string, jobs int) *proxyWorker {
 
 // curlWorker is a shell running proxyWorkers loops of curl, alternating
 // between the replicas; the key reaches curl in a header file, never in
-// its arguments.
+// its arguments. Answers go to a file, not /dev/null: curl truncates its
+// output before a retry, fails to on /dev/null, and then gives up without
+// retrying (exit 23). -w prints the last status whatever the exit code.
 const curlWorker = `set -u
 urls=($1 $2) jobs=$3 workers=$4
 echo ready
 read -r _
 for w in $(seq 0 $((workers - 1))); do
   (for j in $(seq "$w" "$workers" $((jobs - 1))); do
-    curl -s -o /dev/null -w '%{http_code}\n' --retry 2 -H @"$KEYFILE" -H 'Content-Type: application/json' \
-      -d "$BODY" "${urls[$((w % 2))]}/openai/v1/chat/completions" || echo 000
+    curl -s -o "$OUT.$w" -w '%{http_code}\n' --retry 2 -H @"$KEYFILE" -H 'Content-Type: application/json' \
+      -d "$BODY" "${urls[$((w % 2))]}/openai/v1/chat/completions" || true
   done) &
 done | while read -r code; do
   echo done
@@ -286,7 +288,7 @@ func newCurlWorker(replicas []string, key string, jobs int) *proxyWorker {
 	keyFile := filepath.Join(dir, "headers")
 	_ = os.WriteFile(keyFile, []byte("Authorization: Bearer "+key+"\n"), 0o600)
 	cmd := exec.Command("bash", "-c", curlWorker, "curl-worker", replicas[0], replicas[1], fmt.Sprint(jobs), fmt.Sprint(proxyWorkers))
-	cmd.Env = append(os.Environ(), "KEYFILE="+keyFile, "BODY="+proxyBody, "RESULT="+filepath.Join(dir, "result"))
+	cmd.Env = append(os.Environ(), "KEYFILE="+keyFile, "BODY="+proxyBody, "RESULT="+filepath.Join(dir, "result"), "OUT="+filepath.Join(dir, "answer"))
 	return &proxyWorker{cmd: cmd, done: func() { _ = os.RemoveAll(dir) }}
 }
 
