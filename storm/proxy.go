@@ -39,7 +39,7 @@ import (
 const (
 	proxyRPM     = 60
 	proxyJobs    = 60 // per language; -jobs sets it
-	proxyWorkers = 4  // per language
+	proxyWorkers = 4  // per language; -workers sets it
 	proxyLatency = 500 * time.Millisecond
 	proxyModel   = "gpt-4o-mini"
 	proxyBody    = `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`
@@ -61,25 +61,29 @@ type proxyRow struct {
 type proxyResult struct {
 	FloorSeconds float64
 	Jobs         int // per language
+	Workers      int // per language
 	Rows         []proxyRow
 }
 
 func buildProxy(pl *plan, _ *rand.Rand) {
-	jobs := proxyJobs
+	jobs, workers := proxyJobs, proxyWorkers
 	if pl.set["jobs"] {
 		jobs = pl.p.jobs
 	}
+	if pl.set["workers"] {
+		workers = pl.p.workers
+	}
 	pl.custom = func(ctx context.Context, pl *plan, be *backend, prog *progress) (scenarioReport, error) {
-		return runProxyScenario(ctx, pl, be, prog, jobs)
+		return runProxyScenario(ctx, pl, be, prog, jobs, workers)
 	}
 }
 
-func runProxyScenario(ctx context.Context, pl *plan, be *backend, prog *progress, jobs int) (scenarioReport, error) {
+func runProxyScenario(ctx context.Context, pl *plan, be *backend, prog *progress, jobs, workers int) (scenarioReport, error) {
 	p := pl.p
 	w := p.wall(time.Minute)
 	total := jobs * len(proxyLangs)
 	rep := scenarioReport{Name: pl.name, About: pl.about, Speed: p.speed, Redis: be.desc, Jobs: total}
-	res := proxyResult{Jobs: jobs, FloorSeconds: math.Max(float64(total-proxyRPM)/proxyRPM, 0) * w.Seconds()}
+	res := proxyResult{Jobs: jobs, Workers: workers, FloorSeconds: math.Max(float64(total-proxyRPM)/proxyRPM, 0) * w.Seconds()}
 	nodeDir, err := proxyNodeDir()
 	if err != nil {
 		return rep, err
@@ -90,7 +94,7 @@ func runProxyScenario(ctx context.Context, pl *plan, be *backend, prog *progress
 		if shared {
 			label = "one key: one budget shared by all three languages"
 		}
-		row, err := runProxyRow(ctx, p, be, prog, pl.name, label, nodeDir, id, shared, jobs)
+		row, err := runProxyRow(ctx, p, be, prog, pl.name, label, nodeDir, id, shared, jobs, workers)
 		if err != nil {
 			return rep, err
 		}
@@ -103,7 +107,7 @@ func runProxyScenario(ctx context.Context, pl *plan, be *backend, prog *progress
 
 // runProxyRow starts a provider and two proxy replicas, stores each
 // budget's limits, and runs the three languages' workers at once.
-func runProxyRow(ctx context.Context, p params, be *backend, prog *progress, scenario, label, nodeDir, id string, shared bool, jobs int) (proxyRow, error) {
+func runProxyRow(ctx context.Context, p params, be *backend, prog *progress, scenario, label, nodeDir, id string, shared bool, jobs, workers int) (proxyRow, error) {
 	row := proxyRow{Label: label, Failed: map[string]int{}}
 	w := p.wall(time.Minute)
 	fp, _, srv, err := startProvider(fakeprovider.Config{RequestLimit: proxyRPM, TokenLimit: 100_000_000, Window: w, Latency: p.wall(proxyLatency)})
@@ -132,9 +136,9 @@ func runProxyRow(ctx context.Context, p params, be *backend, prog *progress, sce
 		replicas = append(replicas, url)
 	}
 	procs := []*proxyWorker{
-		newGoWorker(replicas[0], keys["go"], jobs),
-		newNodeWorker(nodeDir, replicas[1], keys["typescript"], jobs),
-		newCurlWorker(replicas, keys["curl"], jobs),
+		newGoWorker(replicas[0], keys["go"], jobs, workers),
+		newNodeWorker(nodeDir, replicas[1], keys["typescript"], jobs, workers),
+		newCurlWorker(replicas, keys["curl"], jobs, workers),
 	}
 	prog.begin(scenario, label, jobs*len(procs), &recorder{})
 	defer prog.end()
@@ -246,22 +250,22 @@ type proxyWorkerSpec struct {
 	Workers int    `json:"workers"`
 }
 
-func newGoWorker(base, key string, jobs int) *proxyWorker {
+func newGoWorker(base, key string, jobs, workers int) *proxyWorker {
 	self, _ := os.Executable()
-	spec, _ := json.Marshal(proxyWorkerSpec{Base: base + "/openai/v1", Key: key, Jobs: jobs, Workers: proxyWorkers})
+	spec, _ := json.Marshal(proxyWorkerSpec{Base: base + "/openai/v1", Key: key, Jobs: jobs, Workers: workers})
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), proxyWorkerEnv+"="+string(spec))
 	return &proxyWorker{cmd: cmd}
 }
 
-func newNodeWorker(dir, base, key string, jobs int) *proxyWorker {
-	cmd := exec.Command("node", "storm.mjs", base+"/openai/v1", fmt.Sprint(jobs), fmt.Sprint(proxyWorkers))
+func newNodeWorker(dir, base, key string, jobs, workers int) *proxyWorker {
+	cmd := exec.Command("node", "storm.mjs", base+"/openai/v1", fmt.Sprint(jobs), fmt.Sprint(workers))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+key) // not in the arguments, which ps shows
 	return &proxyWorker{cmd: cmd}
 }
 
-// curlWorker is a shell running proxyWorkers loops of curl, alternating
+// curlWorker is a shell running a loop of curl per worker, alternating
 // between the replicas; the key reaches curl in a header file, never in
 // its arguments. Answers go to a file, not /dev/null: curl truncates its
 // output before a retry, fails to on /dev/null, and then gives up without
@@ -283,11 +287,11 @@ done
 cat "$RESULT" 2>/dev/null || echo '{"ok":0,"failed":0}'
 `
 
-func newCurlWorker(replicas []string, key string, jobs int) *proxyWorker {
+func newCurlWorker(replicas []string, key string, jobs, workers int) *proxyWorker {
 	dir, _ := os.MkdirTemp("", "storm-curl")
 	keyFile := filepath.Join(dir, "headers")
 	_ = os.WriteFile(keyFile, []byte("Authorization: Bearer "+key+"\n"), 0o600)
-	cmd := exec.Command("bash", "-c", curlWorker, "curl-worker", replicas[0], replicas[1], fmt.Sprint(jobs), fmt.Sprint(proxyWorkers))
+	cmd := exec.Command("bash", "-c", curlWorker, "curl-worker", replicas[0], replicas[1], fmt.Sprint(jobs), fmt.Sprint(workers))
 	cmd.Env = append(os.Environ(), "KEYFILE="+keyFile, "BODY="+proxyBody, "RESULT="+filepath.Join(dir, "result"), "OUT="+filepath.Join(dir, "answer"))
 	return &proxyWorker{cmd: cmd, done: func() { _ = os.RemoveAll(dir) }}
 }
@@ -397,7 +401,7 @@ func proxyTable(p params, r proxyResult) *customTable {
 	t := &customTable{Header: []string{
 		fmt.Sprintf("provider: %d requests per %v to the account, whatever the key (-speed %g: a simulated minute); %v per call",
 			proxyRPM, p.wall(time.Minute), p.speed, p.wall(proxyLatency).Round(time.Millisecond)),
-		fmt.Sprintf("%d jobs in each of three OS processes, %d at a time: Go (openai-go), TypeScript (openai on node), curl; through two proxy replicas; default retries (2)", r.Jobs, proxyWorkers),
+		fmt.Sprintf("%d jobs in each of three OS processes, %d at a time: Go (openai-go), TypeScript (openai on node), curl; through two proxy replicas; default retries (2)", r.Jobs, r.Workers),
 		fmt.Sprintf("floor %.2f s: the calls past the first minute's %d, at the limit", r.FloorSeconds, proxyRPM),
 	}}
 	t.Cells = [][]string{{"budgets", "seconds", "vs floor", "calls", "429s", "failed go", "ts", "curl"}}

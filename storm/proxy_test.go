@@ -13,8 +13,8 @@ import (
 
 // TestProxyScenario runs the proxy scenario: Go, TypeScript and curl
 // processes through two proxy replicas. With a budget per language's key
-// the provider answers 429s (when the clients can outpace it); with one
-// budget no call fails, and 429s are at most one call in ten
+// the provider answers 429s: 24 workers a language send 72 calls at once,
+// more than the provider's 60, however slow the machine; with one budget no call fails, and 429s are at most one call in ten
 // (see checkFew429s). Under CI=true, node, curl or the TypeScript SDKs
 // missing fail it.
 func TestProxyScenario(t *testing.T) {
@@ -32,7 +32,7 @@ func TestProxyScenario(t *testing.T) {
 		t.Skipf("%s are needed; set CI=true to make this a failure", what)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-scenario", "proxy", "-json", "-quiet"}, &out, io.Discard); err != nil {
+	if err := run(context.Background(), []string{"-scenario", "proxy", "-workers", "24", "-json", "-quiet"}, &out, io.Discard); err != nil {
 		t.Fatalf("run = %v", err)
 	}
 	var doc struct {
@@ -52,16 +52,8 @@ func TestProxyScenario(t *testing.T) {
 		}
 		return n
 	}
-	// Three budgets each holding the whole limit let the clients outpace
-	// the provider, and it refuses them. Only clients slower than the
-	// limit meet no 429, and then take longer than the floor: under
-	// -race on a loaded 2-core machine they sometimes are.
-	switch {
-	case own.RateLimited == 0 && own.Seconds < res.FloorSeconds*1.1:
-		t.Errorf("%s: no 429s in %.2f s (floor %.2f s); want the provider to refuse three budgets each holding its whole limit",
-			own.Label, own.Seconds, res.FloorSeconds)
-	case own.RateLimited == 0:
-		t.Logf("%s: the clients took %.2f s, slower than the limit (floor %.2f s): no contention to show on this machine now", own.Label, own.Seconds, res.FloorSeconds)
+	if own.RateLimited == 0 {
+		t.Errorf("%s: no 429s; want the provider to refuse three budgets each holding its whole limit", own.Label)
 	}
 	if failed(shared) != 0 || shared.RateLimited*10 > jobs || shared.Calls != jobs+shared.RateLimited {
 		t.Errorf("%s: %d 429s, failed %v, %d calls; want none failed, at most %d 429s, one call per job plus one per 429",
