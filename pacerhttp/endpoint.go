@@ -119,6 +119,16 @@ func geminiPath(p string) (api, string) {
 	return apiNone, ""
 }
 
+// PathModel returns the model r's URL names for a model call that
+// NewTransport paces: a Gemini path's model or an Azure OpenAI deployment;
+// "" when the URL names none (the body then names it). A proxy in front
+// of the transport uses it to choose the budget of a call whose body has
+// no "model".
+func PathModel(r *http.Request) string {
+	_, m := recognize(r)
+	return m
+}
+
 // Paced reports whether NewTransport paces r: a POST to a model-call
 // endpoint it recognizes (see the package doc). A proxy in front of the
 // transport asks it to choose the budget of a model call before sending

@@ -63,6 +63,9 @@ func TestRecognize(t *testing.T) {
 			if Paced(r) != (tt.want != apiNone) {
 				t.Errorf("Paced(%s %s) = %v, want %v", tt.method, tt.url, Paced(r), tt.want != apiNone)
 			}
+			if m := PathModel(r); m != tt.wantModel {
+				t.Errorf("PathModel(%s %s) = %q, want %q", tt.method, tt.url, m, tt.wantModel)
+			}
 		})
 	}
 }

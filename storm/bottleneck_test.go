@@ -13,7 +13,9 @@ import (
 // it again as a child (procs.go): the child gets the storm's flags, not
 // the test's.
 func TestMain(m *testing.M) {
-	if _, ok := os.LookupEnv(childEnv); ok {
+	_, child := os.LookupEnv(childEnv)
+	_, worker := os.LookupEnv(proxyWorkerEnv) // the proxy scenario's Go worker
+	if child || worker {
 		if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "storm child:", err)
 			os.Exit(1)

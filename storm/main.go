@@ -47,6 +47,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if spec, ok := os.LookupEnv(proxyWorkerEnv); ok {
+		return runProxyWorker(ctx, spec, os.Stdin, stdout)
+	}
 	if spec, ok, err := childSpecFromEnv(); ok {
 		if err != nil {
 			return err

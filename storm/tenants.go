@@ -27,6 +27,8 @@ func budgetScenarios() []scenario {
 			func(p *params) { p.speed = 60 }, buildAnthropic},
 		{"deployments", "three deployments of one model (3:2:1), one shared with an outside caller: a pacer.Group against picking one by hand",
 			func(p *params) { p.speed = 30 }, buildDeployments},
+		{"proxy", "Go, TypeScript and curl processes through two llmpacer proxy replicas: a budget per language's key vs one shared",
+			func(p *params) { p.speed = 10 }, buildProxy},
 	}
 }
 

@@ -21,6 +21,8 @@ A pacing reverse proxy: point a client's base URL at it and every model call
 waits for its turn on a budget in Redis shared by every replica.
   OPENAI_BASE_URL=http://127.0.0.1:8080/openai/v1
   Anthropic SDK base URL http://127.0.0.1:8080/anthropic
+  Azure OpenAI (with -azure) http://127.0.0.1:8080/azure/openai/deployments/NAME/
+  Gemini http://127.0.0.1:8080/gemini
 Each provider key and model gets its own budget, whose limits are learned
 from the provider's rate-limit headers. GET /healthz, /readyz, /metrics.
 
@@ -33,7 +35,8 @@ Flags:
 // proxyOptions are the proxy's command line.
 type proxyOptions struct {
 	listen, openai, anthropic string
-	maxWait, grace            time.Duration
+	azure, gemini             string
+	maxWait, grace, idle      time.Duration
 	maxBody                   int64
 	maxBudgets                int
 	prefix                    string
@@ -61,8 +64,8 @@ func runProxy(ctx context.Context, args []string, env func(string) string, stder
 		}
 	}
 	px, err := proxy.New(proxy.Config{
-		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, KeyPrefix: o.prefix,
-		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, Log: log, File: file,
+		Redis: rdb, OpenAI: o.openai, Anthropic: o.anthropic, Azure: o.azure, Gemini: o.gemini, KeyPrefix: o.prefix,
+		MaxWait: o.maxWait, MaxBody: o.maxBody, MaxBudgets: o.maxBudgets, BudgetIdle: o.idle, Log: log, File: file,
 	})
 	if err != nil {
 		return report(stderr, &usageError{err.Error()})
@@ -94,10 +97,13 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "the address to serve on (loopback unless told otherwise)")
 	fs.StringVar(&o.openai, "openai", proxy.DefaultOpenAI, "the OpenAI API's base URL: /openai/<path> goes to <URL>/<path>")
 	fs.StringVar(&o.anthropic, "anthropic", proxy.DefaultAnthropic, "the Anthropic API's base URL: /anthropic/<path> goes to <URL>/<path>")
+	fs.StringVar(&o.azure, "azure", "", "an Azure OpenAI resource's endpoint, https://NAME.openai.azure.com: /azure/<path> goes to <URL>/<path>")
+	fs.StringVar(&o.gemini, "gemini", proxy.DefaultGemini, "the Gemini API's base URL: /gemini/<path> goes to <URL>/<path>")
 	fs.DurationVar(&o.maxWait, "max-wait", proxy.DefaultMaxWait, "the longest a call waits for its turn before the client gets the provider's 429")
 	fs.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long calls in flight (streams too) may take to finish")
 	fs.Int64Var(&o.maxBody, "max-body", proxy.DefaultMaxBody, "the largest model-call request body, in bytes; larger ones get 413")
 	fs.IntVar(&o.maxBudgets, "max-budgets", proxy.DefaultMaxBudgets, "the most budgets (keys × models) one proxy holds")
+	fs.DurationVar(&o.idle, "budget-idle", proxy.DefaultBudgetIdle, "with -max-budgets held, a budget unused this long may be evicted for a new one, least recently used first")
 	fs.StringVar(&o.prefix, "prefix", pacer.DefaultKeyPrefix, "the budgets' Redis key prefix (Config.KeyPrefix)")
 	fs.StringVar(&o.config, "config", "", "a JSON file of provider keys the proxy holds, its clients' proxy keys and tenants, and limits per model (docs/proxy.md)")
 	fs.StringVar(&o.redis, "redis", "", "a Redis address (host:port or URL, no credentials) in place of LLMPACER_REDIS_URL")
@@ -119,6 +125,8 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 		return o, usagef("-max-body %d: give a positive number of bytes", o.maxBody)
 	case o.maxBudgets < 1:
 		return o, usagef("-max-budgets %d: give a positive number", o.maxBudgets)
+	case o.idle < time.Millisecond:
+		return o, usagef("-budget-idle %v: give a duration of 1ms or more", o.idle)
 	case o.redis != "" && o.cluster != "":
 		return o, usagef("-redis and -cluster both given: name one server or one cluster")
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ type style int
 const (
 	openAI    style = iota // {"error":{"message","type","param","code"}}
 	anthropic              // {"type":"error","error":{"type","message"}}
+	azure                  // OpenAI's shape; the key in api-key
+	gemini                 // {"error":{"code","message","status"}}; the key in x-goog-api-key
 )
 
 // kind is what a refusal says, spelled in each provider's words by write.
@@ -53,9 +56,12 @@ func (s style) write(w http.ResponseWriter, f refusal) {
 	}
 	w.WriteHeader(f.status)
 	var body any
-	if s == anthropic {
+	switch s {
+	case anthropic:
 		body = map[string]any{"type": "error", "error": map[string]string{"type": f.anthropicType(), "message": f.msg}}
-	} else {
+	case gemini:
+		body = map[string]any{"error": map[string]any{"code": f.status, "message": f.msg, "status": f.geminiStatus()}}
+	default:
 		typ, code := f.openAIType()
 		body = map[string]any{"error": map[string]any{"message": f.msg, "type": typ, "param": nil, "code": code}}
 	}
@@ -76,6 +82,21 @@ func (f refusal) openAIType() (string, any) {
 		return "server_error", nil
 	}
 	return "invalid_request_error", nil
+}
+
+// geminiStatus returns the google.rpc.Code name Gemini gives f.
+func (f refusal) geminiStatus() string {
+	switch f.status {
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	case http.StatusBadGateway:
+		return "INTERNAL"
+	}
+	return "INVALID_ARGUMENT"
 }
 
 // anthropicType returns Anthropic's error.type for f.
@@ -132,6 +153,12 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 	case errors.Is(err, pacer.ErrTooLarge):
 		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, tokens: true,
 			msg: "llmpacer: Request too large: the request asks for more tokens than the budget's limit holds at once; reduce the prompt or max tokens. " + err.Error()})
+	case errors.Is(err, pacer.ErrUnavailable) || redisTimedOut(r, err):
+		// The call cannot be paced, so it is not sent; a 429 makes the
+		// client's SDK retry it later, as a 5xx would not always.
+		p.log.Warn("the budget's Redis is unreachable; the call was answered 429", "provider", rt.name, "err", err.Error())
+		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: outageRetry,
+			msg: fmt.Sprintf("llmpacer: the budget's Redis is unreachable, so the call cannot be paced; nothing was sent. Please try again in %v.", outageRetry)})
 	case errors.Is(err, errBadModel):
 		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
 	case errors.Is(err, errTooManyBudgets):
@@ -140,11 +167,22 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 		p.log.Warn("the provider did not answer", "provider", rt.name, "err", up.err.Error())
 		rt.style.write(w, refusal{status: http.StatusBadGateway, kind: kindServer, msg: "llmpacer proxy: the provider did not answer: " + up.err.Error()})
 	default:
-		// The budget could not be asked: Redis is unreachable or refused.
+		// Redis answered with an error: a fault the operator must fix.
 		p.log.Warn("the budget could not be asked", "provider", rt.name, "err", err.Error())
 		rt.style.write(w, refusal{status: http.StatusServiceUnavailable, kind: kindServer, retry: time.Second,
-			msg: "llmpacer proxy: the budget's Redis could not be asked; nothing was sent: " + err.Error()})
+			msg: "llmpacer proxy: the budget's Redis refused the call; nothing was sent: " + err.Error()})
 	}
+}
+
+// outageRetry is the Retry-After of a call refused while Redis is
+// unreachable: the outage circuit probes Redis every 200 ms, so a retry a
+// second later finds it back if it is.
+const outageRetry = time.Second
+
+// redisTimedOut says whether err is a Redis command that ran out of time
+// while the client still waits: a Redis that hangs rather than refuses.
+func redisTimedOut(r *http.Request, err error) bool {
+	return r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 // tokenLimit says whether l counts tokens (OpenAI's 429 then says

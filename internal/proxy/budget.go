@@ -28,6 +28,16 @@ type budget struct {
 	learned  atomic.Bool
 	learning sync.Mutex
 	tenants  pacer.Tenants // kept in a learned definition
+	// inFlight counts the calls using the budget, lastUse (Unix
+	// nanoseconds) when one last began or ended: a budget may be evicted
+	// only with none in flight, the least recently used first.
+	inFlight, lastUse atomic.Int64
+}
+
+// done ends a call that budget returned b for.
+func (b *budget) done() {
+	b.lastUse.Store(time.Now().UnixNano())
+	b.inFlight.Add(-1)
 }
 
 // KeyDigest names a provider key in budget names, logs and metrics: the
@@ -48,16 +58,32 @@ func BudgetName(provider, key, model string) string {
 // errTooManyBudgets reports that the proxy holds Config.MaxBudgets budgets.
 var errTooManyBudgets = errors.New("llmpacer proxy: too many budgets")
 
-// budget returns the budget of provider, key and model, made on first use.
+// budget returns the budget of provider, key and model, made on first use,
+// for one call: the caller calls its done when the call has ended.
 func (p *Proxy) budget(provider, key, model string) (*budget, error) {
 	name := BudgetName(provider, key, model)
 	p.budgets.mu.Lock()
 	defer p.budgets.mu.Unlock()
-	if b, ok := p.budgets.m[name]; ok {
-		return b, nil
+	b, ok := p.budgets.m[name]
+	if !ok {
+		var err error
+		if b, err = p.newBudget(provider, key, model); err != nil {
+			return nil, err
+		}
 	}
-	if len(p.budgets.m) >= p.cfg.MaxBudgets {
-		return nil, fmt.Errorf("%w: this proxy paces %d keys and models already (-max-budgets)", errTooManyBudgets, p.cfg.MaxBudgets)
+	b.inFlight.Add(1)
+	b.lastUse.Store(time.Now().UnixNano())
+	return b, nil
+}
+
+// newBudget makes the budget of provider, key and model, evicting the
+// least recently used idle budget when MaxBudgets are held. Its caller
+// holds p.budgets.mu.
+func (p *Proxy) newBudget(provider, key, model string) (*budget, error) {
+	name := BudgetName(provider, key, model)
+	if len(p.budgets.m) >= p.cfg.MaxBudgets && !p.evictIdle() {
+		return nil, fmt.Errorf("%w: this proxy paces %d keys and models already (-max-budgets), each used within %v (-budget-idle)",
+			errTooManyBudgets, p.cfg.MaxBudgets, p.cfg.BudgetIdle)
 	}
 	cfg, configured := p.budgetConfig(provider, key, model)
 	pc, err := pacer.New(p.cfg.Redis, cfg)
@@ -72,6 +98,28 @@ func (p *Proxy) budget(provider, key, model string) (*budget, error) {
 	return b, nil
 }
 
+// evictIdle drops the least recently used budget that has no call in
+// flight and has been idle for BudgetIdle, and reports whether it found
+// one. Its state stays in Redis: a later call makes the budget again and
+// follows its stored definition. Its caller holds p.budgets.mu.
+func (p *Proxy) evictIdle() bool {
+	cutoff := time.Now().Add(-p.cfg.BudgetIdle).UnixNano()
+	var oldest *budget
+	for _, b := range p.budgets.m {
+		if last := b.lastUse.Load(); b.inFlight.Load() == 0 && last <= cutoff && (oldest == nil || last < oldest.lastUse.Load()) {
+			oldest = b
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	delete(p.budgets.m, oldest.name)
+	p.metrics.Unwatch(oldest.p)
+	p.log.Info("budget evicted, idle, to make room for another (-max-budgets)", "budget", oldest.name,
+		"idle", time.Since(time.Unix(0, oldest.lastUse.Load())).Round(time.Millisecond).String())
+	return true
+}
+
 // budgetConfig returns the Config of the budget of provider, key and
 // model, and whether the configuration file names its limits. Until the
 // first answer teaches the limits of one it does not name, the budget
@@ -80,7 +128,7 @@ func (p *Proxy) budget(provider, key, model string) (*budget, error) {
 func (p *Proxy) budgetConfig(provider, key, model string) (pacer.Config, bool) {
 	cfg := pacer.Config{
 		Name: BudgetName(provider, key, model), KeyPrefix: p.cfg.KeyPrefix, Limits: pacer.Limits{Concurrency: 1},
-		MaxWait: p.cfg.MaxWait, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
+		MaxWait: p.cfg.MaxWait, Outage: pacer.Outage{FailFast: true}, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
 	}
 	k, ok := p.held[provider+"\x00"+key]
 	if !ok {

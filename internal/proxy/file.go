@@ -35,7 +35,8 @@ type File struct {
 
 // Key is one provider key the proxy holds.
 type Key struct {
-	// Provider is "openai" or "anthropic": the route the key is for.
+	// Provider is "openai", "anthropic", "azure" or "gemini": the route
+	// the key is for.
 	Provider string `json:"provider"`
 	// KeyEnv names the environment variable holding the provider key.
 	KeyEnv string `json:"key_env"`
@@ -110,8 +111,8 @@ func LoadFile(path string, env func(string) string) (File, error) {
 	for i := range f.Keys {
 		k := &f.Keys[i]
 		where := fmt.Sprintf("keys[%d]", i)
-		if k.Provider != "openai" && k.Provider != "anthropic" {
-			return f, fmt.Errorf("%w: %s: %s.provider %q: give openai or anthropic", ErrInvalid, path, where, k.Provider)
+		if k.Provider != "openai" && k.Provider != "anthropic" && k.Provider != "azure" && k.Provider != "gemini" {
+			return f, fmt.Errorf("%w: %s: %s.provider %q: give openai, anthropic, azure or gemini", ErrInvalid, path, where, k.Provider)
 		}
 		if k.key, err = read(where, k.KeyEnv); err != nil {
 			return f, err

@@ -125,7 +125,7 @@ func TestFileErrors(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
 		{"not json", `{"keys": [`, "docs/proxy.md"},
 		{"unknown field", `{"keys": [{"provider": "openai", "key_env": "HELD", "limits": {}}]}`, "unknown field"},
-		{"provider", `{"keys": [{"provider": "azure", "key_env": "HELD"}]}`, "give openai or anthropic"},
+		{"provider", `{"keys": [{"provider": "bedrock", "key_env": "HELD"}]}`, "give openai, anthropic, azure or gemini"},
 		{"no key_env", `{"keys": [{"provider": "openai"}]}`, "keys[0] has no key_env"},
 		{"unset env", `{"keys": [{"provider": "openai", "key_env": "NOPE"}]}`, "NOPE is empty or unset"},
 		{"no tenant", `{"keys": [{"provider": "openai", "key_env": "HELD", "clients": [{"key_env": "TEAM_A"}]}]}`, "clients[0] has no tenant"},

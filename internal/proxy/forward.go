@@ -27,6 +27,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
 		return ""
 	}
+	if rt.style == gemini {
+		keyFromQuery(r)
+	}
 	key := apiKey(r.Header, rt.style)
 	c, tenant := p.clients[key]
 	if tenant {
@@ -51,7 +54,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		rt.rp.ServeHTTP(w, r)
 		return ""
 	}
-	model, err := modelOf(body)
+	model := pacerhttp.PathModel(r) // Gemini's model, Azure's deployment
+	var err error
+	if model == "" {
+		model, err = modelOf(body)
+	}
 	if err != nil {
 		rt.style.write(w, refusal{status: http.StatusBadRequest, kind: kindInvalid, msg: err.Error()})
 		return ""
@@ -61,6 +68,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, rt *route) strin
 		p.failed(w, r, rt, err)
 		return ""
 	}
+	defer b.done()
 	ctx := context.WithValue(r.Context(), budgetKey{}, b)
 	if tenant {
 		ctx = pacerhttp.ContextWithTenant(ctx, c.tenant)
@@ -94,20 +102,36 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, rt *route) (bod
 	return body, true
 }
 
+// keyHeader is the header a provider of style s reads its key from, beside
+// Authorization: Bearer.
+func keyHeader(s style) string {
+	switch s {
+	case azure:
+		return "Api-Key"
+	case gemini:
+		return "X-Goog-Api-Key"
+	}
+	return "X-Api-Key"
+}
+
 // apiKey returns the provider key the client sent: as Authorization:
-// Bearer (OpenAI) or as x-api-key (Anthropic), the same key either way.
-// Sent both ways, the header the provider of style s reads wins: the
-// budget must be the key the provider charges.
+// Bearer or in the provider's own header (x-api-key, Azure's api-key,
+// Gemini's x-goog-api-key), the same key either way. Sent both ways, the
+// header the provider of style s reads first wins: the budget must be the
+// key the provider charges.
 func apiKey(h http.Header, s style) string {
-	x := strings.TrimSpace(h.Get("X-Api-Key"))
+	x := strings.TrimSpace(h.Get(keyHeader(s)))
+	if s != anthropic && x == "" {
+		x = strings.TrimSpace(h.Get("X-Api-Key")) // as the proxy takes any key
+	}
 	var bearer string
 	if scheme, k, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		bearer = strings.TrimSpace(k)
 	}
-	if s == anthropic {
-		return cmp.Or(x, bearer)
+	if s == openAI {
+		return cmp.Or(bearer, x)
 	}
-	return cmp.Or(bearer, x)
+	return cmp.Or(x, bearer)
 }
 
 // setKey puts the provider key the proxy holds in place of the proxy key
@@ -115,11 +139,27 @@ func apiKey(h http.Header, s style) string {
 func setKey(h http.Header, s style, key string) {
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
-	if s == anthropic {
-		h.Set("X-Api-Key", key)
+	h.Del(keyHeader(s))
+	if s == openAI {
+		h.Set("Authorization", "Bearer "+key)
 		return
 	}
-	h.Set("Authorization", "Bearer "+key)
+	h.Set(keyHeader(s), key)
+}
+
+// keyFromQuery moves a Gemini key sent as ?key= into its header: the key
+// then never shows in a URL the proxy might log or an error might quote.
+func keyFromQuery(r *http.Request) {
+	q := r.URL.Query()
+	k := q.Get("key")
+	if k == "" {
+		return
+	}
+	q.Del("key")
+	r.URL.RawQuery = q.Encode()
+	if r.Header.Get("X-Goog-Api-Key") == "" {
+		r.Header.Set("X-Goog-Api-Key", k)
+	}
 }
 
 // modelOf returns the "model" of a model call's JSON body: both OpenAI's

@@ -166,10 +166,10 @@ func TestHealthAndReadiness(t *testing.T) {
 			t.Errorf("with Redis down, GET %s = %d, want %d", path, status, want)
 		}
 	}
-	// A model call then gets a 503 in the provider's shape, never sent.
+	// A model call then gets a 429 in the provider's shape, never sent.
 	status, h, body := send(t, r, "POST", "/openai/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[]}`, "Authorization", "Bearer "+secret)
-	if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(body, "server_error") {
-		t.Errorf("a model call with Redis down = %d %s, want 503 with Retry-After", status, body)
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(body, "rate_limit_exceeded") {
+		t.Errorf("a model call with Redis down = %d %s, want 429 with Retry-After", status, body)
 	}
 }
 

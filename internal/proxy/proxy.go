@@ -40,9 +40,11 @@ import (
 const (
 	DefaultOpenAI     = "https://api.openai.com"
 	DefaultAnthropic  = "https://api.anthropic.com"
+	DefaultGemini     = "https://generativelanguage.googleapis.com"
 	DefaultMaxWait    = 30 * time.Second
 	DefaultMaxBody    = 32 << 20 // Anthropic's own limit on a Messages request
 	DefaultMaxBudgets = 10_000
+	DefaultBudgetIdle = time.Minute
 )
 
 // Config describes a proxy. Only Redis is required.
@@ -53,6 +55,13 @@ type Config struct {
 	// OpenAI and Anthropic are the upstream base URLs: /openai/<path> goes
 	// to OpenAI+"/"+<path>. Defaults DefaultOpenAI and DefaultAnthropic.
 	OpenAI, Anthropic string
+	// Azure is an Azure OpenAI resource's endpoint
+	// (https://NAME.openai.azure.com): /azure/<path> goes to
+	// Azure+"/"+<path>. No default: without it /azure/ answers 404.
+	Azure string
+	// Gemini is the Gemini API's base URL: /gemini/<path> goes to
+	// Gemini+"/"+<path>. Default DefaultGemini.
+	Gemini string
 	// KeyPrefix starts every budget's Redis keys (pacer.Config.KeyPrefix).
 	KeyPrefix string
 	// MaxWait is the longest a call waits for its turn before the client
@@ -66,6 +75,10 @@ type Config struct {
 	// that clients sending made-up keys cannot grow it without end.
 	// Default DefaultMaxBudgets.
 	MaxBudgets int
+	// BudgetIdle is how long a budget must go unused before a new key or
+	// model may evict it when MaxBudgets are held, the least recently used
+	// first. Its state stays in Redis. Default DefaultBudgetIdle.
+	BudgetIdle time.Duration
 	// Log receives one line per request and what the budgets do; never a
 	// key. Default: discarded.
 	Log *slog.Logger
@@ -99,7 +112,7 @@ type client struct {
 
 // route is one provider's path prefix and its reverse proxy.
 type route struct {
-	name   string // "openai", "anthropic": the path prefix and budget names' start
+	name   string // "openai", "anthropic", "azure", "gemini": the path prefix and budget names' start
 	style  style
 	target *url.URL
 	rp     *httputil.ReverseProxy
@@ -125,7 +138,10 @@ func New(cfg Config) (*Proxy, error) {
 	for _, r := range []struct {
 		name, base string
 		style      style
-	}{{"openai", cfg.OpenAI, openAI}, {"anthropic", cfg.Anthropic, anthropic}} {
+	}{{"openai", cfg.OpenAI, openAI}, {"anthropic", cfg.Anthropic, anthropic}, {"azure", cfg.Azure, azure}, {"gemini", cfg.Gemini, gemini}} {
+		if r.base == "" {
+			continue // Azure's, not given
+		}
 		target, err := parseUpstream(r.name, r.base)
 		if err != nil {
 			return nil, err
@@ -148,6 +164,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Anthropic == "" {
 		c.Anthropic = DefaultAnthropic
 	}
+	if c.Gemini == "" {
+		c.Gemini = DefaultGemini
+	}
 	if c.MaxWait == 0 {
 		c.MaxWait = DefaultMaxWait
 	}
@@ -156,6 +175,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBudgets == 0 {
 		c.MaxBudgets = DefaultMaxBudgets
+	}
+	if c.BudgetIdle == 0 {
+		c.BudgetIdle = DefaultBudgetIdle
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -170,6 +192,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: max body %d: give a positive number of bytes", ErrInvalid, c.MaxBody)
 	case c.MaxBudgets < 1:
 		return c, fmt.Errorf("%w: max budgets %d: give a positive number", ErrInvalid, c.MaxBudgets)
+	case c.BudgetIdle < 0:
+		return c, fmt.Errorf("%w: budget idle %v: give a positive duration", ErrInvalid, c.BudgetIdle)
 	}
 	return c, nil
 }
@@ -238,7 +262,8 @@ func (u upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // ServeHTTP answers the health, readiness and metrics endpoints, and
-// forwards /openai/... and /anthropic/... to the providers.
+// forwards /openai/..., /anthropic/..., /azure/... and /gemini/... to the
+// providers.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	start := time.Now()
@@ -267,7 +292,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt *route) (budget
 	case rt != nil:
 		return p.forward(w, r, rt)
 	default:
-		http.Error(w, "llmpacer proxy: no such route; send OpenAI calls to /openai/... and Anthropic calls to /anthropic/...", http.StatusNotFound)
+		msg := "llmpacer proxy: no such route; send OpenAI calls to /openai/..., Anthropic's to /anthropic/..., Azure OpenAI's to /azure/... and Gemini's to /gemini/..."
+		if strings.HasPrefix(r.URL.Path, "/azure/") {
+			msg = "llmpacer proxy: no Azure OpenAI endpoint; start the proxy with -azure https://NAME.openai.azure.com"
+		}
+		http.Error(w, msg, http.StatusNotFound)
 	}
 	return ""
 }
