@@ -5,6 +5,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -139,30 +140,38 @@ func runTenants(ctx context.Context, pl *plan, be *backend, prog *progress, both
 	}
 	lanes := pl.tenantLanes
 	outs := make([]out, 2)
-	start := time.Now().Add(100 * time.Millisecond)
-	if pl.procs > 1 {
-		// The children need a moment to start and set up their pacers.
-		start = start.Add(2 * time.Second)
-	}
+	// The lanes start together, once both are ready: with -procs, once
+	// their children run, which on a loaded machine takes seconds.
+	gate := newStartGate(ctx, len(lanes))
 	prog.begin(pl.name, "with the heavy tenant and alone", len(both)+len(light), &recorder{})
 	var wg sync.WaitGroup
 	for i, calls := range lanes {
 		wg.Go(func() {
 			fp, rec, c, stop, err := startLane(ctx, fakeprovider.Config{TokenLimit: tenantRate, Window: w, Latency: p.wall(tenantLatency)}, 256)
 			if err != nil {
+				gate.fail()
 				outs[i].err = err
 				return
 			}
 			defer stop()
 			name := tenantBudget(i, id)
-			rec.reset(start)
-			fp.ResetStats()
+			var start time.Time
+			ready := func() (time.Time, error) {
+				t, err := gate.ready()
+				if err == nil {
+					start = t
+					rec.reset(t)
+					fp.ResetStats()
+				}
+				return t, err
+			}
 			if pl.procs > 1 {
-				outs[i].res, err = runTenantProcs(ctx, pl, be, i, name, c.url, start, prog)
+				outs[i].res, err = runTenantProcs(ctx, pl, be, i, name, c.url, ready, prog)
 			} else {
-				outs[i].res, err = runTenantLane(ctx, be, c, name, w, burst, calls, start, prog.jobDone)
+				outs[i].res, err = runTenantLane(ctx, be, c, name, w, burst, calls, ready, prog.jobDone)
 			}
 			if err != nil {
+				gate.fail() // no-op once the lanes started
 				outs[i].err = err
 				return
 			}
@@ -222,11 +231,16 @@ func runTenants(ctx context.Context, pl *plan, be *backend, prog *progress, both
 // in run id.
 func tenantBudget(i int, id string) string { return fmt.Sprintf("storm:tenants:%d:%s", i, id) }
 
-// runTenantLane runs calls against the budget name through c, from start:
-// in this process, or in one of -procs' children.
+// runTenantLane runs calls against the budget name through c, from the
+// start ready returns once its Pacer is made: in this process, or in one
+// of -procs' children.
 func runTenantLane(ctx context.Context, be *backend, c *chatClient, name string, w time.Duration, burst int64,
-	calls []call, start time.Time, done func()) ([]callResult, error) {
+	calls []call, ready func() (time.Time, error), done func()) ([]callResult, error) {
 	pc, err := pacer.New(be.rdb, tenantConfig(name, w, burst))
+	if err != nil {
+		return nil, err
+	}
+	start, err := ready()
 	if err != nil {
 		return nil, err
 	}
@@ -323,4 +337,46 @@ func runID() string {
 	var b [4]byte
 	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// startGate gives n lanes one start time, fixed when the last of them is
+// ready: a lane that fails releases the others with an error.
+type startGate struct {
+	ctx   context.Context
+	mu    sync.Mutex
+	n     int
+	start time.Time
+	err   error
+	done  chan struct{}
+}
+
+func newStartGate(ctx context.Context, n int) *startGate {
+	return &startGate{ctx: ctx, n: n, done: make(chan struct{})}
+}
+
+// ready reports a lane ready and returns the common start, 100 ms after
+// the last lane is ready.
+func (g *startGate) ready() (time.Time, error) {
+	g.mu.Lock()
+	if g.n--; g.n == 0 && g.err == nil {
+		g.start = time.Now().Add(100 * time.Millisecond)
+		close(g.done)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.done:
+		return g.start, g.err
+	case <-g.ctx.Done():
+		return time.Time{}, g.ctx.Err()
+	}
+}
+
+// fail releases the lanes waiting: a lane could not start.
+func (g *startGate) fail() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err == nil && g.n > 0 {
+		g.err, g.n = errors.New("another lane of the scenario failed to start"), -1
+		close(g.done)
+	}
 }

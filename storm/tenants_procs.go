@@ -29,8 +29,9 @@ type tenantResult struct {
 }
 
 // runTenantProcs runs lane i's calls in pl.procs children against the
-// provider at url, from start, and returns their results.
-func runTenantProcs(ctx context.Context, pl *plan, be *backend, i int, name, url string, start time.Time, prog *progress) ([]callResult, error) {
+// provider at url, from the start ready returns once they are all ready,
+// and returns their results.
+func runTenantProcs(ctx context.Context, pl *plan, be *backend, i int, name, url string, ready func() (time.Time, error), prog *progress) ([]callResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("-procs: finding this program to start it again: %w", err)
@@ -54,8 +55,9 @@ func runTenantProcs(ctx context.Context, pl *plan, be *backend, i int, name, url
 			return nil, err
 		}
 	}
-	if time.Until(start) < 100*time.Millisecond {
-		return nil, errors.New("-procs: the children took too long to start; the lanes' common start has passed")
+	start, err := ready()
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range kids {
 		if _, err := fmt.Fprintln(k.stdin, start.UnixNano()); err != nil {
@@ -106,15 +108,11 @@ func runTenantChild(ctx context.Context, pl *plan, be *backend, spec childSpec, 
 	}
 	// The Pacer is made before "ready": the run starts when every child has
 	// one.
-	run := func(start time.Time) ([]callResult, error) {
-		return runTenantLane(ctx, be, c, spec.Budget, p.wall(time.Minute), tenantBurstOf(p), mine, start, func() { say("done") })
+	ready := func() (time.Time, error) {
+		say("ready")
+		return awaitStart(stdin, spec.Proc)
 	}
-	say("ready")
-	start, err := awaitStart(stdin, spec.Proc)
-	if err != nil {
-		return err
-	}
-	res, err := run(start)
+	res, err := runTenantLane(ctx, be, c, spec.Budget, p.wall(time.Minute), tenantBurstOf(p), mine, ready, func() { say("done") })
 	if err != nil {
 		return err
 	}
