@@ -228,7 +228,7 @@ func (f *fakeWire) take() []wireCall {
 
 // inBubble runs fn with a Pacer for cfg on a fresh fake Redis, in a
 // synctest bubble. A lease whose end failed keeps trying in the
-// background (see package lease); the bubble's clock stands still while fn
+// background (see pacer/lease.go); the bubble's clock stands still while fn
 // runs, so those attempts make no call fn did not, and once fn is done the
 // fake Redis answers as a closed client, which ends them, and the bubble
 // sleeps until they have.

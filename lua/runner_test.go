@@ -502,7 +502,7 @@ func (r *runner) leave(w acquireArgs) {
 // and output apart, as SettleUsage sends it) and 6-7 (both set: any lease,
 // ended or not); b picks the lease; c the tokens used (bits 0-2: as
 // reserved, fewer, more, or far more, which runs into the debt cap). The
-// corrections are those package lease sends for each way a lease ends.
+// corrections are those package pacer sends for each way a lease ends.
 func (r *runner) settle(s step) {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	mode := [...]string{"settle", "release", "cancel", "reject"}[s.a&3]

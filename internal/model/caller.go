@@ -97,7 +97,7 @@ type Usage struct {
 // Deltas returns the corrections a caller sends settle when a lease that
 // reserved r, its turn at turnMs (0: not known), ends as how says (used:
 // what a settled call used): package wire's Corrections, with the usage
-// weighed and priced as package lease does.
+// weighed and priced as package pacer does.
 func (c Config) Deltas(how int, r Request, turnMs int64, used Usage) []Delta {
 	reserved := c.Use(r)
 	var u wire.Use

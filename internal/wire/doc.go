@@ -1,7 +1,7 @@
 // Package wire is the Go side of the scripts' calling convention: what a
 // caller computes and sends (each bucket's charge, allowance and
 // corrections in microseconds), how it runs a script bounded by its
-// context, and how it checks a reply. Package pacer, package lease and the
+// context, and how it checks a reply. Package pacer, the proxy and the
 // reference model in internal/model all call these functions, so the
 // model's fuzzer checks the arithmetic that production sends, not a copy.
 //
