@@ -103,18 +103,25 @@ func fromErrorAt(err error, now time.Time) Verdict {
 // fromAPIError gathers status, headers and body from the SDK shapes above.
 // ok is false when the chain holds none of them.
 func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
-	var (
-		status int
-		h      http.Header
-		env    envelope
-		found  bool
+	status, h, env, found := sdkResponse(err)
+	if otherCodes(err, &status, &env) {
+		found = true
+	}
+	if !found {
+		return Verdict{}, false
+	}
+	status, env = fillFromText(status, env, text)
+	return decide(status, h, env, now), true
+}
 
+// sdkResponse reads what an SDK's error holds of the response: its status
+// and headers, and the error body's envelope. found is false when the
+// chain holds none of them.
+func sdkResponse(err error) (status int, h http.Header, env envelope, found bool) {
+	var (
 		hr httpResponder
 		rd responseDumper
 		rj rawJSONer
-		ae awsAPIError
-		hs httpStatusCoder
-		sc statusCoder
 	)
 	if errors.As(err, &hr) {
 		var r *http.Response
@@ -150,6 +157,19 @@ func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
 			env = parseBody(body)
 		}
 	}
+	return status, h, env, found
+}
+
+// otherCodes reads the codes an error states without a response (an AWS
+// API error's code and message, a status method) into status and env
+// where they are still empty, and reports whether it found one.
+func otherCodes(err error, status *int, env *envelope) bool {
+	var (
+		ae    awsAPIError
+		hs    httpStatusCoder
+		sc    statusCoder
+		found bool
+	)
 	if errors.As(err, &ae) {
 		var code, msg string
 		guard(func() { code, msg = ae.ErrorCode(), ae.ErrorMessage() })
@@ -159,19 +179,22 @@ func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
 		if env.message == "" {
 			env.message = msg
 		}
-		found = found || code != ""
+		found = code != ""
 	}
-	if status == 0 && errors.As(err, &hs) {
-		guard(func() { status = hs.HTTPStatusCode() })
-		found = found || status != 0
+	if *status == 0 && errors.As(err, &hs) {
+		guard(func() { *status = hs.HTTPStatusCode() })
+		found = found || *status != 0
 	}
-	if status == 0 && errors.As(err, &sc) {
-		guard(func() { status = sc.StatusCode() })
-		found = found || status != 0
+	if *status == 0 && errors.As(err, &sc) {
+		guard(func() { *status = sc.StatusCode() })
+		found = found || *status != 0
 	}
-	if !found {
-		return Verdict{}, false
-	}
+	return found
+}
+
+// fillFromText completes status and env from the error's text where the
+// SDK's fields left them empty.
+func fillFromText(status int, env envelope, text string) (int, envelope) {
 	if !env.isError() {
 		// No error in RawJSON or the body: anthropic-sdk-go also prints the
 		// body at the end of its error text, and so may other wrappers.
@@ -195,7 +218,7 @@ func fromAPIError(err error, text string, now time.Time) (Verdict, bool) {
 	if env.message == "" {
 		env.message = text
 	}
-	return decide(status, h, env, now), true
+	return status, env
 }
 
 // parseDump reads an httputil.DumpResponse output: its status, headers and
