@@ -98,8 +98,8 @@ func (c *countCache) get(s string) (int, bool) {
 		return n, true
 	}
 	n, ok := c.prev[s]
-	if ok { // still in use: kept into the next generation
-		c.add(s, n)
+	if ok { // still in use: kept into the next generation, as a copy (see put)
+		c.add(strings.Clone(s), n)
 	}
 	return n, ok
 }
