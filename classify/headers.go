@@ -61,24 +61,32 @@ type windowHeaders struct{ limit, remaining, reset string }
 func ParseHeaders(h http.Header, now time.Time) RateLimits {
 	base := responseTime(h, now)
 	var rl RateLimits
-	readWindow(&rl.Requests, h, base, windowHeaders{
-		"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"})
-	readWindow(&rl.Tokens, h, base, windowHeaders{
-		"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"})
-	for _, w := range []struct {
-		dst  *Window
-		name string
-	}{
-		{&rl.Requests, "requests"},
-		{&rl.Tokens, "tokens"},
-		{&rl.InputTokens, "input-tokens"},
-		{&rl.OutputTokens, "output-tokens"},
-	} {
-		p := "Anthropic-Ratelimit-" + w.name
-		readWindow(w.dst, h, base, windowHeaders{p + "-Limit", p + "-Remaining", p + "-Reset"})
+	dst := [...]*Window{&rl.Requests, &rl.Tokens, &rl.Requests, &rl.Tokens, &rl.InputTokens, &rl.OutputTokens}
+	for i, names := range rateLimitHeaders {
+		readWindow(dst[i], h, base, names)
 	}
 	return rl
 }
+
+// rateLimitHeaders are the windows' header names in the order ParseHeaders
+// reads them (OpenAI's, then Anthropic's, which win), built once and in
+// canonical form: building and canonicalizing them on each answer cost
+// about 24 allocations on the way to a stream's first byte.
+var rateLimitHeaders = func() [6]windowHeaders {
+	w := [6]windowHeaders{
+		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	}
+	for i, name := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
+		p := "Anthropic-Ratelimit-" + name
+		w[2+i] = windowHeaders{
+			http.CanonicalHeaderKey(p + "-Limit"),
+			http.CanonicalHeaderKey(p + "-Remaining"),
+			http.CanonicalHeaderKey(p + "-Reset"),
+		}
+	}
+	return w
+}()
 
 // readWindow overwrites the fields of w whose headers are present and valid.
 func readWindow(w *Window, h http.Header, base time.Time, names windowHeaders) {

@@ -163,8 +163,12 @@ func parseGoDuration(s string) (time.Duration, bool) {
 	if s == "" || len(s) > 64 {
 		return 0, false
 	}
-	if d, ok := parseScaled(s, float64(time.Second)); ok {
-		return d, true
+	// Bare seconds (Azure) first; a unit letter means it cannot be a
+	// number, and a failed ParseFloat allocates its error on every answer.
+	if !strings.ContainsAny(s, "hmsuµd") {
+		if d, ok := parseScaled(s, float64(time.Second)); ok {
+			return d, true
+		}
 	}
 	var days time.Duration
 	if i := strings.IndexByte(s, 'd'); i > 0 {

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/tiktoken-go/tokenizer/codec"
@@ -18,6 +19,7 @@ type lazyCodec struct {
 	load  func() *codec.Codec
 	once  sync.Once
 	codec *codec.Codec
+	seen  countCache
 }
 
 // The two shared codecs. These are the package's only package-level values:
@@ -50,5 +52,76 @@ func codecFor(encoding string) *lazyCodec {
 // the regexp2 pattern is documented as safe for concurrent use.
 func (l *lazyCodec) count(s string) (int, error) {
 	l.once.Do(func() { l.codec = l.load() })
-	return chunks(s, l.codec.Count)
+	if n, ok := l.seen.get(s); ok {
+		return n, nil
+	}
+	n, err := chunks(s, l.codec.Count)
+	if err == nil {
+		l.seen.put(s, n)
+	}
+	return n, err
+}
+
+// Texts from minCachedText to maxCachedText bytes have their counts
+// remembered: a tool schema's many property names and descriptions too,
+// which cost a tokenizer pass each. Each entry is charged entryOverhead
+// bytes besides its text, so that many short texts are bounded too.
+const (
+	minCachedText   = 8
+	maxCachedText   = 64 << 10
+	entryOverhead   = 64
+	cacheGeneration = 2 << 20 // bytes charged to one generation
+)
+
+// countCache remembers the counts of texts counted lately. A chat call
+// resends its whole conversation, system prompt and tools each turn, and
+// counting 2 KB with the BPE tokenizer takes about 200 µs and 2,000
+// allocations, on the way to the call's Acquire (issue 22). A count depends
+// on the text only, so a remembered count is the same answer.
+//
+// It holds two generations: when the newer one reaches cacheGeneration
+// bytes, the older is dropped and the newer takes its place, so memory is
+// bounded (about 2 × cacheGeneration) and a text in use stays.
+type countCache struct {
+	mu           sync.Mutex
+	recent, prev map[string]int
+	held         int // bytes charged to recent
+}
+
+func (c *countCache) get(s string) (int, bool) {
+	if len(s) < minCachedText || len(s) > maxCachedText {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.recent[s]; ok {
+		return n, true
+	}
+	n, ok := c.prev[s]
+	if ok { // still in use: kept into the next generation, as a copy (see put)
+		c.add(strings.Clone(s), n)
+	}
+	return n, ok
+}
+
+func (c *countCache) put(s string, n int) {
+	if len(s) < minCachedText || len(s) > maxCachedText {
+		return
+	}
+	// A copy: s may be a slice of a much larger string, which a key would
+	// keep alive.
+	s = strings.Clone(s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add(s, n)
+}
+
+// add stores s in the newer generation, turning the generations first
+// when it is full. c.mu is held.
+func (c *countCache) add(s string, n int) {
+	if c.recent == nil || c.held+len(s)+entryOverhead > cacheGeneration {
+		c.prev, c.recent, c.held = c.recent, make(map[string]int), 0
+	}
+	c.recent[s] = n
+	c.held += len(s) + entryOverhead
 }
