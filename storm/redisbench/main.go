@@ -196,31 +196,14 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// usec returns the server's usec_per_call and calls for EVALSHA since the
-// last reset.
+// usec returns the server's usec per call and calls for EVALSHA since the
+// last reset (usecTotal's, divided).
 func (b *bench) usec(ctx context.Context) (float64, int64, error) {
-	info, err := b.rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, 0, err
+	total, calls, err := b.usecTotal(ctx)
+	if err != nil || calls == 0 {
+		return 0, calls, err
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
-			continue
-		}
-		var calls int64
-		var per float64
-		for _, kv := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_evalsha:")), ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec_per_call":
-				per, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		return per, calls, nil
-	}
-	return 0, 0, fmt.Errorf("no cmdstat_evalsha in INFO commandstats")
+	return total / float64(calls), calls, nil
 }
 
 func (b *bench) reset(ctx context.Context) error { return b.rdb.ConfigResetStat(ctx).Err() }
