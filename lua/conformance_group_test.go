@@ -31,7 +31,7 @@ type groupCase struct {
 func groupVectors(t *testing.T) any {
 	n := nowUs
 	adm := func(i int64) []any {
-		return append([]any{i}, admitted(pacer.DefaultLeaseTTL)...)
+		return append([]any{i}, admitted(defaultLeaseTTL)...)
 	}
 	two := []string{"group-eu", "group-us"}
 	cases := []groupCase{

@@ -184,7 +184,7 @@ type leaseSequence struct {
 
 func leaseReplyVectors(t *testing.T) any {
 	const n = nowUs
-	expiry := n/1000 + pacer.DefaultLeaseTTL.Milliseconds() // "basic"
+	expiry := n/1000 + defaultLeaseTTL.Milliseconds() // "basic"
 	us := func(d time.Duration) int64 { return n + d.Microseconds() }
 	ok := func(e vend, at int64) vstep { return vstep{vend: e, Reply: []any{int64(1), at}} }
 	code := func(e vend, c, at int64) vstep { return vstep{vend: e, Reply: []any{c, at}} }
@@ -220,7 +220,7 @@ func leaseReplyVectors(t *testing.T) any {
 	for i := range seqs {
 		sq := &seqs[i]
 		inBubble(t, configByName(t, "basic").config(), func(p *pacer.Pacer, f *fakeWire) {
-			f.queue(admitted(pacer.DefaultLeaseTTL))
+			f.queue(admitted(defaultLeaseTTL))
 			l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: 1300})
 			if err != nil {
 				t.Fatal(err)

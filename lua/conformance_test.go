@@ -27,6 +27,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/conformance from what the Go client sends")
 
+// defaultLeaseTTL is Config.LeaseTTL's default, which the vectors' budgets
+// keep.
+const defaultLeaseTTL = 10 * time.Minute
+
 // The conformance vectors that docs/lua-contract.md publishes for workers in
 // other languages: configurations and requests in, the exact script
 // arguments out; replies in, their meaning out. They are recorded from the
@@ -386,7 +390,7 @@ func (c vconfig) config() pacer.Config {
 // ttl returns the lease TTL c gives, default applied.
 func (c vconfig) ttl() time.Duration {
 	if c.LeaseTTLMs == 0 {
-		return pacer.DefaultLeaseTTL
+		return defaultLeaseTTL
 	}
 	return time.Duration(c.LeaseTTLMs) * time.Millisecond
 }

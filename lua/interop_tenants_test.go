@@ -86,7 +86,7 @@ func interopTenants(t *testing.T, py string, b redistest.Backend) {
 	calls := runTenants(t, w, p, []string{"a", "b"}, 1)
 	spent := checkTenantCounts(t, p, calls)
 	total := spent["a"] + spent["b"]
-	keep := int64(tenantsCap * pacer.DefaultBatchFloor)
+	keep := int64(tenantsCap * 0.2) // Config.BatchFloor's default
 	t.Logf("%s phase 1: a %d, b %d, total %d in %d calls", b.Kind, spent["a"], spent["b"], total, len(calls))
 	if total > tenantsCap-keep+2*refill() || total < tenantsCap-keep-slack(2) {
 		t.Errorf("phase 1: tenants a and b spent %d together, want about %d (the cap less the batch floor that calls past their share leave)", total, tenantsCap-keep)

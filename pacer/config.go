@@ -196,10 +196,10 @@ type Config struct {
 
 // Defaults used when a Config field is zero.
 const (
-	DefaultBatchFloor = 0.2
-	DefaultLeaseTTL   = 10 * time.Minute
-	DefaultMaxWait    = time.Minute
-	DefaultKeyPrefix  = "llmpacer"
+	defaultBatchFloor = 0.2
+	defaultLeaseTTL   = 10 * time.Minute
+	defaultMaxWait    = time.Minute
+	defaultKeyPrefix  = wire.DefaultPrefix
 )
 
 // Upper bounds on inputs, past which a value is surely a mistake (a unit
@@ -276,13 +276,13 @@ func (c Config) settings() (settings, error) {
 		return settings{}, err
 	}
 	s := settings{
-		name: c.Name, prefix: cmp.Or(c.KeyPrefix, DefaultKeyPrefix), limits: c.Limits,
+		name: c.Name, prefix: cmp.Or(c.KeyPrefix, defaultKeyPrefix), limits: c.Limits,
 		batchFloor: c.BatchFloor, noRefund: c.NoRefund, observe: c.Observe,
-		leaseTTL: cmp.Or(c.LeaseTTL, DefaultLeaseTTL), maxWait: cmp.Or(c.MaxWait, DefaultMaxWait),
+		leaseTTL: cmp.Or(c.LeaseTTL, defaultLeaseTTL), maxWait: cmp.Or(c.MaxWait, defaultMaxWait),
 	}
 	switch {
 	case s.batchFloor == 0:
-		s.batchFloor = DefaultBatchFloor
+		s.batchFloor = defaultBatchFloor
 	case s.batchFloor < 0:
 		s.batchFloor = 0
 	}
@@ -348,7 +348,7 @@ func (c Config) validate() error {
 	if err := checkName("Name", c.Name); err != nil {
 		return err
 	}
-	if err := checkName("KeyPrefix", cmp.Or(c.KeyPrefix, DefaultKeyPrefix)); err != nil {
+	if err := checkName("KeyPrefix", cmp.Or(c.KeyPrefix, defaultKeyPrefix)); err != nil {
 		return err
 	}
 	if c.HashTag != "" {
@@ -391,7 +391,7 @@ func (c Config) validate() error {
 		return invalidf("Config.LeaseTTL = %v: must be between 1ms and %v", c.LeaseTTL, maxDur)
 	}
 	if c.MaxWait < 0 || c.MaxWait > maxDur {
-		return invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, DefaultMaxWait, maxDur)
+		return invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, defaultMaxWait, maxDur)
 	}
 	four, _, err := c.bucketSpecs()
 	if err != nil {

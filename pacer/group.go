@@ -79,8 +79,8 @@ type GroupConfig struct {
 	Cooldown time.Duration
 }
 
-// DefaultCooldown is GroupConfig.Cooldown's default.
-const DefaultCooldown = 5 * time.Second
+// defaultCooldown is GroupConfig.Cooldown's default.
+const defaultCooldown = 5 * time.Second
 
 // maxDeployments bounds GroupConfig.Deployments: every one is tried in one
 // script, which Redis runs alone.
@@ -131,7 +131,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	g := &Group{ds: append([]Deployment(nil), cfg.Deployments...), policy: cfg.Policy, cooldown: cfg.Cooldown, one: true}
 	if g.cooldown == 0 {
-		g.cooldown = DefaultCooldown
+		g.cooldown = defaultCooldown
 	}
 	if g.cooldown > maxDur {
 		return nil, invalidf("GroupConfig.Cooldown = %v: at most %v", g.cooldown, maxDur)

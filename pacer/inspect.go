@@ -11,7 +11,7 @@ import (
 )
 
 // Open returns a Pacer that runs the definition of budget name (under key
-// prefix, DefaultKeyPrefix if empty) stored in Redis by Define or by a
+// prefix, "llmpacer" if empty) stored in Redis by Define or by a
 // process whose Config has a Version. It is for an operator's tools, which
 // know a budget by its name and have no process's Config: its Snapshot
 // and TenantSnapshot read the budget's levels, and its Pause, Stop and

@@ -28,13 +28,13 @@ type runConfig struct {
 	rateDelay  time.Duration
 }
 
-// Default retry settings.
+// Run's defaults: WithRetries, WithBackoff, and the pause after a 429
+// that names no delay.
 const (
-	DefaultRetries     = 3
-	DefaultBackoffBase = 500 * time.Millisecond
-	DefaultBackoffMax  = 30 * time.Second
-	// DefaultRateLimitDelay is the pause after a 429 that names no delay.
-	DefaultRateLimitDelay = time.Second
+	defaultRetries        = 3
+	defaultBackoffBase    = 500 * time.Millisecond
+	defaultBackoffMax     = 30 * time.Second
+	defaultRateLimitDelay = time.Second
 )
 
 // WithRetries sets how many times Run retries after the first attempt
@@ -44,7 +44,8 @@ func WithRetries(n int) RunOption { return func(c *runConfig) { c.retries = max(
 
 // WithBackoff sets the capped exponential backoff for Overloaded and Transient
 // failures: attempt n sleeps a random time in [d/2, d], d = min(max,
-// base·2^(n-1)), or longer if the provider named a delay.
+// base·2^(n-1)), or longer if the provider named a delay. The defaults are
+// base 500ms and max 30s.
 func WithBackoff(base, max time.Duration) RunOption {
 	return func(c *runConfig) {
 		if base > 0 {
@@ -76,8 +77,8 @@ func WithClassifier(f func(error) classify.Verdict) RunOption {
 func WithOnAttempt(f func(Attempt)) RunOption { return func(c *runConfig) { c.onAttempt = f } }
 
 func newRunConfig(opts []RunOption) runConfig {
-	c := runConfig{retries: DefaultRetries, base: DefaultBackoffBase, max: DefaultBackoffMax,
-		classifier: classify.FromError, rateDelay: DefaultRateLimitDelay}
+	c := runConfig{retries: defaultRetries, base: defaultBackoffBase, max: defaultBackoffMax,
+		classifier: classify.FromError, rateDelay: defaultRateLimitDelay}
 	for _, o := range opts {
 		o(&c)
 	}

@@ -9,17 +9,17 @@ import (
 	"github.com/llmpacer/llmpacer/lua"
 )
 
-// DefaultProbeInterval is how often a quota-stopped budget lets one call
+// defaultProbeInterval is how often a quota-stopped budget lets one call
 // through to see whether the provider serves again, when StopQuota is
 // given no interval.
-const DefaultProbeInterval = time.Minute
+const defaultProbeInterval = time.Minute
 
 // StopQuota tells the budget that the provider's quota is exhausted
 // (credits, billing or a daily quota: retrying cannot help). Every process
 // then fails its calls at once with a *StoppedError that matches
 // ErrQuotaExhausted, sending nothing, for d (the provider's reset when it
 // names one; at most 7 days) or until one probe succeeds: every probe
-// interval (DefaultProbeInterval if 0), one call that fits the budget goes
+// interval (a minute if 0), one call that fits the budget goes
 // through, in whichever process asks first, and a probe that is settled
 // (the call succeeded) resumes the budget for every process. A probe
 // refused for the quota again should call StopQuota again. No probe goes
@@ -30,10 +30,10 @@ const DefaultProbeInterval = time.Minute
 // calls with the stop, at once, never with the pause's wait.
 func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 	if probe == 0 {
-		probe = DefaultProbeInterval
+		probe = defaultProbeInterval
 	}
 	if probe < time.Millisecond || probe > maxDur {
-		return invalidf("StopQuota(%v, %v): the probe interval must be between 1ms and %v (0 for the default %v)", d, probe, maxDur, DefaultProbeInterval)
+		return invalidf("StopQuota(%v, %v): the probe interval must be between 1ms and %v (0 for the default %v)", d, probe, maxDur, defaultProbeInterval)
 	}
 	return p.stop(ctx, d, probe, LimitQuota)
 }

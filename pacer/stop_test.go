@@ -106,7 +106,7 @@ func TestStopAndResume(t *testing.T) {
 		if err := ps[0].Stop(ctx, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(2 * pacer.DefaultProbeInterval / 60) // any time: no probes
+		c.advance(2 * time.Minute / 60) // any time: no probes
 		_, err := ps[1].Acquire(ctx, pacer.Request{})
 		if !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("Acquire while stopped by an operator = %v; want ErrStopped and not ErrQuotaExhausted", err)

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/estimate"
-	"github.com/llmpacer/llmpacer/pacer"
 )
 
 // Defaults of the options.
@@ -39,7 +38,7 @@ type config struct {
 func defaults() config {
 	return config{
 		defaultMaxOutput: DefaultMaxOutput, defaultTokens: DefaultTokens, maxBody: DefaultMaxBody,
-		includeUsage: true, headerSync: true, probe: pacer.DefaultProbeInterval,
+		includeUsage: true, headerSync: true, probe: time.Minute,
 	}
 }
 
@@ -68,8 +67,8 @@ func WithIncludeUsage(on bool) Option { return func(c *config) { c.includeUsage 
 func WithHeaderSync(on bool) Option { return func(c *config) { c.headerSync = on } }
 
 // WithQuotaProbe sets how often a budget stopped for an exhausted quota
-// lets one call through to see whether the provider serves again (default
-// pacer.DefaultProbeInterval). d must be at least 1ms: 0 is invalid here,
+// lets one call through to see whether the provider serves again (default a
+// minute, as pacer.StopQuota's). d must be at least 1ms: 0 is invalid here,
 // not the default.
 func WithQuotaProbe(d time.Duration) Option { return func(c *config) { c.probe = d } }
 

@@ -239,7 +239,7 @@ func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pac
 		// Hold every process back for the provider's delay.
 		d := v.RetryAfter
 		if d <= 0 {
-			d = pacer.DefaultRateLimitDelay
+			d = time.Second // as Run pauses after a 429 that names no delay
 		}
 		bounded(ctx, func(ctx context.Context) error {
 			return p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})

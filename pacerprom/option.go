@@ -24,7 +24,7 @@ const (
 // no caller can change another's defaults; the options copy what they get.
 var (
 	// defaultWaitBuckets spans a call admitted at once (the first bucket
-	// holds every call that did not wait) to pacer.DefaultMaxWait.
+	// holds every call that did not wait) to Config.MaxWait's default, a minute.
 	defaultWaitBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
 	// defaultHoldBuckets spans LLM calls from a short completion to a long
 	// generation.

@@ -40,7 +40,7 @@ func (pl *plan) idealFinish(refunds bool) time.Duration {
 // budgetFinish is the floor of a shared budget itself: its capacity and
 // refill, which may be below the provider's (a sliding-safe burst, a
 // margin, Headroom), and the share of the bucket batch calls must leave
-// (pacer.DefaultBatchFloor). Headroom lowers the limit and the burst, as
+// (Config.BatchFloor's default, 0.2). Headroom lowers the limit and the burst, as
 // pacer applies it, and a budget without NoRefund gets each call's unused
 // tokens back at once. The gap between it and the provider's floor is what
 // the budget's shape costs; the gap between it and the measured time is
@@ -56,7 +56,7 @@ func budgetFinish(jobs []job, cfg pacer.Config) time.Duration {
 	if cfg.SlidingWindow {
 		refill, rrefill = refill-burst, rrefill-rb
 	}
-	return bucketFinish(jobs, burst, refill/60, burst*pacer.DefaultBatchFloor, !cfg.NoRefund, reqBucket{rb, rrefill / 60})
+	return bucketFinish(jobs, burst, refill/60, burst*0.2, !cfg.NoRefund, reqBucket{rb, rrefill / 60})
 }
 
 // slidingRates returns a budget's sliding rates by unit, if its only rates

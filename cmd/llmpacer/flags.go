@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
-	"github.com/llmpacer/llmpacer/pacer"
 )
 
 // options are the parsed command line.
@@ -101,7 +100,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.prefix, "prefix", pacer.DefaultKeyPrefix, "the budgets' key prefix (Config.KeyPrefix)")
+	fs.StringVar(&o.prefix, "prefix", wire.DefaultPrefix, "the budgets' key prefix (Config.KeyPrefix)")
 	fs.BoolVar(&o.watch, "watch", false, "list or show again every -interval, until interrupted")
 	fs.DurationVar(&o.interval, "interval", 2*time.Second, "how often -watch refreshes")
 	fs.BoolVar(&o.json, "json", false, "print JSON: one document, or one line per refresh with -watch")
@@ -207,7 +206,7 @@ func (o options) check(fs *flag.FlagSet) error {
 // budget is opened.
 func checkPrefix(prefix string) error {
 	if prefix == "" || strings.ContainsAny(prefix, "{}") {
-		return usagef("-prefix %q: give the budgets' Config.KeyPrefix, without '{' or '}' (default %q)", prefix, pacer.DefaultKeyPrefix)
+		return usagef("-prefix %q: give the budgets' Config.KeyPrefix, without '{' or '}' (default %q)", prefix, wire.DefaultPrefix)
 	}
 	return nil
 }

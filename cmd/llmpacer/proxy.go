@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/proxy"
-	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 const proxyUsage = `Usage:
@@ -104,7 +104,7 @@ func parseProxyArgs(args []string, stderr io.Writer) (proxyOptions, error) {
 	fs.Int64Var(&o.maxBody, "max-body", proxy.DefaultMaxBody, "the largest model-call request body, in bytes; larger ones get 413")
 	fs.IntVar(&o.maxBudgets, "max-budgets", proxy.DefaultMaxBudgets, "the most budgets (keys × models) one proxy holds")
 	fs.DurationVar(&o.idle, "budget-idle", proxy.DefaultBudgetIdle, "with -max-budgets held, a budget unused this long may be evicted for a new one, least recently used first")
-	fs.StringVar(&o.prefix, "prefix", pacer.DefaultKeyPrefix, "the budgets' Redis key prefix (Config.KeyPrefix)")
+	fs.StringVar(&o.prefix, "prefix", wire.DefaultPrefix, "the budgets' Redis key prefix (Config.KeyPrefix)")
 	fs.StringVar(&o.config, "config", "", "a JSON file of provider keys the proxy holds, its clients' proxy keys and tenants, and limits per model (docs/proxy.md)")
 	fs.StringVar(&o.redis, "redis", "", "a Redis address (host:port or URL, no credentials) in place of LLMPACER_REDIS_URL")
 	fs.StringVar(&o.cluster, "cluster", "", "comma-separated cluster nodes (no credentials) in place of LLMPACER_REDIS_CLUSTER")

@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// DefaultPrefix is Config.KeyPrefix's default, which the llmpacer command
+// also takes for its -prefix flag.
+const DefaultPrefix = "llmpacer"
+
 // KeyTag returns what begins every key of budget name under prefix:
 // "{prefix:name}", or "{hashTag}prefix:name" for a budget with a
 // Config.HashTag. The braces make Redis Cluster hash only what is inside,
