@@ -86,13 +86,9 @@ func acquireReplyVectors(t *testing.T) any {
 			}
 			if err != nil {
 				c.Error = errName(err)
-				var ne *pacer.NotYetError
-				var we *pacer.WaitError
-				switch {
-				case errors.As(err, &ne):
-					c.Limit = string(ne.Limit)
-				case errors.As(err, &we):
-					c.Limit = string(we.Limit)
+				var re *pacer.RefusedError
+				if errors.As(err, &re) && (errors.Is(err, pacer.ErrNotYet) || errors.Is(err, pacer.ErrWaitTimeout)) {
+					c.Limit = string(re.Limit)
 				}
 				if wait, ok := pacer.RetryAfter(err); ok && c.Limit != "" {
 					c.WaitMs = wait.Milliseconds()

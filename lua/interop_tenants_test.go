@@ -130,7 +130,7 @@ func runTenants(t *testing.T, w *worker, p *pacer.Pacer, tenants []string, seed 
 					time.Sleep(time.Millisecond + time.Duration(rng.Int64N(3_000_000)))
 					in, out := 100+rng.Int64N(201), 50+rng.Int64N(101)
 					l, err := p.TryAcquire(context.Background(), pacer.Request{Input: in, Output: out, Tenant: tn})
-					var ny *pacer.NotYetError
+					var ny *pacer.RefusedError
 					if errors.As(err, &ny) {
 						return
 					}

@@ -95,11 +95,11 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 }
 
 // tryGo is TryAcquire, failing the test on anything but a lease or ErrNotYet.
-func tryGo(t *testing.T, p *pacer.Pacer, tokens int64) (*pacer.Lease, *pacer.NotYetError) {
+func tryGo(t *testing.T, p *pacer.Pacer, tokens int64) (*pacer.Lease, *pacer.RefusedError) {
 	t.Helper()
 	l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: tokens})
-	var ny *pacer.NotYetError
-	if err != nil && !errors.As(err, &ny) {
+	var ny *pacer.RefusedError
+	if err != nil && (!errors.As(err, &ny) || !errors.Is(err, pacer.ErrNotYet)) {
 		t.Fatalf("Go TryAcquire(%d): %v", tokens, err)
 	}
 	return l, ny
@@ -401,7 +401,7 @@ func interopRates(t *testing.T, w *worker, p *pacer.Pacer) {
 	goTry := func(r pacer.Request, what string, refusedBy pacer.Limit) *pacer.Lease {
 		t.Helper()
 		l, err := p.TryAcquire(ctx, r)
-		var ny *pacer.NotYetError
+		var ny *pacer.RefusedError
 		switch {
 		case refusedBy == "" && err != nil:
 			t.Fatalf("Go TryAcquire(%+v) %s: %v; want admitted", r, what, err)

@@ -16,7 +16,7 @@ import (
 //
 // The wait is bounded by Config.MaxWait (or r.MaxWait) and by ctx. When the
 // script's answer shows that the bound is too short, Acquire returns a
-// *WaitError (errors.Is ErrWaitTimeout) at once instead of sleeping it out.
+// *RefusedError (errors.Is ErrWaitTimeout) at once instead of sleeping it out.
 // A request larger than a token bucket fails at once with ErrTooLarge, and
 // a canceled ctx returns ctx's error as soon as ctx is done, even while
 // Redis hangs. An interactive call that must wait for tokens reserves its
@@ -66,9 +66,9 @@ func boundsOf(ctx context.Context, r Request, began time.Time, maxWait time.Dura
 // remain returns the time left until the deadline, or 0.
 func (b bounds) remain() time.Duration { return max(time.Until(b.deadline), 0) }
 
-// tooLong returns the *WaitError for a wait past the bound.
-func (b bounds) tooLong(wait time.Duration, limit Limit) *WaitError {
-	err := &WaitError{wait: wait, Bound: b.bound, Limit: limit, ctxBound: b.ctxBound}
+// tooLong returns the ErrWaitTimeout refusal for a wait past the bound.
+func (b bounds) tooLong(wait time.Duration, limit Limit) *RefusedError {
+	err := &RefusedError{why: ErrWaitTimeout, wait: wait, Bound: b.bound, Limit: limit, ctxBound: b.ctxBound}
 	if b.ctxBound {
 		err.Bound = b.remain()
 	}
@@ -76,12 +76,12 @@ func (b bounds) tooLong(wait time.Duration, limit Limit) *WaitError {
 }
 
 // deadlineErr returns the error for a call whose ctx ended with err, having
-// last been denied (or nil): a *WaitError if ctx's deadline, which bounds
+// last been denied (or nil): an ErrWaitTimeout refusal if ctx's deadline, which bounds
 // the wait, came while it waited out a denial, and err otherwise.
 func (b bounds) deadlineErr(err error, denied *wire.AcquireReply) error {
 	if denied != nil && b.ctxBound && errors.Is(err, context.DeadlineExceeded) {
 		// No room was found within the bound.
-		return &WaitError{wait: denied.Wait, Bound: b.bound, Limit: Limit(denied.Reason), ctxBound: true}
+		return &RefusedError{why: ErrWaitTimeout, wait: denied.Wait, Bound: b.bound, Limit: Limit(denied.Reason), ctxBound: true}
 	}
 	return err
 }
@@ -239,8 +239,7 @@ func (a *acquisition) answer(ctx context.Context, an answer) (*Lease, error) {
 // (its turn given back) ends with: its Group's choice, for a stop or a
 // pause (see away); err otherwise.
 func (a *acquisition) moved(err error) error {
-	var se *StoppedError
-	if errors.As(err, &se) || err == errPausedTurn {
+	if errors.Is(err, ErrStopped) || err == errPausedTurn {
 		return a.leave(err)
 	}
 	return err
@@ -279,7 +278,7 @@ func (a *acquisition) queued(ctx context.Context, an answer) {
 }
 
 // deniedFor waits out a denial, or returns the error that ends the call:
-// a *WaitError for a wait past the bound.
+// an ErrWaitTimeout *RefusedError for a wait past the bound.
 func (a *acquisition) deniedFor(ctx context.Context, an answer) error {
 	rep := an.rep
 	if a.ticket == 0 && a.pending == nil && a.away != nil {
@@ -446,7 +445,7 @@ func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duratio
 		// rare path, says whether the stop still holds.
 		if s, err := p.Snapshot(ctx); err == nil && s.Stopped > 0 {
 			p.giveBack(l)
-			return &StoppedError{Limit: s.StoppedBy, wait: s.Stopped}
+			return &RefusedError{why: ErrStopped, Limit: s.StoppedBy, wait: s.Stopped}
 		}
 	}
 	return nil
@@ -467,7 +466,7 @@ func (p *Pacer) giveBack(l *Lease) {
 // sleep waits out a denial: the script's hint, plus up to 10% jitter so
 // that callers told the same time do not return in one burst. The jitter
 // never carries the sleep past the wait bound (less a round trip), so a
-// call that still finds no room then gets its WaitError before the bound,
+// call that still finds no room then gets its ErrWaitTimeout before the bound,
 // not ctx's error after it.
 func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, deadline time.Time) error {
 	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})

@@ -29,14 +29,14 @@ func (d downCall) try() (*Lease, time.Duration, Limit, error) {
 	c, p := d.c, d.c.p
 	if lim, closed := c.closedFor(); closed {
 		// No Denied event, as for any Redis error: RedisDown said it.
-		return nil, 0, "", &UnavailableError{Limit: lim, Err: d.cause}
+		return nil, 0, "", unreachableErr(lim, d.cause, false)
 	}
 	id := newID()
 	now := time.Now()
 	expiry := now.Add(c.s.leaseTTL)
 	wait, short, never := p.out.local.admit(id, c.use, c.r.Priority == Batch, expiry)
 	if never {
-		return nil, 0, "", &UnavailableError{Limit: short, Err: d.cause, tooLarge: true}
+		return nil, 0, "", unreachableErr(short, d.cause, true)
 	}
 	if wait > 0 {
 		return nil, wait, short, nil
@@ -51,13 +51,13 @@ func (d downCall) try() (*Lease, time.Duration, Limit, error) {
 	return l, 0, "", nil
 }
 
-// tryNow is TryAcquire while Redis is down: a lease, or a *NotYetError.
+// tryNow is TryAcquire while Redis is down: a lease, or an ErrNotYet refusal.
 func (d downCall) tryNow() (*Lease, error) {
 	l, wait, short, err := d.try()
 	if l != nil || err != nil {
 		return l, err
 	}
-	err = &NotYetError{wait: wait, Limit: short}
+	err = notYet(wait, short)
 	d.c.p.emit(Event{Kind: Denied, Tokens: d.c.r.Tokens, Priority: d.c.r.Priority, Wait: wait, Limit: short, Err: err})
 	return nil, err
 }

@@ -154,22 +154,22 @@ func (w watched) EvalShaRO(ctx context.Context, sha1 string, keys []string, args
 	return cmd
 }
 
-// unavailable wraps err, a script call's error, in an *UnavailableError
+// unavailable wraps err, a script call's error, in an ErrUnavailable *RefusedError
 // when it shows Redis unreachable: the budget fails closed.
 func unavailable(err error) error {
 	if cluster.Unreachable(err) {
-		return &UnavailableError{Err: err}
+		return unreachableErr("", err, false)
 	}
 	return err
 }
 
-// unreachable returns an *UnavailableError while the circuit is tripped,
+// unreachable returns an ErrUnavailable refusal while the circuit is tripped,
 // for a call that would only write to Redis (Pause, Throttled, Sync): it
 // fails at once instead of dialling. Each failed dial also counts toward
 // go-redis's pool giving up dialling for a second (see answers).
 func (p *Pacer) unreachable() error {
 	if down, cause, _ := p.out.state(); down {
-		return &UnavailableError{Err: cause}
+		return unreachableErr("", cause, false)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ var (
 
 	// ErrUnavailable reports a call refused because Redis is unreachable
 	// and a limit of the budget fails closed (see Outage). It is returned
-	// wrapped in an *UnavailableError, which also matches the Redis error.
+	// in a *RefusedError, which also unwraps to the Redis error.
 	ErrUnavailable = errors.New("pacer: Redis is unreachable")
 
 	// ErrLeaseExpired reports a lease ended or kept alive after its TTL ran
@@ -86,8 +86,8 @@ var (
 )
 
 // RetryAfter returns how long err says to wait before trying again, and
-// whether it says so at all. It reads the wait of a *WaitError, a
-// *NotYetError or a *StoppedError, and a *RunError's Verdict.RetryAfter
+// whether it says so at all. It reads the wait of a *RefusedError (but
+// ErrUnavailable's, which has none), and a *RunError's Verdict.RetryAfter
 // when the provider gave one, wrapped with %w or not. Any other error has
 // no wait: ok is false.
 func RetryAfter(err error) (wait time.Duration, ok bool) {
@@ -104,81 +104,96 @@ type waiter interface {
 	retryAfter() (time.Duration, bool)
 }
 
-// WaitError is returned by Acquire when the budget would have room only
-// after the wait bound. It matches ErrWaitTimeout with errors.Is, and also
-// context.DeadlineExceeded when the bound was the context's deadline.
-// RetryAfter reads how long, as of the failed attempt, until the call
-// could have been admitted (an estimate when Limit is "concurrency").
-type WaitError struct {
-	// Bound is the wait bound that the wait exceeded.
+// RefusedError is the error of a call that was not admitted: nothing was
+// sent and nothing was charged. It matches one sentinel with errors.Is,
+// which says why:
+//
+//   - ErrNotYet: TryAcquire or TryRun found no room now.
+//   - ErrWaitTimeout: Acquire would find room only after the wait bound
+//     (Bound); it also matches context.DeadlineExceeded when the bound was
+//     the context's deadline.
+//   - ErrStopped: the budget is stopped, by StopQuota (then it also
+//     matches ErrQuotaExhausted, and Limit is LimitQuota) or by an
+//     operator's Stop (Limit is LimitStop).
+//   - ErrUnavailable: Redis is unreachable and a limit fails closed (see
+//     Outage); Err is the Redis error, which errors.Is and errors.As reach.
+//
+// RetryAfter(err) reads how long until the call could be admitted (an
+// estimate when Limit is "concurrency"), or for a stop until the next
+// probe is due or the stop ends, whichever comes first.
+type RefusedError struct {
+	// Limit names the limit that held the call back; empty for an
+	// unreachable Redis when every limit fails closed.
+	Limit Limit
+	// Bound is the wait bound that the wait exceeded, for ErrWaitTimeout.
 	Bound time.Duration
-	// Limit names the limit that held the call back.
-	Limit Limit
+	// Err is the Redis error that showed Redis unreachable, for
+	// ErrUnavailable; nil otherwise.
+	Err error
 
+	why      error // the sentinel: ErrNotYet, ErrWaitTimeout, ErrStopped or ErrUnavailable
 	wait     time.Duration
-	ctxBound bool
+	ctxBound bool // the context's deadline set Bound
+	tooLarge bool // larger than this process's share of an open limit
 }
 
-// Error says how long the call would have waited, and for what.
-func (e *WaitError) Error() string {
-	return fmt.Sprintf("pacer: no room within the wait bound %v: %s needs %v more; raise MaxWait or the context deadline, or lower the load", e.Bound.Round(time.Millisecond), e.Limit, e.wait.Round(time.Millisecond))
+// notYet is TryAcquire's refusal: no room in limit for wait.
+func notYet(wait time.Duration, limit Limit) *RefusedError {
+	return &RefusedError{why: ErrNotYet, Limit: limit, wait: wait}
 }
 
-// Is makes errors.Is(err, ErrWaitTimeout) hold, and
-// errors.Is(err, context.DeadlineExceeded) when the context set the bound.
-func (e *WaitError) Is(target error) bool {
-	return target == ErrWaitTimeout || (e.ctxBound && target == context.DeadlineExceeded)
+// unreachableErr is the refusal of a call while Redis is unreachable.
+func unreachableErr(limit Limit, cause error, tooLarge bool) *RefusedError {
+	return &RefusedError{why: ErrUnavailable, Limit: limit, Err: cause, tooLarge: tooLarge}
 }
 
-func (e *WaitError) retryAfter() (time.Duration, bool) { return e.wait, true }
-
-// NotYetError is TryAcquire's and TryRun's answer when the budget has no
-// room now: the call was not sent and nothing was charged. RetryAfter
-// reads how long until the call could be admitted.
-type NotYetError struct {
-	// Limit names the limit that has no room.
-	Limit Limit
-
-	wait time.Duration
-}
-
-// Error says how long until the call could be admitted.
-func (e *NotYetError) Error() string {
-	return "pacer: no room yet in " + string(e.Limit) + "; retry after " + e.wait.Round(time.Millisecond).String()
-}
-
-// Is makes errors.Is(err, ErrNotYet) hold.
-func (e *NotYetError) Is(target error) bool { return target == ErrNotYet }
-
-func (e *NotYetError) retryAfter() (time.Duration, bool) { return e.wait, true }
-
-// StoppedError is Acquire's and TryAcquire's answer while the budget is
-// stopped. It matches ErrStopped, and ErrQuotaExhausted when Limit is
-// LimitQuota. RetryAfter reads how long until the next probe is due or the
-// stop ends, whichever comes first: asking sooner is refused again.
-type StoppedError struct {
-	// Limit is LimitQuota for a stop after an exhausted quota, LimitStop
-	// for an operator's stop.
-	Limit Limit
-
-	wait time.Duration
-}
-
-// Error says why the call was refused and when to ask again.
-func (e *StoppedError) Error() string {
-	if e.Limit == LimitQuota {
-		return fmt.Sprintf("pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in %v (add credit or raise the quota, then Resume)", e.wait.Round(time.Millisecond))
+// Error says why the call was refused and what would admit it.
+func (e *RefusedError) Error() string {
+	wait := e.wait.Round(time.Millisecond)
+	switch e.why {
+	case ErrWaitTimeout:
+		return fmt.Sprintf("pacer: no room within the wait bound %v: %s needs %v more; raise MaxWait or the context deadline, or lower the load", e.Bound.Round(time.Millisecond), e.Limit, wait)
+	case ErrStopped:
+		if e.Limit == LimitQuota {
+			return fmt.Sprintf("pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in %v (add credit or raise the quota, then Resume)", wait)
+		}
+		return fmt.Sprintf("pacer: budget stopped by an operator; nothing sent; the stop ends in %v unless Resume ends it sooner", wait)
+	case ErrUnavailable:
+		switch {
+		case e.tooLarge:
+			return fmt.Sprintf("pacer: Redis is unreachable and the call exceeds this process's share of %s (Config.Outage): %v", e.Limit, e.Err)
+		case e.Limit == "":
+			return fmt.Sprintf("pacer: Redis is unreachable; the budget fails closed (Config.Outage): %v", e.Err)
+		}
+		return fmt.Sprintf("pacer: Redis is unreachable and %s fails closed (Config.Outage): %v", e.Limit, e.Err)
 	}
-	return fmt.Sprintf("pacer: budget stopped by an operator; nothing sent; the stop ends in %v unless Resume ends it sooner", e.wait.Round(time.Millisecond))
+	return "pacer: no room yet in " + string(e.Limit) + "; retry after " + wait.String()
 }
 
-// Is makes errors.Is(err, ErrStopped) hold, and errors.Is(err,
-// ErrQuotaExhausted) for a quota stop.
-func (e *StoppedError) Is(target error) bool {
-	return target == ErrStopped || (target == ErrQuotaExhausted && e.Limit == LimitQuota)
+// Is matches the sentinel that says why the call was refused, and
+// ErrQuotaExhausted for a quota stop and context.DeadlineExceeded for a
+// wait bounded by the context's deadline.
+func (e *RefusedError) Is(target error) bool {
+	switch {
+	case target == e.why:
+		return true
+	case target == ErrQuotaExhausted:
+		return e.why == ErrStopped && e.Limit == LimitQuota
+	case target == context.DeadlineExceeded:
+		return e.why == ErrWaitTimeout && e.ctxBound
+	}
+	return false
 }
 
-func (e *StoppedError) retryAfter() (time.Duration, bool) { return e.wait, true }
+// Unwrap returns the Redis error of an ErrUnavailable refusal, else nil.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+func (e *RefusedError) retryAfter() (time.Duration, bool) {
+	if e.why == ErrUnavailable {
+		return 0, false
+	}
+	return e.wait, true
+}
 
 // RunError is the error Run and TryRun return when the call failed. It
 // wraps the last call's error (errors.Is and errors.As reach it) and
@@ -227,34 +242,3 @@ func (e *RunError) Is(target error) bool {
 func (e *RunError) retryAfter() (time.Duration, bool) {
 	return e.Verdict.RetryAfter, e.Verdict.RetryAfter > 0
 }
-
-// UnavailableError is returned by Acquire and TryAcquire for a call refused
-// while Redis is unreachable. It matches ErrUnavailable with errors.Is, and
-// unwraps to the Redis error.
-type UnavailableError struct {
-	// Limit is the fail-closed limit that refused the call; empty for a
-	// budget without Config.Outage, whose limits all fail closed, and
-	// for a call too large for this process's share of an open limit.
-	Limit Limit
-	// Err is the Redis error that showed Redis unreachable.
-	Err error
-
-	tooLarge bool
-}
-
-// Error says why the call was refused and what would admit it.
-func (e *UnavailableError) Error() string {
-	switch {
-	case e.tooLarge:
-		return fmt.Sprintf("pacer: Redis is unreachable and the call exceeds this process's share of %s (Config.Outage): %v", e.Limit, e.Err)
-	case e.Limit == "":
-		return fmt.Sprintf("pacer: Redis is unreachable; the budget fails closed (Config.Outage): %v", e.Err)
-	}
-	return fmt.Sprintf("pacer: Redis is unreachable and %s fails closed (Config.Outage): %v", e.Limit, e.Err)
-}
-
-// Is makes errors.Is(err, ErrUnavailable) hold.
-func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
-
-// Unwrap returns the Redis error.
-func (e *UnavailableError) Unwrap() error { return e.Err }

@@ -35,7 +35,7 @@ func ExampleRate() {
 	_ = l.SettleUsage(ctx, pacer.Usage{Input: 11_800, Output: 900})     // what the answer reported
 
 	_, err := p.TryAcquire(ctx, pacer.Request{Input: 2_000, Output: 7_500})
-	var notYet *pacer.NotYetError
+	var notYet *pacer.RefusedError
 	if errors.As(err, &notYet) {
 		fmt.Println("no room yet for", notYet.Limit)
 	}
@@ -63,7 +63,7 @@ func ExampleRate_sliding() {
 		_, _ = p.TryAcquire(ctx, pacer.Request{})
 	}
 	_, err := p.TryAcquire(ctx, pacer.Request{})
-	var notYet *pacer.NotYetError
+	var notYet *pacer.RefusedError
 	if errors.As(err, &notYet) {
 		wait, _ := pacer.RetryAfter(err)
 		fmt.Printf("%s: room again in %v\n", notYet.Limit, wait)
@@ -135,7 +135,7 @@ func ExampleTenants() {
 	_ = l.Settle(ctx, 15_000)
 
 	_, err := p.TryAcquire(ctx, pacer.Request{Tenant: "customer-42", Tokens: 8_000})
-	var notYet *pacer.NotYetError
+	var notYet *pacer.RefusedError
 	if errors.As(err, &notYet) {
 		fmt.Println("customer-42 waits for", notYet.Limit)
 	}

@@ -61,7 +61,7 @@ func ExampleOutage() {
 		held = append(held, l)
 	}
 	_, err = open.TryAcquire(ctx, pacer.Request{Tokens: 500})
-	var notYet *pacer.NotYetError
+	var notYet *pacer.RefusedError
 	if errors.As(err, &notYet) {
 		fmt.Printf("admitted %d locally (Local: %v), then no room: %s\n", len(held), held[0].Local(), notYet.Limit)
 	}

@@ -126,7 +126,7 @@ func ExamplePacer_Pause() {
 	ctx := context.Background()
 	_ = worker1.Pause(ctx, 20*time.Second)
 	_, err := worker2.TryAcquire(ctx, pacer.Request{})
-	var notYet *pacer.NotYetError
+	var notYet *pacer.RefusedError
 	if errors.As(err, &notYet) {
 		wait, _ := pacer.RetryAfter(err)
 		fmt.Println("worker 2 waits", wait.Round(time.Second), "for", notYet.Limit)

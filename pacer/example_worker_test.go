@@ -41,7 +41,7 @@ func jitter(d time.Duration) time.Duration {
 // When the budget has no room, the loop sleeps for as long as the error
 // says, then asks again; it never spins. Acquire's short MaxWait hands the
 // wait back to the loop, which may do other work meanwhile; TryAcquire's
-// *NotYetError is handled the same way.
+// *RefusedError is handled the same way.
 func ExamplePacer_Acquire_workerLoop() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()

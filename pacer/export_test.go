@@ -11,4 +11,4 @@ func OneTrip(g *Group) bool { return g.one }
 
 // NotYet returns the error TryAcquire returns when limit has no room for
 // wait, for tests of what reads it.
-func NotYet(wait time.Duration, limit Limit) error { return &NotYetError{Limit: limit, wait: wait} }
+func NotYet(wait time.Duration, limit Limit) error { return notYet(wait, limit) }

@@ -247,8 +247,8 @@ func (g *Group) order() []int {
 //
 // The wait is bounded as Pacer.Acquire's: by r.MaxWait, or else the first
 // deployment's Config.MaxWait, and by ctx. The errors are Pacer.Acquire's:
-// a *WaitError when no deployment has room within the bound, a
-// *StoppedError when every deployment is stopped, ErrTooLarge when r fits
+// a *RefusedError matching ErrWaitTimeout when no deployment has room
+// within the bound, or ErrStopped when every deployment is stopped, ErrTooLarge when r fits
 // none, ErrInvalid for a request every deployment refuses.
 func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
 	r = r.withTotal()
@@ -318,9 +318,9 @@ func rerouted(error) error { return errReroute }
 
 // TryAcquire admits r on the first deployment, in the Policy's order, that
 // has room for it now, and returns its lease and that deployment's Pacer.
-// It never waits: when no deployment has room, it returns a *NotYetError
+// It never waits: when no deployment has room, it returns a *RefusedError
 // (errors.Is ErrNotYet) with the shortest time until one might, having
-// charged nothing; when every deployment is stopped, a *StoppedError.
+// charged nothing; when every deployment is stopped, one matching ErrStopped.
 func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
 	r = r.withTotal()
 	for stale := 0; ; {

@@ -386,7 +386,7 @@ func TestAcquireCanceledWhileRedisHangs(t *testing.T) {
 }
 
 // An Acquire whose wait fits its deadline with little to spare either gets
-// its lease or a *WaitError: the jitter on its sleep never carries it past
+// its lease or a ErrWaitTimeout refusal: the jitter on its sleep never carries it past
 // the deadline into a bare context error.
 //
 // The pause is 1 s so that every call's first answer arrives before its
@@ -417,9 +417,9 @@ func TestJitterNeverPassesTheDeadline(t *testing.T) {
 		wg.Wait()
 		close(errs)
 		for err := range errs {
-			var we *pacer.WaitError
-			if err != nil && !errors.As(err, &we) {
-				t.Errorf("Acquire = %v; want a lease or a *WaitError", err)
+			var we *pacer.RefusedError
+			if err != nil && (!errors.As(err, &we) || !errors.Is(err, pacer.ErrWaitTimeout)) {
+				t.Errorf("Acquire = %v; want a lease or a ErrWaitTimeout refusal", err)
 			}
 		}
 	})

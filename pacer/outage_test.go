@@ -138,13 +138,13 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 					func() (*pacer.Lease, error) { return p.TryAcquire(ctx, r) },
 				} {
 					l, err := call()
-					var ue *pacer.UnavailableError
+					var ue *pacer.RefusedError
 					var op *net.OpError
 					if l != nil || !errors.Is(err, pacer.ErrUnavailable) || !errors.As(err, &ue) || !errors.As(err, &op) {
-						t.Fatalf("call %d with Redis down = %v, %v; want an *UnavailableError wrapping the dial error", i, l, err)
+						t.Fatalf("call %d with Redis down = %v, %v; want an ErrUnavailable *RefusedError wrapping the dial error", i, l, err)
 					}
 					if ue.Limit != tc.limit {
-						t.Errorf("UnavailableError.Limit = %q; want %q", ue.Limit, tc.limit)
+						t.Errorf("RefusedError.Limit = %q; want %q", ue.Limit, tc.limit)
 					}
 				}
 			}
@@ -265,8 +265,8 @@ func TestLocalSettleRefunds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ny *pacer.NotYetError
-	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.As(err, &ny) || ny.Limit != pacer.LimitConcurrency {
+	var ny *pacer.RefusedError
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || ny.Limit != pacer.LimitConcurrency {
 		t.Fatalf("a third call with 2 local slots held = %v; want ErrNotYet for concurrency", err)
 	}
 	if err := l2.Cancel(ctx); err != nil {

@@ -296,9 +296,9 @@ func TestTooLargeAndWaitTimeout(t *testing.T) {
 		}
 		// The bucket is empty and refills 1000 a minute: 500 tokens take 30s.
 		_, err := p.Acquire(ctx, pacer.Request{Tokens: 500})
-		var we *pacer.WaitError
+		var we *pacer.RefusedError
 		if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &we) || we.Limit != "tpm" || retryAfter(we) < 25*time.Second {
-			t.Errorf("Acquire(500) = %v; want a WaitError on tpm of about 30s", err)
+			t.Errorf("Acquire(500) = %v; want ErrWaitTimeout on tpm of about 30s", err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

@@ -85,8 +85,8 @@ type Rate struct {
 	Sliding bool
 }
 
-// Name returns the limit's name, as Event.Limit, WaitError.Limit and
-// NotYetError.Limit report it: "rpm", "tpm", "rpd" or "tpd" for the rates
+// Name returns the limit's name, as Event.Limit and RefusedError.Limit
+// report it: "rpm", "tpm", "rpd" or "tpd" for the rates
 // Limits can state, and otherwise the unit's name and the window, such as
 // "tokens/3600s" or "input_tokens/60s".
 func (r Rate) Name() Limit {

@@ -14,12 +14,12 @@ import (
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
-// notYet returns err's *NotYetError, failing the test if it is not one.
-func notYet(t *testing.T, what string, err error) *pacer.NotYetError {
+// notYet returns err's ErrNotYet *RefusedError, failing the test if it is not one.
+func notYet(t *testing.T, what string, err error) *pacer.RefusedError {
 	t.Helper()
-	var ny *pacer.NotYetError
-	if !errors.As(err, &ny) {
-		t.Fatalf("%s = %v; want a *NotYetError", what, err)
+	var ny *pacer.RefusedError
+	if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) {
+		t.Fatalf("%s = %v; want a *RefusedError matching ErrNotYet", what, err)
 	}
 	return ny
 }

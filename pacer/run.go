@@ -219,7 +219,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // TryRun is Run's form for job queues: it sends the call only if the budget
 // has room now, and never retries or sleeps. If there is no room it returns
-// a *NotYetError (errors.Is ErrNotYet) with the time until there will be,
+// a *RefusedError (errors.Is ErrNotYet) with the time until there will be,
 // having charged nothing: hand the job back to the queue with that delay.
 // A call answered RateLimited pauses the shared budget and comes back as a
 // *RunError whose Verdict.RetryAfter says when to try again; other failures

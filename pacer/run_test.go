@@ -202,9 +202,9 @@ func TestTryRunNotYet(t *testing.T) {
 		}
 		before := snap(t, p)
 		_, err := pacer.TryRun(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total)
-		var ny *pacer.NotYetError
+		var ny *pacer.RefusedError
 		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) <= 0 {
-			t.Fatalf("TryRun with no room = %v; want a NotYetError with a delay", err)
+			t.Fatalf("TryRun with no room = %v; want ErrNotYet with a delay", err)
 		}
 		after := snap(t, p)
 		if calls.Load() != 1 || !near(after.TPD.Level, before.TPD.Level, 1) || !near(after.RPD.Level, before.RPD.Level, 0.01) {

@@ -16,7 +16,7 @@ const defaultProbeInterval = time.Minute
 
 // StopQuota tells the budget that the provider's quota is exhausted
 // (credits, billing or a daily quota: retrying cannot help). Every process
-// then fails its calls at once with a *StoppedError that matches
+// then fails its calls at once with a *RefusedError that matches
 // ErrQuotaExhausted, sending nothing, for d (the provider's reset when it
 // names one; at most 7 days) or until one probe succeeds: every probe
 // interval (a minute if 0), one call that fits the budget goes
@@ -39,7 +39,7 @@ func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 }
 
 // Stop refuses every call of the budget, in every process, for d (at most
-// 7 days), with a *StoppedError that matches ErrStopped: an operator's
+// 7 days), with a *RefusedError that matches ErrStopped: an operator's
 // brake, for an incident or a runaway job. Calls already admitted run on.
 // Resume ends the stop sooner. A stop only grows, as for StopQuota; while
 // it lasts, a StopQuota only extends it, and no probe lifts it. It wins
@@ -79,11 +79,11 @@ func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind Limit) er
 }
 
 // stopped returns the error for a reply refused by a stop, or nil.
-func stopped(rep wire.AcquireReply) *StoppedError {
+func stopped(rep wire.AcquireReply) *RefusedError {
 	if rep.Code != wire.Denied || (rep.Reason != string(LimitQuota) && rep.Reason != string(LimitStop)) {
 		return nil
 	}
-	return &StoppedError{Limit: Limit(rep.Reason), wait: rep.Wait}
+	return &RefusedError{why: ErrStopped, Limit: Limit(rep.Reason), wait: rep.Wait}
 }
 
 // probeSucceeded resumes the budget after its probe was settled: the

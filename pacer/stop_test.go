@@ -31,9 +31,9 @@ func TestQuotaStopAndProbe(t *testing.T) {
 		for i, p := range ps {
 			began := time.Now()
 			_, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
-			var se *pacer.StoppedError
+			var se *pacer.RefusedError
 			if !errors.As(err, &se) || !errors.Is(err, pacer.ErrQuotaExhausted) || !errors.Is(err, pacer.ErrStopped) {
-				t.Fatalf("pacer %d: Acquire while stopped = %v; want a *StoppedError matching ErrQuotaExhausted", i, err)
+				t.Fatalf("pacer %d: Acquire while stopped = %v; want a *RefusedError matching ErrStopped matching ErrQuotaExhausted", i, err)
 			}
 			if se.Limit != pacer.LimitQuota || retryAfter(se) <= 0 || retryAfter(se) > probe {
 				t.Errorf("pacer %d: %+v; want LimitQuota and RetryAfter in (0, %v]", i, *se, probe)
@@ -41,8 +41,8 @@ func TestQuotaStopAndProbe(t *testing.T) {
 			if took := time.Since(began); took > 2*time.Second {
 				t.Errorf("pacer %d: Acquire took %v to refuse; want at once", i, took)
 			}
-			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.As(err, &se) || errors.Is(err, pacer.ErrNotYet) {
-				t.Errorf("pacer %d: TryAcquire while stopped = %v; want a *StoppedError, not ErrNotYet", i, err)
+			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrNotYet) {
+				t.Errorf("pacer %d: TryAcquire while stopped = %v; want a *RefusedError matching ErrStopped, not ErrNotYet", i, err)
 			}
 		}
 		s := snap(t, ps[1])
@@ -310,9 +310,9 @@ func TestStopWinsOverPause(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 1})
-		var se *pacer.StoppedError
-		if !errors.As(err, &se) || se.Limit != pacer.LimitStop {
-			t.Fatalf("TryAcquire on a paused, then stopped budget = %v; want a *StoppedError by the operator's stop", err)
+		var se *pacer.RefusedError
+		if !errors.Is(err, pacer.ErrStopped) || !errors.As(err, &se) || se.Limit != pacer.LimitStop {
+			t.Fatalf("TryAcquire on a paused, then stopped budget = %v; want a *RefusedError matching ErrStopped by the operator's stop", err)
 		}
 		began := time.Now()
 		if _, err := ps[1].Acquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
@@ -333,11 +333,11 @@ func TestStopWinsOverPause(t *testing.T) {
 		}
 		c.advance(probe + probe/2)
 		l, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 1})
-		if !errors.As(err, &se) || se.Limit != pacer.LimitQuota {
+		if !errors.Is(err, pacer.ErrStopped) || !errors.As(err, &se) || se.Limit != pacer.LimitQuota {
 			if l != nil {
 				_ = l.Settle(ctx, 0)
 			}
-			t.Fatalf("TryAcquire on a paused budget whose quota probe is due = %v; want a *StoppedError by the quota, no probe", err)
+			t.Fatalf("TryAcquire on a paused budget whose quota probe is due = %v; want a *RefusedError matching ErrStopped by the quota, no probe", err)
 		}
 		if retryAfter(se) < 15*time.Second {
 			t.Errorf("RetryAfter %v; want the pause's end (about 20 s), when the probe may go", retryAfter(se))

@@ -10,7 +10,7 @@ import (
 )
 
 // TryAcquire admits r only if every limit has room now. It never waits: it
-// returns a lease, or a *NotYetError (errors.Is ErrNotYet) that says how
+// returns a lease, or a *RefusedError (errors.Is ErrNotYet) that says how
 // long until r could be admitted (assuming no other caller takes the room
 // first), having charged nothing. It returns ErrTooLarge for a request that
 // can never fit.
@@ -82,7 +82,7 @@ func (c *call) tryAnswer(id string, rep wire.AcquireReply, charged int64) (*Leas
 	case wire.TooLarge:
 		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.Reason)
 	}
-	err := &NotYetError{wait: rep.Wait, Limit: Limit(rep.Reason)}
+	err := notYet(rep.Wait, Limit(rep.Reason))
 	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
 	return nil, err
 }

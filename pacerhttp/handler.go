@@ -76,8 +76,8 @@ type Refusal struct {
 	Wait time.Duration
 	// Request is what the request would have reserved.
 	Request pacer.Request
-	// Err is the pacer's answer: a *pacer.NotYetError, *pacer.WaitError
-	// or *pacer.StoppedError.
+	// Err is the pacer's answer: a *pacer.RefusedError matching
+	// pacer.ErrNotYet, pacer.ErrWaitTimeout or pacer.ErrStopped.
 	Err error
 }
 
@@ -174,22 +174,14 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, l *pacer.Lease) 
 // refused answers a request the pacer did not admit.
 func (h *handler) refused(w http.ResponseWriter, r *http.Request, req pacer.Request, err error) {
 	why := Refusal{Tenant: req.Tenant, Request: req, Err: err}
-	var (
-		ny *pacer.NotYetError
-		we *pacer.WaitError
-		st *pacer.StoppedError
-	)
+	var re *pacer.RefusedError
 	switch {
 	case errors.Is(r.Context().Err(), context.Canceled):
 		// The client left while waiting: nobody reads an answer, and the
 		// pacer gave back whatever the wait held.
 		return
-	case errors.As(err, &ny):
-		why.Limit = ny.Limit
-	case errors.As(err, &we):
-		why.Limit = we.Limit
-	case errors.As(err, &st):
-		why.Limit = st.Limit
+	case errors.As(err, &re) && !errors.Is(err, pacer.ErrUnavailable):
+		why.Limit = re.Limit
 	case errors.Is(err, pacer.ErrTooLarge):
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "the request is larger than the budget can ever admit", err)
 		return

@@ -81,7 +81,7 @@ func TestHandlerWaitingRoom(t *testing.T) {
 			t.Fatalf("fallbacks %+v; want one for rpm, with a wait of about a minute", fallbacks)
 		}
 		if !errors.Is(fallbacks[0].Err, pacer.ErrWaitTimeout) {
-			t.Errorf("Refusal.Err = %v; want a WaitError", fallbacks[0].Err)
+			t.Errorf("Refusal.Err = %v; want ErrWaitTimeout", fallbacks[0].Err)
 		}
 	})
 }

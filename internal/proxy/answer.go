@@ -126,17 +126,17 @@ const (
 // not reach the provider.
 func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err error) {
 	var (
-		stopped *pacer.StoppedError
-		wait    *pacer.WaitError
+		refused *pacer.RefusedError
 		up      *upstreamError
 	)
 	retry, _ := pacer.RetryAfter(err)
+	errors.As(err, &refused)
 	switch {
 	case r.Context().Err() != nil:
 		// The client has gone: nobody reads an answer.
 		p.log.Debug("client gone before the answer", "path", r.URL.EscapedPath())
 		w.WriteHeader(499)
-	case errors.As(err, &stopped) && stopped.Limit == pacer.LimitQuota:
+	case errors.Is(err, pacer.ErrQuotaExhausted) && errors.Is(err, pacer.ErrStopped):
 		msg := openAIQuota
 		status := http.StatusTooManyRequests
 		if rt.style == anthropic {
@@ -144,12 +144,12 @@ func (p *Proxy) failed(w http.ResponseWriter, r *http.Request, rt *route, err er
 		}
 		rt.style.write(w, refusal{status: status, kind: kindQuota, retry: retry,
 			msg: fmt.Sprintf("%s (llmpacer: the budget is stopped for every replica since the provider said so; nothing was sent; the next probe is due in %v)", msg, retry.Round(time.Second))})
-	case errors.As(err, &stopped):
+	case errors.Is(err, pacer.ErrStopped):
 		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(retry, time.Millisecond),
 			msg: fmt.Sprintf("llmpacer: the budget is stopped by an operator for %v more; nothing was sent", retry.Round(time.Second))})
-	case errors.As(err, &wait):
-		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(retry, time.Millisecond), tokens: tokenLimit(wait.Limit),
-			msg: fmt.Sprintf("llmpacer: rate limit: no turn within %v (%s needs %v more); nothing was sent. Please try again in %v.", wait.Bound.Round(time.Millisecond), wait.Limit, retry.Round(time.Millisecond), retry.Round(time.Millisecond))})
+	case errors.Is(err, pacer.ErrWaitTimeout) && refused != nil:
+		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, retry: max(retry, time.Millisecond), tokens: tokenLimit(refused.Limit),
+			msg: fmt.Sprintf("llmpacer: rate limit: no turn within %v (%s needs %v more); nothing was sent. Please try again in %v.", refused.Bound.Round(time.Millisecond), refused.Limit, retry.Round(time.Millisecond), retry.Round(time.Millisecond))})
 	case errors.Is(err, pacer.ErrTooLarge):
 		rt.style.write(w, refusal{status: http.StatusTooManyRequests, kind: kindRate, tokens: true,
 			msg: "llmpacer: Request too large: the request asks for more tokens than the budget's limit holds at once; reduce the prompt or max tokens. " + err.Error()})
