@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -25,32 +24,6 @@ type Limits struct {
 	TPD         int64 // tokens per day
 	Concurrency int64 // calls in flight at once
 }
-
-// String formats the limits that are set, for logs: "rpm=500 tpm=200000".
-func (l Limits) String() string {
-	s := ""
-	add := func(name string, v int64) {
-		if v == 0 {
-			return
-		}
-		if s != "" {
-			s += " "
-		}
-		s += name + "=" + strconv.FormatInt(v, 10)
-	}
-	add("rpm", l.RPM)
-	add("tpm", l.TPM)
-	add("rpd", l.RPD)
-	add("tpd", l.TPD)
-	add("concurrency", l.Concurrency)
-	if s == "" {
-		return "none"
-	}
-	return s
-}
-
-// IsZero reports whether no limit is set.
-func (l Limits) IsZero() bool { return l == Limits{} }
 
 // Burst sets a bucket's capacity below its limit. A zero field keeps the
 // default: the capacity equals the limit (after Headroom), so a budget that
@@ -325,7 +298,7 @@ func (c Config) settings() (settings, error) {
 		s.fields = append(s.fields, b.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}
-	if !c.Tenants.IsZero() {
+	if c.Tenants.set() {
 		if s.tenants, err = c.tenantBuckets(s.configured()); err != nil {
 			return settings{}, err
 		}
@@ -357,7 +330,7 @@ func (c Config) validate() error {
 		}
 	}
 	l := c.Limits
-	if l.IsZero() && len(c.Rates) == 0 {
+	if l == (Limits{}) && len(c.Rates) == 0 {
 		return invalidf("Config.Limits: no limit is set; set at least one of RPM, TPM, RPD, TPD, Concurrency, or a Config.Rates entry")
 	}
 	if err := c.validateModels(); err != nil {

@@ -63,8 +63,8 @@ type Tenants struct {
 	Share float64
 }
 
-// IsZero reports whether t sets nothing: a budget without tenants.
-func (t Tenants) IsZero() bool { return len(t.Rates) == 0 && t.Share == 0 }
+// set reports whether t sets anything: a budget with tenants.
+func (t Tenants) set() bool { return len(t.Rates) > 0 || t.Share != 0 }
 
 // validate checks the tenants' configuration.
 func (t Tenants) validate() error {

@@ -60,7 +60,7 @@ func request(ctx context.Context, p *pacer.Pacer, tokens int64) pacer.Request {
 	if d, ok := ctx.Value(maxWaitKey).(time.Duration); ok && d > 0 {
 		r.MaxWait = d
 	}
-	if t, ok := ctx.Value(tenantKey).(string); ok && !p.Tenants().IsZero() {
+	if t, ok := ctx.Value(tenantKey).(string); ok && (len(p.Tenants().Rates) > 0 || p.Tenants().Share != 0) {
 		r.Tenant = t
 	}
 	return r

@@ -204,7 +204,7 @@ func (b *budget) learn(ctx context.Context, h http.Header) {
 	_, err := b.p.Define(ctx, cfg)
 	switch {
 	case err == nil:
-		b.log.Info("budget limits learned from the provider's headers", "budget", b.name, "limits", cfg.Limits.String(), "rates", len(cfg.Rates))
+		b.log.Info("budget limits learned from the provider's headers", "budget", b.name, "limits", fmt.Sprintf("%+v", cfg.Limits), "rates", len(cfg.Rates))
 		// The room this first answer reports, before the next call.
 		_ = b.p.Sync(ctx, rl)
 	case errors.Is(err, pacer.ErrSuperseded):
@@ -239,5 +239,5 @@ func definitionOf(rl classify.RateLimits) (pacer.Config, bool) {
 	if w := rl.Tokens; !split && w.HasLimit && w.Limit > 0 {
 		c.Limits.TPM = w.Limit
 	}
-	return c, !c.Limits.IsZero() || len(c.Rates) > 0
+	return c, c.Limits != (pacer.Limits{}) || len(c.Rates) > 0
 }
