@@ -244,7 +244,7 @@ func configVectors(t *testing.T) any {
 		v := configVector{namedConfig: nc, Fields: []string{}, Buckets: []vbucket{}}
 		inBubble(t, nc.Config.config(), func(p *pacer.Pacer, f *fakeWire) {
 			ctx := context.Background()
-			v.Keys = p.Keys()
+			v.Keys = keysOf(p)
 			ttl := nc.Config.ttl()
 			f.queue(admitted(ttl))
 			if _, err := p.Acquire(ctx, pacer.Request{Tokens: 1}); err != nil {
@@ -274,9 +274,9 @@ func configVectors(t *testing.T) any {
 				t.Fatalf("%s: Snapshot: %v", nc.Name, err)
 			}
 			f.take()
-			levels := map[string]pacer.Bucket{"rpm": snap.RPM, "tpm": snap.TPM, "rpd": snap.RPD, "tpd": snap.TPD}
+			levels := map[string]pacer.RateState{}
 			for _, r := range snap.Rates {
-				levels[string(r.Rate.Name())] = r.Bucket
+				levels[string(r.Rate.Name())] = r
 			}
 			for k := range n {
 				field := inter.Args[8+k]

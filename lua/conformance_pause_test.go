@@ -254,14 +254,6 @@ func snapshotVectors(t *testing.T) any {
 			}
 			r := &vsnap{TimeUs: snap.Time.UnixMicro(), PausedMs: snap.Paused.Milliseconds(), InFlight: snap.InFlight, Concurrency: snap.Concurrency, Buckets: []vsnapBuck{},
 				StoppedMs: snap.Stopped.Milliseconds(), StoppedBy: string(snap.StoppedBy)}
-			for _, b := range []struct {
-				f string
-				b pacer.Bucket
-			}{{"rpm", snap.RPM}, {"tpm", snap.TPM}, {"rpd", snap.RPD}, {"tpd", snap.TPD}} {
-				if b.b.Limit != 0 {
-					r.Buckets = append(r.Buckets, vsnapBuck{b.f, b.b.Limit, b.b.Capacity, b.b.Level, b.b.PerSecond})
-				}
-			}
 			for _, b := range snap.Rates {
 				r.Buckets = append(r.Buckets, vsnapBuck{string(b.Rate.Name()), b.Limit, b.Capacity, b.Level, b.PerSecond})
 			}

@@ -101,7 +101,7 @@ func acquireReplyVectors(t *testing.T) any {
 				t.Fatalf("%s: Cancel: %v", c.Name, err)
 			}
 			s := only(t, c.Name+" Cancel", f.take())
-			c.Lease = &vlease{StartUs: l.Start().UnixMicro(), ExpiryMs: l.Expiry().UnixMilli(), ChargedUs: atoi(s.Args[1])}
+			c.Lease = &vlease{StartUs: l.Info().Start.UnixMicro(), ExpiryMs: l.Info().Expiry.UnixMilli(), ChargedUs: atoi(s.Args[1])}
 		})
 	}
 	return map[string]any{

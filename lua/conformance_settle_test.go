@@ -243,7 +243,7 @@ func leaseReplyVectors(t *testing.T) any {
 					t.Fatalf("%s, step %d: called = %v", sq.Name, j, st.Called)
 				}
 				st.Error, st.State = errName(err), l.State().String()
-				st.HeldUs, st.ExpiryMs = l.Held().Microseconds(), l.Expiry().UnixMilli()
+				st.HeldUs, st.ExpiryMs = l.Info().Held.Microseconds(), l.Info().Expiry.UnixMilli()
 			}
 		})
 	}

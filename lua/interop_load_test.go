@@ -40,7 +40,7 @@ func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 	if err := drain.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	calls = append(calls, call{Side: "go", StartUs: drain.Start().UnixMicro(), EndUs: drain.Start().Add(drain.Held()).UnixMicro(),
+	calls = append(calls, call{Side: "go", StartUs: drain.Info().Start.UnixMicro(), EndUs: drain.Info().Start.Add(drain.Info().Held).UnixMicro(),
 		How: "release", Reserved: cfg.Burst.TPM, Priority: "interactive"})
 	w.send(map[string]any{"op": "load", "budget": "load", "seconds": phase.Seconds(), "threads": 3, "seed": 1, "ends": ends})
 	ctx, cancel := context.WithTimeout(context.Background(), phase)
@@ -68,7 +68,7 @@ func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 					continue
 				}
 				time.Sleep(time.Duration(20+rng.IntN(61)) * time.Millisecond)
-				c := call{Side: "go", StartUs: l.Start().UnixMicro(), SlotUs: slot, Reserved: tokens, WaitedMs: float64(l.Waited()) / 1e6, Priority: prioName}
+				c := call{Side: "go", StartUs: l.Info().Start.UnixMicro(), SlotUs: slot, Reserved: tokens, WaitedMs: float64(l.Info().Waited) / 1e6, Priority: prioName}
 				var err2 error
 				switch c.How = ends[rng.IntN(len(ends))]; c.How {
 				case "settle":
@@ -82,8 +82,8 @@ func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 				if err2 != nil {
 					t.Errorf("Go %s: %v", c.How, err2)
 				}
-				if l.Held() > 0 {
-					c.EndUs = l.Start().Add(l.Held()).UnixMicro()
+				if l.Info().Held > 0 {
+					c.EndUs = l.Info().Start.Add(l.Info().Held).UnixMicro()
 				}
 				mu.Lock()
 				calls = append(calls, c)

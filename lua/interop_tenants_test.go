@@ -194,7 +194,7 @@ func checkTenantCounts(t *testing.T, p *pacer.Pacer, calls []tenantCall) map[str
 	if len(snap.Rates) != 1 {
 		t.Fatalf("snapshot rates: %+v", snap.Rates)
 	}
-	if got := tenantsCap - int64(snap.Rates[0].Bucket.Level); got != total {
+	if got := tenantsCap - int64(snap.Rates[0].Level); got != total {
 		t.Errorf("the budget's spend cap counts %d; the calls of both sides spent %d", got, total)
 	}
 	if total > tenantsCap {
@@ -205,7 +205,7 @@ func checkTenantCounts(t *testing.T, p *pacer.Pacer, calls []tenantCall) map[str
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tenantOwnCap - int64(ts.Rates[0].Bucket.Level); got != s {
+		if got := tenantOwnCap - int64(ts.Rates[0].Level); got != s {
 			t.Errorf("tenant %s's own cap counts %d; its calls spent %d", tn, got, s)
 		}
 		if s > tenantOwnCap {

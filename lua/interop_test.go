@@ -1,8 +1,10 @@
 package lua_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"slices"
 	"strings"
 	"testing"
@@ -79,7 +81,7 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		pacers[k] = [2]*pacer.Pacer{p1, p2}
-		t.Cleanup(func() { rdb.Del(context.Background(), p1.Keys()...) })
+		t.Cleanup(func() { rdb.Del(context.Background(), keysOf(p1)...) })
 	}
 	began := time.Now()
 	w := startWorker(t, py, b, budgets)
@@ -133,7 +135,7 @@ func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.TPM.Level
+		return s.Rate(pacer.LimitTPM).Level
 	}
 	before := level()
 	e := w.do(map[string]any{"op": "end", "lease": a.Lease, "how": "settle", "used": 1000, "resent": true})
@@ -152,8 +154,8 @@ func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
 // the same keys on both sides: each side's charge is room the other is
 // refused, and its cancel room the other is admitted into.
 func interopHashTag(t *testing.T, w *worker, p *pacer.Pacer) {
-	if k := p.Keys()[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Name(), ":tagged")+"-group}") {
-		t.Fatalf("Go keys %q: the hash tag is not their tag", p.Keys())
+	if k := keysOf(p)[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Name(), ":tagged")+"-group}") {
+		t.Fatalf("Go keys %q: the hash tag is not their tag", keysOf(p))
 	}
 	a := pyTry(w, "tagged", 55)
 	if a.Error != "" {
@@ -211,8 +213,8 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 	l1 := admit(pyTry(w, "refund", 55), "try 55 of a full 60")
 	goRefused("with 5 tokens left")
 	pyEnd(t, w, l1, "settle", 5) // 50 back
-	if s, err := p.Snapshot(ctx); err != nil || s.TPM.Level < 55 || s.TPM.Level > 60 {
-		t.Fatalf("Go Snapshot after Python gave 50 back = %+v, %v; want a TPM level of 55 to 60", s.TPM, err)
+	if s, err := p.Snapshot(ctx); err != nil || s.Rate(pacer.LimitTPM).Level < 55 || s.Rate(pacer.LimitTPM).Level > 60 {
+		t.Fatalf("Go Snapshot after Python gave 50 back = %+v, %v; want a TPM level of 55 to 60", s.Rate(pacer.LimitTPM), err)
 	}
 	g1 := goAdmitted("after Python's settle gave 50 back")
 	refuse(pyTry(w, "refund", 40), "try 40 with about 15 left")
@@ -269,7 +271,7 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 	if r.err != nil {
 		t.Fatalf("Go Acquire waiting for Python's slot: %v", r.err)
 	}
-	if start := r.l.Start().UnixMicro(); start < ended.EndUs {
+	if start := r.l.Info().Start.UnixMicro(); start < ended.EndUs {
 		t.Errorf("Go admitted at %d µs, before Python's lease ended at %d µs", start, ended.EndUs)
 	}
 	if a := pyTry(w, "slots", 0); a.Error != "not_yet" || a.Limit != "concurrency" {
@@ -290,7 +292,7 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 	if err := r.l.Settle(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	goEnd := r.l.Start().Add(r.l.Held()).UnixMicro()
+	goEnd := r.l.Info().Start.Add(r.l.Info().Held).UnixMicro()
 	a := w.answer()
 	if a.Error != "" {
 		t.Fatalf("Python acquire waiting for Go's slot: %s %s", a.Error, a.Message)
@@ -309,7 +311,7 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 	if r2.err != nil {
 		t.Fatalf("Go Acquire queued behind Python: %v", r2.err)
 	}
-	if start := r2.l.Start().UnixMicro(); start < pyDone.EndUs {
+	if start := r2.l.Info().Start.UnixMicro(); start < pyDone.EndUs {
 		t.Errorf("Go admitted at %d µs, before Python's lease ended at %d µs", start, pyDone.EndUs)
 	}
 	if err := r2.l.Release(ctx); err != nil {
@@ -338,7 +340,7 @@ func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
 	// The token bucket (60,000 and full before) is lowered to hold the
 	// refused call's 1000 tokens when the pause ends, and less until then.
 	s, err := p.Snapshot(ctx)
-	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.TPM.Level > 1000 {
+	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.Rate(pacer.LimitTPM).Level > 1000 {
 		t.Fatalf("Go Snapshot after Python's throttled = %+v, %v; want a pause of up to 10 s and at most 1000 tokens", s, err)
 	}
 	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != pacer.LimitPause {
@@ -361,7 +363,7 @@ func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
 func waitQueued(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		ids, err := rdb.ZRange(context.Background(), p.Keys()[2], 0, -1).Result()
+		ids, err := rdb.ZRange(context.Background(), keysOf(p)[2], 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,4 +465,16 @@ func interopRates(t *testing.T, w *worker, p *pacer.Pacer) {
 	}
 	l3 := pyAdmitted(pyTrySplit(20, 40), "try 20 in, 40 out after Go's Settle of its total") // 5, 15, 5
 	pyEnd(l3, map[string]any{"how": "release"})
+}
+
+// keysOf returns p's Redis keys in the scripts' order (KEYS[1] to KEYS[4]),
+// spelled from its Config as internal/wire spells them.
+func keysOf(p *pacer.Pacer) []string {
+	c := p.Config()
+	return wire.Keys(wire.KeyTag(cmp.Or(c.KeyPrefix, wire.DefaultPrefix), c.Name, c.HashTag))
+}
+
+// tenantKeyOf returns the key of tenant's hash in p's budget.
+func tenantKeyOf(p *pacer.Pacer, tenant string) string {
+	return wire.TenantKey(strings.TrimSuffix(keysOf(p)[0], wire.StateSuffix), wire.TenantHash(tenant))
 }

@@ -253,7 +253,7 @@ func (a *acquisition) emit(kind EventKind, wait time.Duration, limit Limit, err 
 // claimed returns the pending lease, which claimed its slot at its turn.
 func (a *acquisition) claimed(rep wire.AcquireReply) *Lease {
 	ad := a.under.admitAs(a.id)
-	ad.Start, ad.Expiry = a.pending.Start(), rep.Expiry
+	ad.Start, ad.Expiry = a.pending.a.Start, rep.Expiry
 	ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
 	l := a.under.open(ad)
 	a.emit(Admitted, time.Since(a.began), Limit(rep.Reason), nil)
@@ -421,7 +421,7 @@ func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duratio
 			// that would start the call on an expired lease, its slot
 			// free for another. It is kept alive at two thirds of the
 			// way to each expiry until the pause ends.
-			if left := time.Until(l.Expiry()) * 2 / 3; d > left {
+			if left := time.Until(l.Info().Expiry) * 2 / 3; d > left {
 				d, keep = max(left, 10*time.Millisecond), true
 			}
 		}

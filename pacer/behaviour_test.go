@@ -146,7 +146,7 @@ func TestFairnessLargeRequestNotStarved(t *testing.T) {
 						return
 					}
 					mu.Lock()
-					spans = append(spans, span{asked, l.Start()})
+					spans = append(spans, span{asked, l.Info().Start})
 					mu.Unlock()
 					_ = l.Settle(context.Background(), 100)
 				}
@@ -196,7 +196,7 @@ func TestFairnessLargeRequestNotStarved(t *testing.T) {
 		for _, s := range spans {
 			if s.asked.After(reserved) {
 				after++
-				if s.turn.Before(l.Start()) {
+				if s.turn.Before(l.Info().Start) {
 					overtakers++
 				}
 			}
@@ -314,7 +314,7 @@ func TestNamesAreIndependentAndShareASlot(t *testing.T) {
 				t.Fatalf("budget %d: second call admitted past RPD 1", i)
 			}
 			if b.Kind == "cluster" {
-				keys := p.Keys()
+				keys := pacer.Keys(p)
 				s0, err := rdb.ClusterKeySlot(ctx, keys[0]).Result()
 				if err != nil {
 					t.Fatal(err)
@@ -341,7 +341,7 @@ func TestIdleBudgetExpires(t *testing.T) {
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60, TPM: 6000}, LeaseTTL: time.Second})
 	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 600})
 	_ = l.Settle(ctx, 600)
-	keys := p.Keys()
+	keys := pacer.Keys(p)
 	ttl := b.Mini.TTL(keys[0])
 	// 600 tokens at 100/s refill in 6s; 1 request at 1/s in 1s.
 	if ttl < 6*time.Second || ttl > 10*time.Second {
@@ -360,8 +360,8 @@ func TestHeadroomScalesBurst(t *testing.T) {
 	b := redistest.Mini(t)
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 10_000}, Burst: pacer.Burst{TPM: 10_000}, Headroom: 0.1})
 	s := snap(t, p)
-	if s.TPM.Limit != 9000 || s.TPM.Capacity != 9000 {
-		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.TPM.Limit, s.TPM.Capacity)
+	if s.Rate(pacer.LimitTPM).Limit != 9000 || s.Rate(pacer.LimitTPM).Capacity != 9000 {
+		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.Rate(pacer.LimitTPM).Limit, s.Rate(pacer.LimitTPM).Capacity)
 	}
 }
 
@@ -536,8 +536,8 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 	}
 	s := snap(t, ps[1])
 	// tpm: at most 500 - 2 s × 100/s = 300 now, 500 when the pause ends.
-	if s.TPM.Level != 300 || s.RPM.Level != 600 || s.Paused != 2*time.Second {
-		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.TPM.Level, s.RPM.Level, s.Paused)
+	if s.Rate(pacer.LimitTPM).Level != 300 || s.Rate(pacer.LimitRPM).Level != 600 || s.Paused != 2*time.Second {
+		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level, s.Paused)
 	}
 	b.Mini.SetTime(t0.Add(2 * time.Second))
 	if l, _, err := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 500}); l == nil || err != nil {
@@ -552,8 +552,8 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = snap(t, ps[1])
-	if s.TPM.Level != -50 || s.RPM.Level != -9 {
-		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.TPM.Level, s.RPM.Level)
+	if s.Rate(pacer.LimitTPM).Level != -50 || s.Rate(pacer.LimitRPM).Level != -9 {
+		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level)
 	}
 	if err := ps[0].Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: -1}); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Throttled with negative tokens = %v; want ErrInvalid", err)
@@ -570,9 +570,9 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, ps[1])
-		clock.level(t, "after Throttled: TPM", s.TPM.Level, 300, 100)
-		if s.RPM.Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
-			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.RPM.Level, s.Paused)
+		clock.level(t, "after Throttled: TPM", s.Rate(pacer.LimitTPM).Level, 300, 100)
+		if s.Rate(pacer.LimitRPM).Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
+			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.Rate(pacer.LimitRPM).Level, s.Paused)
 		}
 		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < 2*time.Second-clock.since()-time.Millisecond {
 			t.Errorf("TryAcquire during the pause = %v, %v; want held back for what remains of 2s", l, wait)
@@ -596,7 +596,7 @@ func TestKeysAlwaysCarryATTL(t *testing.T) {
 		// time since set (d = 0: no pause).
 		check := func(step string, set time.Time, d time.Duration) {
 			t.Helper()
-			for i, k := range p.Keys() {
+			for i, k := range pacer.Keys(p) {
 				ttl, err := rdb.PTTL(ctx, k).Result()
 				if err != nil {
 					t.Fatal(err)

@@ -151,7 +151,7 @@ type Config struct {
 	// for want of room, nor for Redis. A call the budget has room for now
 	// is admitted and charged as usual; a call it would make wait, refuse
 	// or could not ask Redis about gets a Denied event that says how long
-	// and why, and a lease the budget does not count (Lease.Shadow), so
+	// and why, and a lease the budget does not count (LeaseInfo.Shadow), so
 	// it runs at once. Watch the Denied events (a call that would have
 	// waited is one wrapping ErrNotYet, which SlogObserver logs at Debug;
 	// pacerprom counts them all), then turn Shadow off.
@@ -208,6 +208,8 @@ type settings struct {
 	buckets      [4]bucket // rpm, tpm, rpd, tpd; limit 0 = not set
 	rates        []bucket  // the other Config.Rates, in order
 	rateOf       []Rate    // the Rate each of rates comes from
+	fourRate     [4]Rate   // the Rate each of buckets says
+	cfg          Config    // the Config these settings come from
 	weights      map[string]float64
 	prices       map[string]wire.Price
 	spend        bool // a Spend rate is configured
@@ -252,6 +254,7 @@ func (c Config) settings() (settings, error) {
 		name: c.Name, prefix: cmp.Or(c.KeyPrefix, defaultKeyPrefix), limits: c.Limits,
 		batchFloor: c.BatchFloor, noRefund: c.NoRefund, observe: c.Observe,
 		leaseTTL: cmp.Or(c.LeaseTTL, defaultLeaseTTL), maxWait: cmp.Or(c.MaxWait, defaultMaxWait),
+		cfg: c,
 	}
 	switch {
 	case s.batchFloor == 0:
@@ -285,6 +288,10 @@ func (c Config) settings() (settings, error) {
 			return settings{}, err
 		}
 		s.buckets[i] = b
+		s.fourRate[i] = sp.rate
+		if sp.rate == (Rate{}) {
+			s.fourRate[i] = Rate{Unit: sp.unit, Limit: sp.limit, Window: sp.window, Burst: sp.burst}
+		}
 		s.fields = append(s.fields, b.field)
 		s.wireBuckets = append(s.wireBuckets, b.wb)
 	}

@@ -92,10 +92,6 @@ func (p *Pacer) Define(ctx context.Context, cfg Config) (int64, error) {
 	return v, nil
 }
 
-// Version returns the version of the definition this Pacer follows: 0
-// for its own Config when no definition is stored.
-func (p *Pacer) Version() int64 { return p.s().version }
-
 // define runs define.lua: it stores body as version (an integer, or
 // "next"), or with version 0 only reads. It returns whether it stored,
 // and the version and definition stored after it.

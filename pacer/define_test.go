@@ -55,8 +55,8 @@ func TestDefinitionFollowed(t *testing.T) {
 		if n := admitAll(t, old); n != 9 {
 			t.Errorf("the unversioned process admitted %d; want the stored definition's 10 less the 1 taken", n)
 		}
-		if told.Load() != 1 || old.Version() != 1 {
-			t.Errorf("Redefined event version %d, Version() %d; want 1 and 1", told.Load(), old.Version())
+		if told.Load() != 1 || old.Config().Version != 1 {
+			t.Errorf("Redefined event version %d, Version() %d; want 1 and 1", told.Load(), old.Config().Version)
 		}
 	})
 }
@@ -81,8 +81,8 @@ func TestDefinitionNewestWins(t *testing.T) {
 		if n := admitAll(t, v1) + admitAll(t, late); n != 15 {
 			t.Errorf("the version-1 processes admitted %d; want version 2's 20 less the 5 taken", n)
 		}
-		if v1.Version() != 2 || late.Version() != 2 {
-			t.Errorf("versions %d and %d; want both 2", v1.Version(), late.Version())
+		if v1.Config().Version != 2 || late.Config().Version != 2 {
+			t.Errorf("versions %d and %d; want both 2", v1.Config().Version, late.Config().Version)
 		}
 	})
 }
@@ -155,8 +155,8 @@ func TestDefineUnderLoad(t *testing.T) {
 		wg.Wait()
 		for _, p := range ps {
 			_, _ = p.TryAcquire(ctx, pacer.Request{})
-			if p.Version() != 1 {
-				t.Errorf("a Pacer runs version %d; want 1", p.Version())
+			if p.Config().Version != 1 {
+				t.Errorf("a Pacer runs version %d; want 1", p.Config().Version)
 			}
 		}
 		if n := admitted.Load(); n > 80 {
@@ -174,9 +174,9 @@ func TestDefinitionUnusable(t *testing.T) {
 	if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
 		t.Fatal(err)
 	}
-	d := p.Keys()[3]
+	d := pacer.Keys(p)[3]
 	b.Mini.HSet(d, "v", "7", "def", `{"rates":[{"Unit":1,"Limit":-5,"Window":3600000000000}]}`)
-	b.Mini.HSet(p.Keys()[0], "dv", "7")
+	b.Mini.HSet(pacer.Keys(p)[0], "dv", "7")
 	_, err := p.TryAcquire(ctx, pacer.Request{})
 	if !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "version 7") {
 		t.Errorf("TryAcquire on an unusable stored definition = %v; want ErrInvalid naming version 7", err)

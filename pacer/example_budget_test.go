@@ -45,6 +45,7 @@ func ExampleRate() {
 	}
 	// Output:
 	// no room yet for output_tokens/60s
+	// rpm: 49 of 50
 	// input_tokens/60s: 18200 of 30000
 	// output_tokens/60s: 7100 of 8000
 	// tokens/3600s: 487300 of 500000
@@ -86,7 +87,7 @@ func ExampleConfig_shadow() {
 	ctx := context.Background()
 	for range 3 {
 		l, _ := p.Acquire(ctx, pacer.Request{Tokens: 100})
-		fmt.Println("call runs; counted:", !l.Shadow())
+		fmt.Println("call runs; counted:", !l.Info().Shadow)
 		_ = l.Settle(ctx, 80)
 	}
 	// Output:
@@ -166,7 +167,7 @@ func ExamplePacer_Define() {
 
 	_, _ = worker.TryAcquire(ctx, pacer.Request{Tokens: 1000})
 	s, _ := worker.Snapshot(ctx)
-	fmt.Println("the worker runs version", worker.Version(), "with TPM", s.TPM.Limit)
+	fmt.Println("the worker runs version", worker.Config().Version, "with TPM", s.Rate(pacer.LimitTPM).Limit)
 	// Output:
 	// stored version 1
 	// the worker runs version 1 with TPM 150000

@@ -63,7 +63,7 @@ func ExampleOutage() {
 	_, err = open.TryAcquire(ctx, pacer.Request{Tokens: 500})
 	var notYet *pacer.RefusedError
 	if errors.As(err, &notYet) {
-		fmt.Printf("admitted %d locally (Local: %v), then no room: %s\n", len(held), held[0].Local(), notYet.Limit)
+		fmt.Printf("admitted %d locally (Local: %v), then no room: %s\n", len(held), held[0].Info().Local, notYet.Limit)
 	}
 	_, err = closed.Acquire(ctx, pacer.Request{Tokens: 500})
 	fmt.Println("fail closed:", errors.Is(err, pacer.ErrUnavailable))
@@ -77,7 +77,7 @@ func ExampleOutage() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("back on the shared budget:", !l.Local())
+	fmt.Println("back on the shared budget:", !l.Info().Local)
 	_ = l.Settle(ctx, 300)
 	// Output:
 	// admitted 5 locally (Local: true), then no room: concurrency

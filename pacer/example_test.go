@@ -54,7 +54,7 @@ func ExamplePacer_Acquire() {
 		panic(err)
 	}
 	s, _ := p.Snapshot(ctx)
-	fmt.Printf("TPM %.0f of %d, in flight %d\n", s.TPM.Level, s.TPM.Capacity, s.InFlight)
+	fmt.Printf("TPM %.0f of %d, in flight %d\n", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity, s.InFlight)
 	// Output: TPM 199580 of 200000, in flight 0
 }
 

@@ -12,3 +12,10 @@ func OneTrip(g *Group) bool { return g.one }
 // NotYet returns the error TryAcquire returns when limit has no room for
 // wait, for tests of what reads it.
 func NotYet(wait time.Duration, limit Limit) error { return notYet(wait, limit) }
+
+// Keys returns p's Redis keys in the scripts' order (KEYS[1] to KEYS[4]),
+// for tests that read or delete them.
+func Keys(p *Pacer) []string { return append([]string(nil), p.keys...) }
+
+// TenantKey returns the key of tenant's hash in p's budget.
+func TenantKey(p *Pacer, tenant string) string { return p.tenantKey(tenant) }

@@ -32,7 +32,7 @@ func TestClusterFailoverResumesAdmissions(t *testing.T) {
 		defer c.Close()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if err := c.Del(cctx, p.Keys()...).Err(); err != nil {
+		if err := c.Del(cctx, pacer.Keys(p)...).Err(); err != nil {
 			t.Logf("removing the budget's keys: %v", err)
 		}
 	})
@@ -49,7 +49,7 @@ func TestClusterFailoverResumesAdmissions(t *testing.T) {
 	if err := admit(); err != nil {
 		t.Fatalf("Acquire before the failover = %v; want nil", err)
 	}
-	shard := redistest.ShardOf(t, b.Addrs, p.Keys()[0])
+	shard := redistest.ShardOf(t, b.Addrs, pacer.Keys(p)[0])
 	if len(shard.Replicas) == 0 {
 		t.Fatalf("master %s of the budget's slot has no replica; a failed-over cluster must be restarted (.ci/run starts a fresh one)", shard.Master)
 	}

@@ -49,11 +49,11 @@ func TestRedisHangsLosesNoLease(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			s := snap(t, direct)
-			if s.InFlight == 0 && near(s.TPD.Level, 10_000, 1) {
+			if s.InFlight == 0 && near(s.Rate(pacer.LimitTPD).Level, 10_000, 1) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the late admission was not given back: in flight %d, TPD %v", s.InFlight, s.TPD.Level)
+				t.Fatalf("the late admission was not given back: in flight %d, TPD %v", s.InFlight, s.Rate(pacer.LimitTPD).Level)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -82,8 +82,8 @@ func TestRedisHangsLosesNoLease(t *testing.T) {
 		if err := l.Settle(ctx, 100); err != nil {
 			t.Errorf("Settle again once Redis answers = %v; want nil (the lease was kept)", err)
 		}
-		if s := snap(t, direct); s.InFlight != 0 || !near(s.TPD.Level, 9_900, 2) {
-			t.Errorf("after settling: in flight %d, TPD %v; want 0 and 9900 (settled exactly once)", s.InFlight, s.TPD.Level)
+		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate(pacer.LimitTPD).Level, 9_900, 2) {
+			t.Errorf("after settling: in flight %d, TPD %v; want 0 and 9900 (settled exactly once)", s.InFlight, s.Rate(pacer.LimitTPD).Level)
 		}
 	})
 }
@@ -146,7 +146,7 @@ func TestMassExpiryIsReapedBounded(t *testing.T) {
 		for i := range zs {
 			zs[i] = redis.Z{Score: past, Member: i}
 		}
-		if err := rdb.ZAdd(ctx, p.Keys()[1], zs...).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, pacer.Keys(p)[1], zs...).Err(); err != nil {
 			t.Fatal(err)
 		}
 		prev := int64(3000)
@@ -167,7 +167,7 @@ func TestMassExpiryIsReapedBounded(t *testing.T) {
 			if err := l.Settle(ctx, 0); err != nil {
 				t.Fatal(err)
 			}
-			n, _ := rdb.ZCard(ctx, p.Keys()[1]).Result()
+			n, _ := rdb.ZCard(ctx, pacer.Keys(p)[1]).Result()
 			if prev-n > 100 {
 				t.Fatalf("one call removed %d expired leases; want at most 100", prev-n)
 			}

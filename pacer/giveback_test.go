@@ -85,8 +85,8 @@ func TestGiveBackBehindAReservedTurn(t *testing.T) {
 		if f.err != nil {
 			t.Fatalf("Acquire(f) = %v", f.err)
 		}
-		t.Logf("f starts %v after x, g %v after f", f.l.Start().Sub(x.Start()), g.Start().Sub(f.l.Start()))
-		checkPromise(t, []time.Time{f.l.Start(), g.Start()}, 1, 1)
+		t.Logf("f starts %v after x, g %v after f", f.l.Info().Start.Sub(x.Info().Start), g.Info().Start.Sub(f.l.Info().Start))
+		checkPromise(t, []time.Time{f.l.Info().Start, g.Info().Start}, 1, 1)
 	})
 }
 
@@ -112,13 +112,13 @@ func TestGiveBackWhenTheBucketWouldHaveBeenFull(t *testing.T) {
 		if err := x.Cancel(ctx); err != nil {
 			t.Fatalf("x.Cancel = %v", err)
 		}
-		starts := []time.Time{f.Start()}
+		starts := []time.Time{f.Info().Start}
 		for range 10 {
 			l, err := p.Acquire(ctx, pacer.Request{MaxWait: 5 * time.Second})
 			if err != nil {
 				t.Fatalf("Acquire = %v", err)
 			}
-			starts = append(starts, l.Start())
+			starts = append(starts, l.Info().Start)
 		}
 		t.Logf("the last of eleven starts %v after f", starts[10].Sub(starts[0]))
 		checkPromise(t, starts, 10, 1)
@@ -164,16 +164,16 @@ func TestRefundsUnderLoad(t *testing.T) {
 	for _, l := range leases {
 		other()
 		c.advance(50 * time.Millisecond)
-		before := snap(t, p).TPM.Level
+		before := snap(t, p).Rate(pacer.LimitTPM).Level
 		if err := l.Settle(ctx, 500); err != nil {
 			t.Fatalf("Settle = %v", err)
 		}
-		got += snap(t, p).TPM.Level - before
+		got += snap(t, p).Rate(pacer.LimitTPM).Level - before
 		c.advance(50 * time.Millisecond)
 	}
 	share := got / (20 * 3500)
 	t.Logf("refunds applied: %.1f of %d tokens (%.2f%%)", got, 20*3500, 100*share)
-	if level := snap(t, p).TPM.Level; level >= 100_000 {
+	if level := snap(t, p).Rate(pacer.LimitTPM).Level; level >= 100_000 {
 		t.Fatalf("TPM level %v: the bucket filled up, so the test shows nothing", level)
 	}
 	if share < 0.99 {

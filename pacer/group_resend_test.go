@@ -66,14 +66,14 @@ func TestGroupRouteResentByTheRedisClient(t *testing.T) {
 		}
 		var held []string
 		for _, d := range direct {
-			if err := b.Client(t).ZScore(ctx, d.Keys()[1], l.ID()).Err(); err == nil {
+			if err := b.Client(t).ZScore(ctx, pacer.Keys(d)[1], l.Info().ID).Err(); err == nil {
 				held = append(held, d.Name())
 			} else if err != redis.Nil {
 				t.Fatal(err)
 			}
 		}
 		if len(held) != 1 || held[0] != ps[1].Name() {
-			t.Errorf("lease %s is held on %v; want on %q alone", l.ID(), held, ps[1].Name())
+			t.Errorf("lease %s is held on %v; want on %q alone", l.Info().ID, held, ps[1].Name())
 		}
 		if got := snap(t, direct[0]).InFlight; got != 0 {
 			t.Errorf("first deployment's InFlight = %d; want 0: the resend took its freed slot", got)
@@ -137,7 +137,7 @@ func TestGroupRouteResentAfterItQueued(t *testing.T) {
 			t.Errorf("Acquire() admitted on %q; want %q, where the first run queued it", p.Name(), ps[0].Name())
 		}
 		for _, d := range direct {
-			if n, err := b.Client(t).ZCard(ctx, d.Keys()[2]).Result(); err != nil || n != 1 {
+			if n, err := b.Client(t).ZCard(ctx, pacer.Keys(d)[2]).Result(); err != nil || n != 1 {
 				t.Errorf("%s's slot queue holds %d members (%v); want only its sentinel", d.Name(), n, err)
 			}
 		}

@@ -78,7 +78,7 @@ func TestGroupFillsInOrder(t *testing.T) {
 				t.Fatalf("call %d: Acquire() = %v", i, err)
 			}
 			if time.Since(start) > 500*time.Millisecond {
-				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Waited(), p.Name())
+				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Info().Waited, p.Name())
 			}
 			got = append(got, p.Name()[len(p.Name())-1:])
 		}
@@ -96,7 +96,7 @@ func TestGroupFillsInOrder(t *testing.T) {
 			t.Errorf("13th Acquire = %v; want ErrWaitTimeout", err)
 		}
 		for i, p := range ps {
-			if l := snap(t, p).RPD.Level; l > 0.01 {
+			if l := snap(t, p).Rate(pacer.LimitRPD).Level; l > 0.01 {
 				t.Errorf("deployment %d RPD level = %v; want 0", i, l)
 			}
 		}
@@ -407,7 +407,7 @@ func TestGroupDefinitionsAndTenants(t *testing.T) {
 		if got := where("t3"); got != "b" {
 			t.Errorf("after a's redefinition: call on %s; want b", got)
 		}
-		if got := g.Deployments()[0].Pacer.Limits().RPD; got != 2 {
+		if got := g.Deployments()[0].Pacer.Config().Limits.RPD; got != 2 {
 			t.Errorf("the group's a runs RPD %d; want the stored 2", got)
 		}
 	})

@@ -40,7 +40,7 @@ func TestTenantWaiterAsksAgain(t *testing.T) {
 			Observe: queuedSignal(queued),
 		})
 		rdb := b.Client(t)
-		keys := p.Keys()
+		keys := pacer.Keys(p)
 		sub := rdb.Subscribe(ctx, keys[2])
 		defer sub.Close()
 		if _, err := sub.Receive(ctx); err != nil {
@@ -121,7 +121,7 @@ func TestHandOverUnderQueuedDefinition(t *testing.T) {
 			Version: 1, Observe: queuedSignal(queued),
 		})
 		rdb := b.Client(t)
-		state := p.Keys()[0]
+		state := pacer.Keys(p)[0]
 		// One lease held a second: the mean hold, and so the waiter's
 		// fallback timer, is a second or more, and the waiter learns of its
 		// admission from the message, with the µs it was charged at (asking

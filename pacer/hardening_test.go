@@ -61,14 +61,14 @@ func TestLateGiveBackAddsNoBurst(t *testing.T) {
 			if err != nil {
 				t.Fatalf("TryAcquire from a refilled bucket = %v; want a lease", err)
 			}
-			starts = append(starts, l.Start())
+			starts = append(starts, l.Info().Start)
 		}
 		c.advance(150 * time.Millisecond)
 		if err := a.Cancel(ctx); err != nil { // the give-back, late
 			t.Fatalf("Cancel = %v", err)
 		}
 		if l, err := ps[1].TryAcquire(ctx, pacer.Request{}); err == nil {
-			starts = append(starts, l.Start())
+			starts = append(starts, l.Info().Start)
 		} else if !errors.Is(err, pacer.ErrNotYet) {
 			t.Fatalf("TryAcquire after the late Cancel = %v; want a lease or ErrNotYet", err)
 		}
@@ -138,7 +138,7 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 		// test moved miniredis's, or the time since began on a real Redis
 		// (more than half a second on a loaded machine). A refund would
 		// give back 500.
-		lvl := snap(t, direct).TPM.Level
+		lvl := snap(t, direct).Rate(pacer.LimitTPM).Level
 		ran := time.Since(began) // after the read it bounds
 		if b.Mini != nil {
 			ran = 400 * time.Millisecond
@@ -209,7 +209,7 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 		mu.Unlock()
 		// 100 of 1000 used, the 500 refunded once: the level is 900 plus
 		// what refilled, never more than the capacity.
-		if lvl := snap(t, direct).TPM.Level; lvl < 899 || lvl > 1000 {
+		if lvl := snap(t, direct).Rate(pacer.LimitTPM).Level; lvl < 899 || lvl > 1000 {
 			t.Errorf("TPM level = %v; want 900 (plus the refill): the refund made once", lvl)
 		}
 	})
@@ -256,7 +256,7 @@ func TestAcquireResentAfterItQueued(t *testing.T) {
 			t.Fatalf("Acquire resent by go-redis = %v; want a lease", err)
 		}
 		defer l.Cancel(ctx)
-		keys := p.Keys()
+		keys := pacer.Keys(p)
 		if n, err := b.Client(t).ZCard(ctx, keys[2]).Result(); err != nil || n != 1 {
 			t.Errorf("slot queue holds %d members (%v); want only its sentinel: the admitted call's entry must go", n, err)
 		}

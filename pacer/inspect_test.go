@@ -39,21 +39,21 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open = %v", err)
 		}
-		if op.Version() != 3 || op.Name() != name || op.Limits() != cfg.Limits {
-			t.Errorf("Open: Version %d, Name %q, Limits %v; want 3, %q, %v", op.Version(), op.Name(), op.Limits(), name, cfg.Limits)
+		if op.Config().Version != 3 || op.Name() != name || op.Config().Limits != cfg.Limits {
+			t.Errorf("Open: Version %d, Name %q, Limits %v; want 3, %q, %v", op.Config().Version, op.Name(), op.Config().Limits, name, cfg.Limits)
 		}
 		// Levels refill between the two reads on a real Redis: compare
 		// them to what the fastest bucket (tpm) refills between them, and
 		// everything else exactly.
 		opened := snap(t, op)
 		own := snap(t, app)
-		approx := cmpopts.EquateApprox(0, 1+own.TPM.PerSecond*own.Time.Sub(opened.Time).Seconds())
+		approx := cmpopts.EquateApprox(0, 1+own.Rate(pacer.LimitTPM).PerSecond*own.Time.Sub(opened.Time).Seconds())
 		ignore := cmpopts.IgnoreFields(pacer.Snapshot{}, "Time", "MeanHold")
 		if diff := cmp.Diff(own, opened, approx, ignore); diff != "" {
 			t.Errorf("Snapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
 		}
 
-		key := app.TenantKey("acme")
+		key := pacer.TenantKey(app, "acme")
 		hash := key[strings.LastIndexByte(key, ':')+1:]
 		want, err := app.TenantSnapshot(ctx, "acme")
 		if err != nil {
@@ -67,7 +67,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("TenantSnapshotOfHash = %+v; want no id and 5000-1200 tokens left of the tenant's rate", got)
 		}
 		want.Tenant = ""
-		approx = cmpopts.EquateApprox(0, 1+own.TPM.PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
+		approx = cmpopts.EquateApprox(0, 1+own.Rate(pacer.LimitTPM).PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
 		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.TenantSnapshot{}, "Time")); diff != "" {
 			t.Errorf("TenantSnapshotOfHash differs from TenantSnapshot (-by id +by hash):\n%s", diff)
 		}
@@ -104,7 +104,7 @@ func TestOpenHashTag(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open of the tagged budget = %v", err)
 		}
-		if diff := cmp.Diff(app.Keys(), op.Keys()); diff != "" {
+		if diff := cmp.Diff(pacer.Keys(app), pacer.Keys(op)); diff != "" {
 			t.Errorf("Keys() of the opened budget (-app +opened):\n%s", diff)
 		}
 		if err := op.Pause(ctx, time.Minute); err != nil {
@@ -139,7 +139,7 @@ func TestOpenRefuses(t *testing.T) {
 	if _, err := pacer.Open(ctx, b.Client(t), "", "a{b}"); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Open of a name with braces = %v; want ErrInvalid", err)
 	}
-	b.Mini.HSet(app.Keys()[3], "v", "2", "def", `{"limits":{"RPM":-1}}`)
+	b.Mini.HSet(pacer.Keys(app)[3], "v", "2", "def", `{"limits":{"RPM":-1}}`)
 	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "version 2") {
 		t.Errorf("Open of an unusable definition = %v; want ErrInvalid naming version 2", err)
 	}
@@ -179,7 +179,7 @@ func ExampleOpen() {
 		return
 	}
 	s, _ := op.Snapshot(ctx)
-	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Version(), s.RPM.Level, s.RPM.Capacity, s.TPM.Level, s.TPM.Capacity)
+	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Config().Version, s.Rate(pacer.LimitRPM).Level, s.Rate(pacer.LimitRPM).Capacity, s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
 	// Output:
 	// version 1: rpm 499 of 500, tpm 170000 of 200000
 }

@@ -112,32 +112,44 @@ func openLease(b *leaseBudget, a admission) *Lease {
 // caller: its end is reported from then on.
 func (l *Lease) announce() { l.quiet.Store(false) }
 
-// ID returns the lease's id, the member of the budget's lease set in Redis.
-func (l *Lease) ID() string { return l.a.ID }
+// LeaseInfo describes a lease as Lease.Info reads it.
+type LeaseInfo struct {
+	// ID is the lease's id, the member of the budget's lease set in Redis.
+	ID string
+	// Start is when the call's turn began, on the Redis clock.
+	Start time.Time
+	// Expiry is when the lease's slot expires unless it is kept alive or
+	// ended, as of the last admission or KeepAlive, on the Redis clock.
+	Expiry time.Time
+	// Waited is how long Acquire waited for this lease.
+	Waited time.Duration
+	// Held is how long the call held its slot, from its turn to its end on
+	// the Redis clock: 0 until the lease is settled, released or rejected,
+	// and 0 for a lease that was canceled or expired.
+	Held time.Duration
+	// Local says the lease was admitted by this process's share of the
+	// budget while Redis was unreachable (Outage). Ending it, or keeping
+	// it alive, changes nothing in Redis, even once Redis answers again:
+	// the shared budget never counted it, and never will.
+	Local bool
+	// Shadow says the budget does not count this lease: in a shadow budget
+	// (Config.Shadow), the lease of a call the budget would have made
+	// wait or refused, which runs at once anyway. Ending it changes
+	// nothing in the budget.
+	Shadow bool
+}
 
-// Shadow reports whether the budget does not count this lease: in a shadow
-// budget (Config.Shadow), the lease of a call the budget would have
-// made wait or refused, which runs at once anyway. Ending it changes
-// nothing in the budget.
-func (l *Lease) Shadow() bool { return l.a.Detached }
+// Info returns what the lease is: its id, its times and how it was
+// admitted. Expiry and Held change as the lease is kept alive and ends.
+func (l *Lease) Info() LeaseInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return LeaseInfo{ID: l.a.ID, Start: l.a.Start, Expiry: l.expiry, Waited: l.a.Waited, Held: l.held,
+		Local: l.a.Local != nil, Shadow: l.a.Detached}
+}
 
 // Tokens returns the tokens reserved.
 func (l *Lease) Tokens() int64 { return l.a.Tokens }
-
-// Start returns when the call's turn began, on the Redis clock.
-func (l *Lease) Start() time.Time { return l.a.Start }
-
-// Waited returns how long Acquire waited for this lease.
-func (l *Lease) Waited() time.Duration { return l.a.Waited }
-
-// Held returns how long the call held its slot, from its turn to its end on
-// the Redis clock: 0 until the lease is settled, released or rejected, and 0
-// for a lease that was canceled or expired.
-func (l *Lease) Held() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.held
-}
 
 // State returns Active until the lease ends, then how it ended.
 func (l *Lease) State() LeaseState {
@@ -404,12 +416,6 @@ func (l *Lease) finishLocal(how LeaseState, used wire.Use) (LeaseState, error) {
 	return how, nil
 }
 
-// Local reports whether the lease was admitted by this process's share of
-// the budget while Redis was unreachable (Outage). Ending it, or
-// keeping it alive, changes nothing in Redis, even once Redis answers
-// again: the shared budget never counted it, and never will.
-func (l *Lease) Local() bool { return l.a.Local != nil }
-
 // verb names an end as an action, for errors.
 func verb(how LeaseState) string {
 	return map[LeaseState]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject"}[how]
@@ -474,14 +480,6 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 	}
 	l.set(func() { l.end = Expired })
 	return true, ErrLeaseExpired
-}
-
-// Expiry returns when the lease's slot expires unless it is kept alive or
-// ended, as of the last admission or KeepAlive, on the Redis clock.
-func (l *Lease) Expiry() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.expiry
 }
 
 // AutoKeepAlive keeps the lease alive in the background, renewing it every

@@ -53,7 +53,7 @@ func ledgerCalls(t *testing.T, p *pacer.Pacer, calls int, seed uint64, used *led
 			t.Errorf("Acquire(%d) = %v", reserve, err)
 			return
 		}
-		used.started(l.Start())
+		used.started(l.Info().Start)
 		if rng.IntN(4) == 0 {
 			time.Sleep(time.Duration(rng.IntN(1000)) * time.Microsecond)
 		}
@@ -76,7 +76,7 @@ func ledgerCalls(t *testing.T, p *pacer.Pacer, calls int, seed uint64, used *led
 // never less. It was full at the first call's turn, and has refilled
 // since for refilled: what it charged is what it lacks now plus that.
 // Each refund rounds down, and each charge up, by under a µs.
-func checkLedger(t *testing.T, what string, bk pacer.Bucket, used int64, refilled time.Duration) {
+func checkLedger(t *testing.T, what string, bk pacer.RateState, used int64, refilled time.Duration) {
 	t.Helper()
 	charged := float64(bk.Capacity) - bk.Level + bk.PerSecond*refilled.Seconds()
 	t.Logf("%s: %d used, %.1f charged (%+.4f%%)", what, used, charged, 100*(charged/float64(used)-1))
@@ -122,8 +122,8 @@ func TestDayBucketLedger(t *testing.T) {
 		}
 		s := snap(t, ps[0])
 		refilled := s.Time.Sub(time.UnixMicro(used.first.Load()))
-		checkLedger(t, "TPD", s.TPD, used.tokens.Load(), refilled)
-		checkLedger(t, "RPD", s.RPD, used.requests.Load(), refilled)
+		checkLedger(t, "TPD", s.Rate(pacer.LimitTPD), used.tokens.Load(), refilled)
+		checkLedger(t, "RPD", s.Rate(pacer.LimitRPD), used.requests.Load(), refilled)
 	})
 }
 
@@ -168,8 +168,8 @@ func TestDayBucketLedgerProcesses(t *testing.T) {
 			}
 			s := snap(t, newPacer(t, b, ledgerConfig(job.Name)))
 			refilled := s.Time.Sub(time.UnixMicro(first))
-			checkLedger(t, "TPD", s.TPD, tokens, refilled)
-			checkLedger(t, "RPD", s.RPD, requests, refilled)
+			checkLedger(t, "TPD", s.Rate(pacer.LimitTPD), tokens, refilled)
+			checkLedger(t, "RPD", s.Rate(pacer.LimitRPD), requests, refilled)
 		})
 	}
 }

@@ -18,7 +18,7 @@ import (
 // persistence, a failover that lost the last writes, or an eviction would.
 func loseState(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer) {
 	t.Helper()
-	for _, k := range p.Keys()[:3] {
+	for _, k := range pacer.Keys(p)[:3] {
 		if err := rdb.Del(context.Background(), k).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +62,8 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 		if n := ev[0].count(pacer.StateLost); n != 0 {
 			t.Errorf("%d StateLost events from the process that found the budget restarted; want 0", n)
 		}
-		if s := snap(t, ps[0]); s.RPM.Level > 1 {
-			t.Errorf("RPM level %.2f after the loss; want about 0", s.RPM.Level)
+		if s := snap(t, ps[0]); s.Rate(pacer.LimitRPM).Level > 1 {
+			t.Errorf("RPM level %.2f after the loss; want about 0", s.Rate(pacer.LimitRPM).Level)
 		}
 		// It refills at its rate: a request a second.
 		c.advance(1100 * time.Millisecond)

@@ -37,7 +37,7 @@ import (
 // error (refused, reset, timed out, loading, cluster down) a probe asks it
 // every 200 ms in the background, and the first answer hands admission
 // back to the shared budget. The RedisDown and RedisUp events say when.
-// A lease admitted locally ends locally (Lease.Local): settling it,
+// A lease admitted locally ends locally (LeaseInfo.Local): settling it,
 // releasing or canceling it never touches Redis, before or after Redis
 // comes back, so it is neither lost nor counted twice. Calls admitted
 // locally and still running when Redis returns are not counted by the

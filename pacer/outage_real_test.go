@@ -77,7 +77,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 						time.Sleep(5 * time.Millisecond)
 						continue
 					}
-					if l.Local() {
+					if l.Info().Local {
 						f.local.Add(1)
 					} else if k := killed.Load(); k != 0 && began > k {
 						f.shared.CompareAndSwap(0, time.Now().UnixNano())

@@ -162,7 +162,7 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 4}})
 	ctx := context.Background()
 	shared, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
-	if err != nil || shared.Local() {
+	if err != nil || shared.Info().Local {
 		t.Fatalf("Acquire with Redis up = %v, %v; want a shared lease", shared, err)
 	}
 	b.Mini.Close()
@@ -175,7 +175,7 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	// A second from now: the first call waited out go-redis's retries.
 	for loop := time.Now(); time.Since(loop) < time.Second; {
 		l, err := p.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
-		if err != nil || !l.Local() {
+		if err != nil || !l.Info().Local {
 			t.Fatalf("Acquire %d with Redis down = %v, %v; want a local lease", len(held), l, err)
 		}
 		held = append(held, l)
@@ -195,7 +195,7 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	back := time.Now()
 	ev.waitFor(t, pacer.RedisUp, 1, 5*time.Second)
 	l, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
-	if err != nil || l.Local() {
+	if err != nil || l.Info().Local {
 		t.Fatalf("Acquire once Redis answers = %v, %v; want a shared lease", l, err)
 	}
 	if d := time.Since(back); d > 1500*time.Millisecond {
@@ -204,8 +204,8 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	// The budget's keys as Redis holds them: the state hash and the leases.
 	rdb := b.Client(t)
 	keys := func() string {
-		h := rdb.HGetAll(ctx, p.Keys()[0]).Val()
-		z := rdb.ZRangeWithScores(ctx, p.Keys()[1], 0, -1).Val()
+		h := rdb.HGetAll(ctx, pacer.Keys(p)[0]).Val()
+		z := rdb.ZRangeWithScores(ctx, pacer.Keys(p)[1], 0, -1).Val()
 		return fmt.Sprint(h, z)
 	}
 	before := keys()
@@ -238,7 +238,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 	// The first call trips the circuit, and waits for the empty local
 	// share (500 tokens a second) to refill.
 	l, err := p.Acquire(ctx, pacer.Request{Tokens: 500, MaxWait: 10 * time.Second})
-	if err != nil || !l.Local() {
+	if err != nil || !l.Info().Local {
 		t.Fatalf("Acquire(500) with Redis down = %v, %v; want a local lease", l, err)
 	}
 	if l2, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 400}); l2 != nil || err != nil || wait <= 0 {
@@ -250,8 +250,8 @@ func TestLocalSettleRefunds(t *testing.T) {
 	if err := l.Settle(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if l.State() != pacer.Settled || l.Held() <= 0 {
-		t.Errorf("local lease after Settle: %v, held %v; want settled, held > 0", l.State(), l.Held())
+	if l.State() != pacer.Settled || l.Info().Held <= 0 {
+		t.Errorf("local lease after Settle: %v, held %v; want settled, held > 0", l.State(), l.Info().Held)
 	}
 	l, _, err = tryAcquire(p, ctx, pacer.Request{Tokens: 400})
 	if err != nil || l == nil {
@@ -272,7 +272,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 	if err := l2.Cancel(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l3, err := p.TryAcquire(ctx, pacer.Request{}); err != nil || !l3.Local() {
+	if l3, err := p.TryAcquire(ctx, pacer.Request{}); err != nil || !l3.Info().Local {
 		t.Errorf("a call after one local slot was freed = %v, %v; want a local lease", l3, err)
 	}
 	if err := l.Cancel(ctx); err != nil {
@@ -288,7 +288,7 @@ func TestLocalAcquireWaits(t *testing.T) {
 	ctx := context.Background()
 	b.Mini.Close()
 	l, err := p.Acquire(ctx, pacer.Request{})
-	if err != nil || !l.Local() {
+	if err != nil || !l.Info().Local {
 		t.Fatalf("Acquire with Redis down = %v, %v; want a local lease", l, err)
 	}
 	go func() {
@@ -297,7 +297,7 @@ func TestLocalAcquireWaits(t *testing.T) {
 	}()
 	start := time.Now()
 	l2, err := p.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
-	if err != nil || !l2.Local() {
+	if err != nil || !l2.Info().Local {
 		t.Fatalf("Acquire waiting for the local slot = %v, %v", l2, err)
 	}
 	if d := time.Since(start); d < 90*time.Millisecond {
@@ -326,13 +326,13 @@ func TestCircuitIgnoresScriptErrorsAndDeadlines(t *testing.T) {
 	// The state hash made a string: every script fails with WRONGTYPE.
 	p := newPacer(t, b, cfg)
 	rdb := b.Client(t)
-	if err := rdb.Set(ctx, p.Keys()[0], "x", 0).Err(); err != nil {
+	if err := rdb.Set(ctx, pacer.Keys(p)[0], "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Acquire(ctx, pacer.Request{}); err == nil || errors.Is(err, pacer.ErrUnavailable) {
 		t.Errorf("Acquire on a broken state key = %v; want the script's error, not ErrUnavailable", err)
 	}
-	_ = rdb.Del(ctx, p.Keys()[0])
+	_ = rdb.Del(ctx, pacer.Keys(p)[0])
 
 	// A hung Redis and callers whose deadline comes first.
 	px := redistest.NewProxy(t, b.Addrs[0])
@@ -354,7 +354,7 @@ func TestCircuitIgnoresScriptErrorsAndDeadlines(t *testing.T) {
 	if n := k.count(pacer.RedisDown); n != 0 {
 		t.Errorf("%d RedisDown events for a script error and deadlines; want 0", n)
 	}
-	if l, err := ph.Acquire(ctx, pacer.Request{}); err != nil || l.Local() {
+	if l, err := ph.Acquire(ctx, pacer.Request{}); err != nil || l.Info().Local {
 		t.Errorf("Acquire once the proxy answers = %v, %v; want a shared lease", l, err)
 	}
 }

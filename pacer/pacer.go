@@ -2,8 +2,10 @@ package pacer
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,17 +126,22 @@ func (p *Pacer) adopt(s *settings) {
 // Name returns the budget's name.
 func (p *Pacer) Name() string { return p.s().name }
 
-// Limits returns the limits in force: the Config's, or a stored
-// definition's (see Define).
-func (p *Pacer) Limits() Limits { return p.s().limits }
-
-// Keys returns the Redis keys of the budget: the state hash, the lease
-// sorted set, the slot queue (a sorted set, whose name is also the
-// channel on which the admissions of queued waiters are published), and
-// the hash that holds the budget's stored definition (see Define; it
-// exists only once one is stored, and has no TTL). They share one hash
-// tag, with every tenant's hash (see TenantKey).
-func (p *Pacer) Keys() []string { return append([]string(nil), p.keys...) }
+// Config returns the definition in force: the Config New was given, or,
+// once the Pacer follows a definition stored by Define (or by Open), that
+// definition's fields in place of its own, with Version its version (0
+// while it runs its own). The result is a copy: changing it changes
+// nothing in the Pacer.
+func (p *Pacer) Config() Config {
+	s := p.s()
+	c := s.cfg
+	c.Version = s.version
+	c.Rates = slices.Clone(c.Rates)
+	c.Tenants.Rates = slices.Clone(c.Tenants.Rates)
+	c.Weights = maps.Clone(c.Weights)
+	c.Prices = maps.Clone(c.Prices)
+	c.Outage.FailOpen = slices.Clone(c.Outage.FailOpen)
+	return c
+}
 
 // ended is told of every lease's end: it keeps the mean hold time and
 // emits the Ended event. (The slot goes to the budget's first waiter, in

@@ -57,7 +57,7 @@ func TestRatesOnOneUnit(t *testing.T) {
 			t.Errorf("2,000 tokens within both = %v", err)
 		}
 		s := snap(t, p)
-		if len(s.Rates) != 1 || s.Rates[0].Rate != hour || math.Abs(s.Rates[0].Level-200) > 1 || s.Rates[0].Capacity != 12_000 {
+		if h := s.Rate(hour.Name()); len(s.Rates) != 2 || h.Rate != hour || math.Abs(h.Level-200) > 1 || h.Capacity != 12_000 {
 			t.Errorf("Snapshot.Rates = %+v; want the hour at 200 of 12,000", s.Rates)
 		}
 	})
@@ -192,8 +192,8 @@ func TestRatesInvalid(t *testing.T) {
 	}
 	// A rate that is one of the four is that bucket.
 	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{rpm}})
-	if s := snap(t, p); s.RPM.Limit != 100 || len(s.Rates) != 0 {
-		t.Errorf("a requests-per-minute rate: RPM %+v, Rates %+v; want it as the RPM bucket", s.RPM, s.Rates)
+	if s := snap(t, p); s.Rate(pacer.LimitRPM).Limit != 100 || len(s.Rates) != 1 {
+		t.Errorf("a requests-per-minute rate: Rates %+v; want it as the one RPM bucket", s.Rates)
 	}
 	ctx := context.Background()
 	for _, r := range []pacer.Request{{Tokens: 10, Input: 3, Output: 3}, {Input: -1}, {Output: 1 << 51}} {
@@ -227,7 +227,7 @@ func TestWeights(t *testing.T) {
 		}
 		// A real Redis refills 166 tokens a second while the test runs.
 		// (up to 6 s of it on a loaded machine)
-		if lv := snap(t, p).TPM.Level; lv < 4500 || lv > 5500 {
+		if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv < 4500 || lv > 5500 {
 			t.Errorf("TPM level %.0f after 500 weighted 10 and 500 weighted 1; want 4500", lv)
 		}
 		if big.Tokens() != 500 {
@@ -236,7 +236,7 @@ func TestWeights(t *testing.T) {
 		if err := big.Settle(ctx, 200); err != nil {
 			t.Fatal(err)
 		}
-		if lv := snap(t, p).TPM.Level; lv < 7500 || lv > 8500 {
+		if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv < 7500 || lv > 8500 {
 			t.Errorf("TPM level %.0f after settling 200 of 500 weighted 10; want 7500", lv)
 		}
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1001, Model: "gpt-4o"}); !errors.Is(err, pacer.ErrTooLarge) {
@@ -262,7 +262,7 @@ func TestSyncRateAsRPM(t *testing.T) {
 	if err := p.Sync(ctx, classify.RateLimits{Requests: classify.Window{Remaining: 40, HasRemaining: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if lv := snap(t, p).RPM.Level; math.Abs(lv-40) > 0.01 {
+	if lv := snap(t, p).Rate(pacer.LimitRPM).Level; math.Abs(lv-40) > 0.01 {
 		t.Errorf("RPM level %.2f after the provider reported 40 left; want 40", lv)
 	}
 }
@@ -294,7 +294,7 @@ func TestNoRefundEndedReportsUsage(t *testing.T) {
 	if len(used) != 1 || used[0] != 120 {
 		t.Errorf("Ended.Used = %v; want [120]", used)
 	}
-	if lv := snap(t, p).TPM.Level; lv != 500 {
+	if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv != 500 {
 		t.Errorf("TPM level %.0f; want 500: NoRefund keeps the reservation", lv)
 	}
 }
@@ -323,7 +323,7 @@ func TestSpendRate(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, p)
-		if len(s.Rates) != 1 || s.Rates[0].Level != 600_000 {
+		if len(s.Rates) != 2 || s.Rates[1].Level != 600_000 {
 			t.Fatalf("spend left %+v; want 600,000", s.Rates)
 		}
 		if _, err := p.TryAcquire(ctx, pacer.Request{Input: 100_000, Output: 10_000, Model: "gpt-4o"}); err != nil {
@@ -357,7 +357,7 @@ func TestGivenBackTurnEndsUnreported(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for snap(t, p).TPM.Level > -1 { // wait until the turn is reserved
+		for snap(t, p).Rate(pacer.LimitTPM).Level > -1 { // wait until the turn is reserved
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
@@ -366,7 +366,7 @@ func TestGivenBackTurnEndsUnreported(t *testing.T) {
 		t.Fatalf("Acquire = %v; want context.Canceled (its turn was 3 s away)", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for snap(t, p).TPM.Level < -0.5 { // the turn went back
+	for snap(t, p).Rate(pacer.LimitTPM).Level < -0.5 { // the turn went back
 		if time.Now().After(deadline) {
 			t.Fatal("the reserved turn was not given back")
 		}

@@ -90,13 +90,13 @@ func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Le
 		}
 		v, callErr, took := runOnce(ctx, l, func(ctx context.Context) (T, error) { return call(ctx, p) }, usage)
 		if callErr == nil {
-			report(c, Attempt{N: attempt, Waited: l.Waited(), Took: took})
+			report(c, Attempt{N: attempt, Waited: l.a.Waited, Took: took})
 			return v, nil
 		}
 		verdict := c.classifier(callErr)
 		p.emit(Event{Kind: Failed, Tokens: r.Tokens, Priority: r.Priority, Verdict: verdict, Err: callErr})
 		endFailed(ctx, l, verdict)
-		report(c, Attempt{N: attempt, Waited: l.Waited(), Took: took, Verdict: verdict, Err: callErr})
+		report(c, Attempt{N: attempt, Waited: l.a.Waited, Took: took, Verdict: verdict, Err: callErr})
 		last = &RunError{Verdict: verdict, Attempts: attempt, Err: callErr}
 		if verdict.Kind == classify.Canceled && ctx.Err() != nil {
 			return zero, ctx.Err()

@@ -70,11 +70,11 @@ func TestSettleUsageMixedSigns(t *testing.T) {
 		wg.Wait()
 		s := snap(t, ps[0])
 		elapsed := s.Time.Sub(start)
-		if len(s.Rates) != 2 {
-			t.Fatalf("Snapshot.Rates = %+v; want the input and output rates", s.Rates)
+		if len(s.Rates) != 3 {
+			t.Fatalf("Snapshot.Rates = %+v; want TPD, the input and the output rates", s.Rates)
 		}
-		checkUsed(t, "the input rate", s.Rates[0].Level, 6_000, s.Rates[0].PerSecond, n*usedIn, elapsed)
-		checkUsed(t, "the output rate", s.Rates[1].Level, 6_000, s.Rates[1].PerSecond, n*usedOut, elapsed)
-		checkUsed(t, "TPD", s.TPD.Level, float64(s.TPD.Capacity), s.TPD.PerSecond, n*(usedIn+usedOut), elapsed)
+		checkUsed(t, "the input rate", s.Rates[1].Level, 6_000, s.Rates[1].PerSecond, n*usedIn, elapsed)
+		checkUsed(t, "the output rate", s.Rates[2].Level, 6_000, s.Rates[2].PerSecond, n*usedOut, elapsed)
+		checkUsed(t, "TPD", s.Rate(pacer.LimitTPD).Level, float64(s.Rate(pacer.LimitTPD).Capacity), s.Rate(pacer.LimitTPD).PerSecond, n*(usedIn+usedOut), elapsed)
 	})
 }

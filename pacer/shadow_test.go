@@ -38,7 +38,7 @@ func TestShadowNeverHolds(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Acquire in shadow mode = %v; want a lease, always", err)
 			}
-			if l.Shadow() {
+			if l.Info().Shadow {
 				shadows++
 			}
 			if err := l.Settle(ctx, 10); err != nil {
@@ -56,8 +56,8 @@ func TestShadowNeverHolds(t *testing.T) {
 		if denied[0].Limit != pacer.LimitRPM || !errors.Is(denied[0].Err, pacer.ErrNotYet) || denied[0].Wait <= 0 {
 			t.Errorf("Denied %+v; want rpm, ErrNotYet and how long the call would have waited", denied[0])
 		}
-		if s := snap(t, p); s.RPM.Level > 0.1 {
-			t.Errorf("RPM level %.2f; want the two counted calls to have used it", s.RPM.Level)
+		if s := snap(t, p); s.Rate(pacer.LimitRPM).Level > 0.1 {
+			t.Errorf("RPM level %.2f; want the two counted calls to have used it", s.Rate(pacer.LimitRPM).Level)
 		}
 	})
 }
@@ -71,7 +71,7 @@ func TestShadowRedisDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
-	if err != nil || !l.Shadow() {
+	if err != nil || !l.Info().Shadow {
 		t.Fatalf("Acquire with Redis down in shadow mode = %v, %v; want a shadow lease", l, err)
 	}
 	if err := l.Settle(ctx, 5); err != nil {

@@ -99,7 +99,7 @@ func TestSlidingNeverExceedsAnyWindow(t *testing.T) {
 							return
 						}
 						mu.Lock()
-						log = append(log, admission{l.Start().UnixMilli(), n})
+						log = append(log, admission{l.Info().Start.UnixMilli(), n})
 						mu.Unlock()
 						if err := l.Settle(ctx, n); err != nil {
 							t.Errorf("Settle = %v", err)
@@ -202,7 +202,7 @@ func TestSlidingUpgradeFromDecimalCounts(t *testing.T) {
 	cur := c.now.UnixMilli() * 1000 / g
 	// 3 calls 70 sub-windows ago (rolled out), 4 in the last sub-window
 	// and 2 in the current one.
-	b.Mini.HSet(p.Keys()[0], field, strconv.FormatInt(cur-71, 10)+" 3 -69 4 2")
+	b.Mini.HSet(pacer.Keys(p)[0], field, strconv.FormatInt(cur-71, 10)+" 3 -69 4 2")
 	for i := range 4 {
 		if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
 			t.Fatalf("call %d of the 4 that fit beside the 6 counted = %v", i, err)
@@ -215,7 +215,7 @@ func TestSlidingUpgradeFromDecimalCounts(t *testing.T) {
 	if retryAfter(ny) < 985*time.Millisecond || retryAfter(ny) > 1016*time.Millisecond {
 		t.Errorf("%+v; want to wait until sub-window cur rolls out, 0.985 to 1.016 s", *ny)
 	}
-	v := b.Mini.HGet(p.Keys()[0], field)
+	v := b.Mini.HGet(pacer.Keys(p)[0], field)
 	if !strings.Contains(v, ":") {
 		t.Errorf("after a write the field is %q; want the new format", v)
 	}

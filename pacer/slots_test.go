@@ -111,7 +111,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if d := time.Since(start); d < ttl-time.Millisecond {
 			t.Errorf("slot came back %v after the abandoned lease was taken; want no sooner than its %v TTL", d, ttl)
 		}
-		before := snap(t, p).TPM.Level
+		before := snap(t, p).Rate(pacer.LimitTPM).Level
 		if err := abandoned.Settle(ctx, 0); !errors.Is(err, pacer.ErrLeaseExpired) {
 			t.Errorf("Settle of an expired lease = %v; want ErrLeaseExpired", err)
 		}
@@ -120,7 +120,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		}
 		// A refund would give back 1,000; the refill between the two
 		// snapshots is 100 tokens a second.
-		if after := snap(t, p).TPM.Level; after > before+500 {
+		if after := snap(t, p).Rate(pacer.LimitTPM).Level; after > before+500 {
 			t.Errorf("TPM level went from %v to %v: the expired lease's tokens were refunded; they must stay charged", before, after)
 		}
 		if err := l.Settle(ctx, 10); err != nil {
@@ -146,9 +146,9 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		stop := kept.AutoKeepAlive(ctx)
 		if b.Mini != nil {
 			for range 7 { // 1.4 s: more than two TTLs
-				for deadline := time.Now().Add(30 * time.Second); kept.Expiry().Before(now.Add(keptTTL)); time.Sleep(time.Millisecond) {
+				for deadline := time.Now().Add(30 * time.Second); kept.Info().Expiry.Before(now.Add(keptTTL)); time.Sleep(time.Millisecond) {
 					if time.Now().After(deadline) {
-						t.Fatalf("no renewal in 30s: the lease expires at %v, the clock reads %v", kept.Expiry(), now)
+						t.Fatalf("no renewal in 30s: the lease expires at %v, the clock reads %v", kept.Info().Expiry, now)
 					}
 				}
 				now = now.Add(keptTTL / 3)
@@ -447,7 +447,7 @@ func TestWaiterGivesUpAsItIsHanded(t *testing.T) {
 			// Queued: the slot is held, so the waiter's first call queues it.
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				q, err := rdb.ZCard(ctx, ps[0].Keys()[2]).Result()
+				q, err := rdb.ZCard(ctx, pacer.Keys(ps[0])[2]).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -517,7 +517,7 @@ func TestDeadWaiterHoldsItsSlotOnlyItsTTL(t *testing.T) {
 		}()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			q, err := b.Client(t).ZCard(ctx, holder.Keys()[2]).Result()
+			q, err := b.Client(t).ZCard(ctx, pacer.Keys(holder)[2]).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -577,7 +577,7 @@ func TestHandOverChargesSlidingWindows(t *testing.T) {
 		}()
 		rdb := b.Client(t)
 		for deadline := time.Now().Add(10 * time.Second); ; {
-			q, err := rdb.ZCard(ctx, ps[0].Keys()[2]).Result()
+			q, err := rdb.ZCard(ctx, pacer.Keys(ps[0])[2]).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

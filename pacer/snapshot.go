@@ -11,10 +11,14 @@ import (
 	"github.com/llmpacer/llmpacer/lua"
 )
 
-// Bucket is the state of one rate limit.
-type Bucket struct {
-	// Limit is the configured limit per window after Headroom; 0 means
-	// the budget has no such limit and the other fields are zero.
+// RateState is one rate limit of a budget as a snapshot reads it: the
+// Rate as configured (for Limits' four fields, the Rate that says the
+// same) and its bucket's state.
+type RateState struct {
+	// Rate is the limit as configured.
+	Rate Rate
+	// Limit is the limit per window after Headroom; 0 in the zero
+	// RateState that Snapshot.Rate returns for a limit the budget lacks.
 	Limit int64
 	// Capacity is the most the bucket holds (the burst).
 	Capacity int64
@@ -26,12 +30,6 @@ type Bucket struct {
 	PerSecond float64
 }
 
-// RateState is one of Config.Rates as a snapshot reads it.
-type RateState struct {
-	Rate Rate
-	Bucket
-}
-
 // Snapshot is a budget's state at one moment, as an operator needs to see
 // it: each limit's level and capacity, slots held and any pause.
 type Snapshot struct {
@@ -39,8 +37,9 @@ type Snapshot struct {
 	// Time is the moment read, on the Redis clock.
 	Time time.Time
 
-	RPM, TPM, RPD, TPD Bucket
-	// Rates holds Config.Rates other than the four above, in order.
+	// Rates holds every rate limit of the budget: those of Limits' four
+	// fields the budget has (RPM, TPM, RPD, TPD, in that order), then
+	// Config.Rates' others, in order. Rate looks one up by name.
 	Rates []RateState
 
 	// InFlight counts the concurrency slots held by leases not yet ended
@@ -59,6 +58,18 @@ type Snapshot struct {
 	// its turn to its end); 0 until one ends. A waiter for a slot
 	// estimates its wait from it.
 	MeanHold time.Duration
+}
+
+// Rate returns the state of the rate whose Rate.Name is name (such as
+// LimitTPM or "tokens/3600s"), or the zero RateState if the budget has no
+// such rate.
+func (s Snapshot) Rate(name Limit) RateState {
+	for _, r := range s.Rates {
+		if r.Rate.Name() == name {
+			return r
+		}
+	}
+	return RateState{}
 }
 
 // Snapshot reads the budget without changing it.
@@ -95,30 +106,30 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 	if h := p.hold.Load(); h != 0 {
 		s.MeanHold = time.Duration(math.Round(math.Float64frombits(h) * float64(time.Millisecond)))
 	}
-	out := [4]*Bucket{&s.RPM, &s.TPM, &s.RPD, &s.TPD}
 	j := 3
-	level := func(b bucket) (Bucket, error) {
+	level := func(b bucket, r Rate) error {
 		str, ok := a[j].(string)
 		j++
 		if !ok {
-			return Bucket{}, fmt.Errorf("%w: %v", wire.ErrReply, v)
+			return fmt.Errorf("%w: %v", wire.ErrReply, v)
 		}
-		return b.state(ints[0], str)
+		rs, err := b.state(ints[0], str)
+		rs.Rate = r
+		s.Rates = append(s.Rates, rs)
+		return err
 	}
 	for i, b := range p.s().buckets {
 		if b.limit == 0 {
 			continue
 		}
-		if *out[i], err = level(b); err != nil {
+		if err := level(b, p.s().fourRate[i]); err != nil {
 			return Snapshot{}, err
 		}
 	}
 	for k, b := range p.s().rates {
-		bk, err := level(b)
-		if err != nil {
+		if err := level(b, p.s().rateOf[k]); err != nil {
 			return Snapshot{}, err
 		}
-		s.Rates = append(s.Rates, RateState{Rate: p.s().rateOf[k], Bucket: bk})
 	}
 	stop, ok := a[j].(string)
 	if !ok {
@@ -139,20 +150,20 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 
 // state returns the bucket's state at nowUs, from its field's value as
 // stored ("" when none: full).
-func (b bucket) state(nowUs int64, str string) (Bucket, error) {
+func (b bucket) state(nowUs int64, str string) (RateState, error) {
 	if b.wb.Sub > 0 {
 		lv, err := b.wb.SlidingLevel(nowUs, str)
 		if err != nil {
-			return Bucket{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
+			return RateState{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
 		}
-		return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
+		return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
 	}
 	var tat int64
 	if str != "" {
 		var err error
 		if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
-			return Bucket{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
+			return RateState{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
 		}
 	}
-	return Bucket{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(nowUs, tat, str != ""), PerSecond: b.perMs * 1000}, nil
+	return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(nowUs, tat, str != ""), PerSecond: b.perMs * 1000}, nil
 }

@@ -252,10 +252,10 @@ func TestSpendInputMargin(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, p)
-		if got := 10_000 - int64(s.Rates[0].Level); got != tc.want {
+		if got := 10_000 - int64(s.Rates[1].Level); got != tc.want {
 			t.Errorf("%s, InputMargin %v: reserved %d µ$; want %d", tc.model, tc.margin, got, tc.want)
 		}
-		if got := 10_000 - int64(s.TPM.Level); got != 1100 {
+		if got := 10_000 - int64(s.Rate(pacer.LimitTPM).Level); got != 1100 {
 			t.Errorf("%s, InputMargin %v: TPM charged %d; want 1,100, the request's tokens", tc.model, tc.margin, got)
 		}
 	}

@@ -49,8 +49,8 @@ func TestQuotaStopAndProbe(t *testing.T) {
 		if s.StoppedBy != pacer.LimitQuota || s.Stopped < 59*time.Minute {
 			t.Errorf("Snapshot: Stopped %v by %q; want about an hour by quota", s.Stopped, s.StoppedBy)
 		}
-		if s.TPM.Level != 10000 || s.RPM.Level != 100 {
-			t.Errorf("levels after refusals: RPM %v TPM %v; want both full: nothing charged", s.RPM.Level, s.TPM.Level)
+		if s.Rate(pacer.LimitTPM).Level != 10000 || s.Rate(pacer.LimitRPM).Level != 100 {
+			t.Errorf("levels after refusals: RPM %v TPM %v; want both full: nothing charged", s.Rate(pacer.LimitRPM).Level, s.Rate(pacer.LimitTPM).Level)
 		}
 
 		// The probe interval passes: one call goes through, the next is
@@ -167,8 +167,8 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 		}
 		s := snap(t, p)
 		// Headroom 0.1 keeps 10 requests and 1000 tokens unused.
-		near("RPM level", s.RPM.Level, 30)
-		near("TPM level", s.TPM.Level, 3000)
+		near("RPM level", s.Rate(pacer.LimitRPM).Level, 30)
+		near("TPM level", s.Rate(pacer.LimitTPM).Level, 3000)
 
 		// More room reported than the budget believes: nothing changes.
 		rl.Tokens.Remaining, rl.Requests.Remaining = 10000, 100
@@ -176,8 +176,8 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		s2 := snap(t, p)
-		if s2.TPM.Level > s.TPM.Level+300 || s2.RPM.Level > s.RPM.Level+3 {
-			t.Errorf("Sync with more room raised the budget: TPM %.0f -> %.0f, RPM %.1f -> %.1f", s.TPM.Level, s2.TPM.Level, s.RPM.Level, s2.RPM.Level)
+		if s2.Rate(pacer.LimitTPM).Level > s.Rate(pacer.LimitTPM).Level+300 || s2.Rate(pacer.LimitRPM).Level > s.Rate(pacer.LimitRPM).Level+3 {
+			t.Errorf("Sync with more room raised the budget: TPM %.0f -> %.0f, RPM %.1f -> %.1f", s.Rate(pacer.LimitTPM).Level, s2.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level, s2.Rate(pacer.LimitRPM).Level)
 		}
 
 		// Nothing left: the next call waits for the refill.
@@ -188,7 +188,7 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1000}); !errors.Is(err, pacer.ErrNotYet) {
 			t.Errorf("TryAcquire after the provider reported no tokens = %v; want ErrNotYet", err)
 		}
-		near("TPM level after remaining 0", snap(t, p).TPM.Level, 0)
+		near("TPM level after remaining 0", snap(t, p).Rate(pacer.LimitTPM).Level, 0)
 	})
 }
 
@@ -268,7 +268,7 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		errc <- err
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for snap(t, p).TPM.Level > -1 { // the turn is reserved
+	for snap(t, p).Rate(pacer.LimitTPM).Level > -1 { // the turn is reserved
 		if time.Now().After(deadline) {
 			t.Fatal("the call reserved no turn")
 		}
@@ -286,9 +286,9 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		t.Fatal("the reserved call did not return")
 	}
 	deadline = time.Now().Add(5 * time.Second)
-	for snap(t, p).TPM.Level < -0.5 { // its 30 tokens come back
+	for snap(t, p).Rate(pacer.LimitTPM).Level < -0.5 { // its 30 tokens come back
 		if time.Now().After(deadline) {
-			t.Fatalf("TPM level %.1f; want the reserved turn given back", snap(t, p).TPM.Level)
+			t.Fatalf("TPM level %.1f; want the reserved turn given back", snap(t, p).Rate(pacer.LimitTPM).Level)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"time"
@@ -140,17 +139,6 @@ func (p *Pacer) tenantKey(id string) string {
 	return wire.TenantKey(p.tag, wire.TenantHash(id))
 }
 
-// Tenants returns the tenants' configuration in force (the Config's, or a
-// stored definition's): its zero value for a budget without tenants. The
-// result is a copy: changing it changes nothing in the Pacer.
-func (p *Pacer) Tenants() Tenants {
-	return Tenants{Rates: slices.Clone(p.s().tenantRates), Share: p.s().share}
-}
-
-// TenantKey returns the Redis key that holds tenant's state in this
-// budget: for operators, and for tests that must delete what they wrote.
-func (p *Pacer) TenantKey(tenant string) string { return p.tenantKey(tenant) }
-
 // TenantSnapshot is one tenant's state at one moment.
 type TenantSnapshot struct {
 	Tenant string
@@ -159,7 +147,7 @@ type TenantSnapshot struct {
 	// Rates are the tenant's own rates (Config.Tenants.Rates), in order.
 	Rates []RateState
 	// Shares are the tenant's shares of the budget's rates, in the order
-	// the budget's snapshot lists them (RPM, TPM, RPD, TPD, then Rates):
+	// of the budget's Snapshot.Rates:
 	// each Rate is the share's, and a Level below what a call needs means
 	// the tenant's calls yield to tenants within their share.
 	Shares []RateState
@@ -206,11 +194,13 @@ func (p *Pacer) tenantSnapshot(ctx context.Context, key, tenant string) (TenantS
 			return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w", p.s().name, err)
 		}
 		if i < len(p.s().tenantRates) {
-			s.Rates = append(s.Rates, RateState{Rate: p.s().tenantRates[i], Bucket: st})
+			st.Rate = p.s().tenantRates[i]
+			s.Rates = append(s.Rates, st)
 			continue
 		}
 		pb := budget[i-len(p.s().tenantRates)]
-		s.Shares = append(s.Shares, RateState{Rate: Rate{Unit: pb.unit, Limit: b.limit, Window: pb.window, Sliding: false}, Bucket: st})
+		st.Rate = Rate{Unit: pb.unit, Limit: b.limit, Window: pb.window}
+		s.Shares = append(s.Shares, st)
 	}
 	return s, nil
 }

@@ -111,10 +111,10 @@ func TestTenantHostileIDs(t *testing.T) {
 			"a", "a ", "A", "{x}", "}{", "a}:s", "\n", "a\nb", "a\x00", "\u0430", // Cyrillic a
 			"ＡＢＣ", "ABC", strings.Repeat("z", 10_000), strings.Repeat("z", 10_001), ":t:", "*", "?",
 		}
-		tag := p.Keys()[0][:strings.Index(p.Keys()[0], "}")+1]
+		tag := pacer.Keys(p)[0][:strings.Index(pacer.Keys(p)[0], "}")+1]
 		seen := map[string]string{}
 		for _, id := range ids {
-			k := p.TenantKey(id)
+			k := pacer.TenantKey(p, id)
 			if !strings.HasPrefix(k, tag+":t:") || len(k) != len(tag)+3+32 {
 				t.Errorf("TenantKey(%.20q) = %q; want %s:t: and 32 hex digits", id, k, tag)
 			}
@@ -130,7 +130,7 @@ func TestTenantHostileIDs(t *testing.T) {
 			// Every tenant's hash lives in the budget's slot: one script
 			// reaches them all.
 			rdb := b.Client(t).(*redis.ClusterClient)
-			want, err := rdb.ClusterKeySlot(ctx, p.Keys()[0]).Result()
+			want, err := rdb.ClusterKeySlot(ctx, pacer.Keys(p)[0]).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestTenantKeysExpire(t *testing.T) {
 	if err := l.Settle(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	k := p.TenantKey("idle")
+	k := pacer.TenantKey(p, "idle")
 	ttl := b.Mini.TTL(k)
 	if ttl <= 0 || ttl > 2*time.Minute {
 		t.Fatalf("tenant key TTL %v; want set, within a couple of minutes", ttl)
@@ -310,10 +310,10 @@ func TestTenantsReturnsCopy(t *testing.T) {
 	hour := pacer.Rate{Unit: pacer.Tokens, Limit: 3000, Window: time.Hour}
 	p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 10_000},
 		Tenants: pacer.Tenants{Rates: []pacer.Rate{hour}, Share: 0.5}})
-	got := p.Tenants()
+	got := p.Config().Tenants
 	got.Rates[0].Limit = 1
 	got.Rates = append(got.Rates[:0], pacer.Rate{Unit: pacer.Requests, Limit: 2, Window: time.Second})
-	if again := p.Tenants(); len(again.Rates) != 1 || again.Rates[0] != hour {
+	if again := p.Config().Tenants; len(again.Rates) != 1 || again.Rates[0] != hour {
 		t.Errorf("Tenants().Rates after the caller changed its copy = %+v; want [%+v]", again.Rates, hour)
 	}
 }

@@ -17,7 +17,7 @@ import (
 //
 // In a shadow budget (Config.Shadow) Acquire and TryAcquire never refuse
 // for want of room or Redis: they report the refusal as a Denied event and
-// return a lease the budget does not count (Lease.Shadow).
+// return a lease the budget does not count (LeaseInfo.Shadow).
 func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	l, err := p.tryAcquire(ctx, r)
 	if err == nil || !p.s().shadow || errors.Is(err, ErrInvalid) {

@@ -60,8 +60,12 @@ func request(ctx context.Context, p *pacer.Pacer, tokens int64) pacer.Request {
 	if d, ok := ctx.Value(maxWaitKey).(time.Duration); ok && d > 0 {
 		r.MaxWait = d
 	}
-	if t, ok := ctx.Value(tenantKey).(string); ok && (len(p.Tenants().Rates) > 0 || p.Tenants().Share != 0) {
-		r.Tenant = t
+	if t, ok := ctx.Value(tenantKey).(string); ok {
+		// A budget without tenants refuses a Tenant: name it only to one
+		// that has them.
+		if tn := p.Config().Tenants; len(tn.Rates) > 0 || tn.Share != 0 {
+			r.Tenant = t
+		}
 	}
 	return r
 }

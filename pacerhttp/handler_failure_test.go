@@ -193,7 +193,7 @@ func TestHandlerLeaseLifetime(t *testing.T) {
 		})
 		p, srv := inbound(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000, Concurrency: 1}}, h, budgetOnly, pacerhttp.WithCost(tokensHeader))
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-		level := func() float64 { return snap(t, p).TPM.Level }
+		level := func() float64 { return snap(t, p).Rate(pacer.LimitTPM).Level }
 
 		if resp, body := get(t, ctx, srv.URL+"/settle", 0, 6000); resp.StatusCode != 200 {
 			t.Fatalf("/settle = %d %s", resp.StatusCode, body)

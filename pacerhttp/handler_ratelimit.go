@@ -110,14 +110,6 @@ func (h *handler) quotaOf(r *http.Request, why Refusal) (quota, bool) {
 	switch why.Limit {
 	case pacer.LimitConcurrency:
 		return quota{q: s.Concurrency, r: max(0, s.Concurrency-s.InFlight), unit: "concurrent-requests"}, s.Concurrency > 0
-	case pacer.LimitRPM:
-		return bucketQuota(s.RPM, time.Minute)
-	case pacer.LimitTPM:
-		return bucketQuota(s.TPM, time.Minute)
-	case pacer.LimitRPD:
-		return bucketQuota(s.RPD, 24*time.Hour)
-	case pacer.LimitTPD:
-		return bucketQuota(s.TPD, 24*time.Hour)
 	}
 	return rateQuota(s.Rates, name)
 }
@@ -126,7 +118,7 @@ func (h *handler) quotaOf(r *http.Request, why Refusal) (quota, bool) {
 func rateQuota(rates []pacer.RateState, name string) (quota, bool) {
 	for _, rs := range rates {
 		if string(rs.Rate.Name()) == name {
-			return bucketQuota(rs.Bucket, rs.Rate.Window)
+			return bucketQuota(rs)
 		}
 	}
 	return quota{}, false
@@ -134,7 +126,8 @@ func rateQuota(rates []pacer.RateState, name string) (quota, bool) {
 
 // bucketQuota states a bucket: its limit over its window, and what it
 // holds now (never below 0: a budget in debt has none available).
-func bucketQuota(b pacer.Bucket, window time.Duration) (quota, bool) {
+func bucketQuota(b pacer.RateState) (quota, bool) {
+	window := b.Rate.Window
 	if b.Limit == 0 {
 		return quota{}, false
 	}

@@ -196,7 +196,7 @@ func TestHandlerDisconnectGivesTurnBack(t *testing.T) {
 				t.Fatalf("request %d = %d %s", i, resp.StatusCode, body)
 			}
 		}
-		level := func() float64 { return snap(t, p).RPM.Level }
+		level := func() float64 { return snap(t, p).Rate(pacer.LimitRPM).Level }
 		cctx, leave := context.WithCancel(ctx)
 		done := make(chan error)
 		go func() {

@@ -146,7 +146,7 @@ func keep(l *pacer.Lease) *keeper {
 	k := &keeper{}
 	k.waiting.Store(true)
 	k.active.Store(true)
-	every := max(time.Until(l.Expiry())/3, 10*time.Millisecond)
+	every := max(time.Until(l.Info().Expiry)/3, 10*time.Millisecond)
 	k.stop = concurrency.KeepAlive(context.Background(), every, func(ctx context.Context) bool {
 		// A slow model may take minutes to answer: only the caller's
 		// reading of the body can go idle.
@@ -156,7 +156,7 @@ func keep(l *pacer.Lease) *keeper {
 			return false
 		}
 		err := l.KeepAlive(ctx)
-		return err == nil || time.Now().Before(l.Expiry()) // else expired: nothing left to keep
+		return err == nil || time.Now().Before(l.Info().Expiry) // else expired: nothing left to keep
 	})
 	return k
 }

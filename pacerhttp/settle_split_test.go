@@ -53,10 +53,10 @@ func TestAnthropicSettleDebtAndGiveBack(t *testing.T) {
 		elapsed := s.Time.Sub(before.Time)
 		for _, c := range []struct {
 			what  string
-			bk    pacer.Bucket
+			bk    pacer.RateState
 			used  int64
 			limit float64
-		}{{"the input rate", s.Rates[0].Bucket, 500, 6_000}, {"the output rate", s.Rates[1].Bucket, 7, 6_000}, {"TPD", s.TPD, 507, 10_000_000}} {
+		}{{"the input rate", s.Rate("input_tokens/60s"), 500, 6_000}, {"the output rate", s.Rate("output_tokens/60s"), 7, 6_000}, {"TPD", s.Rate(pacer.LimitTPD), 507, 10_000_000}} {
 			want := c.limit - float64(c.used)
 			if c.bk.Level < want-0.5 || c.bk.Level > want+c.bk.PerSecond*elapsed.Seconds()+0.5 {
 				t.Errorf("%s holds %.1f of %.0f: charged %.1f; want the %d used", c.what, c.bk.Level, c.limit, c.limit-c.bk.Level, c.used)

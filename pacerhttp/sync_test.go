@@ -58,7 +58,7 @@ func TestHeaderSyncFollowsTheProvider(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return s.TPM.Level
+					return s.Rate(pacer.LimitTPM).Level
 				}
 				ev.balanced(t)
 				if !sync {

@@ -29,7 +29,7 @@ func TestOutageMetrics(t *testing.T) {
 	for range 2 {
 		l, err := p.TryAcquire(ctx, pacer.Request{})
 		must(t, err)
-		if !l.Local() {
+		if !l.Info().Local {
 			t.Fatal("a lease admitted with Redis down is not local")
 		}
 	}

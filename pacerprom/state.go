@@ -2,7 +2,6 @@ package pacerprom
 
 import (
 	"context"
-	"time"
 
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,22 +116,12 @@ func (c *Collector) send(ch chan<- prometheus.Metric, r read) {
 	}
 	gauge(m.success, 1)
 	s := r.s
-	bucket := func(name string, b pacer.Bucket, window time.Duration) {
-		if b.Limit == 0 {
-			return
-		}
-		name = label(name)
+	for _, b := range s.Rates {
+		name := label(string(b.Rate.Name()))
 		gauge(m.level, b.Level, name)
 		gauge(m.capacity, float64(b.Capacity), name)
 		gauge(m.limit, float64(b.Limit), name)
-		gauge(m.window, window.Seconds(), name)
-	}
-	bucket(string(pacer.LimitRPM), s.RPM, time.Minute)
-	bucket(string(pacer.LimitTPM), s.TPM, time.Minute)
-	bucket(string(pacer.LimitRPD), s.RPD, 24*time.Hour)
-	bucket(string(pacer.LimitTPD), s.TPD, 24*time.Hour)
-	for _, r := range s.Rates {
-		bucket(string(r.Rate.Name()), r.Bucket, r.Rate.Window)
+		gauge(m.window, b.Rate.Window.Seconds(), name)
 	}
 	gauge(m.inFlight, float64(s.InFlight))
 	gauge(m.concurrency, float64(s.Concurrency))

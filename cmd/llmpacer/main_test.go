@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"math"
 	"strings"
 	"testing"
@@ -101,7 +103,7 @@ func newFixture(t *testing.T, b redistest.Backend) fixture {
 
 // hashOf is the hash that names tenant's key in p.
 func hashOf(p *pacer.Pacer, tenant string) string {
-	k := p.TenantKey(tenant)
+	k := tenantKeyOf(p, tenant)
 	return k[strings.LastIndexByte(k, ':')+1:]
 }
 
@@ -146,7 +148,7 @@ func TestList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]pacer.Bucket{"rpm": s.RPM, "tpm": s.TPM, "requests/3600s": s.Rates[0].Bucket}
+		want := map[string]pacer.RateState{"rpm": s.Rate(pacer.LimitRPM), "tpm": s.Rate(pacer.LimitTPM), "requests/3600s": s.Rate("requests/3600s")}
 		if a.Version != 1 || len(a.Limits) != len(want) || a.Error != "" {
 			t.Fatalf("defined budget = %+v; want version 1 and limits %v", a, want)
 		}
@@ -272,7 +274,7 @@ func TestScanLimit(t *testing.T) {
 func TestUnusableDefinition(t *testing.T) {
 	b := redistest.Mini(t)
 	f := newFixture(t, b)
-	b.Mini.HSet(f.bare.Keys()[3], "v", "4", "def", `{"limits":{"RPM":-3}}`)
+	b.Mini.HSet(keysOf(f.bare)[3], "v", "4", "def", `{"limits":{"RPM":-3}}`)
 	r := runWith(t, envOf(b), "-prefix", f.prefix, "-json")
 	got := find(t, decode[listing](t, r.stdout), f.bare.Name())
 	if r.code != exitFailed || !strings.Contains(got.Error, "version 4") || len(got.Raw) != 2 {
@@ -362,4 +364,16 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || o.cmd != "show" || len(o.names) != 2 || o.names[0] != "-odd" || !o.json {
 		t.Errorf("parseArgs(-json show -- -odd x) = %+v, %v", o, err)
 	}
+}
+
+// keysOf returns p's Redis keys in the scripts' order (KEYS[1] to KEYS[4]),
+// spelled from its Config as internal/wire spells them.
+func keysOf(p *pacer.Pacer) []string {
+	c := p.Config()
+	return wire.Keys(wire.KeyTag(cmp.Or(c.KeyPrefix, wire.DefaultPrefix), c.Name, c.HashTag))
+}
+
+// tenantKeyOf returns the key of tenant's hash in p's budget.
+func tenantKeyOf(p *pacer.Pacer, tenant string) string {
+	return wire.TenantKey(strings.TrimSuffix(keysOf(p)[0], wire.StateSuffix), wire.TenantHash(tenant))
 }

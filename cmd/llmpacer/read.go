@@ -136,24 +136,15 @@ func (r reader) read(ctx context.Context, name string, hashes []string) budget {
 
 // readDefined reads a budget through its stored definition.
 func (r reader) readDefined(ctx context.Context, p *pacer.Pacer, b *budget) error {
-	b.Version = p.Version()
+	b.Version = p.Config().Version
 	s, err := p.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
 	b.Time, b.InFlight, b.Concurrency = s.Time, s.InFlight, s.Concurrency
 	b.PausedS, b.StoppedS, b.StoppedBy = s.Paused.Seconds(), s.Stopped.Seconds(), string(s.StoppedBy)
-	const day = 24 * time.Hour
-	four := []pacer.RateState{
-		{Rate: pacer.Rate{Unit: pacer.Requests, Window: time.Minute}, Bucket: s.RPM},
-		{Rate: pacer.Rate{Unit: pacer.Tokens, Window: time.Minute}, Bucket: s.TPM},
-		{Rate: pacer.Rate{Unit: pacer.Requests, Window: day}, Bucket: s.RPD},
-		{Rate: pacer.Rate{Unit: pacer.Tokens, Window: day}, Bucket: s.TPD},
-	}
-	for _, rs := range append(four, s.Rates...) {
-		if rs.Limit != 0 {
-			b.Limits = append(b.Limits, levelOf("", rs))
-		}
+	for _, rs := range s.Rates {
+		b.Limits = append(b.Limits, levelOf("", rs))
 	}
 	return nil
 }

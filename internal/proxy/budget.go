@@ -190,7 +190,7 @@ func (b *budget) learn(ctx context.Context, h http.Header) {
 	if b.learned.Load() {
 		return
 	}
-	if b.p.Version() > 0 {
+	if b.p.Config().Version > 0 {
 		b.learned.Store(true)
 		return
 	}

@@ -94,8 +94,8 @@ func TestTenantProxyKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tn := p.Tenants(); p.Limits() != (pacer.Limits{RPM: 100, TPM: 100_000}) || p.Version() != 2 || tn.Share != 0.5 || len(tn.Rates) != 1 || tn.Rates[0].Limit != 2 {
-			t.Errorf("stored: %v, tenants %+v, version %d; want the file's rpm=100 tpm=100000, share 0.5 and rpm 2 a tenant, version 2", p.Limits(), tn, p.Version())
+		if tn := p.Config().Tenants; p.Config().Limits != (pacer.Limits{RPM: 100, TPM: 100_000}) || p.Config().Version != 2 || tn.Share != 0.5 || len(tn.Rates) != 1 || tn.Rates[0].Limit != 2 {
+			t.Errorf("stored: %v, tenants %+v, version %d; want the file's rpm=100 tpm=100000, share 0.5 and rpm 2 a tenant, version 2", p.Config().Limits, tn, p.Config().Version)
 		}
 		// A model the file does not name learns its limits, keeping the tenants.
 		c := openai.NewClient(option.WithBaseURL(r.srv.URL+"/openai/v1/"), option.WithAPIKey("pk-team-b"), option.WithMaxRetries(0))
@@ -108,8 +108,8 @@ func TestTenantProxyKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if learned.Limits() != (pacer.Limits{RPM: 100, TPM: 100_000}) || learned.Version() != 1 || learned.Tenants().Share != 0.5 {
-			t.Errorf("learned: %v, tenants %+v, version %d; want the headers' limits with the file's tenants, version 1", learned.Limits(), learned.Tenants(), learned.Version())
+		if learned.Config().Limits != (pacer.Limits{RPM: 100, TPM: 100_000}) || learned.Config().Version != 1 || learned.Config().Tenants.Share != 0.5 {
+			t.Errorf("learned: %v, tenants %+v, version %d; want the headers' limits with the file's tenants, version 1", learned.Config().Limits, learned.Config().Tenants, learned.Config().Version)
 		}
 		// A proxy key is for its provider's route only.
 		status, _, body := send(t, r, "POST", "/anthropic/v1/messages", `{"model":"claude-sonnet-4-5"}`, "x-api-key", "pk-team-a")

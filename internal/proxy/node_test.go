@@ -168,15 +168,15 @@ func TestTypeScriptThroughProxy(t *testing.T) {
 				i, res.OK, res.Text, res.Tokens, res.statuses(), res.Error)
 		}
 	}
-	if got := open(t, b, prefix, "openai", "gpt-4o-mini").Limits(); got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
+	if got := open(t, b, prefix, "openai", "gpt-4o-mini").Config().Limits; got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
 		t.Errorf("openai budget: stored limits %v, want the headers' rpm=100 tpm=50000", got)
 	}
 	snap, err := open(t, b, prefix, "anthropic", "claude-sonnet-4-5").Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.RPM.Limit != 50 || len(snap.Rates) != 2 {
-		t.Errorf("anthropic budget: rpm %d, %d rates; want the headers' rpm 50 and input and output rates", snap.RPM.Limit, len(snap.Rates))
+	if snap.Rate(pacer.LimitRPM).Limit != 50 || len(snap.Rates) != 3 {
+		t.Errorf("anthropic budget: rpm %d, %d rates; want the headers' rpm 50 and input and output rates", snap.Rate(pacer.LimitRPM).Limit, len(snap.Rates))
 	}
 	if o, a := oprov.Stats(), aprov.Stats(); o.OK != 2 || a.OK != 2 {
 		t.Errorf("providers admitted %d and %d calls, want 2 each", o.OK, a.OK)
@@ -312,7 +312,7 @@ func TestCurlThroughProxy(t *testing.T) {
 	if out := run(true); !strings.HasPrefix(out, "data: ") || !strings.Contains(out, "data: [DONE]") {
 		t.Errorf("curl stream = %s, want server-sent events ending in [DONE]", out)
 	}
-	if got := open(t, b, prefix, "openai", "gpt-4o-mini").Limits(); got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
+	if got := open(t, b, prefix, "openai", "gpt-4o-mini").Config().Limits; got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
 		t.Errorf("stored limits = %v, want the headers' rpm=100 tpm=50000", got)
 	}
 	if st := prov.Stats(); st.OK != 2 {

@@ -36,7 +36,7 @@ func TestOpenAIThroughProxy(t *testing.T) {
 	if len(resp.Choices) != 1 || resp.Choices[0].Message.Content == "" || resp.Usage.TotalTokens == 0 {
 		t.Errorf("chat answer = %+v, want one choice with text and usage", resp)
 	}
-	if got := open(t, b, prefix, "openai", "gpt-4o-mini").Limits(); got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
+	if got := open(t, b, prefix, "openai", "gpt-4o-mini").Config().Limits; got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
 		t.Errorf("stored limits = %v, want the headers' rpm=100 tpm=50000", got)
 	}
 
@@ -95,9 +95,9 @@ func TestAnthropicThroughProxy(t *testing.T) {
 	for _, rs := range snap.Rates {
 		rates[rs.Rate.Unit] = rs.Rate.Limit
 	}
-	if snap.RPM.Limit != 50 || snap.TPM.Limit != 0 || rates[pacer.InputTokens] != 40_000 || rates[pacer.OutputTokens] != 8_000 {
+	if snap.Rate(pacer.LimitRPM).Limit != 50 || snap.Rate(pacer.LimitTPM).Limit != 0 || rates[pacer.InputTokens] != 40_000 || rates[pacer.OutputTokens] != 8_000 {
 		t.Errorf("stored limits: rpm %d, tpm %d, rates %v; want rpm 50, no tpm, input 40000 and output 8000 a minute",
-			snap.RPM.Limit, snap.TPM.Limit, rates)
+			snap.Rate(pacer.LimitRPM).Limit, snap.Rate(pacer.LimitTPM).Limit, rates)
 	}
 	if st := prov.Stats(); st.OK != 2 {
 		t.Errorf("provider admitted %d calls, want 2", st.OK)
@@ -183,8 +183,8 @@ func TestStoredDefinitionWins(t *testing.T) {
 		}
 	}
 	p := open(t, b, prefix, "openai", "gpt-4o-mini")
-	if p.Limits() != (pacer.Limits{RPM: 7}) || p.Version() != 1 {
-		t.Errorf("stored: %v version %d, want the operator's rpm=7, version 1", p.Limits(), p.Version())
+	if p.Config().Limits != (pacer.Limits{RPM: 7}) || p.Config().Version != 1 {
+		t.Errorf("stored: %v version %d, want the operator's rpm=7, version 1", p.Config().Limits, p.Config().Version)
 	}
 }
 

@@ -79,7 +79,7 @@ func TestAzureThroughProxy(t *testing.T) {
 			t.Errorf("the provider got %s?%s with api-key %q; want the deployment's path, api-version and the key", sr.path, sr.query, sr.header.Get("Api-Key"))
 		}
 	}
-	if got := open(t, b, prefix, "azure", "my-gpt").Limits(); got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
+	if got := open(t, b, prefix, "azure", "my-gpt").Config().Limits; got != (pacer.Limits{RPM: 100, TPM: 50_000}) {
 		t.Errorf("the deployment's budget: stored limits %v, want the headers' rpm=100 tpm=50000", got)
 	}
 	if strings.Contains(r.log.String(), secret) {

@@ -144,9 +144,9 @@ func (b *bench) recordPair(ctx context.Context, cfg pacer.Config, tenant string)
 	if err := l.Settle(ctx, 60); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	_ = rdb.Del(ctx, p.Keys()...).Err()
+	_ = rdb.Del(ctx, keysOf(p)...).Err()
 	if tenant != "" {
-		_ = rdb.Del(ctx, p.TenantKey(tenant)).Err()
+		_ = rdb.Del(ctx, tenantKeyOf(p, tenant)).Err()
 	}
 	if ra.args == nil || rs.args == nil {
 		return nil, nil, nil, nil, fmt.Errorf("floor: the Pacer's acquire and settle were not recorded")

@@ -39,7 +39,7 @@ func (b *bench) group(ctx context.Context) error {
 		return err
 	}
 	warm(ctx, single)
-	defer b.rdb.Del(ctx, single.Keys()...)
+	defer b.rdb.Del(ctx, keysOf(single)...)
 	cut, err := b.routeWithoutLookup(ctx)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func (b *bench) group(ctx context.Context) error {
 			}
 			warm(ctx, p) // spends a full one's only request
 			ds = append(ds, pacer.Deployment{Pacer: p})
-			defer func() { _ = b.rdb.Del(context.WithoutCancel(ctx), p.Keys()...) }()
+			defer func() { _ = b.rdb.Del(context.WithoutCancel(ctx), keysOf(p)...) }()
 		}
 		return pacer.NewGroup(pacer.GroupConfig{Deployments: ds})
 	}

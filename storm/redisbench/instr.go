@@ -99,7 +99,7 @@ func (b *bench) instrPair(ctx context.Context, measure func(func() error) (float
 		row(name+": acquire", acq)
 		row(name+": settle", set)
 		row(name+": acquire + settle", acq+set)
-		return b.rdb.Del(ctx, p.Keys()...).Err()
+		return b.rdb.Del(ctx, keysOf(p)...).Err()
 	}
 }
 

@@ -17,10 +17,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"flag"
 	"fmt"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"io"
 	"os"
 	"sort"
@@ -184,7 +186,7 @@ func (b *bench) throughput(ctx context.Context) error {
 			}
 			fmt.Fprintf(b.out, "| %s | %d | %.0f | %.0f | %.0f | %.2f |\n", c.name, g, median(bases), median(ours), 2*median(ours), median(ratios))
 		}
-		_ = b.rdb.Del(ctx, p.Keys()...).Err()
+		_ = b.rdb.Del(ctx, keysOf(p)...).Err()
 	}
 	return nil
 }
@@ -241,7 +243,7 @@ func (b *bench) cost(ctx context.Context) error {
 			return err
 		}
 		warm(ctx, p)
-		defer b.rdb.Del(ctx, p.Keys()...)
+		defer b.rdb.Del(ctx, keysOf(p)...)
 		cases[i].p = p
 	}
 	// per[0] trivial, per[1] GCRA, then acquire, settle and pairs of each
@@ -343,7 +345,7 @@ func (b *bench) growth(ctx context.Context) error {
 		pipe := b.rdb.Pipeline()
 		for i := 0; i < inflight; i++ {
 			// Held leases, added as acquire.lua adds them (far expiry).
-			pipe.ZAdd(ctx, p.Keys()[1], redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: fmt.Sprintf("held-%d", i)})
+			pipe.ZAdd(ctx, keysOf(p)[1], redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: fmt.Sprintf("held-%d", i)})
 			if i%1000 == 999 {
 				if _, err := pipe.Exec(ctx); err != nil {
 					return err
@@ -367,7 +369,7 @@ func (b *bench) growth(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprintf(b.out, "| %d | %.2f |\n", inflight, u)
-		_ = b.rdb.Del(ctx, p.Keys()...).Err()
+		_ = b.rdb.Del(ctx, keysOf(p)...).Err()
 	}
 	fmt.Fprintln(b.out)
 	fmt.Fprintln(b.out, "| budgets in use | µs per call |")
@@ -494,7 +496,7 @@ func (b *bench) expiry(ctx context.Context) error {
 	pipe := b.rdb.Pipeline()
 	past := float64(time.Now().Add(-time.Minute).UnixMilli())
 	for i := 0; i < 100000; i++ {
-		pipe.ZAdd(ctx, p.Keys()[1], redis.Z{Score: past, Member: fmt.Sprintf("dead-%d", i)})
+		pipe.ZAdd(ctx, keysOf(p)[1], redis.Z{Score: past, Member: fmt.Sprintf("dead-%d", i)})
 		if i%1000 == 999 {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return err
@@ -534,14 +536,14 @@ func (b *bench) expiry(ctx context.Context) error {
 			worst = max(worst, e.Duration)
 		}
 	}
-	left, _ := b.rdb.ZCard(ctx, p.Keys()[1]).Result()
+	left, _ := b.rdb.ZCard(ctx, keysOf(p)[1]).Result()
 	fmt.Fprintln(b.out, "## Mass expiry: 100,000 leases expired at once, then 320 acquires 1 ms apart")
 	fmt.Fprintln(b.out, "| acquires | mean µs | worst µs | expired leases removed |")
 	fmt.Fprintln(b.out, "|---:|---:|---:|---:|")
 	if n > 0 {
 		fmt.Fprintf(b.out, "| %d | %.1f | %d | %d |\n", n, float64(sum.Microseconds())/float64(n), worst.Microseconds(), 100000+calls-left)
 	}
-	_ = b.rdb.Del(ctx, p.Keys()...).Err()
+	_ = b.rdb.Del(ctx, keysOf(p)...).Err()
 	return nil
 }
 
@@ -552,4 +554,16 @@ func field(info, key string) string {
 		}
 	}
 	return "?"
+}
+
+// keysOf returns p's Redis keys in the scripts' order (KEYS[1] to KEYS[4]),
+// spelled from its Config as internal/wire spells them.
+func keysOf(p *pacer.Pacer) []string {
+	c := p.Config()
+	return wire.Keys(wire.KeyTag(cmp.Or(c.KeyPrefix, wire.DefaultPrefix), c.Name, c.HashTag))
+}
+
+// tenantKeyOf returns the key of tenant's hash in p's budget.
+func tenantKeyOf(p *pacer.Pacer, tenant string) string {
+	return wire.TenantKey(strings.TrimSuffix(keysOf(p)[0], wire.StateSuffix), wire.TenantHash(tenant))
 }

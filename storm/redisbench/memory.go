@@ -54,7 +54,7 @@ func (b *bench) memory(ctx context.Context) error {
 				}
 			}
 			var total, state int64
-			for i, k := range p.Keys() {
+			for i, k := range keysOf(p) {
 				n, err := b.rdb.MemoryUsage(ctx, k).Result()
 				if err != nil && err.Error() != "redis: nil" {
 					return fmt.Errorf("MEMORY USAGE %s: %w", k, err)
@@ -65,7 +65,7 @@ func (b *bench) memory(ctx context.Context) error {
 				}
 			}
 			fmt.Fprintf(b.out, "| %s | %d | %d | %d |\n", bu.name, calls, total, state)
-			if err := b.rdb.Del(ctx, p.Keys()...).Err(); err != nil {
+			if err := b.rdb.Del(ctx, keysOf(p)...).Err(); err != nil {
 				return err
 			}
 		}

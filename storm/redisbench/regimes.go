@@ -136,7 +136,7 @@ func (u *runner) push(ctx context.Context) error {
 		return err
 	}
 	now := t.UnixMicro()
-	key := u.p.Keys()[0]
+	key := keysOf(u.p)[0]
 	l := u.r.cfg.Limits
 	for _, f := range []string{"rpm", "tpm", "rpd", "tpd"} {
 		if f == "rpd" && l.RPD == 0 || f == "tpd" && l.TPD == 0 {

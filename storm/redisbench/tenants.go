@@ -46,7 +46,7 @@ func (b *bench) populate(ctx context.Context, p *pacer.Pacer, n int) error {
 	if err := tenantPair(ctx, p, tenantID(0)); err != nil {
 		return err
 	}
-	src := p.TenantKey(tenantID(0))
+	src := tenantKeyOf(p, tenantID(0))
 	dump, err := b.rdb.Dump(ctx, src).Result()
 	if err != nil {
 		return fmt.Errorf("DUMP %s: %w", src, err)
@@ -54,7 +54,7 @@ func (b *bench) populate(ctx context.Context, p *pacer.Pacer, n int) error {
 	ttl := time.Hour // the copies must outlive the run; the hash sets its own at its next call
 	pipe := b.rdb.Pipeline()
 	for i := 1; i < n; i++ {
-		pipe.RestoreReplace(ctx, p.TenantKey(tenantID(i)), ttl, dump)
+		pipe.RestoreReplace(ctx, tenantKeyOf(p, tenantID(i)), ttl, dump)
 		if i%1000 == 999 {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return err
@@ -67,9 +67,9 @@ func (b *bench) populate(ctx context.Context, p *pacer.Pacer, n int) error {
 
 // dropTenants deletes p's keys and its n tenants'.
 func (b *bench) dropTenants(ctx context.Context, p *pacer.Pacer, n int) {
-	keys := p.Keys()
+	keys := keysOf(p)
 	for i := range n {
-		keys = append(keys, p.TenantKey(tenantID(i)))
+		keys = append(keys, tenantKeyOf(p, tenantID(i)))
 		if len(keys) >= 1000 {
 			_ = b.rdb.Del(ctx, keys...).Err()
 			keys = keys[:0]
@@ -106,7 +106,7 @@ func (b *bench) tenants(ctx context.Context) error {
 		return err
 	}
 	warm(ctx, plain)
-	defer b.rdb.Del(ctx, plain.Keys()...)
+	defer b.rdb.Del(ctx, keysOf(plain)...)
 	p, err := b.pacer(tenantConfig())
 	if err != nil {
 		return err
