@@ -58,7 +58,7 @@
 // charges the difference. Against the real tokenizers of Claude 2, Gemma 3
 // and Llama 3 (docs/estimate.md) it also falls up to 25% short on code,
 // numbers and emoji: a Spend rate reserves a margin for that
-// (pacer.DefaultInputMargin), since money spent cannot be charged back.
+// (InputMargin), since money spent cannot be charged back.
 //
 // # Out of scope
 //

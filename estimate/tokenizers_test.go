@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-
-	"github.com/llmpacer/llmpacer/pacer"
 )
 
 var textsOut = flag.String("texts", "", "write textKinds as JSON to this file, for testdata/tokenizers/count.mjs")
@@ -24,7 +22,7 @@ var tokenizerFamilies = []struct{ name, model string }{
 // tokenizers of three fallback families, counted offline by
 // testdata/tokenizers/count.mjs: on every kind of text but base64, what
 // the fallback misses is within the input margin a Spend rate reserves by
-// default for that family (pacer.DefaultInputMargin). Run with -v for the
+// default for that family (estimate.InputMargin). Run with -v for the
 // ratios in docs/estimate.md.
 func TestFallbackAgainstTokenizers(t *testing.T) {
 	if *textsOut != "" {
@@ -55,7 +53,7 @@ func TestFallbackAgainstTokenizers(t *testing.T) {
 				t.Fatalf("counts.json: %s has no %s count", tc.name, f.name)
 			}
 			line += fmt.Sprintf("%s %4.0f (%.2f)  ", f.name, n, float64(got)/n)
-			margin := pacer.DefaultInputMargin(f.model)
+			margin := InputMargin(f.model)
 			if float64(got)*(1+margin) < n && !tc.under {
 				t.Errorf("%s: the fallback counts %d, %s %.0f: more than %s's default margin of %.0f%% under", tc.name, got, f.name, n, f.model, 100*margin)
 			}
@@ -83,7 +81,7 @@ func writeTexts(t *testing.T, path string) {
 	}
 }
 
-// pacer.DefaultInputMargin gives the small margin of an exact count to
+// estimate.InputMargin gives the small margin of an exact count to
 // exactly the models this package counts with their own tokenizer.
 func TestDefaultInputMarginFollowsEncoding(t *testing.T) {
 	names := []string{"claude-sonnet-4-5", "us.anthropic.claude-3-5-sonnet-20240620-v1:0", "gemini-2.5-pro",
@@ -95,8 +93,8 @@ func TestDefaultInputMarginFollowsEncoding(t *testing.T) {
 	}
 	for _, m := range names {
 		exact := encodingFor(m) != CharBased
-		if got := pacer.DefaultInputMargin(m); (got == 0.05) != exact || got != 0.05 && got != 0.25 {
-			t.Errorf("pacer.DefaultInputMargin(%q) = %v; the encoding is %s, so want %v", m, got, encodingFor(m), map[bool]float64{true: 0.05, false: 0.25}[exact])
+		if got := InputMargin(m); (got == 0.05) != exact || got != 0.05 && got != 0.25 {
+			t.Errorf("estimate.InputMargin(%q) = %v; the encoding is %s, so want %v", m, got, encodingFor(m), map[bool]float64{true: 0.05, false: 0.25}[exact])
 		}
 	}
 }

@@ -26,7 +26,7 @@
 // estimate too low), Throttled holds back every process for the provider's
 // retry delay and brings the tripped bucket back in line with the provider.
 // Run does all of this around any call, with retries that tell a rate limit
-// from an exhausted quota; TryRun is its form for job queues.
+// from an exhausted quota; WithNoWait makes it a job queue's.
 //
 // When Redis is unreachable the budget fails closed: calls are refused
 // with ErrUnavailable. Config.Outage lets limits that protect the

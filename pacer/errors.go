@@ -28,7 +28,7 @@ var (
 	// have taken.
 	ErrWaitTimeout = errors.New("pacer: no room within the wait bound")
 
-	// ErrNotYet reports that TryAcquire or TryRun found no room now. Hand
+	// ErrNotYet reports that TryAcquire or Run WithNoWait found no room now. Hand
 	// the job back to its queue and try again after RetryAfter(err).
 	ErrNotYet = errors.New("pacer: no room yet")
 
@@ -71,11 +71,6 @@ var (
 	// expired.
 	ErrStateLost = errors.New("pacer: Redis lost the budget's state while it was in use (a restart without persistence, a failover, or an eviction); the buckets restart empty and refill at their rate")
 
-	// ErrEvictable is the Err of a Warning event: the Redis server may
-	// evict the budget's keys under memory pressure, and with them what the
-	// budget has used.
-	ErrEvictable = errors.New("pacer: Redis may evict the budget's keys")
-
 	// ErrNotDefined reports that no definition of the budget is stored in
 	// Redis: Open has nothing to run.
 	ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
@@ -108,7 +103,7 @@ type waiter interface {
 // sent and nothing was charged. It matches one sentinel with errors.Is,
 // which says why:
 //
-//   - ErrNotYet: TryAcquire or TryRun found no room now.
+//   - ErrNotYet: TryAcquire or Run WithNoWait found no room now.
 //   - ErrWaitTimeout: Acquire would find room only after the wait bound
 //     (Bound); it also matches context.DeadlineExceeded when the bound was
 //     the context's deadline.
@@ -195,7 +190,7 @@ func (e *RefusedError) retryAfter() (time.Duration, bool) {
 	return e.wait, true
 }
 
-// RunError is the error Run and TryRun return when the call failed. It
+// RunError is the error Run and RunGroup return when the call failed. It
 // wraps the last call's error (errors.Is and errors.As reach it) and
 // matches ErrQuotaExhausted, ErrRateLimited, ErrPermanent or
 // ErrRetriesExhausted as the Verdict and attempts say. RetryAfter reads

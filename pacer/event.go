@@ -25,7 +25,7 @@ const (
 	// the limit the provider named (LimitPause for Pause, or a 429 that
 	// named none).
 	Paused
-	// Failed: a call that Run or TryRun made failed (refused by the
+	// Failed: a call that Run or RunGroup made failed (refused by the
 	// provider, timed out, ...); Verdict says what the failure means. The
 	// lease's end follows as an Ended event.
 	Failed

@@ -77,10 +77,10 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 
 	c.advance(2 * time.Minute)
 	boom := errors.New("bad request")
-	_, err = pacer.TryRun(ctx, p, pacer.Request{Tokens: 50}, func(context.Context) (int, error) { return 0, boom }, nil,
-		pacer.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Permanent, Status: 400} }))
+	_, err = pacer.Run(ctx, p, pacer.Request{Tokens: 50}, func(context.Context) (int, error) { return 0, boom }, nil,
+		pacer.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Permanent, Status: 400} }), pacer.WithNoWait())
 	if !errors.Is(err, boom) {
-		t.Fatalf("TryRun = %v; want the call's error", err)
+		t.Fatalf("Run(WithNoWait) = %v; want the call's error", err)
 	}
 	if e := take(pacer.Failed); len(e) != 1 || e[0].Verdict.Kind != classify.Permanent || e[0].Tokens != 50 || !errors.Is(e[0].Err, boom) {
 		t.Errorf("Failed events = %+v; want one, permanent, 50 tokens, the call's error", e)

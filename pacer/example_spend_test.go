@@ -3,6 +3,7 @@ package pacer_test
 import (
 	"context"
 	"fmt"
+	"github.com/llmpacer/llmpacer/estimate"
 	"time"
 
 	"github.com/llmpacer/llmpacer/pacer"
@@ -24,7 +25,7 @@ func ExamplePrice_inputMargin() {
 	ctx := context.Background()
 	spent := func() float64 { s, _ := p.Snapshot(ctx); return 100_000 - s.Rates[0].Level }
 
-	fmt.Println("margin:", pacer.DefaultInputMargin(model))
+	fmt.Println("margin:", estimate.InputMargin(model))
 	l, _ := p.Acquire(ctx, pacer.Request{Input: 4_000, Output: 1_000, Model: model})
 	fmt.Printf("reserved: %.0f µ$\n", spent()) // 4,000 × 1.25 × $3/M + 1,000 × $15/M
 	_ = l.SettleUsage(ctx, pacer.Usage{Input: 4_800, Output: 600})

@@ -82,9 +82,9 @@ func ExampleRun() {
 	// Output: hello
 }
 
-// TryRun suits job queues: a job that does not fit yet goes back to the
+// WithNoWait suits job queues: a job that does not fit yet goes back to the
 // queue with the time until it will, and nothing is charged.
-func ExampleTryRun() {
+func ExampleWithNoWait() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -94,8 +94,9 @@ func ExampleTryRun() {
 
 	queue := []int64{1000, 1500, 1000} // each job's token estimate
 	for i, tokens := range queue {
-		_, err := pacer.TryRun(context.Background(), p, pacer.Request{Tokens: tokens},
-			callModel, func(r reply) int64 { return tokens }) // used all it reserved
+		_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: tokens},
+			callModel, func(r reply) int64 { return tokens }, // used all it reserved
+			pacer.WithNoWait())
 		switch {
 		case errors.Is(err, pacer.ErrNotYet):
 			wait, _ := pacer.RetryAfter(err)

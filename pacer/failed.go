@@ -6,9 +6,9 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// EndFailed ends the lease of a call that failed with verdict v. It is the
-// one rule for a failed call's lease: Run, RunGroup and the transport of
-// package pacerhttp all end theirs with it.
+// Fail ends the lease of a call that failed with verdict v (see
+// classify.FromError). It is the one rule for a failed call's lease: Run,
+// RunGroup and the transport of package pacerhttp all end theirs with it.
 //
 //   - Refused as it stood (out of quota, or a 4xx other than a rate limit
 //     and than a 408, 409 or 425 the provider may retry): nothing was
@@ -23,8 +23,8 @@ import (
 //     was ahead of the provider by at least one call's worth, and keeping
 //     the charge corrects by that much per refusal.
 //
-// Its error is the lease's (Lease.Release, Lease.Reject).
-func EndFailed(ctx context.Context, l *Lease, v classify.Verdict) error {
+// Its error is Release's or Reject's.
+func (l *Lease) Fail(ctx context.Context, v classify.Verdict) error {
 	if refused(v) {
 		return l.Reject(ctx)
 	}

@@ -103,7 +103,7 @@ const maxDeployments = 16
 // are on one Redis and, on a Redis Cluster, share a hash slot
 // (Config.HashTag). Otherwise each is tried with its own call.
 //
-// Acquire, TryAcquire, RunGroup and TryRunGroup mirror the Pacer's, and
+// Acquire, TryAcquire and RunGroup mirror the Pacer's, and
 // say which deployment they chose. A Group is safe for simultaneous use by
 // multiple goroutines.
 type Group struct {

@@ -21,20 +21,8 @@ func RunGroup[T any](ctx context.Context, g *Group, r Request, call func(ctx con
 	if g == nil {
 		return zero, invalidf("RunGroup: the Group is nil")
 	}
+	if newRunConfig(opts).noWait {
+		return tryRun(ctx, g.TryAcquire, g, r, call, usage, opts)
+	}
 	return run(ctx, g.Acquire, g, r, call, usage, opts)
-}
-
-// TryRunGroup is TryRun on a Group: it sends the call only if a deployment
-// has room now (see Group.TryAcquire), to that deployment, and never
-// retries or sleeps. A failure is answered on that deployment as
-// RunGroup answers it.
-func TryRunGroup[T any](ctx context.Context, g *Group, r Request, call func(ctx context.Context, p *Pacer) (T, error), usage func(T) int64, opts ...RunOption) (T, error) {
-	var zero T
-	if call == nil {
-		return zero, invalidf("TryRunGroup: call is nil")
-	}
-	if g == nil {
-		return zero, invalidf("TryRunGroup: the Group is nil")
-	}
-	return tryRun(ctx, g.TryAcquire, g, r, call, usage, opts)
 }

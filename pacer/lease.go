@@ -244,7 +244,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // work: out of quota, or a 4xx other than a 429. Its tokens go back,
 // whatever NoRefund says, since nothing was generated; its request stays
 // counted, as providers count refused requests toward their request limits.
-// (EndFailed, the rule Run and package pacerhttp follow, releases a
+// (Lease.Fail, the rule Run and package pacerhttp follow, releases a
 // rate-limited call instead: a 429 shows the budget ran ahead of the
 // provider, and the kept charge corrects it.) Idempotent, and retried in
 // the background when Redis fails, like Settle.

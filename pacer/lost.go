@@ -64,7 +64,7 @@ func (p *Pacer) checkEviction(rdb redis.UniversalClient) {
 			return
 		}
 		if why := wire.Evicts(policy); why != "" {
-			p.emit(Event{Kind: Warning, Err: fmt.Errorf("%w: %s, and a budget whose keys are evicted reads empty here while the provider still counts it: set maxmemory-policy noeviction, or give the budgets a Redis of their own", ErrEvictable, why)})
+			p.emit(Event{Kind: Warning, Err: fmt.Errorf("pacer: Redis may evict the budget's keys: %s, and a budget whose keys are evicted reads empty here while the provider still counts it: set maxmemory-policy noeviction, or give the budgets a Redis of their own", why)})
 		}
 	}()
 }

@@ -119,7 +119,7 @@ type Price struct {
 	// never pushes the spend past the cap (see Spend). It only enlarges
 	// the reservation: the call settles at what its usage cost, and no
 	// token rate is charged more. 0 (the default) takes the model's
-	// family's, DefaultInputMargin: 5% for OpenAI's models, 25% for the
+	// family's, estimate.InputMargin: 5% for OpenAI's models, 25% for the
 	// others (Claude, Gemini, ...). A negative value reserves the estimate
 	// as it is: for counts that are exact, such as Anthropic's
 	// count_tokens. At most 10 (1,000%).

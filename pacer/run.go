@@ -19,7 +19,7 @@ import (
 //     return a negative count, when the real usage is unknown: the whole
 //     reservation is then kept);
 //  4. on a failure it asks the classifier, and ends the lease as the
-//     verdict says (EndFailed): a call refused out of quota or for a 4xx
+//     verdict says (Lease.Fail): a call refused out of quota or for a 4xx
 //     gets its tokens back but stays counted as a request; a rate-limited
 //     call, an overload, a 5xx or a timeout keeps the whole reservation (a
 //     429 shows the budget was ahead of the provider; the others may have
@@ -31,7 +31,9 @@ import (
 //
 // The error is a *RunError (errors.Is ErrQuotaExhausted, ErrPermanent,
 // ErrRateLimited, ErrRetriesExhausted as it applies), or an error from
-// Acquire (ErrTooLarge, ErrWaitTimeout, ErrInvalid, ctx's error).
+// Acquire (ErrTooLarge, ErrWaitTimeout, ErrInvalid, ctx's error). For job
+// queues, WithNoWait makes Run send the call only if the budget has room
+// now, once, and never sleep.
 //
 // For calls made through an SDK on net/http (openai-go, anthropic-sdk-go,
 // and most others), prefer package pacerhttp: its transport paces every
@@ -56,11 +58,19 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 	if p == nil {
 		return zero, invalidf("Run: the Pacer is nil")
 	}
+	fn := func(ctx context.Context, _ *Pacer) (T, error) { return call(ctx) }
+	if newRunConfig(opts).noWait {
+		acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+			l, err := p.TryAcquire(ctx, r)
+			return l, p, err
+		}
+		return tryRun(ctx, acquire, nil, r, fn, usage, opts)
+	}
 	acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
 		l, err := p.Acquire(ctx, r)
 		return l, p, err
 	}
-	return run(ctx, acquire, nil, r, func(ctx context.Context, _ *Pacer) (T, error) { return call(ctx) }, usage, opts)
+	return run(ctx, acquire, nil, r, fn, usage, opts)
 }
 
 // run is Run's and RunGroup's loop: acquire picks the budget of each
@@ -160,12 +170,12 @@ func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T
 	return v, nil, took
 }
 
-// endFailed ends a failed call's lease by the one rule (EndFailed), never
+// endFailed ends a failed call's lease by the one rule (Lease.Fail), never
 // waiting on Redis long.
 func endFailed(ctx context.Context, l *Lease, v classify.Verdict) {
 	endCtx, cancel := endContext(ctx)
 	defer cancel()
-	_ = EndFailed(endCtx, l, v)
+	_ = l.Fail(endCtx, v)
 }
 
 // endContext bounds the end of a lease: the call is over whatever ctx says
@@ -217,29 +227,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// TryRun is Run's form for job queues: it sends the call only if the budget
-// has room now, and never retries or sleeps. If there is no room it returns
-// a *RefusedError (errors.Is ErrNotYet) with the time until there will be,
-// having charged nothing: hand the job back to the queue with that delay.
-// A call answered RateLimited pauses the shared budget and comes back as a
-// *RunError whose Verdict.RetryAfter says when to try again; other failures
-// are *RunErrors as for Run.
-func TryRun[T any](ctx context.Context, p *Pacer, r Request, call func(context.Context) (T, error), usage func(T) int64, opts ...RunOption) (T, error) {
-	var zero T
-	if call == nil {
-		return zero, invalidf("TryRun: call is nil")
-	}
-	if p == nil {
-		return zero, invalidf("TryRun: the Pacer is nil")
-	}
-	acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
-		l, err := p.TryAcquire(ctx, r)
-		return l, p, err
-	}
-	return tryRun(ctx, acquire, nil, r, func(ctx context.Context, _ *Pacer) (T, error) { return call(ctx) }, usage, opts)
-}
-
-// tryRun is TryRun's and TryRunGroup's one attempt (see run).
+// tryRun is Run's and RunGroup's one attempt WithNoWait (see run).
 func tryRun[T any](ctx context.Context, acquire func(context.Context, Request) (*Lease, *Pacer, error), g *Group, r Request, call func(context.Context, *Pacer) (T, error), usage func(T) int64, opts []RunOption) (T, error) {
 	var zero T
 	c := newRunConfig(opts)

@@ -189,22 +189,22 @@ func TestRunRetriesByKind(t *testing.T) {
 	}
 }
 
-// TryRun hands a job back, charging nothing, when there is no room.
-func TestTryRunNotYet(t *testing.T) {
+// Run WithNoWait hands a job back, charging nothing, when there is no room.
+func TestRunNoWaitNotYet(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		_, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000})
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 1000, RPD: 100}})
 		var calls atomic.Int64
 		call := func(ctx context.Context) (usage, error) { calls.Add(1); return client.chat(ctx, 300, 100, 500) }
-		if u, err := pacer.TryRun(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total); err != nil || u.Total() != 400 {
-			t.Fatalf("TryRun = %+v, %v; want 400 tokens used", u, err)
+		if u, err := pacer.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, pacer.WithNoWait()); err != nil || u.Total() != 400 {
+			t.Fatalf("Run(WithNoWait) = %+v, %v; want 400 tokens used", u, err)
 		}
 		before := snap(t, p)
-		_, err := pacer.TryRun(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total)
+		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, pacer.WithNoWait())
 		var ny *pacer.RefusedError
 		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) <= 0 {
-			t.Fatalf("TryRun with no room = %v; want ErrNotYet with a delay", err)
+			t.Fatalf("Run(WithNoWait) with no room = %v; want ErrNotYet with a delay", err)
 		}
 		after := snap(t, p)
 		if calls.Load() != 1 || !near(after.Rate(pacer.LimitTPD).Level, before.Rate(pacer.LimitTPD).Level, 1) || !near(after.Rate(pacer.LimitRPD).Level, before.Rate(pacer.LimitRPD).Level, 0.01) {

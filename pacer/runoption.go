@@ -15,7 +15,7 @@ type Attempt struct {
 	Err     error // nil on success
 }
 
-// RunOption changes how Run and TryRun call and retry. Every option is a
+// RunOption changes how Run and RunGroup call and retry. Every option is a
 // With function.
 type RunOption func(*runConfig)
 
@@ -26,6 +26,7 @@ type runConfig struct {
 	classifier func(error) classify.Verdict
 	onAttempt  func(Attempt)
 	rateDelay  time.Duration
+	noWait     bool
 }
 
 // Run's defaults: WithRetries, WithBackoff, and the pause after a 429
@@ -84,3 +85,14 @@ func newRunConfig(opts []RunOption) runConfig {
 	}
 	return c
 }
+
+// WithNoWait makes Run (or RunGroup) a job queue's call: it sends the call
+// only if the budget (a deployment) has room now, as TryAcquire admits,
+// and never sleeps, for room or to back off, so it makes one attempt
+// whatever WithRetries says. If there is no room it returns a
+// *RefusedError (errors.Is ErrNotYet) with the time until there will be,
+// having charged nothing: hand the job back to the queue with that delay.
+// A call answered RateLimited pauses the shared budget and comes back as
+// a *RunError whose RetryAfter says when to try again; other failures are
+// *RunErrors as without the option.
+func WithNoWait() RunOption { return func(c *runConfig) { c.noWait = true } }

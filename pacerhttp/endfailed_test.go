@@ -15,7 +15,7 @@ import (
 )
 
 // A failed call's lease ends the same way whether pacer.Run or the
-// transport saw the failure: one rule, pacer.EndFailed.
+// transport saw the failure: one rule, pacer.Lease.Fail.
 func TestFailedLeaseEndsAlikeInRunAndTransport(t *testing.T) {
 	cases := []struct {
 		status int

@@ -57,7 +57,7 @@ type target struct {
 // before the SDK sees the refusal: the SDK would wait out the Retry-After
 // and then be routed back to the deployment whose pause had just ended.
 // Each deployment gets the call at most once per attempt; the refused
-// lease ends by pacer.EndFailed's rule and the next deployment's is a new
+// lease ends by pacer.Lease.Fail's rule and the next deployment's is a new
 // one. Only when no other deployment has room, or all have refused the
 // call, does the SDK get the (last) refusal, and its retry is routed
 // again. A body the transport could not read whole (over WithMaxBody, with

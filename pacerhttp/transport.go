@@ -228,12 +228,12 @@ func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pa
 	return v
 }
 
-// answer ends the lease of a failed call by pacer.EndFailed's rule, then
+// answer ends the lease of a failed call by pacer.Lease.Fail's rule, then
 // pauses or stops the budget p when the provider asks for it (or cools a
 // failing deployment down): before the SDK sees the answer, so that its
 // retry meets the pause (or, in a group, goes to another deployment).
 func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, tokens int64, status int) {
-	end(ctx, l, func(ctx context.Context) error { return pacer.EndFailed(ctx, l, v) })
+	end(ctx, l, func(ctx context.Context) error { return l.Fail(ctx, v) })
 	switch {
 	case v.Kind == classify.RateLimited:
 		// Hold every process back for the provider's delay.

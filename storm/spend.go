@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmpacer/llmpacer/estimate"
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
@@ -85,7 +86,7 @@ func cost(u usage) int64 {
 func runSpend(ctx context.Context, pl *plan, be *backend, prog *progress, calls []call) (scenarioReport, error) {
 	p := pl.p
 	rep := scenarioReport{Name: pl.name, About: pl.about, Speed: p.speed, Redis: be.desc, Jobs: len(calls)}
-	margin := pacer.DefaultInputMargin(spendModel)
+	margin := estimate.InputMargin(spendModel)
 	none := spendPrice
 	none.InputMargin = -1
 	one := call{model: spendModel, prompt: spendPrompt, maxTokens: spendMax}
@@ -224,7 +225,7 @@ func runSpendPacer(ctx context.Context, pcfg fakeprovider.Config, be *backend, p
 func reserved(price pacer.Price, c call) int64 {
 	m := max(price.InputMargin, 0)
 	if price.InputMargin == 0 {
-		m = pacer.DefaultInputMargin(c.model)
+		m = estimate.InputMargin(c.model)
 	}
 	return int64(math.Ceil(float64(c.prompt)*(1+m)*price.Input/1e6 + float64(c.maxTokens)*price.Output/1e6))
 }

@@ -100,7 +100,7 @@ _SHARE_CALLS = 8  # calls a tenant's share has room for (wire.ShareCalls)
 _MAX_INPUT_MARGIN = 10  # Price.input_margin
 # Model families whose prompts package estimate counts exactly: a Spend
 # rate's default input margin is 5% for them, 25% for the others (see
-# pacer.DefaultInputMargin, whose table this is).
+# estimate.InputMargin, whose table this is).
 _EXACT_FAMILIES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "o1", "o3", "o4",
                    "gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada-002")
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -257,7 +257,7 @@ def _per_million(x: float) -> int:
 def default_input_margin(model: str) -> float:
     """The input margin a SPEND rate reserves for model when its Price leaves it 0.
 
-    5% for OpenAI's models, 25% for the others, as pacer.DefaultInputMargin.
+    5% for OpenAI's models, 25% for the others, as estimate.InputMargin.
     """
     m = model.strip().lower()
     for seg in (x for x in re.split(r"[/:]", m) if x):
