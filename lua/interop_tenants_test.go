@@ -191,10 +191,10 @@ func checkTenantCounts(t *testing.T, p *pacer.Pacer, calls []tenantCall) map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Rates) != 1 {
-		t.Fatalf("snapshot rates: %+v", snap.Rates)
+	if len(snap.Rates) != 2 || snap.Rates[1].Rate.Unit != pacer.Spend {
+		t.Fatalf("snapshot rates: %+v; want RPM and the spend cap", snap.Rates)
 	}
-	if got := tenantsCap - int64(snap.Rates[0].Level); got != total {
+	if got := tenantsCap - int64(snap.Rates[1].Level); got != total {
 		t.Errorf("the budget's spend cap counts %d; the calls of both sides spent %d", got, total)
 	}
 	if total > tenantsCap {
