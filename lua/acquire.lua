@@ -109,7 +109,9 @@ local n = floor((#ARGV - 8) / 3)
 local myv = KEYS[4] and ARGV[9 + 3 * n]
 -- bucket k: its field ARGV[8 + k]; its charge and allowance ARGV[7 + n + 2k]
 -- and ARGV[8 + n + 2k].
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 -- Slots. mine is the caller's place in the slot queue: its ticket (tk),
 -- or now for a first attempt, plus BATCH for batch. A caller that comes
 -- back with a ticket may have been admitted by the script that freed a
@@ -313,7 +315,8 @@ repeat
         local tat = h[2 + k]
         tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
         if tat - us < 0 then tat = us end
-        froms[k], tats[k] = tat, shared(tat, charge, us, allow)
+        froms[k], tats[k] = tat, tat + charge
+        if tat + charge - us - 2 * allow > 0 then tats[k] = us + 2 * allow end
       elseif g then
         -- A sliding rate: the first sub-window j, at or after now and
         -- after every turn already counted, whose window has room for the
@@ -455,8 +458,11 @@ repeat
         end
         req = table.concat(parts, ' ', 1, n + 1)
       end
+      -- Through cover: the keys live until its deadline at least, and the
+      -- queue holds its sentinel (which give's count of waiters relies on)
+      -- before it holds a waiter.
+      cover(now, (h[1] or 0) + 0, now + maxwait, {'w:' .. id, req}, 2)
       redis.call('ZADD', queue, 'NX', m, id)
-      redis.call('HSET', state, 'w:' .. id, req)
       reply = {0, wait, us, reason, 0, tk, xr}
       break
     end

@@ -16,7 +16,9 @@
 
 local state, leases = KEYS[1], KEYS[2]
 local id = ARGV[1]
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 
 local score = redis.call('ZSCORE', leases, id)
 -- Slots expired leases freed go to the queue's waiters, whatever the

@@ -127,13 +127,13 @@ local REAP_AFTER = 60000
 -- compacted (see above) before it takes another.
 local MAXH = 64
 
--- clock reads the server clock, in µs and in ms: every process shares it,
--- so skew between callers' machines never changes the budget.
-local function clock()
-  local t = redis.call('TIME')
-  local us = t[1] * 1000000 + t[2]
-  return us, floor(us / 1000)
-end
+-- The clock: each script reads the server clock itself, in µs and in ms
+-- (every process shares it, so skew between callers' machines never
+-- changes the budget), in three lines:
+--   local t = redis.call('TIME')
+--   local us = t[1] * 1000000 + t[2]
+--   local now = floor(us / 1000)
+-- A function for it would cost a closure on every call of every script.
 
 -- cover writes the fields in args[1..j] and keeps the keys until ms (plus a
 -- second): the latest bucket TAT, lease expiry, pause or queue time, which
@@ -191,15 +191,11 @@ if KEYS[5] then
   end
 end
 
--- shared returns a tenant's share TAT (see acquire.lua) after a charge of
--- d µs from tat: never more than twice its allowance allow past now (us),
--- so that a tenant is over its share for at most about a window after its
--- heavy use ends, however many charges and debts it ran up. Acquire and
--- settle both apply it.
-local function shared(tat, d, us, allow)
-  if tat + d - us - 2 * allow > 0 then return us + 2 * allow end
-  return tat + d
-end
+-- A tenant's share TAT (see acquire.lua) after a charge of d µs from tat
+-- lies never more than twice its allowance allow past now (us): at most
+-- us + 2 * allow. So a tenant is over its share for at most about a window
+-- after its heavy use ends, however many charges and debts it ran up.
+-- Acquire and settle both apply it (inline: a function costs a closure).
 
 -- The stack's layout. Entries are 14 bytes: the event's time and a stored
 -- value w, each a 7-byte big-endian integer. A give-back lowers every
@@ -216,54 +212,6 @@ end
 -- stack empties or is compacted; until then it grows by what give-backs
 -- move, at most the bucket's refills over the stack's life, far below
 -- 2^50 µs (a flat, header-less rewrite past it keeps it exact).
-
--- sh returns the entry count of stack s, F, A and the header's length.
-local function sh(s)
-  if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
-  local f, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
-  return (#s - 14) / 14, f, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
-end
-
--- dec returns entry k (from 1) of the give-back stack s, its header o
--- bytes long: its time and stored value. Every value is below 2^53, so
--- the arithmetic is exact.
-local function dec(s, k, o)
-  local p = o + 14 * k - 13
-  local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
-  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
-    (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
-end
-
--- enc returns the entry for time t and value d (integers below 2^53:
--- each step divides exactly, with no call to floor).
-local function enc(t, d)
-  local t7 = t % 256; t = (t - t7) / 256
-  local t6 = t % 256; t = (t - t6) / 256
-  local t5 = t % 256; t = (t - t5) / 256
-  local t4 = t % 256; t = (t - t4) / 256
-  local t3 = t % 256; t = (t - t3) / 256
-  local t2 = t % 256
-  local d7 = d % 256; d = (d - d7) / 256
-  local d6 = d % 256; d = (d - d6) / 256
-  local d5 = d % 256; d = (d - d5) / 256
-  local d4 = d % 256; d = (d - d4) / 256
-  local d3 = d % 256; d = (d - d3) / 256
-  local d2 = d % 256
-  return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
-end
-
--- head returns the header for F frozen entries and offset A ('' for A 0:
--- no header, every entry live).
-local function head(f, a)
-  if a == 0 then return '' end
-  local a7 = a % 256; a = (a - a7) / 256
-  local a6 = a % 256; a = (a - a6) / 256
-  local a5 = a % 256; a = (a - a5) / 256
-  local a4 = a % 256; a = (a - a4) / 256
-  local a3 = a % 256; a = (a - a3) / 256
-  local a2 = a % 256
-  return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
-end
 
 -- clib returns flat and compact (below). A stack is flattened or compacted
 -- once in dozens of pushes, so their closures are made only then: clib
@@ -311,38 +259,142 @@ local function clib(dec, enc)
   return flat, compact
 end
 
+-- blib returns the stack's codec, sh, dec, enc and head (below), and
+-- pushx, push's slow path. Only a push that removes entries or compacts,
+-- and a settle that gives back, need them; the common push (below)
+-- decodes and encodes inline. So blib has no upvalues (clib comes as an
+-- argument), and a script that never calls it pays for one bare closure,
+-- not for five with theirs.
+local function blib(clib)
+  local byte, char, sub = string.byte, string.char, string.sub
+  local MAXH = 64
+  -- sh returns the entry count of stack s, F, A and the header's length.
+  local function sh(s)
+    if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
+    local f, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
+    return (#s - 14) / 14, f, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+  end
+
+  -- dec returns entry k (from 1) of the give-back stack s, its header o
+  -- bytes long: its time and stored value. Every value is below 2^53, so
+  -- the arithmetic is exact.
+  local function dec(s, k, o)
+    local p = o + 14 * k - 13
+    local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
+    return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
+      (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+  end
+
+  -- enc returns the entry for time t and value d (integers below 2^53:
+  -- each step divides exactly, with no call to floor).
+  local function enc(t, d)
+    local t7 = t % 256; t = (t - t7) / 256
+    local t6 = t % 256; t = (t - t6) / 256
+    local t5 = t % 256; t = (t - t5) / 256
+    local t4 = t % 256; t = (t - t4) / 256
+    local t3 = t % 256; t = (t - t3) / 256
+    local t2 = t % 256
+    local d7 = d % 256; d = (d - d7) / 256
+    local d6 = d % 256; d = (d - d6) / 256
+    local d5 = d % 256; d = (d - d5) / 256
+    local d4 = d % 256; d = (d - d4) / 256
+    local d3 = d % 256; d = (d - d3) / 256
+    local d2 = d % 256
+    return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
+  end
+
+  -- head returns the header for F frozen entries and offset A ('' for A 0:
+  -- no header, every entry live).
+  local function head(f, a)
+    if a == 0 then return '' end
+    local a7 = a % 256; a = (a - a7) / 256
+    local a6 = a % 256; a = (a - a6) / 256
+    local a5 = a % 256; a = (a - a5) / 256
+    local a4 = a % 256; a = (a - a4) / 256
+    local a3 = a % 256; a = (a - a3) / 256
+    local a2 = a % 256
+    return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
+  end
+
+  -- pushx is push (below) for a stack that loses entries or is full.
+  local function pushx(s, us, d)
+    s = s or ''
+    local m, f, a, o = sh(s)
+    if m == 0 then return enc(us, d) end
+    local t, w = dec(s, m, o)
+    local e = us
+    if t - e >= 0 then e = t + 1 end
+    if d == 0 then return enc(e, d) end
+    if m < MAXH and w - (m > f and a or 0) - d < 0 then return s .. enc(e, d + a) end
+    while m > 0 do
+      if m > f then w = w - a end
+      if w - d < 0 then break end
+      m = m - 1
+      if m > 0 then t, w = dec(s, m, o) end
+    end
+    if m == 0 then return enc(e, d) end
+    if m == MAXH then
+      local flat, compact = clib(dec, enc)
+      return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+    end
+    -- The header stays as it is unless entries it froze went.
+    if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
+    return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
+  end
+  return sh, dec, enc, head, pushx
+end
+
 -- push returns the give-back stack s (nil: none) with a charge event at us
 -- of headroom d (µs, >= 0) recorded: the entries whose headroom is d or
 -- more go (all of them when d is 0); at MAXH entries, it is compacted
 -- first (see above). Only the entries that go are read, and the others
--- copied as they are.
+-- copied as they are. The usual case, nothing going (a bucket's TAT
+-- running ahead) or an empty stack, is decoded and encoded here, inline:
+-- each function it called cost a closure every script run. The others
+-- go to pushx (see blib).
 local function push(s, us, d)
-  s = s or ''
-  local m, f, a, o = sh(s)
-  if m == 0 then return enc(us, d) end
-  local t, w = dec(s, m, o)
-  local e = us
-  if t - e >= 0 then e = t + 1 end
-  if d == 0 then return enc(e, d) end
-  -- Nothing goes (the usual case while a bucket's TAT runs ahead): the
-  -- stack as it is, one entry longer. Every byte a script allocates
-  -- costs several instructions (copied, then collected), so no copy of
-  -- the stack is made on the way.
-  if m < MAXH and w - (m > f and a or 0) - d < 0 then return s .. enc(e, d + a) end
-  while m > 0 do
-    if m > f then w = w - a end
-    if w - d < 0 then break end
-    m = m - 1
-    if m > 0 then t, w = dec(s, m, o) end
+  local m, f, a, e, w = 0, 0, 0, us, 0
+  if s and s ~= '' then
+    local n, o = #s, 0
+    if byte(s, 1) == 255 then
+      local f1, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
+      f, a, o = f1, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+    end
+    m = (n - o) / 14
+    if m > 0 then
+      local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, n - 13, n)
+      local t = (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
+      w = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+      if t - us >= 0 then e = t + 1 end
+    end
   end
-  if m == 0 then return enc(e, d) end
-  if m == MAXH then
-    local flat, compact = clib(dec, enc)
-    return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+  local x = d
+  if m > 0 and d ~= 0 then
+    -- Nothing goes: the stack as it is, one entry longer. Every byte a
+    -- script allocates costs several instructions (copied, then
+    -- collected), so no copy of the stack is made on the way.
+    if m < MAXH and w - (m > f and a or 0) - d < 0 then
+      x = d + a
+    else
+      local _, _, _, _, pushx = blib(clib)
+      return pushx(s, us, d)
+    end
   end
-  -- The header stays as it is unless entries it froze went.
-  if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
-  return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
+  local t7 = e % 256; e = (e - t7) / 256
+  local t6 = e % 256; e = (e - t6) / 256
+  local t5 = e % 256; e = (e - t5) / 256
+  local t4 = e % 256; e = (e - t4) / 256
+  local t3 = e % 256; e = (e - t3) / 256
+  local t2 = e % 256
+  local d7 = x % 256; x = (x - d7) / 256
+  local d6 = x % 256; x = (x - d6) / 256
+  local d5 = x % 256; x = (x - d5) / 256
+  local d4 = x % 256; x = (x - d4) / 256
+  local d3 = x % 256; x = (x - d3) / 256
+  local d2 = x % 256
+  local c = char((e - t2) / 256, t2, t3, t4, t5, t6, t7, (x - d2) / 256, d2, d3, d4, d5, d6, d7)
+  if m > 0 and d ~= 0 then return s .. c end
+  return c
 end
 
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',
@@ -673,15 +725,16 @@ local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
     -- free slots it looks at, for those that get no slot (a later turn,
     -- not admitted).
     local MAXGIVE, LOOK = 100, 4
-    -- Without a caller (settle), nothing to do unless someone waits (below
-    -- the sentinel's score): counted, as an integer reply costs less than
-    -- members and scores.
-    if not me and redis.call('ZCOUNT', KEYS[3], '-inf', '(9000000000000000') == 0 then
-      return 0, 0, false
-    end
+    -- Nobody waits when the queue holds its sentinel alone (or nothing):
+    -- a waiter is queued only through cover, which puts the sentinel
+    -- there first. ZCARD reads a count kept by the set: without a caller
+    -- (settle) there is then nothing to do, and acquire reads no ranks.
+    local none = redis.call('ZCARD', KEYS[3]) <= 1
+    if none and not me then return 0, 0, false end
     local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
     local free = math.min(limit - live, MAXGIVE)
     if free <= 0 then return live, 0, false end
+    if none then return live, free, false, false end
     -- The queue's first members by rank, with their scores; the sentinel
     -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
     local heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free + LOOK - 1), 'WITHSCORES')

@@ -33,7 +33,7 @@
 --          acquire.lua): corrected in KEYS[5]. A share's ('%') may be
 --          '<µs>:<allow>', allow its allowance in µs (as an interactive
 --          call's acquire sends it): a debt then leaves its TAT at most
---          2 × allow past now, as acquire caps a charge (see shared).
+--          2 × allow past now, as acquire caps a charge (see prelude.lua).
 --
 -- Returns {code, now_us}:
 --   1: ended now.
@@ -55,14 +55,10 @@
 -- turn lets the next call share that turn.
 
 -- The give-back's stack work, which only settle does (see prelude.lua):
--- made here, so that no other script pays for its closures.
-
--- dect returns the time of entry k of stack s (header o bytes): dec's
--- first half, for a search.
-local function dect(s, k, o)
-  local t1, t2, t3, t4, t5, t6, t7 = byte(s, o + 14 * k - 13, o + 14 * k - 7)
-  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
-end
+-- made here, so that no other script pays for its closure. The codec
+-- (sh, dec, enc, head) comes from blib, called only when a give-back
+-- reads a stack.
+local sh, dec, enc, head
 
 -- giveback lowers by moved the events of stack s (its m entries, F, A,
 -- header o) from lo on, the first after the lease: those before it are
@@ -101,7 +97,9 @@ local id, charged = ARGV[1], ARGV[2] + 0
 local limit = ARGV[3]
 -- Slots are handed over only under a limit (see glib in prelude.lua).
 local give = limit ~= '0' and glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 
 local score = redis.call('ZSCORE', leases, id)
 local expiry
@@ -240,11 +238,19 @@ for pass = 1, 2 do repeat
         local r, first, lo, m2, f, a, ho = -delta[k], 0, 1, 0, 0, 0, 0
         if byte(fields[k], 1) ~= 37 then
           -- The first event after t: a binary search, the times increasing.
+          if not sh then sh, dec, enc, head = blib(clib) end
           m2, f, a, ho = sh(s)
           local hi = m2 + 1
           while lo < hi do
             local mid = floor((lo + hi) / 2)
-            if dect(s, mid, ho) - t > 0 then hi = mid else lo = mid + 1 end
+            -- Entry mid's time: dec's first half, inline.
+            local p = ho + 14 * mid - 13
+            local t1, t2, t3, t4, t5, t6, t7 = byte(s, p, p + 6)
+            if (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7 - t > 0 then
+              hi = mid
+            else
+              lo = mid + 1
+            end
           end
           if lo <= m2 then
             local _, d = dec(s, lo, ho)
@@ -275,7 +281,9 @@ for pass = 1, 2 do repeat
         args[j + 1], args[j + 2] = names[o + 2 * k], push(s, us, tat - us)
         j = j + 2
       end
-      if caps[k] then tat = shared(tat, delta[k], us, caps[k]) else tat = tat + delta[k] end
+      tat = tat + delta[k]
+      -- A share's cap (see prelude.lua): at most 2 × allow past now.
+      if caps[k] and tat - us - 2 * caps[k] > 0 then tat = us + 2 * caps[k] end
       args[j + 1], args[j + 2] = fields[k], fmt('%d', tat)
       j = j + 2
       if tat / 1000 > ms then ms = tat / 1000 end
