@@ -124,7 +124,6 @@ local now = floor(us / 1000)
 local conc = limit ~= '0'
 local tk, mine, held = us, 0, nil
 local slots, free, blocked, seen = 0, 0, true, false
-local give -- made only with a limit (see glib in prelude.lua)
 if conc then
   limit = limit + 0
   if ticket ~= '0' then
@@ -134,9 +133,16 @@ if conc then
   end
   mine = tk
   if batch then mine = tk + BATCH end
-  give = glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
   if not held or held >= PENDING then
-    slots, free, blocked, seen = give(now, us, limit, ARGV[6] + 0, id, mine)
+    -- give (see glib in prelude.lua) is made only while someone waits:
+    -- the queue holds more than its sentinel. Else the slots held and
+    -- those free are counted here, as give would count them.
+    if redis.call('ZCARD', queue) > 1 then
+      slots, free, blocked, seen = glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit, ARGV[6] + 0, id, mine)
+    else
+      slots = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE)
+      free, blocked = max(math.min(limit - slots, 100), 0), false
+    end
   end
 end
 
@@ -542,7 +548,7 @@ until true
 -- past its bound) may leave free slots behind it: give stopped at it, and
 -- a tenant's was kept one. They go to the next waiters now, after its own
 -- charges.
-if left then give(now, us, limit, ARGV[6] + 0) end
+if left then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit, ARGV[6] + 0) end
 if reply then return reply end
 
 -- Not admitted now, or this id was admitted before (a retry whose first

@@ -239,8 +239,11 @@ end
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id, charged = ARGV[1], ARGV[2] + 0
 local limit = ARGV[3]
--- Slots are handed over only under a limit (see glib in prelude.lua).
-local give = limit ~= '0' and glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
+-- A freed slot goes to the queue's waiters through give (see glib in
+-- prelude.lua), made only under a limit and while someone waits (the
+-- queue holds more than its sentinel): a settle nobody waits for makes
+-- none of its closures. The check is written out at each of its three
+-- places, as a function for it would cost a closure every settle.
 local t0 = redis.call('TIME')
 local us = t0[1] * 1000000 + t0[2]
 local now = floor(us / 1000)
@@ -263,7 +266,7 @@ if not score or score >= PENDING then
     left = true
   end
   if not score then
-    if left then give(now, us, limit + 0, ARGV[4] + 0) end
+    if left and redis.call('ZCARD', queue) > 1 then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit + 0, ARGV[4] + 0) end
     return {0, us}
   end
   expiry = score - PENDING
@@ -275,7 +278,7 @@ if live then redis.call('ZREM', leases, id) end
 local freed = left or limit ~= '0' and score < PENDING
 local n = (#ARGV - 4) / 2
 if not live or n == 0 then
-  if freed then give(now, us, limit + 0, ARGV[4] + 0) end
+  if freed and redis.call('ZCARD', queue) > 1 then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit + 0, ARGV[4] + 0) end
   if not live then return {2, us} end
   return {1, us}
 end
@@ -313,5 +316,5 @@ for pass = 1, tkey and 2 or 1 do
   -- A charge time after now counts as now.
   if m > 0 then correct(st, pass, fields, delta, caps, m, math.min(charged, us), us, now) end
 end
-if freed then give(now, us, limit + 0, ARGV[4] + 0) end
+if freed and redis.call('ZCARD', queue) > 1 then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit + 0, ARGV[4] + 0) end
 return {1, us}
