@@ -259,15 +259,14 @@ local function clib(dec, enc)
   return flat, compact
 end
 
--- blib returns the stack's codec, sh, dec, enc and head (below), and
--- pushx, push's slow path. Only a push that removes entries or compacts,
--- and a settle that gives back, need them; the common push (below)
--- decodes and encodes inline. So blib has no upvalues (clib comes as an
--- argument), and a script that never calls it pays for one bare closure,
--- not for five with theirs.
+-- blib returns the stack's codec, sh, dec, enc and head (below), and,
+-- given clib, pushx, push's slow path. Only a push that removes entries
+-- or compacts, and a settle that gives back, need them; the common push
+-- (below) decodes and encodes inline. So blib has no upvalues (clib comes
+-- as an argument), and a script that never calls it pays for one bare
+-- closure, not for five with theirs.
 local function blib(clib)
-  local byte, char, sub = string.byte, string.char, string.sub
-  local MAXH = 64
+  local byte, char, sub, MAXH = string.byte, string.char, string.sub, 64
   -- sh returns the entry count of stack s, F, A and the header's length.
   local function sh(s)
     if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
@@ -316,7 +315,9 @@ local function blib(clib)
     return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
   end
 
-  -- pushx is push (below) for a stack that loses entries or is full.
+  if not clib then return sh, dec, enc, head end
+  -- pushx is push (below) for a stack that loses entries or is full:
+  -- made only when asked for (with clib).
   local function pushx(s, us, d)
     s = s or ''
     local m, f, a, o = sh(s)
@@ -432,7 +433,7 @@ end
 -- constants to themselves (see give).
 local SK = 64
 
--- slib returns sread, sfit and swrite: sliding.lua's functions, which
+-- slib returns sread, sfit, swrite and slides: sliding.lua's functions, which
 -- lua.Source places in the prelude as slib's body (see lua.go), so that
 -- only a script that meets a sliding rate makes them, one bare closure
 -- costing every other script.

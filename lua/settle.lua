@@ -107,7 +107,7 @@ local function givetat(field, tat, s, r, t, us)
   local first, lo, m2, f, a, ho = 0, 1, 0, 0, 0, 0
   if byte(field, 1) ~= 37 then
     -- The first event after t: a binary search, the times increasing.
-    if not sh then sh, dec, enc, head = blib(clib) end
+    if not sh then sh, dec, enc, head = blib() end
     m2, f, a, ho = sh(s)
     local hi = m2 + 1
     while lo < hi do
@@ -133,47 +133,6 @@ local function givetat(field, tat, s, r, t, us)
   -- The events from the first after t lose what the TAT moved.
   if lo <= m2 then return to, giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to) end
   return to
-end
-
--- slides applies the corrections of the sliding rates sfields (their
--- values svals, '<units>@<j>') kept in hash st (pass 2: the tenant's).
-local function slides(st, pass, sfields, svals, now)
-  -- Each rate's field, and for a give-back the ring's field that holds
-  -- its sub-window (see prelude.lua), read at once.
-  local names, us_, js, qs = {'xp'}, {}, {}, {}
-  for i = 1, #sfields do
-    local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
-    us_[i], js[i] = u + 0, j + 0
-    names[2 * i], names[2 * i + 1] = sfields[i], 'xp'
-    if us_[i] < 0 then
-      -- A number joined to a string is printed with %.14g: dear.
-      local q = js[i] % 64
-      if q < 16 then q = 0 elseif q < 32 then q = 1 elseif q < 48 then q = 2 else q = 3 end
-      qs[i] = q
-      names[2 * i + 1] = sfields[i] .. (q == 0 and '.r0' or q == 1 and '.r1' or q == 2 and '.r2' or '.r3')
-    end
-  end
-  local hv = redis.call('HMGET', st, unpack(names))
-  local sread, _, swrite = slib()
-  local args, ms, a = {}, 0, 0
-  for i = 1, #sfields do
-    local g = string.match(sfields[i], '^@?~(%d+):') + 0
-    local u, j = us_[i], js[i]
-    local cur = floor(now * 1000 / g)
-    if u > 0 then j = cur end
-    a = swrite(sread(hv[2 * i], cur, st, sfields[i], qs[i], hv[2 * i + 1]), cur, j, u, args, a)
-    if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
-  end
-  if pass == 2 then
-    -- A tenant's hash lives as long as its buckets need, not as long as
-    -- the leases charged to it: one that expired is written back with
-    -- a TTL, never without.
-    tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, a)
-  elseif ms == 0 then
-    redis.call('HSET', st, unpack(args, 1, a))
-  else
-    cover(now, (hv[1] or 0) + 0, ms, args, a)
-  end
 end
 
 -- correct applies the corrections delta of the m buckets fields (their
@@ -312,7 +271,10 @@ for pass = 1, tkey and 2 or 1 do
       if u then delta[m], caps[m] = u + 0, a + 0 else delta[m] = v + 0 end
     end
   end
-  if sfields then slides(st, pass, sfields, svals, now) end
+  if sfields then
+    local _, _, _, slides = slib()
+    slides(st, pass, sfields, svals, now, cover, tcover)
+  end
   -- A charge time after now counts as now.
   if m > 0 then correct(st, pass, fields, delta, caps, m, math.min(charged, us), us, now) end
 end

@@ -1,8 +1,10 @@
 -- sliding.lua: the strict sliding windows' functions (see prelude.lua,
 -- "Strict sliding windows", for the state they read and write). Not a
 -- script of its own: lua.Source places this text in the prelude as the
--- body of `local function slib()`, which returns sread, sfit and swrite,
--- so that only a script that meets a sliding rate makes their closures.
+-- body of `local function slib()`, which returns sread, sfit, swrite and
+-- slides, so that only a script that meets a sliding rate makes their
+-- closures. Nothing here reads the prelude's locals (slib has no
+-- upvalues): each function keeps its constants to itself.
 
 -- sring returns the ring's field i (0..3) of state s, read once; zeros,
 -- unread, if zero says the ring holds none.
@@ -253,4 +255,46 @@ local function swrite(s, cur, j, u, args, a)
   end
   return a
 end
-return sread, sfit, swrite
+-- slides applies settle's corrections to the sliding rates sfields (their
+-- values svals, '<units>@<j>') kept in hash st (pass 2: the tenant's),
+-- writing through the prelude's cover or tcover. Only settle calls it.
+local function slides(st, pass, sfields, svals, now, cover, tcover)
+  local SK = 64
+  -- Each rate's field, and for a give-back the ring's field that holds
+  -- its sub-window (see prelude.lua), read at once.
+  local names, us_, js, qs = {'xp'}, {}, {}, {}
+  for i = 1, #sfields do
+    local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
+    us_[i], js[i] = u + 0, j + 0
+    names[2 * i], names[2 * i + 1] = sfields[i], 'xp'
+    if us_[i] < 0 then
+      -- A number joined to a string is printed with %.14g: dear.
+      local q = js[i] % 64
+      if q < 16 then q = 0 elseif q < 32 then q = 1 elseif q < 48 then q = 2 else q = 3 end
+      qs[i] = q
+      names[2 * i + 1] = sfields[i] .. (q == 0 and '.r0' or q == 1 and '.r1' or q == 2 and '.r2' or '.r3')
+    end
+  end
+  local hv = redis.call('HMGET', st, unpack(names))
+  local args, ms, a = {}, 0, 0
+  for i = 1, #sfields do
+    local g = string.match(sfields[i], '^@?~(%d+):') + 0
+    local u, j = us_[i], js[i]
+    local cur = math.floor(now * 1000 / g)
+    if u > 0 then j = cur end
+    a = swrite(sread(hv[2 * i], cur, st, sfields[i], qs[i], hv[2 * i + 1]), cur, j, u, args, a)
+    if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
+  end
+  if pass == 2 then
+    -- A tenant's hash lives as long as its buckets need, not as long as
+    -- the leases charged to it: one that expired is written back with
+    -- a TTL, never without.
+    tcover(st, now, (hv[1] or 0) + 0, math.max(ms, now), args, a)
+  elseif ms == 0 then
+    redis.call('HSET', st, unpack(args, 1, a))
+  else
+    cover(now, (hv[1] or 0) + 0, ms, args, a)
+  end
+end
+
+return sread, sfit, swrite, slides

@@ -314,16 +314,23 @@ func (b *bench) iregimes(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(b.out, "## Regimes (issue 23) in instructions per pair (callgrind, 4 rounds of %d pairs each)\n", n)
-	fmt.Fprintln(b.out, "| script | k instructions | ratio to redis_rate Allow |")
-	fmt.Fprintln(b.out, "|---|---:|---:|")
-	fmt.Fprintf(b.out, "| redis_rate v10 allowN (writes its key) | %.1f | 1.00 |\n", base/1000)
+	fmt.Fprintln(b.out, "| script | k instructions | ratio to redis_rate Allow | stack bytes after |")
+	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
+	fmt.Fprintf(b.out, "| redis_rate v10 allowN (writes its key) | %.1f | 1.00 | |\n", base/1000)
 	for _, r := range regimes(20) {
 		v, u, err := b.regimeInstr(ctx, r, measure)
 		if err != nil {
 			return err
 		}
+		// The stacks' length moves with the machine's speed (how far the
+		// TATs run ahead between two pushes): shown, so that two runs are
+		// compared knowing it.
+		stack, err := u.stackBytes(ctx)
 		u.close(ctx)
-		fmt.Fprintf(b.out, "| %s | %.1f | %.2fx |\n", r.name, v/1000, v/base)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b.out, "| %s | %.1f | %.2fx | %d |\n", r.name, v/1000, v/base, stack)
 	}
 	return nil
 }
