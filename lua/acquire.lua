@@ -6,7 +6,7 @@
 -- KEYS[2]  lease zset   {<prefix>:<name>}:l   leases (see prelude.lua)
 -- KEYS[3]  slot queue   {<prefix>:<name>}:q   member = waiter id, score = ticket;
 --          its name is also the channel on which the admissions of
---          queued waiters are published (see give in prelude.lua)
+--          queued waiters are published (see give in slots.lua)
 -- KEYS[4]  definition   {<prefix>:<name>}:d   (optional, with ARGV's last
 --          argument): the stored definition's version, field v (see
 --          define.lua)
@@ -64,7 +64,7 @@
 --   code  0: not admitted, nothing charged; retry in wait_ms. ticket t:
 --            queued for a slot, its request kept with its entry: the
 --            script that frees a slot admits it there (see give in
---            prelude.lua) and publishes its id and outcome on KEYS[3].
+--            slots.lua) and publishes its id and outcome on KEYS[3].
 --            Wait for that message, or retry with ticket t after wait_ms,
 --            whichever is first (a retry finds an admission made meanwhile:
 --            code 2). ticket 0: not queued. A tenant's call is not admitted

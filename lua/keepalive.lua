@@ -8,7 +8,7 @@
 -- ARGV[3]  (optional) the concurrency limit (integer >= 0; 0 = none), and
 -- ARGV[4]  the slots batch calls may use, as acquire takes them: with a
 --          limit, a slot that a lease's expiry freed goes to the slot
---          queue's head here (see give in prelude.lua), as a settle's
+--          queue's head here (see give in slots.lua), as a settle's
 --          does, so a waiter need not ask again to find it
 --
 -- Returns {code, now_us, expiry_ms}: code 1 extended, 0 unknown, ended or

@@ -1,6 +1,6 @@
 -- settle.lua: end a lease. Corrects the buckets by what the call really
 -- used, then gives its concurrency slot back: to the slot queue's head, if
--- anyone waits, which it admits (see give in prelude.lua). Ends a lease at
+-- anyone waits, which it admits (see give in slots.lua). Ends a lease at
 -- most once: a lease already ended, or expired, changes nothing. Also
 -- takes a waiter that gives up out of the slot queue; one that was
 -- admitted meanwhile (by a freed slot) is ended like any lease, so the
@@ -214,7 +214,7 @@ if score then
   expiry = score
 end
 -- left: a waiter left the queue, so those after it may get a slot (one
--- kept for a tenant's waiter, see give in prelude.lua, or a batch slot).
+-- kept for a tenant's waiter, see give in slots.lua, or a batch slot).
 local left = false
 if not score or score >= PENDING then
   -- No slot held: a waiter giving up, a pending lease (which may wait for
