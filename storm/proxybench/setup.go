@@ -88,15 +88,15 @@ func newSetup(ctx context.Context, addr string) (s *setup, err error) {
 // addStore starts a proxy on the Redis at addr, and a bare pacer beside it.
 func (s *setup) addStore(ctx context.Context, kind, addr, up string) error {
 	rdb, own := redis.NewClient(&redis.Options{Addr: addr}), redis.NewClient(&redis.Options{Addr: addr})
+	if tr != nil { // before the first connection, so that it is traced too
+		rdb.AddHook(traceRedis{})
+		own.AddHook(traceRedis{})
+	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("%s at %s: %w", kind, addr, err)
 	}
 	cmds := &counter{}
 	rdb.AddHook(cmds)
-	if tr != nil {
-		rdb.AddHook(traceRedis{})
-		own.AddHook(traceRedis{})
-	}
 	p, err := pacer.New(own, pacer.Config{Name: "acquire-only", KeyPrefix: s.prefix,
 		Limits: pacer.Limits{RPM: 1_000_000_000, TPM: 1_000_000_000_000}})
 	if err != nil {

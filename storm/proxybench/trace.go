@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"slices"
@@ -21,6 +21,9 @@ const (
 	cWrote        // client: request written
 	sIn           // lane server: handler entered
 	rStart        // Redis: first command (the Acquire's) sent
+	rWrite        // Redis: its write to the connection began
+	rWrote        // Redis: its write returned
+	rRead         // Redis: the read of its reply returned
 	rEnd          // Redis: its reply read
 	uRT           // upstream transport: RoundTrip entered
 	uConn         // upstream transport: connection got
@@ -38,7 +41,7 @@ const (
 	nPoints
 )
 
-var pointNames = [nPoints]string{"c.send", "c.wrote", "s.in", "r.start", "r.end", "u.rt", "u.conn", "u.wrote",
+var pointNames = [nPoints]string{"c.send", "c.wrote", "s.in", "r.start", "r.write", "r.wrote", "r.read", "r.end", "u.rt", "u.conn", "u.wrote",
 	"p.in", "p.flush", "u.hdr", "u.ret", "b.read", "b.got", "s.write", "s.flush", "c.hdr", "c.first"}
 
 // stamps are the times one call passed each point (0: not passed).
@@ -64,14 +67,18 @@ func (s *stamps) mark(i int) {
 
 type stampsKey struct{}
 
-// tracer keeps the current call's stamps (the rounds call one lane at a
-// time) and every call's, by lane.
+// tracer keeps the current call's stamps and every call's, by lane. The
+// traced rounds make one call at a time, so the provider's handler and the
+// Redis connections, which see no context of the call, mark the current
+// one.
 type tracer struct {
 	mu   sync.Mutex
 	cur  *stamps
 	byLn map[string][]*stamps
 }
 
+// tr is the tracer of a -trace run, nil otherwise: the lanes are then
+// built without any of the wrappers below.
 var tr *tracer
 
 func (t *tracer) current() *stamps {
@@ -83,7 +90,8 @@ func (t *tracer) current() *stamps {
 	return t.cur
 }
 
-// laneHandler marks the lane server's points.
+// traceLane marks the lane server's points, and puts the call's stamps in
+// the request's context for the upstream transport and the Redis hook.
 func traceLane(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := tr.current()
@@ -141,8 +149,6 @@ func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		},
 		WroteRequest:         func(httptrace.WroteRequestInfo) { s.mark(uWrote) },
 		GotFirstResponseByte: func() { s.mark(uHdr) },
-		TLSHandshakeStart:    func() {},
-		TLSHandshakeDone:     func(tls.ConnectionState, error) {},
 	}
 	resp, err := t.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), ct)))
 	s.mark(uRet)
@@ -155,7 +161,47 @@ func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // traceRedis marks the first command of a traced call.
 type traceRedis struct{}
 
-func (traceRedis) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (traceRedis) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return c, err
+		}
+		return traceConn{c}, nil
+	}
+}
+
+// traceConn marks the first command's write and reply on the connection.
+type traceConn struct{ net.Conn }
+
+// during returns the current call's stamps while its first Redis command
+// is on its way.
+func during() *stamps {
+	s := tr.current()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.t[rStart].IsZero() || !s.t[rEnd].IsZero() {
+		return nil
+	}
+	return s
+}
+
+func (c traceConn) Write(b []byte) (int, error) {
+	s := during()
+	s.mark(rWrite)
+	n, err := c.Conn.Write(b)
+	s.mark(rWrote)
+	return n, err
+}
+
+func (c traceConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	during().mark(rRead)
+	return n, err
+}
 
 func (traceRedis) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -309,6 +355,7 @@ func (s *setup) traceRounds(ctx context.Context, out io.Writer, n int, body stri
 	return nil
 }
 
+// traceBody marks the upstream body's first Read.
 type traceBody struct {
 	io.ReadCloser
 	s *stamps
