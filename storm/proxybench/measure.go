@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,8 +62,7 @@ func (st store) acquire(ctx context.Context) (time.Duration, error) {
 }
 
 // rounds runs n rounds; each round calls every lane once, then times an
-// Acquire on every store, the lanes' order turning each round so that
-// none always goes first. It returns each lane's and each store's times.
+// Acquire on every store. It returns each lane's and each store's times.
 func (s *setup) rounds(ctx context.Context, n int, body string, pick func(total, first time.Duration) time.Duration) (got map[string][]time.Duration, failed map[string]int, err error) {
 	got, failed = map[string][]time.Duration{}, map[string]int{}
 	for _, l := range s.lanes { // warm the connections; teach the budgets their limits
@@ -74,9 +74,10 @@ func (s *setup) rounds(ctx context.Context, n int, body string, pick func(total,
 	for _, st := range s.stores {
 		before[st.kind] = st.cmds.n.Load()
 	}
-	for i := range n {
-		for j := range s.lanes {
-			l := s.lanes[(i+j)%len(s.lanes)]
+	order := s.order()
+	for range n {
+		for _, j := range order() {
+			l := s.lanes[j]
 			total, first, err := l.call(ctx, body)
 			if err != nil {
 				// Counted and shown, not timed: one failed call must not
@@ -99,6 +100,15 @@ func (s *setup) rounds(ctx context.Context, n int, body string, pick func(total,
 		s.perCall[st.kind] = float64(st.cmds.n.Load()-before[st.kind]) / float64(n)
 	}
 	return got, failed, nil
+}
+
+// order returns the lanes' order for each round in turn: a new shuffle
+// each round, the same sequence every run, so that no lane always goes
+// first, nor always follows the same lane, whose background work (a
+// settle, a header sync) may still be running when the next call begins.
+func (s *setup) order() func() []int {
+	r := rand.New(rand.NewPCG(22, 1))
+	return func() []int { return r.Perm(len(s.lanes)) }
 }
 
 // pct is the q-quantile of sorted durations (nearest rank).

@@ -280,9 +280,10 @@ func (s *setup) traceRounds(ctx context.Context, out io.Writer, n int, body stri
 		}
 	}
 	tr.byLn = map[string][]*stamps{}
-	for i := range n {
-		for j := range s.lanes {
-			l := s.lanes[(i+j)%len(s.lanes)]
+	order := s.order()
+	for range n {
+		for _, j := range order() {
+			l := s.lanes[j]
 			if err := l.tracedCall(ctx, body); err != nil {
 				fmt.Fprintln(s.log, err)
 			}
