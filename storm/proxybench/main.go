@@ -102,8 +102,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if o.trace > 0 {
-		tr = &tracer{byLn: map[string][]*stamps{}}
-		defer func() { tr = nil }()
+		active.Store(&tracer{byLn: map[string][]*stamps{}})
+		defer active.Store(nil)
 	}
 	s, err := newSetup(ctx, o.redis)
 	if err != nil {

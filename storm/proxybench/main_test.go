@@ -85,7 +85,7 @@ func TestTrace(t *testing.T) {
 	if n := len(paced.FindAllString(s, -1)); n != 3 || !strings.Contains(s, "| Redis commands before the upstream send | 0: 20 calls |") {
 		t.Errorf("%d lanes sent one script, the acquire, before each of their 20 sends, and bare none; want the 3 paced lanes:\n%s", n, s)
 	}
-	if tr != nil {
+	if tracing() != nil {
 		t.Error("the tracer is still on after the run")
 	}
 }

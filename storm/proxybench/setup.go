@@ -88,7 +88,7 @@ func newSetup(ctx context.Context, addr string) (s *setup, err error) {
 // addStore starts a proxy on the Redis at addr, and a bare pacer beside it.
 func (s *setup) addStore(ctx context.Context, kind, addr, up string) error {
 	rdb, own := redis.NewClient(&redis.Options{Addr: addr}), redis.NewClient(&redis.Options{Addr: addr})
-	if tr != nil { // before the first connection, so that it is traced too
+	if tracing() != nil { // before the first connection, so that it is traced too
 		rdb.AddHook(traceRedis{})
 		own.AddHook(traceRedis{})
 	}
@@ -196,7 +196,7 @@ func (s *setup) serve(h http.Handler) *httptest.Server {
 }
 
 func traceIf(h http.Handler, wrap func(http.Handler) http.Handler) http.Handler {
-	if tr == nil {
+	if tracing() == nil {
 		return h
 	}
 	return wrap(h)
@@ -204,7 +204,7 @@ func traceIf(h http.Handler, wrap func(http.Handler) http.Handler) http.Handler 
 
 func upstreamTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	if tr == nil {
+	if tracing() == nil {
 		return t
 	}
 	return traceTransport{t}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,9 +78,12 @@ type tracer struct {
 	byLn map[string][]*stamps
 }
 
-// tr is the tracer of a -trace run, nil otherwise: the lanes are then
-// built without any of the wrappers below.
-var tr *tracer
+// active holds the tracer of a -trace run, nil otherwise: the lanes are
+// then built without any of the wrappers below. It is atomic because a
+// call's background work (a header sync) may still read it as a run ends.
+var active atomic.Pointer[tracer]
+
+func tracing() *tracer { return active.Load() }
 
 func (t *tracer) current() *stamps {
 	if t == nil {
@@ -94,7 +98,7 @@ func (t *tracer) current() *stamps {
 // the request's context for the upstream transport and the Redis hook.
 func traceLane(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := tr.current()
+		s := tracing().current()
 		s.mark(sIn)
 		h.ServeHTTP(&traceWriter{ResponseWriter: w, s: s, write: sWrite, flush: sFlush}, r.WithContext(context.WithValue(r.Context(), stampsKey{}, s)))
 	})
@@ -103,7 +107,7 @@ func traceLane(h http.Handler) http.Handler {
 // traceProvider marks the provider's points.
 func traceProvider(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := tr.current()
+		s := tracing().current()
 		s.mark(pIn)
 		h.ServeHTTP(&traceWriter{ResponseWriter: w, s: s, write: -1, flush: pFlush}, r)
 	})
@@ -177,7 +181,7 @@ type traceConn struct{ net.Conn }
 // during returns the current call's stamps while its first Redis command
 // is on its way.
 func during() *stamps {
-	s := tr.current()
+	s := tracing().current()
 	if s == nil {
 		return nil
 	}
@@ -237,6 +241,7 @@ func (traceRedis) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 // tracedCall calls l with stamps and keeps them.
 func (l lane) tracedCall(ctx context.Context, body string) error {
+	tr := tracing()
 	s := &stamps{}
 	tr.mu.Lock()
 	tr.cur = s
@@ -274,6 +279,7 @@ func (l lane) tracedCall(ctx context.Context, body string) error {
 // traceRounds runs n traced stream rounds and prints the median of each
 // step between consecutive points passed, by lane.
 func (s *setup) traceRounds(ctx context.Context, out io.Writer, n int, body string) error {
+	tr := tracing()
 	for _, l := range s.lanes {
 		if err := l.tracedCall(ctx, body); err != nil {
 			return err
