@@ -533,6 +533,7 @@ func takenDeployments(t *testing.T, b redistest.Backend) ([]*pacer.Pacer, *pacer
 // the pause out where it was.
 func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // the lanes wait out their ~3 s turns side by side; each has its own names
 		ctx := context.Background()
 		ps, g := takenDeployments(t, b)
 		// The pause comes 2.5 s before the turn.
@@ -575,6 +576,7 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 // deployment that can take it, rather than failing with the stop.
 func TestGroupRoutesAgainAfterAStop(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // the lanes wait out their ~3 s turns side by side; each has its own names
 		ctx := context.Background()
 		ps, g := takenDeployments(t, b)
 		// The stop comes 2.5 s before the turn, a margin a loaded machine
