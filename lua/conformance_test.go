@@ -102,7 +102,7 @@ func scriptVectors(*testing.T) any {
 		out = append(out, script{name, hex.EncodeToString(sum[:]), len(src)})
 	}
 	return map[string]any{
-		"comment": "lua.Source(name) = prelude.lua's bytes (with its final newline) + \"\\n\" + <name>.lua's bytes. EVALSHA names a script by the SHA-1 of that text.",
+		"comment": "lua.Source(name) = the prelude + \"\\n\" + <name>.lua's bytes; the prelude = prelude.lua's bytes (with its final newline) + \"local function slib()\\n\" + sliding.lua + \"end\\n\" + \"local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\\n\" + slots.lua + \"end\\n\". EVALSHA names a script by the SHA-1 of that text.",
 		"scripts": out,
 	}
 }

@@ -8,7 +8,7 @@
 -- ARGV[3]  (optional) the concurrency limit (integer >= 0; 0 = none), and
 -- ARGV[4]  the slots batch calls may use, as acquire takes them: with a
 --          limit, a slot that a lease's expiry freed goes to the slot
---          queue's head here (see give in prelude.lua), as a settle's
+--          queue's head here (see give in slots.lua), as a settle's
 --          does, so a waiter need not ask again to find it
 --
 -- Returns {code, now_us, expiry_ms}: code 1 extended, 0 unknown, ended or
@@ -16,7 +16,9 @@
 
 local state, leases = KEYS[1], KEYS[2]
 local id = ARGV[1]
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 
 local score = redis.call('ZSCORE', leases, id)
 -- Slots expired leases freed go to the queue's waiters, whatever the

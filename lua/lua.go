@@ -5,9 +5,10 @@
 // in other languages, which may share a budget by running the same scripts.
 //
 // prelude.lua is prepended to every script, so the clock and key expiry
-// rules are written once. A worker in another language must send the same
-// concatenation (prelude, a newline, the script), which the Source function
-// returns.
+// rules are written once, with sliding.lua and slots.lua placed after it
+// as the bodies of two functions that only some calls make (see Source).
+// A worker in another language must send the same concatenation, which
+// the Source function returns.
 //
 // A bucket is stored as one time (its GCRA theoretical arrival time, in
 // microseconds), and callers send each call's share of every bucket in
@@ -26,7 +27,11 @@ import (
 
 var (
 	//go:embed prelude.lua
-	prelude string
+	preludeSrc string
+	//go:embed sliding.lua
+	slidingSrc string
+	//go:embed slots.lua
+	slotsSrc string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed settle.lua
@@ -70,10 +75,20 @@ var (
 	Route = redis.NewScript(Source("route"))
 )
 
+// prelude is the prelude as sent: prelude.lua, then sliding.lua as the
+// body of `local function slib()` and slots.lua as the body of `local
+// function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)`, each
+// followed by "end" and a newline. Their functions are closures made only
+// when a call meets a sliding rate or hands slots over; each file keeps
+// its functions short, the factory that makes them being only a wrapper.
+var prelude = preludeSrc +
+	"local function slib()\n" + slidingSrc + "end\n" +
+	"local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\n" + slotsSrc + "end\n"
+
 // Source returns the full text sent to Redis for the named script
 // ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define"
-// or "route"): the prelude, a newline, then the script. It returns "" for
-// any other name.
+// or "route"): the prelude (above), a newline, then the script. It returns
+// "" for any other name.
 //
 // "route" is the exception: acquire runs there once per budget, on each
 // budget's KEYS and ARGV, so the prelude and acquire.lua become the body

@@ -30,7 +30,9 @@ local state = KEYS[1]
 local ms_arg = ARGV[1]
 local n = (#ARGV - 1) / 3
 -- bucket k: its field ARGV[3k - 1], offset ARGV[3k], limit ARGV[3k + 1].
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 local names = {'pause', 'xp'}
 for k = 1, n do names[2 + k], names[2 + n + k] = ARGV[3 * k - 1], ARGV[3 * k - 1] .. '.h' end
 local h = redis.call('HMGET', state, unpack(names, 1, 2 + 2 * n))

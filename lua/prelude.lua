@@ -127,13 +127,13 @@ local REAP_AFTER = 60000
 -- compacted (see above) before it takes another.
 local MAXH = 64
 
--- clock reads the server clock, in µs and in ms: every process shares it,
--- so skew between callers' machines never changes the budget.
-local function clock()
-  local t = redis.call('TIME')
-  local us = t[1] * 1000000 + t[2]
-  return us, floor(us / 1000)
-end
+-- The clock: each script reads the server clock itself, in µs and in ms
+-- (every process shares it, so skew between callers' machines never
+-- changes the budget), in three lines:
+--   local t = redis.call('TIME')
+--   local us = t[1] * 1000000 + t[2]
+--   local now = floor(us / 1000)
+-- A function for it would cost a closure on every call of every script.
 
 -- cover writes the fields in args[1..j] and keeps the keys until ms (plus a
 -- second): the latest bucket TAT, lease expiry, pause or queue time, which
@@ -191,15 +191,11 @@ if KEYS[5] then
   end
 end
 
--- shared returns a tenant's share TAT (see acquire.lua) after a charge of
--- d µs from tat: never more than twice its allowance allow past now (us),
--- so that a tenant is over its share for at most about a window after its
--- heavy use ends, however many charges and debts it ran up. Acquire and
--- settle both apply it.
-local function shared(tat, d, us, allow)
-  if tat + d - us - 2 * allow > 0 then return us + 2 * allow end
-  return tat + d
-end
+-- A tenant's share TAT (see acquire.lua) after a charge of d µs from tat
+-- lies never more than twice its allowance allow past now (us): at most
+-- us + 2 * allow. So a tenant is over its share for at most about a window
+-- after its heavy use ends, however many charges and debts it ran up.
+-- Acquire and settle both apply it (inline: a function costs a closure).
 
 -- The stack's layout. Entries are 14 bytes: the event's time and a stored
 -- value w, each a 7-byte big-endian integer. A give-back lowers every
@@ -216,54 +212,6 @@ end
 -- stack empties or is compacted; until then it grows by what give-backs
 -- move, at most the bucket's refills over the stack's life, far below
 -- 2^50 µs (a flat, header-less rewrite past it keeps it exact).
-
--- sh returns the entry count of stack s, F, A and the header's length.
-local function sh(s)
-  if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
-  local f, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
-  return (#s - 14) / 14, f, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
-end
-
--- dec returns entry k (from 1) of the give-back stack s, its header o
--- bytes long: its time and stored value. Every value is below 2^53, so
--- the arithmetic is exact.
-local function dec(s, k, o)
-  local p = o + 14 * k - 13
-  local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
-  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
-    (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
-end
-
--- enc returns the entry for time t and value d (integers below 2^53:
--- each step divides exactly, with no call to floor).
-local function enc(t, d)
-  local t7 = t % 256; t = (t - t7) / 256
-  local t6 = t % 256; t = (t - t6) / 256
-  local t5 = t % 256; t = (t - t5) / 256
-  local t4 = t % 256; t = (t - t4) / 256
-  local t3 = t % 256; t = (t - t3) / 256
-  local t2 = t % 256
-  local d7 = d % 256; d = (d - d7) / 256
-  local d6 = d % 256; d = (d - d6) / 256
-  local d5 = d % 256; d = (d - d5) / 256
-  local d4 = d % 256; d = (d - d4) / 256
-  local d3 = d % 256; d = (d - d3) / 256
-  local d2 = d % 256
-  return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
-end
-
--- head returns the header for F frozen entries and offset A ('' for A 0:
--- no header, every entry live).
-local function head(f, a)
-  if a == 0 then return '' end
-  local a7 = a % 256; a = (a - a7) / 256
-  local a6 = a % 256; a = (a - a6) / 256
-  local a5 = a % 256; a = (a - a5) / 256
-  local a4 = a % 256; a = (a - a4) / 256
-  local a3 = a % 256; a = (a - a3) / 256
-  local a2 = a % 256
-  return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
-end
 
 -- clib returns flat and compact (below). A stack is flattened or compacted
 -- once in dozens of pushes, so their closures are made only then: clib
@@ -311,38 +259,143 @@ local function clib(dec, enc)
   return flat, compact
 end
 
+-- blib returns the stack's codec, sh, dec, enc and head (below), and,
+-- given clib, pushx, push's slow path. Only a push that removes entries
+-- or compacts, and a settle that gives back, need them; the common push
+-- (below) decodes and encodes inline. So blib has no upvalues (clib comes
+-- as an argument), and a script that never calls it pays for one bare
+-- closure, not for five with theirs.
+local function blib(clib)
+  local byte, char, sub, MAXH = string.byte, string.char, string.sub, 64
+  -- sh returns the entry count of stack s, F, A and the header's length.
+  local function sh(s)
+    if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
+    local f, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
+    return (#s - 14) / 14, f, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+  end
+
+  -- dec returns entry k (from 1) of the give-back stack s, its header o
+  -- bytes long: its time and stored value. Every value is below 2^53, so
+  -- the arithmetic is exact.
+  local function dec(s, k, o)
+    local p = o + 14 * k - 13
+    local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
+    return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
+      (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+  end
+
+  -- enc returns the entry for time t and value d (integers below 2^53:
+  -- each step divides exactly, with no call to floor).
+  local function enc(t, d)
+    local t7 = t % 256; t = (t - t7) / 256
+    local t6 = t % 256; t = (t - t6) / 256
+    local t5 = t % 256; t = (t - t5) / 256
+    local t4 = t % 256; t = (t - t4) / 256
+    local t3 = t % 256; t = (t - t3) / 256
+    local t2 = t % 256
+    local d7 = d % 256; d = (d - d7) / 256
+    local d6 = d % 256; d = (d - d6) / 256
+    local d5 = d % 256; d = (d - d5) / 256
+    local d4 = d % 256; d = (d - d4) / 256
+    local d3 = d % 256; d = (d - d3) / 256
+    local d2 = d % 256
+    return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
+  end
+
+  -- head returns the header for F frozen entries and offset A ('' for A 0:
+  -- no header, every entry live).
+  local function head(f, a)
+    if a == 0 then return '' end
+    local a7 = a % 256; a = (a - a7) / 256
+    local a6 = a % 256; a = (a - a6) / 256
+    local a5 = a % 256; a = (a - a5) / 256
+    local a4 = a % 256; a = (a - a4) / 256
+    local a3 = a % 256; a = (a - a3) / 256
+    local a2 = a % 256
+    return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
+  end
+
+  if not clib then return sh, dec, enc, head end
+  -- pushx is push (below) for a stack that loses entries or is full:
+  -- made only when asked for (with clib).
+  local function pushx(s, us, d)
+    s = s or ''
+    local m, f, a, o = sh(s)
+    if m == 0 then return enc(us, d) end
+    local t, w = dec(s, m, o)
+    local e = us
+    if t - e >= 0 then e = t + 1 end
+    if d == 0 then return enc(e, d) end
+    if m < MAXH and w - (m > f and a or 0) - d < 0 then return s .. enc(e, d + a) end
+    while m > 0 do
+      if m > f then w = w - a end
+      if w - d < 0 then break end
+      m = m - 1
+      if m > 0 then t, w = dec(s, m, o) end
+    end
+    if m == 0 then return enc(e, d) end
+    if m == MAXH then
+      local flat, compact = clib(dec, enc)
+      return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+    end
+    -- The header stays as it is unless entries it froze went.
+    if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
+    return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
+  end
+  return sh, dec, enc, head, pushx
+end
+
 -- push returns the give-back stack s (nil: none) with a charge event at us
 -- of headroom d (µs, >= 0) recorded: the entries whose headroom is d or
 -- more go (all of them when d is 0); at MAXH entries, it is compacted
 -- first (see above). Only the entries that go are read, and the others
--- copied as they are.
+-- copied as they are. The usual case, nothing going (a bucket's TAT
+-- running ahead) or an empty stack, is decoded and encoded here, inline:
+-- each function it called cost a closure every script run. The others
+-- go to pushx (see blib).
 local function push(s, us, d)
-  s = s or ''
-  local m, f, a, o = sh(s)
-  if m == 0 then return enc(us, d) end
-  local t, w = dec(s, m, o)
-  local e = us
-  if t - e >= 0 then e = t + 1 end
-  if d == 0 then return enc(e, d) end
-  -- Nothing goes (the usual case while a bucket's TAT runs ahead): the
-  -- stack as it is, one entry longer. Every byte a script allocates
-  -- costs several instructions (copied, then collected), so no copy of
-  -- the stack is made on the way.
-  if m < MAXH and w - (m > f and a or 0) - d < 0 then return s .. enc(e, d + a) end
-  while m > 0 do
-    if m > f then w = w - a end
-    if w - d < 0 then break end
-    m = m - 1
-    if m > 0 then t, w = dec(s, m, o) end
+  local m, f, a, e, w = 0, 0, 0, us, 0
+  if s and s ~= '' then
+    local n, o = #s, 0
+    if byte(s, 1) == 255 then
+      local f1, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
+      f, a, o = f1, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+    end
+    m = (n - o) / 14
+    if m > 0 then
+      local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, n - 13, n)
+      local t = (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
+      w = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+      if t - us >= 0 then e = t + 1 end
+    end
   end
-  if m == 0 then return enc(e, d) end
-  if m == MAXH then
-    local flat, compact = clib(dec, enc)
-    return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+  local x = d
+  if m > 0 and d ~= 0 then
+    -- Nothing goes: the stack as it is, one entry longer. Every byte a
+    -- script allocates costs several instructions (copied, then
+    -- collected), so no copy of the stack is made on the way.
+    if m < MAXH and w - (m > f and a or 0) - d < 0 then
+      x = d + a
+    else
+      local _, _, _, _, pushx = blib(clib)
+      return pushx(s, us, d)
+    end
   end
-  -- The header stays as it is unless entries it froze went.
-  if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end
-  return head(m, a) .. sub(s, o + 1, o + 14 * m) .. enc(e, d + a)
+  local t7 = e % 256; e = (e - t7) / 256
+  local t6 = e % 256; e = (e - t6) / 256
+  local t5 = e % 256; e = (e - t5) / 256
+  local t4 = e % 256; e = (e - t4) / 256
+  local t3 = e % 256; e = (e - t3) / 256
+  local t2 = e % 256
+  local d7 = x % 256; x = (x - d7) / 256
+  local d6 = x % 256; x = (x - d6) / 256
+  local d5 = x % 256; x = (x - d5) / 256
+  local d4 = x % 256; x = (x - d4) / 256
+  local d3 = x % 256; x = (x - d3) / 256
+  local d2 = x % 256
+  local c = char((e - t2) / 256, t2, t3, t4, t5, t6, t7, (x - d2) / 256, d2, d3, d4, d5, d6, d7)
+  if m > 0 and d ~= 0 then return s .. c end
+  return c
 end
 
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',
@@ -380,440 +433,13 @@ end
 -- constants to themselves (see give).
 local SK = 64
 
--- slib returns sread, sfit and swrite (below).
-local function slib()
-
-  -- sring returns the ring's field i (0..3) of state s, read once; zeros,
-  -- unread, if zero says the ring holds none.
-  local function sring(s, i, zero)
-    local cs = s[7]
-    if not cs then cs = {}; s[7] = cs end
-    local ch = cs[i + 1]
-    if ch then return ch end
-    if zero then
-      ch = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000'
-    else
-      ch = redis.call('HGET', s[8], s[9] .. (i == 0 and '.r0' or i == 1 and '.r1' or i == 2 and '.r2' or '.r3'))
-      if not ch or ch == '' then ch = '000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000' end
-    end
-    cs[i + 1] = ch
-    return ch
-  end
-
-  -- sroll moves the ring's head of state s on to sub-window to (after r),
-  -- for a script at sub-window cur: the counts that leave it are dropped,
-  -- or folded into p if still in a window ending at cur or later.
-  local function sroll(s, to, cur)
-    local SK, M = 64, 9007199254740992
-    local r, t, c, p, pl = s[1], s[3], s[4], s[5], s[6]
-    local t0 = t
-    local d = to - r
-    for i = 0, math.min(d, SK) - 1 do
-      -- Slot (r + i) % SK: sub-window r - SK + i leaves, the old head's
-      -- count comes in (i = 0), or none.
-      local k = r + i
-      local slot = k % SK
-      local x = slot % 16
-      local q, o = (slot - x) / 16, 9 * x + 1
-      local v, ch = 0, nil
-      if t0 > 0 then
-        ch = sring(s, q)
-        local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ch, o, o + 8)
-        v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
-          + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
-        if v > 0 then
-          t = t - v
-          if k - SK >= cur - SK then p, pl = math.min(p + v, M), k - SK end
-        end
-      end
-      local nv = 0
-      if i == 0 and d <= SK then nv = c end
-      if v ~= nv then
-        ch = ch or sring(s, q, true)
-        local cv
-        local e = nv
-        local e9 = e % 64; e = (e - e9) / 64
-        local e8 = e % 64; e = (e - e8) / 64
-        local e7 = e % 64; e = (e - e7) / 64
-        local e6 = e % 64; e = (e - e6) / 64
-        local e5 = e % 64; e = (e - e5) / 64
-        local e4 = e % 64; e = (e - e4) / 64
-        local e3 = e % 64; e = (e - e3) / 64
-        local e2 = e % 64
-        cv = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
-        s[7][q + 1] = string.sub(ch, 1, o - 1) .. cv .. string.sub(ch, o + 9)
-        if not s[10] then s[10] = {} end
-        s[10][q + 1] = true
-      end
-    end
-    if d > SK then
-      if c > 0 and r >= cur - SK then p, pl = math.min(p + c, M), r end
-    else
-      t = t + c
-    end
-    s[1], s[3], s[4], s[5], s[6] = to, t, 0, p, pl
-  end
-
-  -- sread returns the state of a sliding rate whose field (in hash key) is
-  -- f and holds v, at sub-window cur: its head moved on to cur, p dropped
-  -- once pl rolled out. i and ch, if given, are a ring field already read.
-  -- A value of the format before ('<base> <count> -<gap> ...', decimal, the
-  -- counts alone) is read whole into p, the safe side.
-  local function sread(v, cur, key, f, i, ch)
-    local SK = 64
-    local r, l, t, c, rest, p, pl
-    if v then r, l, t, c, rest = string.match(v, '^(%d+):(%d+):(%d+):(%d+)(.*)$') end
-    local s
-    if r then
-      s = {r + 0, l + 0, t + 0, c + 0, 0, 0, false, key, f, false}
-      if rest ~= '' then
-        p, pl = string.match(rest, '^:(%d+):(%d+)$')
-        s[5], s[6] = p + 0, pl + 0
-      end
-      if i then
-        if ch and ch ~= '' then s[7] = {}; s[7][i + 1] = ch else sring(s, i, true) end
-      end
-    else
-      s = {cur, 0, 0, 0, 0, 0, false, key, f, false}
-      if v and v ~= '' then
-        local j
-        p, pl = 0, 0
-        for x in string.gmatch(v, '%-?%d+') do
-          x = x + 0
-          if not j then
-            j = x
-          elseif x < 0 then
-            j = j - x
-          else
-            if x > 0 and j >= cur - SK then p, pl = p + x, j end
-            j = j + 1
-          end
-        end
-        if p > 0 then s[1], s[2], s[5], s[6] = math.max(cur, pl + SK + 1), pl, p, pl end
-      end
-    end
-    if s[1] < cur then sroll(s, cur, cur) end
-    if s[6] < cur - SK then s[5], s[6] = 0, 0 end
-    if s[3] == 0 and s[4] == 0 then s[2] = s[6] end
-    return s
-  end
-
-  -- sfit returns the sub-window a call of charge units takes in state s (read
-  -- at cur): the first at or after cur and l whose window, with the charge,
-  -- holds at most allow. Past l the window only loses counts: p once past
-  -- pl + SK, then each ring count in turn and the head's, so at most SK + 1
-  -- reads.
-  local function sfit(s, cur, charge, allow)
-    local SK = 64
-    local r, t, c, p, pl = s[1], s[3], s[4], s[5], s[6]
-    local j = math.max(cur, s[2])
-    local sum, pin = t + c, false
-    if p > 0 and j <= pl + SK then sum, pin = sum + p, true end
-    while sum + charge > allow do
-      if pin then
-        j, sum, pin = pl + SK + 1, t + c, false
-      elseif sum <= 0 then
-        break
-      else
-        if j < r then j = r end
-        -- The window ending in j + 1 loses sub-window j - SK: a ring
-        -- count (slot j % SK), or the head's.
-        if j - r == SK then
-          sum = sum - c
-        elseif t > 0 then
-          local x = j % SK % 16
-          local ch, o = sring(s, (j % SK - x) / 16), 9 * x + 1
-          local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ch, o, o + 8)
-          sum = sum - (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
-          + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
-        end
-        j = j + 1
-      end
-    end
-    return j
-  end
-
-  -- slatest returns the latest sub-window before j with a count in state
-  -- s's ring, from j - 1 down to r - SK; else pl (0 if none).
-  local function slatest(s, j)
-    local SK = 64
-    if s[3] > 0 then
-      for k = j - 1, s[1] - SK, -1 do
-        local x = k % SK % 16
-        local ch, o = sring(s, (k % SK - x) / 16), 9 * x + 1
-        local b1, b2, b3, b4, b5, b6, b7, b8, b9 = string.byte(ch, o, o + 8)
-        if b1 + b2 + b3 + b4 + b5 + b6 + b7 + b8 + b9 > 432 then return k end
-      end
-    end
-    return s[6]
-  end
-
-  -- swrite counts u units in sub-window j of state s (read at cur), and puts
-  -- the fields to write in args after its a-th element: the rate's, and the
-  -- ring's that changed. It returns the new a. A charge (u > 0) at a later
-  -- sub-window than the head first moves the head on to it; one before the
-  -- ring is folded. A give-back (u < 0) comes off j's count, or off p if j
-  -- was folded, never below zero; nothing once j rolled out.
-  local function swrite(s, cur, j, u, args, a)
-    local SK, M = 64, 9007199254740992
-    if u > 0 and j > s[1] then sroll(s, j, cur) end
-    local r, l, t, c, p, pl = s[1], s[2], s[3], s[4], s[5], s[6]
-    if j == r then
-      if u > 0 then
-        u = math.min(u, M - t - c)
-        if u > 0 and j > l then l = j end
-      else
-        u = -math.min(-u, c)
-      end
-      c = c + u
-      if c == 0 and u ~= 0 and j == l then l = slatest(s, j) end
-    elseif j >= r - SK and j < r then
-      local x = j % SK % 16
-      local q, o = (j % SK - x) / 16, 9 * x + 1
-      local ch = sring(s, q, t == 0)
-      local a1, a2, a3, a4, a5, a6, a7, a8, a9 = string.byte(ch, o, o + 8)
-      local v = (((((((((a1 - 48) * 64 + a2 - 48) * 64 + a3 - 48) * 64 + a4 - 48) * 64 + a5 - 48) * 64
-          + a6 - 48) * 64 + a7 - 48) * 64 + a8 - 48) * 64 + a9 - 48)
-      if u > 0 then
-        u = math.min(u, M - t - c)
-        if u > 0 and j > l then l = j end
-      else
-        u = -math.min(-u, v)
-      end
-      if u ~= 0 then
-        v, t = v + u, t + u
-        local cv
-        local e = v
-        local e9 = e % 64; e = (e - e9) / 64
-        local e8 = e % 64; e = (e - e8) / 64
-        local e7 = e % 64; e = (e - e7) / 64
-        local e6 = e % 64; e = (e - e6) / 64
-        local e5 = e % 64; e = (e - e5) / 64
-        local e4 = e % 64; e = (e - e4) / 64
-        local e3 = e % 64; e = (e - e3) / 64
-        local e2 = e % 64
-        cv = string.char((e - e2) / 64 + 48, e2 + 48, e3 + 48, e4 + 48, e5 + 48, e6 + 48, e7 + 48, e8 + 48, e9 + 48)
-        s[7][q + 1] = string.sub(ch, 1, o - 1) .. cv .. string.sub(ch, o + 9)
-        if not s[10] then s[10] = {} end
-        s[10][q + 1] = true
-        -- The latest count is gone (the head has none): the latest before
-        -- it, or p's.
-        s[3] = t
-        if v == 0 and j == l then l = slatest(s, j) end
-      end
-    elseif u > 0 and p < M then
-      p = math.min(p + u, M)
-      if j > pl then pl = j end
-      if j > l then l = j end
-    elseif u < 0 and p > 0 and j >= cur - SK and j <= pl then
-      p = p - math.min(-u, p)
-      if p == 0 then
-        pl = 0
-        if t == 0 and c == 0 then l = 0 end
-      end
-    end
-    a = a + 2
-    args[a - 1] = s[9]
-    if p > 0 then
-      args[a] = string.format('%d:%d:%d:%d:%d:%d', r, l, t, c, p, pl)
-    elseif t > 0 or c > 0 then
-      args[a] = string.format('%d:%d:%d:%d', r, l, t, c)
-    else
-      args[a] = ''
-    end
-    local w = s[10]
-    if w then
-      for i = 1, 4 do
-        if w[i] then
-          args[a + 1], args[a + 2] = s[9] .. (i == 1 and '.r0' or i == 2 and '.r1' or i == 3 and '.r2' or '.r3'), s[7][i]
-          a = a + 2
-        end
-      end
-    end
-    return a
-  end
-  return sread, sfit, swrite
-end
-
--- give hands the free slots to the slot queue's waiters, first come, first
--- served: it admits each, in order, as acquire would have had the waiter
--- asked at that moment (see wake). The caller of acquire (id me, queue
--- score mine) comes after the waiters before it (lower score, or the same
--- score and a lower id), and give stops there; without a caller (settle)
--- it hands over whatever is free. limit is the concurrency limit, bslots
--- the slots batch calls may use: a batch waiter gets one only while fewer
--- are held. Each waiter it handles leaves the queue, and its id and
--- outcome are published on the queue's name, where its process listens
--- (space-separated '<id>:<code>:<expiry ms>:<charged µs>'):
---   1  admitted, holding its slot until expiry, its buckets charged at
---      the µs given (or, for a pending lease's claim, its slot taken);
---   2  its tokens' turn lies ahead: admitted as a pending lease (holding
---      no slot), turn = expiry less its TTL, charged at the µs given;
---   0  not admitted (its buckets, a pause or a stop hold it back, or its
---      deadline passed): it asks acquire again, with its ticket.
--- A tenant's waiter (a marker, 't') stays queued, owed one of the free
--- slots: told 0 once (its marker becomes 'T', its deadline at most one
--- lease TTL away), it asks acquire with its ticket and takes the slot
--- there, having kept its place; those after it get only the slots left.
--- It returns the slots held after it, those still free, whether the
--- caller must wait (a waiter before it is still queued), and whether it
--- met the caller's own entry (a call resent after its first run queued it).
+-- slib returns sread, sfit, swrite and slides: sliding.lua's functions, which
+-- lua.Source places in the prelude as slib's body (see lua.go), so that
+-- only a script that meets a sliding rate makes them, one bare closure
+-- costing every other script.
 --
--- glib makes give, and only a script that hands slots over calls it: a
--- budget with a concurrency limit. glib itself has no upvalues (what give
--- needs of the prelude comes as arguments), so a script that never calls
--- it pays for one bare closure, not for give's dozen upvalues: about 4k
--- instructions, every call of every script.
-local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
-  local fmt, byte, sub = string.format, string.byte, string.sub
-  local floor, ceil, max, sqrt = math.floor, math.ceil, math.max, math.sqrt
-  local function give(now, us, limit, bslots, me, mine)
-    -- MAXGIVE bounds the slots one script gives: a mass expiry must not
-    -- make one call admit thousands. LOOK is how many waiters past the
-    -- free slots it looks at, for those that get no slot (a later turn,
-    -- not admitted).
-    local MAXGIVE, LOOK = 100, 4
-    -- Without a caller (settle), nothing to do unless someone waits (below
-    -- the sentinel's score): counted, as an integer reply costs less than
-    -- members and scores.
-    if not me and redis.call('ZCOUNT', KEYS[3], '-inf', '(9000000000000000') == 0 then
-      return 0, 0, false
-    end
-    local live = redis.call('ZCOUNT', KEYS[2], '(' .. fmt('%d', now), LIVE)
-    local free = math.min(limit - live, MAXGIVE)
-    if free <= 0 then return live, 0, false end
-    -- The queue's first members by rank, with their scores; the sentinel
-    -- '~', last, ends it. Cheaper than a range by score: fewer arguments.
-    local heads = redis.call('ZRANGE', KEYS[3], '0', fmt('%d', free + LOOK - 1), 'WITHSCORES')
-    if not heads[1] or heads[1] == '~' then return live, free, false end
-    local ws = {}
-    for i = 1, #heads / 2 do ws[i] = 'w:' .. heads[2 * i - 1] end
-    local reqs = redis.call('HMGET', KEYS[1], unpack(ws))
-    local given, blocked, gone, sent, k, told, seen = 0, true, {}, {}, 0, nil, false
-    for i = 1, #heads / 2 do
-      local m, s = heads[2 * i - 1], heads[2 * i] + 0
-      if m == '~' or (me and (m == me or s > mine or (s == mine and m > me))) then
-        blocked, seen = false, m == me
-        break
-      end
-      if given >= free or (s >= BATCH and live + given >= bslots) then break end
-      local req, code, expiry, at = reqs[i], 0, 0, 0
-      local stop = false
-      if req then
-        local batch, ttl, deadline, rest = string.match(req, '^(%S+) (%d+) (%d+)(.*)$')
-        ttl, deadline = ttl + 0, deadline + 0
-        if batch == 't' or batch == 'T' then deadline = sub(rest, 2) + 0 end
-        if deadline < now then
-          req = nil
-        elseif batch == 't' or batch == 'T' then
-          -- A tenant's waiter keeps its place and the slot it is owed.
-          given = given + 1
-          if batch == 't' then
-            -- Told, it holds the slot one lease TTL at most: a waiter
-            -- that died holds it no longer than a dead lease would.
-            told = told or {}
-            told[#told + 1], told[#told + 2] = 'w:' .. m, fmt('T %d 0 %d', ttl, math.min(deadline, now + ttl))
-            sent[#sent + 1] = m .. ':0:0:0'
-          end
-          req = false
-        elseif batch == 'p' then
-          -- A pending lease claims its slot: its buckets were charged when
-          -- it was admitted, and a pause does not hold back a turn already
-          -- reserved; a stop does (its call would meet the exhausted quota).
-          local held = redis.call('ZSCORE', KEYS[2], m)
-          local h = redis.call('HMGET', KEYS[1], 'xp', 'qs')
-          local st = h[2] and string.match(h[2], '^(%d+) ')
-          if st and st + 0 > now then
-            stop = true
-          elseif held and held + 0 >= PENDING then
-            expiry = max(held - PENDING, now + ttl)
-            redis.call('ZADD', KEYS[2], fmt('%d', expiry), m)
-            cover(now, (h[1] or 0) + 0, expiry, {}, 0)
-            code, given = 1, given + 1
-          end
-        else
-          -- The waiter's buckets, as acquire reads and charges them.
-          local fs, cs, as, n = {}, {}, {}, 0
-          for f, c, a in string.gmatch(rest, ' (%S+) (%d+) (%d+)') do
-            n = n + 1
-            fs[n], cs[n], as[n] = f, c + 0, a + 0
-          end
-          local names = {'xp', 'pause', 'qs'}
-          for j = 1, n do names[3 + j], names[3 + n + j] = fs[j], fs[j] .. '.h' end
-          local h = redis.call('HMGET', KEYS[1], unpack(names, 1, 3 + 2 * n))
-          local st = h[3] and string.match(h[3], '^(%d+) ')
-          if (h[2] and h[2] + 0 > now) or (st and st + 0 > now) then
-            -- Paused or stopped: nobody is admitted. The waiter asks
-            -- acquire, which tells it how long; the next waiters wait for
-            -- the next slot to free.
-            stop = true
-          else
-            local wait, tats, froms, sls = 0, {}, {}, {}
-            local sread, sfit, swrite
-            for j = 1, n do
-              local f, charge, allow = fs[j], cs[j], as[j]
-              if byte(f, 1) == 126 then
-                if not sread then sread, sfit, swrite = slib() end
-                local g = string.match(f, '^~(%d+):') + 0
-                local cur = floor(now * 1000 / g)
-                local ss = sread(h[3 + j], cur, KEYS[1], f)
-                local jj = sfit(ss, cur, charge, allow)
-                sls[j] = {g, cur, ss}
-                if jj > cur and jj * g - now * 1000 > wait then wait = jj * g - now * 1000 end
-              else
-                local tat = h[3 + j]
-                if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-                froms[j], tats[j] = tat, tat + charge
-                if tats[j] - us - allow > wait then wait = tats[j] - us - allow end
-              end
-            end
-            wait = ceil(wait / 1000)
-            if wait == 0 or (batch == '0' and wait <= deadline - now) then
-              -- Admitted: at its turn now, holding the slot; or with a
-              -- later turn, as a pending lease holding none.
-              expiry = now + wait + ttl
-              local score = expiry
-              if wait > 0 then
-                code, score = 2, PENDING + expiry
-              else
-                code, given = 1, given + 1
-              end
-              redis.call('ZADD', KEYS[2], fmt('%d', score), m)
-              at = us
-              local turn, args, ms, a = us + wait * 1000, {}, expiry, 0
-              for j = 1, n do
-                local sj = sls[j]
-                if sj then
-                  local g = sj[1]
-                  local jt = floor((now + wait) * 1000 / g)
-                  a = swrite(sj[3], sj[2], jt, cs[j], args, a)
-                  if (jt + SK + 1) * g / 1000 > ms then ms = (jt + SK + 1) * g / 1000 end
-                else
-                  args[a + 1], args[a + 2] = fs[j], fmt('%d', tats[j])
-                  args[a + 3], args[a + 4] = names[3 + n + j], push(h[3 + n + j], us, max(froms[j] - turn, 0))
-                  a = a + 4
-                  if tats[j] / 1000 > ms then ms = tats[j] / 1000 end
-                end
-              end
-              cover(now, (h[1] or 0) + 0, ms, args, a)
-            end
-          end
-        end
-      end
-      if req ~= false then
-        k = k + 1
-        gone[k], sent[#sent + 1] = m, fmt('%s:%d:%d:%d', m, code, expiry, at)
-      end
-      if stop then break end
-    end
-    if k > 0 then
-      redis.call('ZREM', KEYS[3], unpack(gone, 1, k))
-      for j = 1, k do gone[j] = 'w:' .. gone[j] end
-      redis.call('HDEL', KEYS[1], unpack(gone, 1, k))
-    end
-    if told then redis.call('HSET', KEYS[1], unpack(told)) end
-    if sent[1] then redis.call('PUBLISH', KEYS[3], table.concat(sent, ' ')) end
-    return live + given, free - given, blocked, seen
-  end
-  return give
-end
+-- glib(cover, push, slib, PENDING, LIVE, BATCH, SK) returns give: slots.lua's
+-- functions, placed as glib's body alike, made only by a script that hands
+-- slots over (a budget with a concurrency limit). give needs of the prelude
+-- what comes as glib's arguments, so glib has no upvalues: a script that
+-- never calls it pays for one bare closure, not for give's dozen upvalues.

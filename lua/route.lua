@@ -58,6 +58,38 @@
 -- queue (the earlier run queued it) goes on waiting there (below). It
 -- costs two ZSCOREs per deployment on every route.
 
+-- rooms returns the room (see above) of each of the d deployments, ks and
+-- as their keys and arguments: 1 for one without a bucket that counts.
+local function rooms(ks, as, d)
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  local room = {}
+  for i = 1, d do
+    local a = as[i]
+    local n = math.floor((#a - 8) / 3)
+    local fs, at = {}, {}
+    for k = 1, n do
+      local b = string.byte(a[8 + k], 1)
+      if b ~= 126 and b ~= 64 and b ~= 37 then fs[#fs + 1], at[#at + 1] = a[8 + k], k end
+    end
+    local r = 1
+    if fs[1] then
+      local h = redis.call('HMGET', ks[i][1], unpack(fs))
+      for j = 1, #fs do
+        local k = at[j]
+        local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+        local tat = h[j]
+        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
+        local left = -1
+        if allow > 0 then left = (us + allow - tat - charge) / allow end
+        if left < r then r = left end
+      end
+    end
+    room[i] = r
+  end
+  return room
+end
+
 local d, bound = ARGV[1] + 0, ARGV[2]
 local byroom = d < 0
 if byroom then d = -d end
@@ -106,32 +138,7 @@ end
 local ord = {}
 for i = 1, d do ord[i] = i end
 if byroom then
-  local t = redis.call('TIME')
-  local us = t[1] * 1000000 + t[2]
-  local room = {}
-  for i = 1, d do
-    local a = as[i]
-    local n = math.floor((#a - 8) / 3)
-    local fs, at = {}, {}
-    for k = 1, n do
-      local b = string.byte(a[8 + k], 1)
-      if b ~= 126 and b ~= 64 and b ~= 37 then fs[#fs + 1], at[#at + 1] = a[8 + k], k end
-    end
-    local r = 1
-    if fs[1] then
-      local h = redis.call('HMGET', ks[i][1], unpack(fs))
-      for j = 1, #fs do
-        local k = at[j]
-        local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
-        local tat = h[j]
-        if tat and tat - us >= 0 then tat = tat + 0 else tat = us end
-        local left = -1
-        if allow > 0 then left = (us + allow - tat - charge) / allow end
-        if left < r then r = left end
-      end
-    end
-    room[i] = r
-  end
+  local room = rooms(ks, as, d)
   table.sort(ord, function(x, y)
     if room[x] ~= room[y] then return room[x] > room[y] end
     return x < y

@@ -892,7 +892,7 @@ func (r *runner) comparePublished() {
 }
 
 // handed tracks what a message says a freed slot did for each waiter
-// (see prelude.lua's give): admitted it ('<id>:1:<expiry>:<charged µs>';
+// (see slots.lua's give): admitted it ('<id>:1:<expiry>:<charged µs>';
 // for a pending lease, its claim), made it a pending lease (2), or sent it
 // back to acquire (0).
 func (r *runner) handed(msg string) {

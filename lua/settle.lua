@@ -1,6 +1,6 @@
 -- settle.lua: end a lease. Corrects the buckets by what the call really
 -- used, then gives its concurrency slot back: to the slot queue's head, if
--- anyone waits, which it admits (see give in prelude.lua). Ends a lease at
+-- anyone waits, which it admits (see give in slots.lua). Ends a lease at
 -- most once: a lease already ended, or expired, changes nothing. Also
 -- takes a waiter that gives up out of the slot queue; one that was
 -- admitted meanwhile (by a freed slot) is ended like any lease, so the
@@ -33,7 +33,7 @@
 --          acquire.lua): corrected in KEYS[5]. A share's ('%') may be
 --          '<µs>:<allow>', allow its allowance in µs (as an interactive
 --          call's acquire sends it): a debt then leaves its TAT at most
---          2 × allow past now, as acquire caps a charge (see shared).
+--          2 × allow past now, as acquire caps a charge (see prelude.lua).
 --
 -- Returns {code, now_us}:
 --   1: ended now.
@@ -55,14 +55,10 @@
 -- turn lets the next call share that turn.
 
 -- The give-back's stack work, which only settle does (see prelude.lua):
--- made here, so that no other script pays for its closures.
-
--- dect returns the time of entry k of stack s (header o bytes): dec's
--- first half, for a search.
-local function dect(s, k, o)
-  local t1, t2, t3, t4, t5, t6, t7 = byte(s, o + 14 * k - 13, o + 14 * k - 7)
-  return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
-end
+-- made here, so that no other script pays for its closure. The codec
+-- (sh, dec, enc, head) comes from blib, called only when a give-back
+-- reads a stack.
+local sh, dec, enc, head
 
 -- giveback lowers by moved the events of stack s (its m entries, F, A,
 -- header o) from lo on, the first after the lease: those before it are
@@ -96,121 +92,53 @@ local function giveback(s, m, f, a, o, lo, first, moved)
   return s
 end
 
-local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
-local id, charged = ARGV[1], ARGV[2] + 0
-local limit = ARGV[3]
--- Slots are handed over only under a limit (see glib in prelude.lua).
-local give = limit ~= '0' and glib(cover, push, slib, PENDING, LIVE, BATCH, SK)
-local us, now = clock()
-
-local score = redis.call('ZSCORE', leases, id)
-local expiry
-if score then
-  score = score + 0
-  expiry = score
-end
--- left: a waiter left the queue, so those after it may get a slot (one
--- kept for a tenant's waiter, see give in prelude.lua, or a batch slot).
-local left = false
-if not score or score >= PENDING then
-  -- No slot held: a waiter giving up, a pending lease (which may wait for
-  -- its slot too), or a lease ended before. Out of the queue, with its
-  -- request.
-  if limit ~= '0' and redis.call('ZREM', queue, id) == 1 then
-    redis.call('HDEL', state, 'w:' .. id)
-    left = true
-  end
-  if not score then
-    if left then give(now, us, limit + 0, ARGV[4] + 0) end
-    return {0, us}
-  end
-  expiry = score - PENDING
-end
-local live = expiry - now > 0
-if live then redis.call('ZREM', leases, id) end
--- Its slot is free now (or was already, if it expired): the queue's head
--- gets it once the buckets are corrected (a give-back may let it fit).
-local freed = left or limit ~= '0' and score < PENDING
-local n = (#ARGV - 4) / 2
-if not live or n == 0 then
-  if freed then give(now, us, limit + 0, ARGV[4] + 0) end
-  if not live then return {2, us} end
-  return {1, us}
-end
-
--- The corrections go to the key their bucket lives in: the budget's state
--- hash, or for fields that begin with '@' or '%' the tenant's hash
--- (KEYS[5]; see prelude.lua). Each key's are applied alike, in turn.
--- fields[k] is bucket k's field, delta[k] its correction. A sliding
--- rate's (its field begins with '~', or '@~') is '<units>@<j>': a
--- give-back comes off sub-window j, where the call was counted (if it has
--- not rolled out of every window); a debt is counted now.
-local tkey = KEYS[5]
-for pass = 1, 2 do repeat
-  local st = state
-  if pass == 2 then
-    if not tkey then break end
-    st = tkey
-  end
-  local fields, delta, caps, m = {}, {}, {}, 0
-  local sfields, svals = nil, nil
-  for k = 1, n do
-    local f, v = ARGV[3 + 2 * k], ARGV[4 + 2 * k]
-    local b = byte(f, 1)
-    local mine = b ~= 64 and b ~= 37
-    if pass == 2 then mine = not mine end
-    if not mine or not tkey and pass == 2 then
-    elseif b == 126 or b == 64 and byte(f, 2) == 126 then
-      sfields, svals = sfields or {}, svals or {}
-      sfields[#sfields + 1], svals[#svals + 1] = f, v
-    else
-      m = m + 1
-      fields[m] = f
-      local u, a = nil, nil
-      if b == 37 then u, a = string.match(v, '^(-?%d+):(%d+)$') end
-      if u then delta[m], caps[m] = u + 0, a + 0 else delta[m] = v + 0 end
-    end
-  end
-  if sfields then
-    -- Each rate's field, and for a give-back the ring's field that holds
-    -- its sub-window (see prelude.lua), read at once.
-    local names, us_, js, qs = {'xp'}, {}, {}, {}
-    for i = 1, #sfields do
-      local u, j = string.match(svals[i], '^(-?%d+)@(-?%d+)$')
-      us_[i], js[i] = u + 0, j + 0
-      names[2 * i], names[2 * i + 1] = sfields[i], 'xp'
-      if us_[i] < 0 then
-        -- A number joined to a string is printed with %.14g: dear.
-        local q = js[i] % 64
-        if q < 16 then q = 0 elseif q < 32 then q = 1 elseif q < 48 then q = 2 else q = 3 end
-        qs[i] = q
-        names[2 * i + 1] = sfields[i] .. (q == 0 and '.r0' or q == 1 and '.r1' or q == 2 and '.r2' or '.r3')
+-- givetat returns where the give-back of r µs moves the TAT tat (a
+-- string, or nil) of bucket field, whose stack is s, for a lease charged
+-- at t: nil if it stays; and the stack after it (nil: unchanged).
+local function givetat(field, tat, s, r, t, us)
+  -- Giving back: a bucket that is full now takes nothing; another moves
+  -- back by at most the headroom of the first event after the charge (see
+  -- prelude.lua), and never before now. A tenant's share has no stack: it
+  -- only ever judges whether a tenant is past its share, and moves back by
+  -- the whole give-back.
+  s = s or ''
+  tat = tat and tat + 0
+  if not tat or tat - us <= 0 then return nil end
+  local first, lo, m2, f, a, ho = 0, 1, 0, 0, 0, 0
+  if byte(field, 1) ~= 37 then
+    -- The first event after t: a binary search, the times increasing.
+    if not sh then sh, dec, enc, head = blib() end
+    m2, f, a, ho = sh(s)
+    local hi = m2 + 1
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      -- Entry mid's time: dec's first half, inline.
+      local p = ho + 14 * mid - 13
+      local t1, t2, t3, t4, t5, t6, t7 = byte(s, p, p + 6)
+      if (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7 - t > 0 then
+        hi = mid
+      else
+        lo = mid + 1
       end
     end
-    local hv = redis.call('HMGET', st, unpack(names))
-    local sread, _, swrite = slib()
-    local args, ms, a = {}, 0, 0
-    for i = 1, #sfields do
-      local g = string.match(sfields[i], '^@?~(%d+):') + 0
-      local u, j = us_[i], js[i]
-      local cur = floor(now * 1000 / g)
-      if u > 0 then j = cur end
-      a = swrite(sread(hv[2 * i], cur, st, sfields[i], qs[i], hv[2 * i + 1]), cur, j, u, args, a)
-      if u > 0 and (cur + SK + 1) * g / 1000 > ms then ms = (cur + SK + 1) * g / 1000 end
-    end
-    if pass == 2 then
-      -- A tenant's hash lives as long as its buckets need, not as long as
-      -- the leases charged to it: one that expired is written back with
-      -- a TTL, never without.
-      tcover(st, now, (hv[1] or 0) + 0, max(ms, now), args, a)
-    elseif ms == 0 then
-      redis.call('HSET', st, unpack(args, 1, a))
-    else
-      cover(now, (hv[1] or 0) + 0, ms, args, a)
+    if lo <= m2 then
+      local _, d = dec(s, lo, ho)
+      if lo > f then d = d - a end
+      first = d
+      if d < r then r = d end
     end
   end
-  if m == 0 then break end
+  if r <= 0 then return nil end
+  local to = max(tat - r, us)
+  -- The events from the first after t lose what the TAT moved.
+  if lo <= m2 then return to, giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to) end
+  return to
+end
 
+-- correct applies the corrections delta of the m buckets fields (their
+-- caps, for a share) kept in hash st (pass 2: the tenant's), for a lease
+-- charged at t.
+local function correct(st, pass, fields, delta, caps, m, t, us, now)
   -- Each bucket's correction by its own sign: one settle may give back to
   -- one bucket and charge a debt to another (less input and more output
   -- than reserved), and both rules run in this one call. One HMGET reads
@@ -223,45 +151,19 @@ for pass = 1, 2 do repeat
   local names = debt and {'xp', 'pause'} or {}
   for k = 1, m do names[o + 2 * k - 1], names[o + 2 * k] = fields[k], fields[k] .. '.h' end
   local h = redis.call('HMGET', st, unpack(names, 1, o + 2 * m))
-  local t = math.min(charged, us) -- a charge time after now counts as now
   local args, j = {}, 0
   local ms = debt and (h[2] or 0) + 0 -- a pause in force must outlive a debt's write
   for k = 1, m do
     local tat, s = h[o + 2 * k - 1], h[o + 2 * k]
     if delta[k] < 0 then
-      -- Giving back: a bucket that is full now takes nothing; another
-      -- moves back by at most the headroom of the first event after the
-      -- charge (see prelude.lua), and never before now. A tenant's share
-      -- has no stack: it only ever judges whether a tenant is past its
-      -- share, and moves back by the whole give-back.
-      s = s or ''
-      tat = tat and tat + 0
-      if tat and tat - us > 0 then
-        local r, first, lo, m2, f, a, ho = -delta[k], 0, 1, 0, 0, 0, 0
-        if byte(fields[k], 1) ~= 37 then
-          -- The first event after t: a binary search, the times increasing.
-          m2, f, a, ho = sh(s)
-          local hi = m2 + 1
-          while lo < hi do
-            local mid = floor((lo + hi) / 2)
-            if dect(s, mid, ho) - t > 0 then hi = mid else lo = mid + 1 end
-          end
-          if lo <= m2 then
-            local _, d = dec(s, lo, ho)
-            if lo > f then d = d - a end
-            first = d
-            if d < r then r = d end
-          end
-        end
-        if r > 0 then
-          local to = max(tat - r, us)
-          args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
+      -- Giving back (see givetat).
+      local to, ns = givetat(fields[k], tat, s, -delta[k], t, us)
+      if to then
+        args[j + 1], args[j + 2] = fields[k], fmt('%d', to)
+        j = j + 2
+        if ns then
+          args[j + 1], args[j + 2] = names[o + 2 * k], ns
           j = j + 2
-          if lo <= m2 then
-            -- The events from the first after t lose what the TAT moved.
-            args[j + 1], args[j + 2] = names[o + 2 * k], giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to)
-            j = j + 2
-          end
         end
       end
     elseif delta[k] > 0 then
@@ -275,7 +177,9 @@ for pass = 1, 2 do repeat
         args[j + 1], args[j + 2] = names[o + 2 * k], push(s, us, tat - us)
         j = j + 2
       end
-      if caps[k] then tat = shared(tat, delta[k], us, caps[k]) else tat = tat + delta[k] end
+      tat = tat + delta[k]
+      -- A share's cap (see prelude.lua): at most 2 × allow past now.
+      if caps[k] and tat - us - 2 * caps[k] > 0 then tat = us + 2 * caps[k] end
       args[j + 1], args[j + 2] = fields[k], fmt('%d', tat)
       j = j + 2
       if tat / 1000 > ms then ms = tat / 1000 end
@@ -289,6 +193,90 @@ for pass = 1, 2 do repeat
   else
     cover(now, (h[1] or 0) + 0, max(ms, now), args, j)
   end
-until true end
-if freed then give(now, us, limit + 0, ARGV[4] + 0) end
+end
+
+local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
+local id, charged = ARGV[1], ARGV[2] + 0
+local limit = ARGV[3]
+-- A freed slot goes to the queue's waiters through give (see glib in
+-- prelude.lua), made only under a limit and while someone waits (the
+-- queue holds more than its sentinel): a settle nobody waits for makes
+-- none of its closures. The check is written out at each of its three
+-- places, as a function for it would cost a closure every settle.
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
+
+local score = redis.call('ZSCORE', leases, id)
+local expiry
+if score then
+  score = score + 0
+  expiry = score
+end
+-- left: a waiter left the queue, so those after it may get a slot (one
+-- kept for a tenant's waiter, see give in slots.lua, or a batch slot).
+local left = false
+if not score or score >= PENDING then
+  -- No slot held: a waiter giving up, a pending lease (which may wait for
+  -- its slot too), or a lease ended before. Out of the queue, with its
+  -- request.
+  if limit ~= '0' and redis.call('ZREM', queue, id) == 1 then
+    redis.call('HDEL', state, 'w:' .. id)
+    left = true
+  end
+  if not score then
+    if left and redis.call('ZCARD', queue) > 1 then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit + 0, ARGV[4] + 0) end
+    return {0, us}
+  end
+  expiry = score - PENDING
+end
+local live = expiry - now > 0
+if live then redis.call('ZREM', leases, id) end
+-- Its slot is free now (or was already, if it expired): the queue's head
+-- gets it once the buckets are corrected (a give-back may let it fit).
+local freed = left or limit ~= '0' and score < PENDING
+local n = (#ARGV - 4) / 2
+if not live or n == 0 then
+  if freed and redis.call('ZCARD', queue) > 1 then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit + 0, ARGV[4] + 0) end
+  if not live then return {2, us} end
+  return {1, us}
+end
+
+-- The corrections go to the key their bucket lives in: the budget's state
+-- hash, or for fields that begin with '@' or '%' the tenant's hash
+-- (KEYS[5]; see prelude.lua). Each key's are applied alike, in turn.
+-- fields[k] is bucket k's field, delta[k] its correction. A sliding
+-- rate's (its field begins with '~', or '@~') is '<units>@<j>': a
+-- give-back comes off sub-window j, where the call was counted (if it has
+-- not rolled out of every window); a debt is counted now.
+local tkey = KEYS[5]
+for pass = 1, tkey and 2 or 1 do
+  local st = pass == 2 and tkey or state
+  local fields, delta, caps, m = {}, {}, {}, 0
+  local sfields, svals = nil, nil
+  for k = 1, n do
+    local f, v = ARGV[3 + 2 * k], ARGV[4 + 2 * k]
+    local b = byte(f, 1)
+    local mine = b ~= 64 and b ~= 37
+    if pass == 2 then mine = not mine end
+    if not mine then
+    elseif b == 126 or b == 64 and byte(f, 2) == 126 then
+      sfields, svals = sfields or {}, svals or {}
+      sfields[#sfields + 1], svals[#svals + 1] = f, v
+    else
+      m = m + 1
+      fields[m] = f
+      local u, a = nil, nil
+      if b == 37 then u, a = string.match(v, '^(-?%d+):(%d+)$') end
+      if u then delta[m], caps[m] = u + 0, a + 0 else delta[m] = v + 0 end
+    end
+  end
+  if sfields then
+    local _, _, _, slides = slib()
+    slides(st, pass, sfields, svals, now, cover, tcover)
+  end
+  -- A charge time after now counts as now.
+  if m > 0 then correct(st, pass, fields, delta, caps, m, math.min(charged, us), us, now) end
+end
+if freed and redis.call('ZCARD', queue) > 1 then glib(cover, push, slib, PENDING, LIVE, BATCH, SK)(now, us, limit + 0, ARGV[4] + 0) end
 return {1, us}

@@ -11,7 +11,9 @@
 -- stored (the bucket is full).
 
 local state, leases = KEYS[1], KEYS[2]
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 local h = redis.call('HMGET', state, 'pause', unpack(ARGV))
 local pause = 0
 if h[1] and h[1] - now > 0 then pause = h[1] - now end

@@ -30,7 +30,9 @@
 -- resume, ARGV[3] 'quota', leaves it).
 
 local state = KEYS[1]
-local us, now = clock()
+local t0 = redis.call('TIME')
+local us = t0[1] * 1000000 + t0[2]
+local now = floor(us / 1000)
 local h = redis.call('HMGET', state, 'qs', 'xp')
 local u, kind
 if h[1] then u, kind = string.match(h[1], '^(%d+) %d+ %d+ (%a+)$') end

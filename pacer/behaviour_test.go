@@ -422,6 +422,7 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 // room for a loaded machine under -race, where 100 ms was not.
 func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // each lane sleeps out its 3 s pause, side by side
 		ctx := context.Background()
 		const pause = 3 * time.Second
 		reserved := make(chan struct{}, 1)

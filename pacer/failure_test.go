@@ -128,32 +128,33 @@ func TestRedisGone(t *testing.T) {
 // the end: memory follows the leases in flight.
 func TestMassExpiryIsReapedBounded(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // round trips, not CPU: the lanes run side by side
 		ctx := context.Background()
 		rdb := b.Client(t)
 		// About one admission in 16 reaps: those on a millisecond divisible
 		// by 16 (lua/acquire.lua). miniredis's clock is stepped 16 ms a
 		// call from such a millisecond, so that each call reaps and 30
-		// calls clear the set; a real Redis's clock lands anywhere, so it
-		// gets 16 times as many calls, and more for slack.
+		// calls clear 3,000 leases; a real Redis's clock lands anywhere, so
+		// it gets 1,000 leases (10 reaps, still ten bounds to hold), 16
+		// times as many calls as reaps and four times that for slack (40
+		// reaps expected in its 640 calls).
 		now, step := time.Now(), time.Duration(0)
+		expired, calls := 1000, 16*10*4
 		if b.Mini != nil {
 			now, step = time.UnixMilli(1767225600000), 16*time.Millisecond
 			b.Mini.SetTime(now)
+			expired, calls = 3000, 40
 		}
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 1_000_000, Concurrency: 100_000}})
 		past := float64(now.Add(-time.Hour).UnixMilli())
-		zs := make([]redis.Z, 3000)
+		zs := make([]redis.Z, expired)
 		for i := range zs {
 			zs[i] = redis.Z{Score: past, Member: i}
 		}
 		if err := rdb.ZAdd(ctx, pacer.Keys(p)[1], zs...).Err(); err != nil {
 			t.Fatal(err)
 		}
-		prev := int64(3000)
-		calls := 16 * 80
-		if b.Mini != nil {
-			calls = 40
-		}
+		prev := int64(expired)
 		// Until only the sentinel is left: later calls have nothing to reap.
 		for i := 0; i < calls && prev > 1; i++ {
 			if b.Mini != nil {

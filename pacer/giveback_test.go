@@ -52,6 +52,7 @@ func waiting() (func(pacer.Event), chan struct{}) {
 // f's: two calls at once from a bucket of one.
 func TestGiveBackBehindAReservedTurn(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // each lane waits out f's and g's real turns, side by side
 		ctx := context.Background()
 		observe, reserved := waiting()
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 1}, Observe: observe})

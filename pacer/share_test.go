@@ -94,12 +94,7 @@ func checkShare(t *testing.T, b redistest.Backend, n int) {
 		Call: 5 * time.Millisecond, Stagger: 100 * time.Millisecond,
 		Warm: time.Duration(n) * 100 * time.Millisecond, Window: time.Second,
 	}
-	ws := make([]*shareWorker, n)
-	for i := range n {
-		j := job
-		j.Index = i
-		ws[i] = startShareWorker(t, j)
-	}
+	ws := startShareWorkers(t, job, n)
 	start := time.Now().Add(20 * time.Millisecond)
 	for _, w := range ws {
 		w.start(t, start)
@@ -159,10 +154,29 @@ type shareWorker struct {
 	err   bytes.Buffer
 }
 
-// startShareWorker runs this test binary as a worker for job, and waits
-// until it is ready to start. The worker is killed when the test ends, if
-// it is still running then.
-func startShareWorker(t *testing.T, job shareJob) *shareWorker {
+// startShareWorkers runs this test binary as n workers for job (Index 0
+// to n-1), and waits until each is ready to start. The processes start
+// side by side: a -race test binary takes a while to load on a busy
+// machine, and the job's clock starts only once all are ready. A worker
+// is killed when the test ends, if it is still running then.
+func startShareWorkers(t *testing.T, job shareJob, n int) []*shareWorker {
+	t.Helper()
+	ws := make([]*shareWorker, n)
+	for i := range ws {
+		j := job
+		j.Index = i
+		ws[i] = spawnShareWorker(t, j)
+	}
+	for _, w := range ws {
+		if w.line("share-ready") == nil {
+			t.Fatalf("worker %d never got ready: %s", w.index, &w.err)
+		}
+	}
+	return ws
+}
+
+// spawnShareWorker starts this test binary as a worker for job.
+func spawnShareWorker(t *testing.T, job shareJob) *shareWorker {
 	t.Helper()
 	js, err := json.Marshal(job)
 	if err != nil {
@@ -184,9 +198,6 @@ func startShareWorker(t *testing.T, job shareJob) *shareWorker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.cmd.Process.Kill(); _ = w.cmd.Wait() })
-	if w.line("share-ready") == nil {
-		t.Fatalf("worker %d never got ready: %s", w.index, &w.err)
-	}
 	return w
 }
 

@@ -76,6 +76,9 @@ func maxWindow(log []admission, w int64) int64 {
 // bucket limit beside it is charged all or nothing.
 func TestSlidingNeverExceedsAnyWindow(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		// Each lane waits out ~2 s of demand and the turns reserved past
+		// it; the lanes do so side by side, each on its own budget name.
+		t.Parallel()
 		ctx := context.Background()
 		const limit, window = 1500, time.Second
 		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100_000},

@@ -16,6 +16,7 @@ import (
 // nothing, until a probe goes through and succeeds.
 func TestQuotaStopAndProbe(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // the real lanes sleep out two probe intervals each, side by side
 		ctx := context.Background()
 		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10000}})
 		c := newClock(b)

@@ -62,6 +62,7 @@ func TestTenantShareDebtCapped(t *testing.T) {
 // took every refill before the light ones and left them nothing.
 func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // the real lanes step a real clock; each lane has its own name
 		ctx := context.Background()
 		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6000},
 			Burst: pacer.Burst{RPM: 10}, Tenants: pacer.Tenants{Share: 0.2}})

@@ -39,10 +39,48 @@ type meter struct {
 	buf  []byte         // a JSON answer so far
 	over bool           // the JSON answer outgrew maxAnswer
 	done bool
+	// end is the body's end (io.EOF, or the error that cut it) when it
+	// came with the last bytes: those go to the caller first, and the
+	// next Read ends the lease and returns it.
+	end error
+	// rl are the answer's rate-limit headers, not yet synced (nil once
+	// they are, or with header sync off), and read says the caller has
+	// had some of the body.
+	rl   *classify.RateLimits
+	read bool
+}
+
+// sync hands the answer's rate-limit headers to the budget's syncer, once.
+// Read calls it once the caller has had the body's first bytes, finish
+// at the latest.
+func (m *meter) sync() {
+	m.mu.Lock()
+	rl := m.rl
+	m.rl = nil
+	m.mu.Unlock()
+	if rl != nil {
+		m.t.syncer(m.p).push(*rl)
+	}
 }
 
 // Read passes the answer through and reads its usage on the side.
+//
+// The lease ends on the Read after the body's last bytes, not on the one
+// that returns them: ending it is a Redis round trip, and a short answer
+// (a JSON body, or a stream the provider sent at once) often arrives whole
+// with its end in one read. A proxy in front (`llmpacer proxy`) then
+// passes the bytes on before the round trip, not after it.
 func (m *meter) Read(p []byte) (int, error) {
+	m.mu.Lock()
+	end, syncNow := m.end, m.read && m.rl != nil
+	m.mu.Unlock()
+	if syncNow {
+		m.sync()
+	}
+	if end != nil {
+		m.finish(end == io.EOF)
+		return 0, end
+	}
 	n, err := m.rc.Read(p)
 	if n > 0 {
 		m.k.touch()
@@ -56,6 +94,10 @@ func (m *meter) Read(p []byte) (int, error) {
 		default:
 			m.over, m.buf = true, nil
 		}
+		if err != nil {
+			m.end, err = err, nil
+		}
+		m.read = true
 		m.mu.Unlock()
 	}
 	if err != nil {
@@ -64,10 +106,15 @@ func (m *meter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the answer and ends the lease if the body did not end.
+// Close closes the answer and ends the lease if the body did not end. A
+// body whose end was read with its last bytes ended there, whether or not
+// the caller read on to see it.
 func (m *meter) Close() error {
 	err := m.rc.Close()
-	m.finish(false)
+	m.mu.Lock()
+	eof := m.end == io.EOF
+	m.mu.Unlock()
+	m.finish(eof)
 	return err
 }
 
@@ -99,6 +146,7 @@ func (m *meter) finish(eof bool) {
 	}
 	m.buf = nil
 	m.mu.Unlock()
+	m.sync()
 	m.k.stop()
 	switch {
 	case failure && !ok:

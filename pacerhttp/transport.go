@@ -161,17 +161,25 @@ func (t *transport) send(ctx context.Context, at *attempt, out *http.Request, l 
 		}
 		return nil, classify.Verdict{}, false, err
 	}
+	var rl *classify.RateLimits
 	if t.cfg.headerSync {
-		t.syncer(p).push(classify.ParseHeaders(resp.Header, time.Now()))
+		h := classify.ParseHeaders(resp.Header, time.Now())
+		rl = &h
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		k.stop()
+		if rl != nil {
+			t.syncer(p).push(*rl)
+		}
 		return resp, t.failed(ctx, resp, p, l, at.tokens), true, nil
 	}
 	stream := at.parsed && at.c.Stream || at.a == apiGeminiStream ||
 		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	k.answered()
-	b := &meter{t: t, p: p, ctx: ctx, l: l, k: k, a: at.a, tokens: at.tokens, rc: resp.Body}
+	// A success's headers are synced once the caller has the answer's
+	// first bytes (see meter.sync): the Sync starts a goroutine and a
+	// Redis call, which must not run on the way to the first byte.
+	b := &meter{t: t, p: p, ctx: ctx, l: l, k: k, a: at.a, tokens: at.tokens, rc: resp.Body, rl: rl}
 	if stream {
 		b.scan = newStreamScanner(at.a)
 	}

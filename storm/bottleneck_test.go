@@ -123,6 +123,7 @@ func TestBottleneckExactSliding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
+	t.Parallel() // its own miniredis and provider, and no tight bound on its time
 	checkExactBottleneck(t, runExactBottleneck(t, 1))
 }
 
@@ -133,6 +134,7 @@ func TestBottleneckExactSlidingProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
+	t.Parallel() // its own miniredis and provider, and no tight bound on its time
 	r := runExactBottleneck(t, 3)
 	if r.Procs != 3 {
 		t.Errorf("report says %d processes; want 3", r.Procs)

@@ -95,6 +95,7 @@ func TestTenantsScenarioShort(t *testing.T) {
 // With -procs the tenants scenario's lanes run in OS processes that share
 // each budget: every call is answered, from each child.
 func TestTenantsScenarioProcs(t *testing.T) {
+	t.Parallel() // its own miniredis and provider, and no tight bound on its time
 	rep := runBudgetScenario(t, "-scenario", "tenants", "-speed", "60", "-procs", "2")
 	r := rep.Budgets.(tenantsResult)
 	if r.LightFailed != 0 || r.AloneFailed != 0 || r.RateLimited != 0 {
@@ -114,6 +115,7 @@ func TestTenantsScenarioProcs(t *testing.T) {
 // what the 16 calls in flight can exceed theirs by. Checking what was
 // spent before each call, without a reservation, overshoots.
 func TestSpendScenarioShort(t *testing.T) {
+	t.Parallel() // its own miniredis and provider, and no tight bound on its time
 	rep := runBudgetScenario(t, "-scenario", "spend", "-speed", "40")
 	r := rep.Budgets.(spendResult)
 	if len(r.Rows) != 3 {

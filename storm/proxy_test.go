@@ -23,6 +23,7 @@ func TestProxyScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for half a minute")
 	}
+	t.Parallel() // its own miniredis and provider, and no tight bound on its time
 	_, nodeErr := exec.LookPath("node")
 	_, curlErr := exec.LookPath("curl")
 	_, sdkErr := os.Stat(filepath.Join("..", "internal", "proxy", "testdata", "node", "node_modules", "openai"))

@@ -855,10 +855,12 @@ def lua_dir() -> Path:
 
 
 def source(name: str, directory: str | os.PathLike | None = None) -> str:
-    """The full text sent for a script: prelude.lua, a newline, <name>.lua
+    """The full text sent for a script: the prelude, a newline, <name>.lua
     (for "route", acquire as a function, then route.lua: lua.Source's).
+    The prelude is prelude.lua, then sliding.lua as the body of slib and
+    slots.lua as the body of glib (see lua.go).
 
-    Both files are used byte for byte, each with its final newline, so the
+    The files are used byte for byte, each with its final newline, so the
     text (and its SHA-1, which EVALSHA names it by) is lua.Source(name)'s.
     """
     if name not in SCRIPTS:
@@ -867,11 +869,14 @@ def source(name: str, directory: str | os.PathLike | None = None) -> str:
 
     def read(n):
         return (d / f"{n}.lua").read_bytes().decode("utf-8")
+    prelude = (read("prelude")
+               + "local function slib()\n" + read("sliding") + "end\n"
+               + "local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\n" + read("slots") + "end\n")
     if name == "route":
         # acquire, with the prelude, as a function of its keys and
         # arguments, which route.lua calls once per deployment.
-        return "local function acq(KEYS, ARGV)\n" + read("prelude") + "\n" + read("acquire") + "\nend\n" + read("route")
-    return read("prelude") + "\n" + read(name)
+        return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + read("acquire") + "\nend\n" + read("route")
+    return prelude + "\n" + read(name)
 
 
 def new_id() -> str:

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"math"
 	"strconv"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -102,311 +101,131 @@ func (b *Budget) Acquire(us int64, c Call) Reply {
 	return r
 }
 
+// acquire works one call out in steps, each on an attempt, in the script's
+// order: the definition's version, whether the call is over its tenant's
+// share, its place among the slot queue's waiters, a pending lease's
+// claim, each rate's wait, a stop or pause, a wait too long to reserve,
+// and the admission.
 func (b *Budget) acquire(us int64, c Call) Reply {
-	now := us / 1000
-	n := float64(now)
-	// The definition: the state's copy of its version, read from the
-	// definition key when missing or different; written on admission.
-	dvw := ""
+	a := &attempt{b: b, c: c, us: us, now: us / 1000, keep: -1, tk: us, blocked: true}
 	if c.Versioned {
-		mine := strconv.FormatInt(c.Version, 10)
-		dv := b.dv
-		if dv == "" {
-			dv = b.def.stored()
-			dvw = dv
-		}
-		if dv != mine {
-			if dvw == "" {
-				dv = b.def.stored()
-			}
-			if dv != mine {
-				return Reply{3, 0, "definition", 0, b.def.v, false}
-			}
-			dvw = dv
+		if r, stale := a.definition(); stale {
+			return r
 		}
 	}
 	b.found = c.Versioned && b.lost(us, c)
-	// Over the tenant's share: a share its charge would take past its
-	// allowance.
-	overShare, swait := false, int64(0) // swait: µs until it is within
+	a.share()
+	if a.conc = c.Limit > 0; a.conc {
+		if r, done := a.line(); done {
+			return r
+		}
+	}
+	if a.isPending {
+		return a.claim()
+	}
+	if r, done := a.rates(); done {
+		return r
+	}
+	if r, done := a.held(); done {
+		return r
+	}
+	if r, done := a.far(); done {
+		return r
+	}
+	return a.admit()
+}
+
+// attempt is one acquire as its steps work it out: the call, the script's
+// clock, and what each step found for the next ones.
+type attempt struct {
+	b   *Budget
+	c   Call
+	us  int64 // the script's clock
+	now int64 // us in ms
+	// dvw is the definition's version the admission writes ("": none).
+	dvw string
+	// overShare: a share the call's charge would take past its allowance,
+	// swait µs until it is within. keep is the part of each budget rate's
+	// allowance an interactive call over its share leaves (-1: none).
+	overShare bool
+	swait     int64
+	keep      float64
+	// With a concurrency limit (conc): the caller's ticket tk (µs) and
+	// queue score mine; pend the score of its pending lease, if
+	// isPending; the slots held and free once the waiters before it were
+	// served, and blocked whether one of them is still queued.
+	conc              bool
+	tk, mine          int64
+	isPending         bool
+	pend, slots, free int64
+	blocked           bool
+	// Each bucket's TAT after the charge (µs); the longest wait w and its
+	// step sp (ms), and reason, the rate that set it.
+	tats   map[string]int64
+	w, sp  float64
+	reason string
+	// probe: a stop's probe lets this call through.
+	probe bool
+}
+
+// definition compares the caller's version of the definition with the
+// state's copy, read from the definition key when missing or different,
+// and keeps it for the admission to write. stale: the versions differ, r
+// is the reply.
+func (a *attempt) definition() (r Reply, stale bool) {
+	b, mine := a.b, strconv.FormatInt(a.c.Version, 10)
+	dv := b.dv
+	if dv == "" {
+		dv = b.def.stored()
+		a.dvw = dv
+	}
+	if dv != mine {
+		if a.dvw == "" {
+			dv = b.def.stored()
+		}
+		if dv != mine {
+			return Reply{3, 0, "definition", 0, b.def.v, false}, true
+		}
+		a.dvw = dv
+	}
+	return Reply{}, false
+}
+
+// share finds whether the call is over its tenant's share (a share its
+// charge would take past its allowance), how long until it is within, and
+// what an interactive call's priority keeps of each budget rate.
+func (a *attempt) share() {
+	c := a.c
 	for _, ch := range c.Charges {
 		if c.Tenant == "" || !isShare(ch.Field) {
 			continue
 		}
-		if past := b.tenant(c.Tenant).from(ch.Field, us) + ch.Charge - us - ch.Allow; past > 0 {
-			overShare, swait = true, max(swait, past)
+		if past := a.b.tenant(c.Tenant).from(ch.Field, a.us) + ch.Charge - a.us - ch.Allow; past > 0 {
+			a.overShare, a.swait = true, max(a.swait, past)
 		}
 	}
-	keep := -1.0
 	if c.Tenant != "" && c.OverShare && !c.Batch {
-		keep = float64(c.KeepPPM) / 1e6
+		a.keep = float64(c.KeepPPM) / 1e6
 	}
-	already := func(score int64) Reply {
-		if score >= pending {
-			turn := score - pending - c.TTL
-			return Reply{2, max(turn-now, 0), "", score - pending, turn * 1000, false}
-		}
-		return Reply{2, max(score-c.TTL-now, 0), "", score, 0, false}
-	}
+}
 
-	conc := c.Limit > 0
-	tk, mine := us, int64(0)
-	var isPending bool
-	var pend, slots, free int64
-	blocked := true
-	if conc {
-		if c.Ticket != 0 {
-			tk = c.Ticket
-			if s, ok := b.leases[c.ID]; ok {
-				if s < pending {
-					return already(s)
-				}
-				pend, isPending = s, true
-			}
-		}
-		mine = tk
-		if c.Batch {
-			mine += batchOffset
-		}
-		// The waiters before the caller get the free slots first, before
-		// its buckets are read: they are charged first.
-		slots, free, blocked = b.give(now, us, c.Limit, c.BatchSlots, c.ID, mine)
+// already answers 2: the id is in the lease set with score, pending or
+// holding its slot.
+func (a *attempt) already(score int64) Reply {
+	if score >= pending {
+		turn := score - pending - a.c.TTL
+		return Reply{2, max(turn-a.now, 0), "", score - pending, turn * 1000, false}
 	}
-	take := func() bool {
-		if free <= 0 || blocked || (c.Batch && slots >= c.BatchSlots) {
-			return false
-		}
-		// A first attempt found queued is the call resent after its first
-		// run queued it (see acquire.lua): its entry goes too.
-		b.dequeue(c.ID)
-		return true
-	}
-	queued := func() Reply {
-		if c.Ticket == 0 {
-			if held, ok := b.leases[c.ID]; ok {
-				return already(held)
-			}
-		}
-		wait := (b.ahead(mine) + 1) * c.Spacing
-		if wait > c.MaxWait {
-			if c.Ticket != 0 {
-				b.dequeue(c.ID)
-			}
-			if isPending {
-				return already(pend)
-			}
-			return Reply{0, wait, "concurrency", 0, 0, false}
-		}
-		w := waiter{claim: isPending, batch: c.Batch, ttl: c.TTL, deadline: now + c.MaxWait}
-		switch {
-		case isPending:
-		case c.Tenant != "":
-			w.marker = true // give cannot reach the tenant's hash
-		default:
-			w.charges = c.Charges
-		}
-		b.enqueue(c.ID, mine, w)
-		return Reply{0, wait, "concurrency", 0, tk, false}
-	}
-	leave := func() { b.dequeue(c.ID) }
+	return Reply{2, max(score-a.c.TTL-a.now, 0), "", score, 0, false}
+}
 
-	if isPending {
-		// A pending lease claims its slot: no bucket, no pause.
-		expiry := pend - pending
-		if expiry-c.TTL > now {
-			return already(pend)
-		}
-		if st := b.stop; st.active(now) {
-			// A stop refuses a pending lease's claim too.
-			wait := st.end - now
-			if st.every > 0 {
-				wait = min(wait, max(st.next-now, 1))
-			}
-			return Reply{0, wait, st.kind, 0, 0, false}
-		}
-		if take() {
-			expiry = max(expiry, now+c.TTL)
-			b.leases[c.ID] = expiry
-			return Reply{1, 0, "", expiry, 0, false}
-		}
-		return queued()
-	}
-
-	// Each rate's wait: a bucket's TAT after the charge, less its
-	// allowance; a sliding window's first sub-window with room. The
-	// longest names the reason, and its step (a bucket's charge, a
-	// sliding window's sub-window) spaces batch waiters.
-	tats := map[string]int64{}
-	var wus, sus int64 // µs
-	reason := ""
-	for _, ch := range c.Charges {
-		h, allow := b.at(c.Tenant, ch.Field), ch.Allow
-		if isShare(ch.Field) {
-			// A share never holds a call back, nor is it ever too small:
-			// its TAT lies at most twice its allowance past now.
-			tats[ch.Field] = shared(h.from(ch.Field, us), ch.Charge, us, allow)
-			continue
-		}
-		if ch.Charge > allow {
-			return Reply{-1, 0, ch.Field, 0, 0, false}
-		}
-		if overShare && keep >= 0 && !tenantField(ch.Field) {
-			allow -= int64(math.Floor(float64(allow) * keep))
-		}
-		var w, step int64
-		if g := sub(ch.Field); g > 0 {
-			cur := now * 1000 / g
-			if ch.Charge > allow {
-				// Over its share, a call larger than what the rate leaves
-				// it fits no sub-window: it waits to be within its share.
-				w = swait
-			} else if j := h.windows[ch.Field].fit(cur, ch.Charge, allow); j > cur {
-				w = j*g - now*1000
-			}
-			step = g
-		} else {
-			tats[ch.Field] = h.from(ch.Field, us) + ch.Charge
-			w, step = tats[ch.Field]-us-allow, ch.Charge
-		}
-		if w > wus {
-			wus, reason, sus = w, ch.Field, step
+// deny answers 0, or 2 when id is still in the lease set, ended or not.
+// Whatever the path changed before (a queue) stays changed.
+func (a *attempt) deny(wait int64, reason string) Reply {
+	if a.c.Ticket == 0 || !a.conc {
+		if held, ok := a.b.leases[a.c.ID]; ok {
+			return a.already(held)
 		}
 	}
-	w, sp := float64(wus)/1000, float64(sus)/1000
-
-	// deny answers 0, or 2 when id is still in the lease set, ended or not.
-	// Whatever the path changed before (a queue) stays changed.
-	deny := func(wait int64, reason string) Reply {
-		if c.Ticket == 0 || !conc {
-			if held, ok := b.leases[c.ID]; ok {
-				return already(held)
-			}
-		}
-		return Reply{0, wait, reason, 0, 0, false}
-	}
-	// Stopped: refused, unless the probe is due, no pause is in force and
-	// the call fits now. A stop wins over a pause.
-	probe := false
-	if st := b.stop; st.active(now) {
-		if st.every == 0 || st.next > now || w > 0 || b.pause > now {
-			wait := st.end - now
-			if st.every > 0 {
-				wait = min(wait, max(st.next-now, int64(math.Ceil(w)), b.pause-now, 1))
-			}
-			return deny(wait, st.kind)
-		}
-		probe = true
-	}
-	if b.pause > now {
-		return deny(b.pause-now, "pause")
-	}
-	var bound int64
-	if w > 0 {
-		bound = c.MaxWait
-	}
-	if w > 0 && (c.Batch || overShare || w > float64(bound)) {
-		if conc && c.Ticket != 0 {
-			leave()
-		}
-		// Batch calls never reserve ahead, nor do a tenant's calls over
-		// its share; a batch waiter willing to wait is spaced along qb
-		// instead (one over its share along its tenant's).
-		if (c.Batch || overShare) && bound > 0 {
-			q := &b.hash
-			if overShare {
-				q = b.tenant(c.Tenant)
-			}
-			qb := float64(q.qb)
-			if qb < n+w {
-				qb = n + w
-			} else {
-				qb += sp
-			}
-			if qb-n <= float64(bound) {
-				qb = math.Ceil(qb)
-				q.qb = int64(qb)
-				if overShare {
-					q.tcover(now, qb)
-				} else {
-					b.written = true
-				}
-				w = qb - n
-			}
-		}
-		return deny(int64(math.Ceil(w)), reason)
-	}
-
-	// Admit: the TATs move past their allowance when the turn lies ahead.
-	wait := int64(math.Ceil(w))
-	expiry := now + wait + c.TTL
-	admit := func(score int64) bool {
-		if _, ok := b.leases[c.ID]; ok {
-			return false // ZADD NX found the id: a retry
-		}
-		if b.leases == nil {
-			b.leases = make(map[string]int64)
-		}
-		b.leases[c.ID] = score
-		if now%16 == 0 {
-			b.reap(now)
-		}
-		// Each bucket's headroom: how far its TAT lay past the call's
-		// turn before the charge. A sliding window counts the call in
-		// the sub-window of its turn, in ms as its caller knows it.
-		// A tenant's fields go to its hash, kept until tms.
-		turn := us + wait*1000
-		tms := 0.0
-		for _, ch := range c.Charges {
-			h := b.at(c.Tenant, ch.Field)
-			var ms float64
-			if g := sub(ch.Field); g > 0 {
-				jt := (now + wait) * 1000 / g
-				h.slide(ch.Field).add(now*1000/g, jt, ch.Charge)
-				ms = float64((jt+parts+1)*g) / 1000
-			} else {
-				bk, tat := h.bucket(ch.Field), tats[ch.Field]
-				if !isShare(ch.Field) {
-					h.push(ch.Field, us, max(h.from(ch.Field, us)-turn, 0))
-				}
-				bk.tat, bk.stored = tat, true
-				ms = float64(tat) / 1000
-			}
-			if tenantField(ch.Field) && c.Tenant != "" {
-				tms = max(tms, ms)
-			}
-		}
-		if c.Tenant != "" {
-			b.tenant(c.Tenant).tcover(now, max(tms, n))
-		}
-		b.written = true
-		if dvw != "" {
-			b.dv = dvw
-		}
-		if probe {
-			// The next probe is due an interval from now.
-			b.stop.next = now + b.stop.every
-		}
-		return true
-	}
-	if conc && wait > 0 {
-		// A later turn holds no slot: the lease is pending until it claims
-		// one.
-		if c.Ticket != 0 {
-			leave()
-		}
-		if admit(pending + expiry) {
-			return Reply{1, wait, reason, expiry, (now + wait) * 1000, false}
-		}
-		return deny(wait, reason)
-	}
-	if conc && !take() {
-		return queued()
-	}
-	if admit(expiry) {
-		if probe {
-			return Reply{1, 0, "probe", expiry, 0, false}
-		}
-		return Reply{1, wait, reason, expiry, 0, false}
-	}
-	return deny(wait, reason)
+	return Reply{0, wait, reason, 0, 0, false}
 }

@@ -96,7 +96,7 @@ func (b *Budget) dequeue(id string) bool {
 	return false
 }
 
-// give mirrors prelude.lua's give: it hands the free slots to the slot
+// give mirrors slots.lua's give: it hands the free slots to the slot
 // queue's waiters in order, admitting each as acquire would, up to the
 // caller me (score mine; "" for none), which comes after the waiters with
 // a lower score, or the same score and a lower id. Each waiter handled

@@ -3,12 +3,21 @@
 // byte of a streamed one, through the proxy and through a bare
 // httputil.ReverseProxy to the same simulated provider, the calls of the
 // lanes interleaved one by one so that the machine's noise falls on all of
-// them alike; an Acquire and Settle with no HTTP, on the same Redis, in the
-// same rounds; then calls per second through one proxy and through the bare
-// one with N concurrent clients.
+// them alike; the floor, the bare proxy with one Acquire before sending
+// and its Settle after the answer (lanes acquire+bare-*); an Acquire with
+// no HTTP, on the same Redis, in the same rounds; then calls per second
+// through one proxy and through the bare one with N concurrent clients.
 //
 //	go run ./storm/proxybench                       # miniredis only
 //	go run ./storm/proxybench -redis 127.0.0.1:PORT # and a real Redis
+//	go run ./storm/proxybench -trace 1000           # where a stream's first byte goes
+//
+// -trace N times each step of N rounds of streamed calls instead (the
+// client's send, the lane's handler, the first Redis command, the upstream
+// transport's connection, write and first byte, the provider's handler and
+// flush, the first body read, the lane's first write and flush, the
+// client's first byte) and prints each step's median, by lane, with the
+// Redis commands each call sent before its upstream send.
 //
 // -redis defaults to $LLMPACER_REDIS_ADDR. Everything listens on loopback,
 // and the Redis must be on this machine: the bench writes keys under the
@@ -41,6 +50,7 @@ type options struct {
 	streams int
 	clients []int
 	dur     time.Duration
+	trace   int
 }
 
 func parse(args []string) (options, error) {
@@ -51,6 +61,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.streams, "streams", 500, "streamed calls per lane for the time to first byte")
 	clients := fs.String("c", "1,8,32", "comma-separated numbers of concurrent clients for calls/s")
 	fs.DurationVar(&o.dur, "d", 2*time.Second, "duration of each calls/s run")
+	fs.IntVar(&o.trace, "trace", 0, "instead of the tables, trace this many rounds of streamed calls and print the median time of each step of a call, by lane")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,12 +101,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.trace > 0 {
+		active.Store(&tracer{byLn: map[string][]*stamps{}})
+		defer active.Store(nil)
+	}
 	s, err := newSetup(ctx, o.redis)
 	if err != nil {
 		return err
 	}
 	defer s.close(ctx)
 	fmt.Fprintf(out, "load average before: %s\n", loadavg())
+	if o.trace > 0 {
+		err := s.traceRounds(ctx, out, o.trace, streamBody)
+		fmt.Fprintf(out, "load average after: %s\n", loadavg())
+		return err
+	}
 	if err := s.latency(ctx, out, o.calls); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,11 +24,11 @@ func TestRun(t *testing.T) {
 	s := out.String()
 	want := []string{
 		"non-streamed call, sending to last byte, 20 rounds", "streamed call, sending to first body byte, 20 rounds",
-		"| bare |", "| proxy-miniredis |", "| pacerhttp-miniredis |", "| acquire-miniredis |",
+		"| bare |", "| proxy-miniredis |", "| pacerhttp-miniredis |", "| acquire+bare-miniredis |", "| acquire-miniredis |",
 		"| 1 |", "| 4 |", "load average after",
 	}
 	if addr != "" {
-		want = append(want, "| proxy-redis |", "| pacerhttp-redis |", "| acquire-redis |")
+		want = append(want, "| proxy-redis |", "| pacerhttp-redis |", "| acquire+bare-redis |", "| acquire-redis |")
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		defer rdb.Close()
 		left, err := rdb.Keys(context.Background(), fmt.Sprintf("*llmpacer-proxybench-%d:*", os.Getpid())).Result()
@@ -64,5 +65,27 @@ func TestParseRefuses(t *testing.T) {
 	}
 	if _, err := parse([]string{"-redis", "127.0.0.1:6390"}); err != nil {
 		t.Errorf("parse(a loopback Redis) = %v; want nil", err)
+	}
+}
+
+// TestTrace traces a few rounds and checks that every step has a row and
+// every paced call sent one Redis command, the acquire, before its send.
+func TestTrace(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-redis", "", "-trace", "20"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range append(pointNames[1:], "| step | bare | proxy-miniredis | pacerhttp-miniredis | acquire+bare-miniredis |") {
+		if !strings.Contains(s, want) {
+			t.Errorf("the trace has no %q:\n%s", want, s)
+		}
+	}
+	paced := regexp.MustCompile(` 1 evalsha [0-9a-f]{8}: 20 calls \|`)
+	if n := len(paced.FindAllString(s, -1)); n != 3 || !strings.Contains(s, "| Redis commands before the upstream send | 0: 20 calls |") {
+		t.Errorf("%d lanes sent one script, the acquire, before each of their 20 sends, and bare none; want the 3 paced lanes:\n%s", n, s)
+	}
+	if tracing() != nil {
+		t.Error("the tracer is still on after the run")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
@@ -62,12 +63,12 @@ func newSetup(ctx context.Context, addr string) (s *setup, err error) {
 	if err != nil {
 		return s, err
 	}
-	up := s.serve(prov)
+	up := s.serveRaw(traceIf(prov, traceProvider))
 	target, _ := url.Parse(up.URL)
 	// The bare proxy: what `llmpacer proxy` is built on, with the same
 	// upstream transport the proxy gets by default.
 	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	rp.Transport = upstreamTransport()
 	rp.FlushInterval = -1
 	s.lanes = append(s.lanes, newLane("bare", s.serve(http.StripPrefix("/openai", rp)).URL))
 	if s.mini, err = miniredis.Run(); err != nil {
@@ -87,6 +88,10 @@ func newSetup(ctx context.Context, addr string) (s *setup, err error) {
 // addStore starts a proxy on the Redis at addr, and a bare pacer beside it.
 func (s *setup) addStore(ctx context.Context, kind, addr, up string) error {
 	rdb, own := redis.NewClient(&redis.Options{Addr: addr}), redis.NewClient(&redis.Options{Addr: addr})
+	if tracing() != nil { // before the first connection, so that it is traced too
+		rdb.AddHook(traceRedis{})
+		own.AddHook(traceRedis{})
+	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("%s at %s: %w", kind, addr, err)
 	}
@@ -98,7 +103,7 @@ func (s *setup) addStore(ctx context.Context, kind, addr, up string) error {
 		return err
 	}
 	s.stores = append(s.stores, store{kind: kind, rdb: rdb, own: own, pacer: p, cmds: cmds})
-	px, err := proxy.New(proxy.Config{Redis: rdb, OpenAI: up, Anthropic: up, KeyPrefix: s.prefix,
+	px, err := proxy.New(proxy.Config{Redis: rdb, OpenAI: up, Anthropic: up, KeyPrefix: s.prefix, Upstream: upstreamTransport(),
 		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
@@ -114,13 +119,98 @@ func (s *setup) addStore(ctx context.Context, kind, addr, up string) error {
 	}
 	target, _ := url.Parse(up)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = pacerhttp.NewTransport(one, http.DefaultTransport.(*http.Transport).Clone())
+	rp.Transport = pacerhttp.NewTransport(one, upstreamTransport())
 	rp.FlushInterval = -1
 	s.lanes = append(s.lanes, newLane("pacerhttp-"+kind, s.serve(http.StripPrefix("/openai", rp)).URL))
+	// The floor: the bare proxy with one Acquire before sending and its
+	// Settle after the answer, nothing else. "Delayed by the Acquire round
+	// trip only" is this lane's first byte.
+	floor, err := pacer.New(own, pacer.Config{Name: "acquire-only-proxy", KeyPrefix: s.prefix,
+		Limits: pacer.Limits{RPM: 1_000_000_000, TPM: 1_000_000_000_000}})
+	if err != nil {
+		return err
+	}
+	rp = httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = acquireFirst{p: floor, base: upstreamTransport()}
+	rp.FlushInterval = -1
+	s.lanes = append(s.lanes, newLane("acquire+bare-"+kind, s.serve(http.StripPrefix("/openai", rp)).URL))
 	return nil
 }
 
+// acquireFirst takes one lease before sending and settles it when the
+// answer's body has been passed on: the least a pacing proxy does.
+type acquireFirst struct {
+	p    *pacer.Pacer
+	base http.RoundTripper
+}
+
+func (a acquireFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	l, err := a.p.Acquire(req.Context(), pacer.Request{Tokens: 16})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.base.RoundTrip(req)
+	if err != nil {
+		_ = l.Release(req.Context())
+		return nil, err
+	}
+	resp.Body = &settleAfter{rc: resp.Body, l: l, ctx: req.Context()}
+	return resp, nil
+}
+
+// settleAfter settles its lease on the Read after the body's end, as
+// pacerhttp's meter does, so that the last bytes go out first.
+type settleAfter struct {
+	rc   io.ReadCloser
+	l    *pacer.Lease
+	ctx  context.Context
+	end  error
+	once sync.Once
+}
+
+func (b *settleAfter) Read(p []byte) (int, error) {
+	if b.end != nil {
+		b.settle()
+		return 0, b.end
+	}
+	n, err := b.rc.Read(p)
+	if n > 0 && err != nil {
+		b.end, err = err, nil
+	}
+	if err != nil {
+		b.settle()
+	}
+	return n, err
+}
+
+func (b *settleAfter) Close() error {
+	err := b.rc.Close()
+	b.settle()
+	return err
+}
+
+func (b *settleAfter) settle() { b.once.Do(func() { _ = b.l.Settle(b.ctx, 16) }) }
+
 func (s *setup) serve(h http.Handler) *httptest.Server {
+	return s.serveRaw(traceIf(h, traceLane))
+}
+
+func traceIf(h http.Handler, wrap func(http.Handler) http.Handler) http.Handler {
+	if tracing() == nil {
+		return h
+	}
+	return wrap(h)
+}
+
+func upstreamTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if tracing() == nil {
+		return t
+	}
+	return traceTransport{t}
+}
+
+func (s *setup) serveRaw(h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	s.servers = append(s.servers, srv)
 	return srv

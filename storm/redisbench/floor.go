@@ -19,7 +19,13 @@ import (
 // Settle: the clock, the lease's ZSCORE and ZREM, one HMGET of the bucket
 // it corrects. No Lua computation at all: set against GCRA, it says how
 // far below the scripts any cost goal can go.
-func (b *bench) floorRows(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64), name string, cfg pacer.Config, tenant string) error {
+//
+// A budget in use (see regimes.go) needs more: its give-back stacks hold
+// dozens of entries, read and written whole by this state's layout, and
+// each settle gives back, so it writes the TATs and stacks it corrects; a
+// concurrency limit has acquire count the slots held. use says so; its
+// zero value is the buckets-full floor above.
+func (b *bench) floorRows(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64), name string, cfg pacer.Config, tenant string, use floorUse) error {
 	ak, aa, sk, sa, err := b.recordPair(ctx, cfg, tenant)
 	if err != nil {
 		return err
@@ -42,7 +48,8 @@ func (b *bench) floorRows(ctx context.Context, measure func(func() error) (float
 			stateF = append(stateF, f)
 		}
 	}
-	const tat, entry = "'1764547200000000'", "'AAAAAAAAAAAAAA'"
+	const tat = "'1764547200000000'"
+	entry := "'" + strings.Repeat("A", max(use.stack, 14)) + "'"
 	quote := func(s string) string { return "'" + s + "'" }
 	var src strings.Builder
 	src.WriteString("local t = redis.call('TIME')\n")
@@ -52,6 +59,9 @@ func (b *bench) floorRows(ctx context.Context, measure func(func() error) (float
 		write = append(write, quote(f), tat, quote(f+".h"), entry)
 	}
 	fmt.Fprintf(&src, "redis.call('HMGET', KEYS[1], %s)\n", strings.Join(read, ", "))
+	if use.slots {
+		src.WriteString("redis.call('ZCOUNT', KEYS[2], '(1700000000000', '(1000000000000000')\n")
+	}
 	src.WriteString("redis.call('ZADD', KEYS[2], 'NX', '1700000000000', ARGV[1])\n")
 	fmt.Fprintf(&src, "redis.call('HSET', KEYS[1], %s)\n", strings.Join(write, ", "))
 	if len(tenantF) > 0 {
@@ -73,23 +83,32 @@ func (b *bench) floorRows(ctx context.Context, measure func(func() error) (float
 	src.Reset()
 	src.WriteString("local t = redis.call('TIME')\n")
 	src.WriteString("redis.call('ZSCORE', KEYS[2], ARGV[1])\nredis.call('ZREM', KEYS[2], ARGV[1])\n")
-	var corrected, tcorrected []string
+	var corrected, tcorrected, written, twritten []string
 	for i := 4; i+1 < len(ss); i += 2 {
 		f := ss[i]
 		if f[0] == '@' || f[0] == '%' {
 			tcorrected = append(tcorrected, quote(f))
+			twritten = append(twritten, quote(f), tat)
 			if f[0] == '@' {
 				tcorrected = append(tcorrected, quote(f+".h"))
+				twritten = append(twritten, quote(f+".h"), entry)
 			}
 		} else {
 			corrected = append(corrected, quote(f), quote(f+".h"))
+			written = append(written, quote(f), tat, quote(f+".h"), entry)
 		}
 	}
 	if len(corrected) > 0 {
 		fmt.Fprintf(&src, "redis.call('HMGET', KEYS[1], %s)\n", strings.Join(corrected, ", "))
+		if use.give {
+			fmt.Fprintf(&src, "redis.call('HSET', KEYS[1], %s)\n", strings.Join(written, ", "))
+		}
 	}
 	if len(tcorrected) > 0 {
 		fmt.Fprintf(&src, "redis.call('HMGET', KEYS[5], %s)\n", strings.Join(tcorrected, ", "))
+		if use.give {
+			fmt.Fprintf(&src, "redis.call('HSET', KEYS[5], %s)\n", strings.Join(twritten, ", "))
+		}
 	}
 	src.WriteString("return {1, t[1] * 1000000 + t[2]}\n")
 	settle := redis.NewScript(src.String())
@@ -118,6 +137,14 @@ func (b *bench) floorRows(ctx context.Context, measure func(func() error) (float
 	row(name+", floor: settle", set)
 	row(name+", floor: acquire + settle", acq+set)
 	return nil
+}
+
+// floorUse is what a budget in use adds to the floor: stack, the bytes of
+// each give-back stack read and written (0: one entry); give, the settle
+// writing what it gives back; slots, acquire counting the slots held.
+type floorUse struct {
+	stack       int
+	give, slots bool
 }
 
 // recordPair returns the keys and arguments a Pacer of cfg sends acquire.lua

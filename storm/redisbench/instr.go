@@ -74,10 +74,40 @@ func (b *bench) pairs(ctx context.Context) error {
 	if err := b.instrTenant(ctx, measure, row, tname, tenantConfig(), 1); err != nil {
 		return err
 	}
-	if err := b.floorRows(ctx, measure, row, budgets[0].name, pacer.Config{Limits: budgets[0].limits}, ""); err != nil {
+	if err := b.floorRows(ctx, measure, row, budgets[0].name, pacer.Config{Limits: budgets[0].limits}, "", floorUse{}); err != nil {
 		return err
 	}
-	return b.floorRows(ctx, measure, row, tname, tenantConfig(), tenantID(0))
+	if err := b.floorRows(ctx, measure, row, tname, tenantConfig(), tenantID(0), floorUse{}); err != nil {
+		return err
+	}
+	return b.regimeFloors(ctx, measure, row)
+}
+
+// regimeFloors: issue 23's regimes in use (see regimes.go), each beside
+// its floor, with the stacks as long as the regime left them and a settle
+// that writes its give-back.
+func (b *bench) regimeFloors(ctx context.Context, measure func(func() error) (float64, error), row func(string, float64)) error {
+	for _, r := range regimes(20)[1:] {
+		v, u, err := b.regimeInstr(ctx, r, b.measureN(instrCalls/4))
+		if err != nil {
+			return err
+		}
+		stack, err := u.stackBytes(ctx)
+		u.close(ctx)
+		if err != nil {
+			return err
+		}
+		row(fmt.Sprintf("%s: acquire + settle (stacks %d bytes)", r.name, stack), v)
+		tenant := ""
+		if r.tenants > 0 {
+			tenant = tenantID(0)
+		}
+		use := floorUse{stack: stack, give: true, slots: r.cfg.Limits.Concurrency > 0}
+		if err := b.floorRows(ctx, measure, row, r.name, r.cfg, tenant, use); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // instrCalls is how many calls each instr row averages.

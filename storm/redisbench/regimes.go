@@ -303,17 +303,7 @@ func (b *bench) iregimes(ctx context.Context) error {
 		return fmt.Errorf("-callgrind-pid is required: the pid of a redis-server run under valgrind --tool=callgrind")
 	}
 	const n = instrCalls / 4
-	measure := func(f func() error) (float64, error) {
-		if err := exec.Command("callgrind_control", "-z", strconv.Itoa(b.cgPID)).Run(); err != nil {
-			return 0, fmt.Errorf("callgrind_control -z: %w", err)
-		}
-		for i := 0; i < n; i++ {
-			if err := f(); err != nil {
-				return 0, err
-			}
-		}
-		return b.dumpInstr(n)
-	}
+	measure := b.measureN(n)
 	rate, dropRate := b.yardstick()
 	defer dropRate(ctx)
 	if err := warmYardstick(ctx, rate); err != nil {
@@ -324,31 +314,83 @@ func (b *bench) iregimes(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(b.out, "## Regimes (issue 23) in instructions per pair (callgrind, 4 rounds of %d pairs each)\n", n)
-	fmt.Fprintln(b.out, "| script | k instructions | ratio to redis_rate Allow |")
-	fmt.Fprintln(b.out, "|---|---:|---:|")
-	fmt.Fprintf(b.out, "| redis_rate v10 allowN (writes its key) | %.1f | 1.00 |\n", base/1000)
+	fmt.Fprintln(b.out, "| script | k instructions | ratio to redis_rate Allow | stack bytes after |")
+	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
+	fmt.Fprintf(b.out, "| redis_rate v10 allowN (writes its key) | %.1f | 1.00 | |\n", base/1000)
 	for _, r := range regimes(20) {
-		u, err := b.newRunner(ctx, r)
+		v, u, err := b.regimeInstr(ctx, r, measure)
 		if err != nil {
 			return err
 		}
-		// Four rounds, the TATs kept ahead between them: a compaction of
-		// the stacks comes every few dozen calls, so one short round
-		// would count one more or one fewer of them.
-		var v float64
-		for round := 0; round < 4; round++ {
-			if err := u.push(ctx); err != nil {
-				return err
-			}
-			x, err := measure(func() error { return u.pair(ctx) })
-			if err != nil {
-				u.close(ctx)
-				return fmt.Errorf("%s: %w", r.name, err)
-			}
-			v += x / 4
-		}
+		// The stacks' length moves with the machine's speed (how far the
+		// TATs run ahead between two pushes): shown, so that two runs are
+		// compared knowing it.
+		stack, err := u.stackBytes(ctx)
 		u.close(ctx)
-		fmt.Fprintf(b.out, "| %s | %.1f | %.2fx |\n", r.name, v/1000, v/base)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b.out, "| %s | %.1f | %.2fx | %d |\n", r.name, v/1000, v/base, stack)
 	}
 	return nil
+}
+
+// regimeInstr returns regime r's instructions per pair, four rounds of
+// measure averaged, the TATs kept ahead between them (a compaction of the
+// stacks comes every few dozen calls, so one short round would count one
+// more or one fewer of them), and its runner, still open.
+func (b *bench) regimeInstr(ctx context.Context, r regime, measure func(func() error) (float64, error)) (float64, *runner, error) {
+	u, err := b.newRunner(ctx, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var v float64
+	for round := 0; round < 4; round++ {
+		if err := u.push(ctx); err != nil {
+			u.close(ctx)
+			return 0, nil, err
+		}
+		x, err := measure(func() error { return u.pair(ctx) })
+		if err != nil {
+			u.close(ctx)
+			return 0, nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		v += x / 4
+	}
+	return v, u, nil
+}
+
+// measureN returns a function that counts the instructions of n calls of
+// f under callgrind, per call.
+func (b *bench) measureN(n int) func(func() error) (float64, error) {
+	return func(f func() error) (float64, error) {
+		if err := exec.Command("callgrind_control", "-z", strconv.Itoa(b.cgPID)).Run(); err != nil {
+			return 0, fmt.Errorf("callgrind_control -z: %w", err)
+		}
+		for i := 0; i < n; i++ {
+			if err := f(); err != nil {
+				return 0, err
+			}
+		}
+		return b.dumpInstr(n)
+	}
+}
+
+// stackBytes returns the mean length of the budget's give-back stacks as
+// the runner left them (its state hash's '.h' fields).
+func (u *runner) stackBytes(ctx context.Context) (int, error) {
+	m, err := u.b.rdb.HGetAll(ctx, u.p.Keys()[0]).Result()
+	if err != nil {
+		return 0, err
+	}
+	sum, n := 0, 0
+	for k, v := range m {
+		if strings.HasSuffix(k, ".h") {
+			sum, n = sum+len(v), n+1
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return sum / n, nil
 }
