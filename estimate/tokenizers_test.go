@@ -83,7 +83,7 @@ func writeTexts(t *testing.T, path string) {
 
 // estimate.InputMargin gives the small margin of an exact count to
 // exactly the models this package counts with their own tokenizer.
-func TestDefaultInputMarginFollowsEncoding(t *testing.T) {
+func TestInputMarginFollowsEncoding(t *testing.T) {
 	names := []string{"claude-sonnet-4-5", "us.anthropic.claude-3-5-sonnet-20240620-v1:0", "gemini-2.5-pro",
 		"llama-3.1-70b", "mistral-large", "o10", "gpt4", "my-deployment", "", "GPT-4O", "openai:o3-mini",
 		"ft:gpt-4o-mini-2024-07-18:org::id", "azure/gpt-35-turbo", "gpt-4.1", "gpt-5.1-codex", "gpt-image-1",

@@ -379,7 +379,7 @@ func (b *bench) measureN(n int) func(func() error) (float64, error) {
 // stackBytes returns the mean length of the budget's give-back stacks as
 // the runner left them (its state hash's '.h' fields).
 func (u *runner) stackBytes(ctx context.Context) (int, error) {
-	m, err := u.b.rdb.HGetAll(ctx, u.p.Keys()[0]).Result()
+	m, err := u.b.rdb.HGetAll(ctx, keysOf(u.p)[0]).Result()
 	if err != nil {
 		return 0, err
 	}
