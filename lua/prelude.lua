@@ -381,6 +381,8 @@ local function push(s, us, d)
       return pushx(s, us, d)
     end
   end
+  -- The entry as blib's enc makes it, written out here so that the
+  -- usual push makes no closure: a change to one is a change to both.
   local t7 = e % 256; e = (e - t7) / 256
   local t6 = e % 256; e = (e - t6) / 256
   local t5 = e % 256; e = (e - t5) / 256
