@@ -242,7 +242,7 @@ func leaseReplyVectors(t *testing.T) any {
 				if st.Called != (st.Fail || st.Reply != nil) {
 					t.Fatalf("%s, step %d: called = %v", sq.Name, j, st.Called)
 				}
-				st.Error, st.State = errName(err), l.State().String()
+				st.Error, st.State = errName(err), l.Info().State.String()
 				st.HeldUs, st.ExpiryMs = l.Info().Held.Microseconds(), l.Info().Expiry.UnixMilli()
 			}
 		})

@@ -60,7 +60,7 @@ func (c *call) now() *call {
 // it reserved, at which weight and price, and its tenant.
 func (c *call) admitAs(id string) admission {
 	return admission{
-		ID: id, Tokens: c.r.Tokens, Reserve: c.use, Weight: c.weight,
+		ID: id, Tokens: c.r.Tokens, Priority: c.r.Priority, Reserve: c.use, Weight: c.weight,
 		Price: c.price, Priced: c.s.spend, TenantKey: c.tenant,
 	}
 }

@@ -3,9 +3,24 @@ package pacer_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"testing"
 
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 )
+
+// startProvider starts a simulated provider for the test, and a client of
+// it.
+func startProvider(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Provider, chatClient) {
+	t.Helper()
+	fp, err := fakeprovider.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fp)
+	t.Cleanup(srv.Close)
+	return fp, chatClient{url: srv.URL, anthropic: cfg.Style == fakeprovider.Anthropic, hc: srv.Client()}
+}
 
 // chatClient calls the simulated provider the way an SDK would: errors carry
 // the response, so classify reads them.

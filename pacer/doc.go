@@ -25,16 +25,17 @@
 // When the provider answers 429 anyway (a caller outside the pacer, an
 // estimate too low), Throttled holds back every process for the provider's
 // retry delay and brings the tripped bucket back in line with the provider.
-// Run does all of this around any call, with retries that tell a rate limit
-// from an exhausted quota; WithNoWait makes it a job queue's.
+// Package retry's Run does all of this around any call, with retries that
+// tell a rate limit from an exhausted quota.
 //
 // When Redis is unreachable the budget fails closed: calls are refused
 // with ErrUnavailable. Config.Outage lets limits that protect the
 // provider's servers (requests, concurrency) fail open at each process's
 // share instead; money never does.
 //
-// Elsewhere: token counting (package estimate), telling a rate limit from
-// an exhausted quota (package classify), pacing an SDK at its HTTP
-// transport (package pacerhttp), and Prometheus metrics (package
+// Elsewhere: retrying a call (package retry), token counting (package
+// estimate), telling a rate limit from an exhausted quota (package
+// classify), pacing an SDK at its HTTP transport (package pacerhttp), and
+// Prometheus metrics (package
 // pacerprom, fed by Config.Observe; SlogObserver logs the same events).
 package pacer

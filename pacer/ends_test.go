@@ -93,7 +93,7 @@ func TestNoRefundAndReject(t *testing.T) {
 		s := snap(t, p)
 		clock.level(t, "after Reject: TPD", s.Rate(pacer.LimitTPD).Level, 88_000, tpd)
 		clock.level(t, "after Reject: RPD", s.Rate(pacer.LimitRPD).Level, 97, 100/86_400.0)
-		if got := l.State(); got != pacer.Rejected {
+		if got := l.Info().State; got != pacer.Rejected {
 			t.Errorf("State() = %v; want rejected", got)
 		}
 	})

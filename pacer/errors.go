@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/llmpacer/llmpacer/classify"
 )
 
 // Sentinel errors, for errors.Is. Every one of the package is here. Errors
@@ -28,8 +26,9 @@ var (
 	// have taken.
 	ErrWaitTimeout = errors.New("pacer: no room within the wait bound")
 
-	// ErrNotYet reports that TryAcquire or Run WithNoWait found no room now. Hand
-	// the job back to its queue and try again after RetryAfter(err).
+	// ErrNotYet reports that TryAcquire (or retry.Run WithNoWait) found no
+	// room now. Hand the job back to its queue and try again after
+	// RetryAfter(err).
 	ErrNotYet = errors.New("pacer: no room yet")
 
 	// ErrStopped reports a call refused because the budget is stopped: by
@@ -51,20 +50,8 @@ var (
 	// ErrQuotaExhausted reports that the provider says the account's
 	// credits, billing or hard limit are used up (OpenAI's
 	// insufficient_quota, Anthropic's low credit balance). Retrying cannot
-	// help, so Run never does.
+	// help, so package retry never does.
 	ErrQuotaExhausted = errors.New("pacer: provider quota exhausted")
-
-	// ErrRateLimited reports that the provider still answered 429 rate
-	// limited when Run ran out of retries or latency budget.
-	ErrRateLimited = errors.New("pacer: provider rate limited")
-
-	// ErrRetriesExhausted reports that every attempt Run was allowed failed
-	// with a retryable error.
-	ErrRetriesExhausted = errors.New("pacer: retries exhausted")
-
-	// ErrPermanent reports that the provider refused the call for a reason
-	// retrying cannot fix (bad request, auth, not found, context too long).
-	ErrPermanent = errors.New("pacer: permanent provider error")
 
 	// ErrStateLost is the Err of a StateLost event: Redis no longer held
 	// the budget's state, which this process had seen in use and not yet
@@ -81,29 +68,33 @@ var (
 )
 
 // RetryAfter returns how long err says to wait before trying again, and
-// whether it says so at all. It reads the wait of a *RefusedError (but
-// ErrUnavailable's, which has none), and a *RunError's Verdict.RetryAfter
-// when the provider gave one, wrapped with %w or not. Any other error has
-// no wait: ok is false.
+// whether it says so at all, wrapped with %w or not. It reads the wait of
+// a *RefusedError (but ErrUnavailable's, which has none), and of an error
+// with a method RetryAfter() (time.Duration, bool): package retry's
+// *Error, which gives the provider's Retry-After when it sent one. Any
+// other error has no wait: ok is false.
 func RetryAfter(err error) (wait time.Duration, ok bool) {
-	var w waiter
-	if !errors.As(err, &w) {
-		return 0, false
+	// An error of package retry comes first: a retry that gave up wraps
+	// the last call's error, then why no further attempt could start.
+	var w interface {
+		error
+		RetryAfter() (time.Duration, bool)
 	}
-	return w.retryAfter()
-}
-
-// waiter is an error that carries how long to wait.
-type waiter interface {
-	error
-	retryAfter() (time.Duration, bool)
+	if errors.As(err, &w) {
+		return w.RetryAfter()
+	}
+	var r *RefusedError
+	if errors.As(err, &r) {
+		return r.retryAfter()
+	}
+	return 0, false
 }
 
 // RefusedError is the error of a call that was not admitted: nothing was
 // sent and nothing was charged. It matches one sentinel with errors.Is,
 // which says why:
 //
-//   - ErrNotYet: TryAcquire or Run WithNoWait found no room now.
+//   - ErrNotYet: TryAcquire (or retry.Run WithNoWait) found no room now.
 //   - ErrWaitTimeout: Acquire would find room only after the wait bound
 //     (Bound); it also matches context.DeadlineExceeded when the bound was
 //     the context's deadline.
@@ -188,52 +179,4 @@ func (e *RefusedError) retryAfter() (time.Duration, bool) {
 		return 0, false
 	}
 	return e.wait, true
-}
-
-// RunError is the error Run and RunGroup return when the call failed. It
-// wraps the last call's error (errors.Is and errors.As reach it) and
-// matches ErrQuotaExhausted, ErrRateLimited, ErrPermanent or
-// ErrRetriesExhausted as the Verdict and attempts say. RetryAfter reads
-// the provider's Retry-After, when it sent one.
-type RunError struct {
-	// Verdict is the classification of the last attempt's error.
-	Verdict classify.Verdict
-	// Attempts is how many times the call was sent.
-	Attempts int
-	// Err is the last attempt's error.
-	Err error
-
-	exhausted bool // gave up on a retryable error
-}
-
-// Error says how many attempts were made, the verdict and the last error.
-func (e *RunError) Error() string {
-	what := "failed"
-	if e.exhausted {
-		what = "gave up"
-	}
-	return fmt.Sprintf("pacer: call %s after %d attempt(s) (%s): %v", what, e.Attempts, e.Verdict, e.Err)
-}
-
-// Unwrap returns the last call's error.
-func (e *RunError) Unwrap() error { return e.Err }
-
-// Is matches the sentinel that says why Run stopped.
-func (e *RunError) Is(target error) bool {
-	switch target {
-	case ErrQuotaExhausted:
-		return e.Verdict.Kind == classify.QuotaExhausted
-	case ErrPermanent:
-		return e.Verdict.Kind == classify.Permanent
-	case ErrRateLimited:
-		return e.Verdict.Kind == classify.RateLimited
-	case ErrRetriesExhausted:
-		return e.exhausted
-	}
-	return false
-}
-
-// retryAfter is the provider's wait: a verdict without one says nothing.
-func (e *RunError) retryAfter() (time.Duration, bool) {
-	return e.Verdict.RetryAfter, e.Verdict.RetryAfter > 0
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -40,8 +39,6 @@ func TestRetryAfter(t *testing.T) {
 		{"wait", wait, 59 * time.Second, 61 * time.Second, true},
 		{"stopped", stopped, 89 * time.Second, 90 * time.Second, true},
 		{"wrapped", fmt.Errorf("job 7: %w", fmt.Errorf("attempt 2: %w", notYet)), 59 * time.Second, 61 * time.Second, true},
-		{"run, provider said", &pacer.RunError{Verdict: classify.Verdict{Kind: classify.RateLimited, RetryAfter: 3 * time.Second}, Attempts: 1, Err: errors.New("429")}, 3 * time.Second, 3 * time.Second, true},
-		{"run, provider silent", &pacer.RunError{Verdict: classify.Verdict{Kind: classify.RateLimited}, Attempts: 1, Err: errors.New("429")}, 0, 0, false},
 		{"too large", pacer.ErrTooLarge, 0, 0, false},
 		{"nil", nil, 0, 0, false},
 	} {

@@ -25,8 +25,9 @@ const (
 	// the limit the provider named (LimitPause for Pause, or a 429 that
 	// named none).
 	Paused
-	// Failed: a call that Run or RunGroup made failed (refused by the
-	// provider, timed out, ...); Verdict says what the failure means. The
+	// Failed: a call failed (refused by the provider, timed out, ...) and
+	// Lease.Fail ends its lease, as package retry and the transport of
+	// package pacerhttp do; Verdict says what the failure means. The
 	// lease's end follows as an Ended event.
 	Failed
 	// Stopped: the budget was stopped (StopQuota or Stop); Wait is the stop
@@ -122,7 +123,7 @@ type Event struct {
 	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error), Ended when the lease expired, and RedisDown
+	Err     error // for Denied, Failed (the call's error; nil for an HTTP answer), Ended when the lease expired, and RedisDown
 	// Local says, for Admitted, Waiting and Ended, that this process's
 	// share admitted the call while Redis was down (see Outage).
 	Local bool

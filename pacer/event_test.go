@@ -77,10 +77,17 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 
 	c.advance(2 * time.Minute)
 	boom := errors.New("bad request")
-	_, err = pacer.Run(ctx, p, pacer.Request{Tokens: 50}, func(context.Context) (int, error) { return 0, boom }, nil,
-		pacer.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Permanent, Status: 400} }), pacer.WithNoWait())
-	if !errors.Is(err, boom) {
-		t.Fatalf("Run(WithNoWait) = %v; want the call's error", err)
+	l, err = p.TryAcquire(ctx, pacer.Request{Tokens: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(pacer.Failed)
+	permanent := classify.Verdict{Kind: classify.Permanent, Status: 400}
+	if err := l.Fail(ctx, permanent, boom); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fail(ctx, permanent, boom); err != nil { // ended already: no second event
+		t.Fatal(err)
 	}
 	if e := take(pacer.Failed); len(e) != 1 || e[0].Verdict.Kind != classify.Permanent || e[0].Tokens != 50 || !errors.Is(e[0].Err, boom) {
 		t.Errorf("Failed events = %+v; want one, permanent, 50 tokens, the call's error", e)

@@ -13,8 +13,10 @@ import (
 // Route calls among three deployments of one model, each with its own
 // quota: the nearest fills first, and the calls it has no room for go to
 // the next at once instead of waiting. Give the budgets one HashTag so a
-// call is routed in one round trip on a Redis Cluster too.
-func ExampleRunGroup() {
+// call is routed in one round trip on a Redis Cluster too. (retry.RunGroup
+// does this around a call, and routes a failing deployment's retry to
+// another.)
+func ExampleGroup_Acquire() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: exact output
@@ -22,6 +24,7 @@ func ExampleRunGroup() {
 	defer rdb.Close()
 
 	var ds []pacer.Deployment
+	names := map[*pacer.Pacer]string{} // or the client (base URL) of each deployment
 	for _, d := range []struct {
 		name string
 		rpm  int64
@@ -31,6 +34,7 @@ func ExampleRunGroup() {
 			panic(err)
 		}
 		ds = append(ds, pacer.Deployment{Pacer: p})
+		names[p] = d.name
 	}
 	g, err := pacer.NewGroup(pacer.GroupConfig{Deployments: ds, Policy: pacer.FillInOrder})
 	if err != nil {
@@ -38,14 +42,12 @@ func ExampleRunGroup() {
 	}
 	ctx := context.Background()
 	for i := 0; i < 6; i++ {
-		answer, err := pacer.RunGroup(ctx, g, pacer.Request{Tokens: 500}, func(ctx context.Context, d *pacer.Pacer) (string, error) {
-			// Send the call with the client (or base URL) of d.Name().
-			return "sent to " + d.Name(), nil
-		}, nil)
+		l, d, err := g.Acquire(ctx, pacer.Request{Tokens: 500})
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(answer)
+		fmt.Println("sent to", names[d]) // send the call with d's client
+		_ = l.Settle(ctx, 420)
 	}
 	// Output:
 	// sent to azure:eastus:gpt-4o

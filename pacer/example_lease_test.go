@@ -29,10 +29,10 @@ func ExampleLease_AutoKeepAlive() {
 	stop := l.AutoKeepAlive(ctx)
 	time.Sleep(1300 * time.Millisecond) // a call longer than two TTLs
 	stop()
-	fmt.Println("still held:", l.State())
+	fmt.Println("still held:", l.Info().State)
 
 	fmt.Println(l.Settle(ctx, 1200), l.Settle(ctx, 1200)) // the second is a no-op
-	fmt.Println("ended:", l.State())
+	fmt.Println("ended:", l.Info().State)
 	// Output:
 	// still held: active
 	// <nil> <nil>

@@ -58,61 +58,6 @@ func ExamplePacer_Acquire() {
 	// Output: TPM 199580 of 200000, in flight 0
 }
 
-// Run wraps a call: it paces it, settles the real usage, pauses the whole
-// fleet on a 429 and retries what can be retried.
-func ExampleRun() {
-	mr, _ := miniredis.Run()
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	p, _ := pacer.New(rdb, pacer.Config{Name: "anthropic:claude", Limits: pacer.Limits{RPM: 50, TPM: 40_000}})
-
-	r, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 1300},
-		callModel,
-		func(r reply) int64 { return r.Usage.TotalTokens }, // usage, to settle
-		pacer.WithRetries(3), pacer.WithLatencyBudget(30*time.Second))
-	switch {
-	case errors.Is(err, pacer.ErrQuotaExhausted):
-		fmt.Println("out of credits: tell a human, do not retry")
-	case err != nil:
-		fmt.Println("failed:", err)
-	default:
-		fmt.Println(r.Text)
-	}
-	// Output: hello
-}
-
-// WithNoWait suits job queues: a job that does not fit yet goes back to the
-// queue with the time until it will, and nothing is charged.
-func ExampleWithNoWait() {
-	mr, _ := miniredis.Run()
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, _ := pacer.New(rdb, pacer.Config{Name: "batch:gpt-4o", Limits: pacer.Limits{TPD: 3000}})
-
-	queue := []int64{1000, 1500, 1000} // each job's token estimate
-	for i, tokens := range queue {
-		_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: tokens},
-			callModel, func(r reply) int64 { return tokens }, // used all it reserved
-			pacer.WithNoWait())
-		switch {
-		case errors.Is(err, pacer.ErrNotYet):
-			wait, _ := pacer.RetryAfter(err)
-			fmt.Printf("job %d: back to the queue for %v\n", i, wait.Round(time.Hour))
-		case err != nil:
-			fmt.Printf("job %d: %v\n", i, err)
-		default:
-			fmt.Printf("job %d: done\n", i)
-		}
-	}
-	// Output:
-	// job 0: done
-	// job 1: done
-	// job 2: back to the queue for 4h0m0s
-}
-
 // Pause holds back every process sharing the budget, for example for the
 // retry delay of a 429 one process received.
 func ExamplePacer_Pause() {

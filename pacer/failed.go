@@ -6,9 +6,15 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// Fail ends the lease of a call that failed with verdict v (see
-// classify.FromError). It is the one rule for a failed call's lease: Run,
-// RunGroup and the transport of package pacerhttp all end theirs with it.
+// Fail ends the lease of a call that failed with err, whose verdict is v
+// (see classify.FromError). It is the one rule for a failed call's lease:
+// package retry and the transport of package pacerhttp end theirs with it.
+// err may be nil, for a failure that is an answer, not a Go error (an HTTP
+// status the transport read).
+//
+// The first Fail of a lease not yet ended emits a Failed event, before the
+// Ended event of its end; a second Fail, or a Fail after another end,
+// emits nothing.
 //
 //   - Refused as it stood (out of quota, or a 4xx other than a rate limit
 //     and than a 408, 409 or 425 the provider may retry): nothing was
@@ -24,7 +30,10 @@ import (
 //     the charge corrects by that much per refusal.
 //
 // Its error is Release's or Reject's.
-func (l *Lease) Fail(ctx context.Context, v classify.Verdict) error {
+func (l *Lease) Fail(ctx context.Context, v classify.Verdict, err error) error {
+	if l.b.Failed != nil && l.Info().State == Active && l.failed.CompareAndSwap(false, true) {
+		l.b.Failed(Event{Kind: Failed, Tokens: l.a.Tokens, Priority: l.a.Priority, Verdict: v, Err: err})
+	}
 	if refused(v) {
 		return l.Reject(ctx)
 	}

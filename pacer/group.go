@@ -71,8 +71,8 @@ type GroupConfig struct {
 	Deployments []Deployment
 	// Policy is the order in which a call is offered to the deployments.
 	Policy Policy
-	// Cooldown is how long RunGroup and the transport of package pacerhttp
-	// take a deployment out of the group, for every process, when a call
+	// Cooldown is how long retry.RunGroup and the transport of package
+	// pacerhttp take a deployment out of the group, for every process, when a call
 	// to it fails as overloaded or with a server error or a broken
 	// connection: they pause its budget (Pacer.Pause). Default 5 seconds;
 	// negative: never.
@@ -103,8 +103,8 @@ const maxDeployments = 16
 // are on one Redis and, on a Redis Cluster, share a hash slot
 // (Config.HashTag). Otherwise each is tried with its own call.
 //
-// Acquire, TryAcquire and RunGroup mirror the Pacer's, and
-// say which deployment they chose. A Group is safe for simultaneous use by
+// Acquire and TryAcquire mirror the Pacer's, and say which deployment they
+// chose; retry.RunGroup retries a call on a group. A Group is safe for simultaneous use by
 // multiple goroutines.
 type Group struct {
 	ds       []Deployment
@@ -345,16 +345,20 @@ func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, erro
 // Cooldown takes p's deployment out of the group for d (GroupConfig's
 // Cooldown when d is 0), for every process: it pauses its budget. Call it
 // when a deployment fails (a 5xx, a broken connection, an overload);
-// RunGroup and the transport of package pacerhttp call it themselves. A
-// 429 is the budget's business: Pacer.Throttled, which they call, pauses
-// it and corrects its buckets. A negative Cooldown in the GroupConfig and
-// d 0 does nothing.
+// retry.RunGroup and the transport of package pacerhttp call it
+// themselves. A 429 is the budget's business: Pacer.Throttled, which they
+// call, pauses it and corrects its buckets.
+//
+// A nil error means the deployment is out. With d 0 and a negative
+// Cooldown in the GroupConfig (never cool down), it does nothing and
+// returns an error matching ErrInvalid, so that a caller knows the next
+// attempt may go to the same deployment (retry.RunGroup then backs off).
 func (g *Group) Cooldown(ctx context.Context, p *Pacer, d time.Duration) error {
 	if d == 0 {
 		d = g.cooldown
 	}
 	if d < 0 {
-		return nil
+		return invalidf("Group.Cooldown: the group never cools a deployment down (GroupConfig.Cooldown = %v); pass d > 0 to pause one", g.cooldown)
 	}
 	if p == nil {
 		return invalidf("Group.Cooldown: the Pacer is nil")

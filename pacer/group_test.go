@@ -3,7 +3,6 @@ package pacer_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -456,53 +455,6 @@ func TestGroupPlacement(t *testing.T) {
 		}
 		if !pacer.OneTrip(newGroup(t, pacer.FillInOrder, false, deployments(t, c, name, pacer.Config{Limits: pacer.Limits{RPD: 1}}, pacer.Config{Limits: pacer.Limits{RPD: 1}})...)) {
 			t.Errorf("budgets with one HashTag: not one trip on %s", b.Kind)
-		}
-	})
-}
-
-// statusErr is an error with an HTTP status, as an SDK's.
-type statusErr int
-
-func (e statusErr) Error() string   { return "status " + http.StatusText(int(e)) }
-func (e statusErr) StatusCode() int { return int(e) }
-
-// RunGroup answers a deployment's failure on that deployment and retries
-// on another at once: a 502 cools a down for every process, a 429 pauses
-// b's budget; the third attempt goes to c.
-func TestRunGroupRoutesAroundFailures(t *testing.T) {
-	eachPath(t, func(t *testing.T, b redistest.Backend, split bool) {
-		stopClock(b)
-		ctx := context.Background()
-		name := redistest.Name(t)
-		cfg := pacer.Config{Limits: pacer.Limits{RPD: 100}}
-		g := newGroup(t, pacer.FillInOrder, split, deployments(t, b.Client(t), name, cfg, cfg, cfg)...)
-		other := deployments(t, b.Client(t), name, cfg, cfg, cfg) // another process
-		var tried []string
-		start := time.Now()
-		got, err := pacer.RunGroup(ctx, g, pacer.Request{Tokens: 10}, func(ctx context.Context, p *pacer.Pacer) (string, error) {
-			d := p.Name()[len(p.Name())-1:]
-			tried = append(tried, d)
-			switch d {
-			case "a":
-				return "", statusErr(http.StatusBadGateway)
-			case "b":
-				return "", statusErr(http.StatusTooManyRequests)
-			}
-			return "answer from " + d, nil
-		}, nil, pacer.WithRetries(3))
-		if err != nil || got != "answer from c" {
-			t.Fatalf("RunGroup() = %q, %v; want the answer from c", got, err)
-		}
-		if fmtNames(tried) != "[a b c]" {
-			t.Errorf("attempts on %v; want [a b c]", tried)
-		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("RunGroup took %v; want no backoff between deployments", took)
-		}
-		for i, want := range []bool{true, true, false} {
-			if paused := snap(t, other[i]).Paused > 0; paused != want {
-				t.Errorf("deployment %d paused = %v for another process; want %v", i, paused, want)
-			}
 		}
 	})
 }

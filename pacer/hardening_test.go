@@ -117,15 +117,15 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		err = l.Settle(cctx, 100)
 		cancel()
-		if err == nil || l.State() != pacer.Active {
-			t.Fatalf("Settle through a Redis that runs nothing = %v, state %v; want an error, still held", err, l.State())
+		if err == nil || l.Info().State != pacer.Active {
+			t.Fatalf("Settle through a Redis that runs nothing = %v, state %v; want an error, still held", err, l.Info().State)
 		}
 		c.advance(400 * time.Millisecond) // past the lease's expiry
 		px.Drop(false)
 		if err := l.Settle(ctx, 100); !errors.Is(err, pacer.ErrLeaseExpired) {
 			t.Errorf("Settle retried after expiry = %v; want ErrLeaseExpired", err)
 		}
-		if got := l.State(); got != pacer.Expired {
+		if got := l.Info().State; got != pacer.Expired {
 			t.Errorf("State() = %v; want expired", got)
 		}
 		mu.Lock()
@@ -199,7 +199,7 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 		if err != nil {
 			t.Errorf("Settle resent by go-redis = %v; want nil: the first run ended the lease", err)
 		}
-		if got := l.State(); got != pacer.Settled {
+		if got := l.Info().State; got != pacer.Settled {
 			t.Errorf("State() = %v; want settled", got)
 		}
 		mu.Lock()

@@ -21,7 +21,7 @@ import (
 const reapAfter = time.Minute
 
 // LeaseState is where a lease is in its life: Active until it ends, then
-// how it ended. Lease.State returns it, and an Ended event carries it.
+// how it ended. LeaseInfo.State holds it, and an Ended event carries it.
 type LeaseState int
 
 // A lease is Active until it ends, once, in one of the other states.
@@ -99,6 +99,8 @@ type Lease struct {
 	// quiet: not yet announced to its caller, so its end is not reported
 	// (see admission.Quiet).
 	quiet atomic.Bool
+	// failed: Fail emitted the lease's Failed event.
+	failed atomic.Bool
 }
 
 // openLease returns the lease of an admission, which ends against b.
@@ -116,6 +118,11 @@ func (l *Lease) announce() { l.quiet.Store(false) }
 type LeaseInfo struct {
 	// ID is the lease's id, the member of the budget's lease set in Redis.
 	ID string
+	// State is Active until the lease ends, then how it ended.
+	State LeaseState
+	// Tokens is the tokens reserved (a Request's Input and Output count
+	// in it when its Tokens is 0).
+	Tokens int64
 	// Start is when the call's turn began, on the Redis clock.
 	Start time.Time
 	// Expiry is when the lease's slot expires unless it is kept alive or
@@ -139,23 +146,14 @@ type LeaseInfo struct {
 	Shadow bool
 }
 
-// Info returns what the lease is: its id, its times and how it was
-// admitted. Expiry and Held change as the lease is kept alive and ends.
+// Info returns what the lease is: its id, its state, its tokens, its
+// times and how it was admitted. State, Expiry and Held change as the
+// lease is kept alive and ends.
 func (l *Lease) Info() LeaseInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LeaseInfo{ID: l.a.ID, Start: l.a.Start, Expiry: l.expiry, Waited: l.a.Waited, Held: l.held,
-		Local: l.a.Local != nil, Shadow: l.a.Detached}
-}
-
-// Tokens returns the tokens reserved.
-func (l *Lease) Tokens() int64 { return l.a.Tokens }
-
-// State returns Active until the lease ends, then how it ended.
-func (l *Lease) State() LeaseState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.end
+	return LeaseInfo{ID: l.a.ID, State: l.end, Tokens: l.a.Tokens, Start: l.a.Start, Expiry: l.expiry,
+		Waited: l.a.Waited, Held: l.held, Local: l.a.Local != nil, Shadow: l.a.Detached}
 }
 
 // Settle ends the lease with the tokens the call really used (for OpenAI,
@@ -244,7 +242,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // work: out of quota, or a 4xx other than a 429. Its tokens go back,
 // whatever NoRefund says, since nothing was generated; its request stays
 // counted, as providers count refused requests toward their request limits.
-// (Lease.Fail, the rule Run and package pacerhttp follow, releases a
+// (Lease.Fail, the rule packages retry and pacerhttp follow, releases a
 // rate-limited call instead: a 429 shows the budget ran ahead of the
 // provider, and the kept charge corrects it.) Idempotent, and retried in
 // the background when Redis fails, like Settle.
@@ -493,6 +491,6 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 func (l *Lease) AutoKeepAlive(ctx context.Context) (stop func()) {
 	return concurrency.KeepAlive(ctx, l.b.TTL/3, func(ctx context.Context) bool {
 		err := l.KeepAlive(ctx)
-		return !errors.Is(err, ErrLeaseExpired) && l.State() == Active
+		return !errors.Is(err, ErrLeaseExpired) && l.Info().State == Active
 	})
 }

@@ -29,6 +29,9 @@ type leaseBudget struct {
 	NoRefund bool
 	// Ended, if set, is called once when a lease ends, however it ends.
 	Ended func(ending)
+	// Failed, if set, is given the Failed event of a lease that Lease.Fail
+	// ends, once, before its end.
+	Failed func(Event)
 }
 
 // ending is what a lease reports when it ends.
@@ -49,6 +52,8 @@ type admission struct {
 	// or "" for a call charged to the budget alone.
 	TenantKey string
 	Tokens    int64
+	// Priority is the request's, for the Failed event.
+	Priority Priority
 	// Reserve is what the buckets were charged, in their units: the
 	// tokens (and their input and output, when the request split them)
 	// times the model's weight. Zero: Tokens, unweighted.

@@ -62,7 +62,7 @@ func (l *Lease) retry(ctx context.Context, how LeaseState, used wire.Use, report
 			// Jittered, so that leases whose ends failed together do not
 			// retry in step.
 			time.Sleep(pause/2 + rand.N(pause/2+1))
-			if l.State() != Active || !time.Now().Before(l.Info().Expiry) {
+			if i := l.Info(); i.State != Active || !time.Now().Before(i.Expiry) {
 				return
 			}
 			c, cancel := context.WithTimeout(ctx, retryAttempt)

@@ -125,10 +125,10 @@ func slotsAfterOutage(t *testing.T, addr string, tol float64, step, down func(),
 	// A lease learns it was settled from the reply of the attempt that
 	// settled it, or from the next one if that reply was lost.
 	for i, l := range leases {
-		for deadline := time.Now().Add(5 * time.Second); l.State() == pacer.Active && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); l.Info().State == pacer.Active && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if got := l.State(); got != pacer.Settled {
+		if got := l.Info().State; got != pacer.Settled {
 			t.Errorf("lease %d: State() = %v; want settled", i, got)
 		}
 	}
@@ -201,10 +201,10 @@ func TestSettleRetriedAfterLostReplyCountsOnce(t *testing.T) {
 		}
 		px.Hang(false)
 
-		for deadline := time.Now().Add(5 * time.Second); l.State() == pacer.Active && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); l.Info().State == pacer.Active && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if got := l.State(); got != pacer.Settled {
+		if got := l.Info().State; got != pacer.Settled {
 			t.Fatalf("State() once Redis answers = %v; want settled, in the background", got)
 		}
 		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate(pacer.LimitTPD).Level, 9_800, 1) {

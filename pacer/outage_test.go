@@ -250,8 +250,8 @@ func TestLocalSettleRefunds(t *testing.T) {
 	if err := l.Settle(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if l.State() != pacer.Settled || l.Info().Held <= 0 {
-		t.Errorf("local lease after Settle: %v, held %v; want settled, held > 0", l.State(), l.Info().Held)
+	if l.Info().State != pacer.Settled || l.Info().Held <= 0 {
+		t.Errorf("local lease after Settle: %v, held %v; want settled, held > 0", l.Info().State, l.Info().Held)
 	}
 	l, _, err = tryAcquire(p, ctx, pacer.Request{Tokens: 400})
 	if err != nil || l == nil {

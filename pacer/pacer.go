@@ -27,8 +27,8 @@ import (
 // or none, so any number of processes can race for it and never admit more
 // than it holds.
 //
-// Most callers use Acquire before a call and Lease.Settle after it, or Run,
-// which does both and retries. A Pacer is safe for simultaneous use by
+// Most callers use Acquire before a call and Lease.Settle after it, or
+// package retry's Run, which does both and retries. A Pacer is safe for simultaneous use by
 // multiple goroutines.
 type Pacer struct {
 	rdb redis.Scripter
@@ -118,7 +118,7 @@ func (p *Pacer) adopt(s *settings) {
 	s.budget = &leaseBudget{
 		Client: p.rdb, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
 		Limit: s.limits.Concurrency, BatchSlots: wire.Slots(s.limits.Concurrency, s.keep),
-		NoRefund: s.noRefund, Ended: p.ended,
+		NoRefund: s.noRefund, Ended: p.ended, Failed: p.emit,
 	}
 	p.cur.Store(s)
 }

@@ -29,7 +29,8 @@ func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 // lowers both the request and the token bucket) so that when the pause ends
 // it holds no more than r needs: a 429 means the budget believed in room the
 // provider did not have, and a pause alone would leave it as far ahead, with
-// the pause's refill banked on top. Run calls it on every rate-limit answer.
+// the pause's refill banked on top. Package retry and the transport of
+// package pacerhttp call it on every rate-limit answer.
 func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.Limit, r Request) error {
 	if err := checkTokens("Throttled: ", r); err != nil {
 		return err
@@ -76,7 +77,7 @@ func (p *Pacer) pauseFor(ctx context.Context, d time.Duration, limit Limit, lowe
 		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
 	}
 	if err := p.unreachable(); err != nil {
-		return err // Run sleeps out the provider's delay itself
+		return err // retry.Run sleeps out the provider's delay itself
 	}
 	ms := max(d.Milliseconds(), 1)
 	v, err := p.call(ctx, lua.Pause, append([]any{ms}, lower...), nil)

@@ -101,8 +101,8 @@ func TestInputAndOutputRates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Tokens() != 1200 {
-			t.Errorf("lease of %d tokens; want Input + Output = 1200", l.Tokens())
+		if l.Info().Tokens != 1200 {
+			t.Errorf("lease of %d tokens; want Input + Output = 1200", l.Info().Tokens)
 		}
 		_, err = p.TryAcquire(ctx, pacer.Request{Input: 300, Output: 50})
 		if ny := notYet(t, "300 more input", err); ny.Limit != "input_tokens/3600s" {
@@ -230,8 +230,8 @@ func TestWeights(t *testing.T) {
 		if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv < 4500 || lv > 5500 {
 			t.Errorf("TPM level %.0f after 500 weighted 10 and 500 weighted 1; want 4500", lv)
 		}
-		if big.Tokens() != 500 {
-			t.Errorf("the lease reports %d tokens; want the call's own 500", big.Tokens())
+		if big.Info().Tokens != 500 {
+			t.Errorf("the lease reports %d tokens; want the call's own 500", big.Info().Tokens)
 		}
 		if err := big.Settle(ctx, 200); err != nil {
 			t.Fatal(err)

@@ -164,7 +164,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if err := kept.Settle(ctx, 0); err != nil {
 			t.Errorf("Settle of a kept-alive lease = %v; want nil", err)
 		}
-		if got := kept.State(); got != pacer.Settled {
+		if got := kept.Info().State; got != pacer.Settled {
 			t.Errorf("State() = %v; want settled", got)
 		}
 	})

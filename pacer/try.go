@@ -32,7 +32,7 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 	}
 	now := time.Now()
 	s := p.s()
-	return openLease(s.budget, admission{ID: newID(), Tokens: r.withTotal().Tokens, Start: now, Expiry: now.Add(s.leaseTTL), Detached: true}), nil
+	return openLease(s.budget, admission{ID: newID(), Tokens: r.withTotal().Tokens, Priority: r.Priority, Start: now, Expiry: now.Add(s.leaseTTL), Detached: true}), nil
 }
 
 func (p *Pacer) tryAcquire(ctx context.Context, r Request) (*Lease, error) {

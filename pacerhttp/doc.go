@@ -37,7 +37,7 @@
 //     process (their calls fail at once with an error matching
 //     pacer.ErrQuotaExhausted, sending nothing) until one probe succeeds;
 //     the lease of a failed call ends by pacer.Lease.Fail's rule, as in
-//     pacer.Run: a 429, a 5xx (Anthropic's 529 overloaded included) or a
+//     retry.Run: a 429, a 5xx (Anthropic's 529 overloaded included) or a
 //     network failure keeps the reservation; an exhausted quota or another
 //     4xx (but a 408, 409 or 425, which may have been processed) gives the
 //     tokens back;

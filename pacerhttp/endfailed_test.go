@@ -10,12 +10,14 @@ import (
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
+	"github.com/llmpacer/llmpacer/retry"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
 )
 
-// A failed call's lease ends the same way whether pacer.Run or the
-// transport saw the failure: one rule, pacer.Lease.Fail.
+// A failed call's lease ends the same way whether retry.Run or the
+// transport saw the failure: one rule, pacer.Lease.Fail, which emits one
+// Failed event either way.
 func TestFailedLeaseEndsAlikeInRunAndTransport(t *testing.T) {
 	cases := []struct {
 		status int
@@ -44,10 +46,10 @@ func TestFailedLeaseEndsAlikeInRunAndTransport(t *testing.T) {
 				}))
 				t.Cleanup(srv.Close)
 				run := failedEnd(t, b, srv.URL, "run", func(p *pacer.Pacer, client openai.Client, params openai.ChatCompletionNewParams) {
-					_, _ = pacer.Run(context.Background(), p, pacer.Request{Tokens: 100},
+					_, _ = retry.Run(context.Background(), p, pacer.Request{Tokens: 100},
 						func(ctx context.Context) (*openai.ChatCompletion, error) {
 							return client.Chat.Completions.New(ctx, params)
-						}, nil, pacer.WithRetries(0))
+						}, nil, retry.WithRetries(0))
 				}, false)
 				tr := failedEnd(t, b, srv.URL, "transport", func(p *pacer.Pacer, client openai.Client, params openai.ChatCompletionNewParams) {
 					_, _ = client.Chat.Completions.New(context.Background(), params)
@@ -82,6 +84,10 @@ func failedEnd(t *testing.T, b redistest.Backend, url, name string, send func(*p
 	got := ev.ended(t, 1)
 	if len(got) != 1 {
 		t.Fatalf("%s: %d leases ended; want 1", name, len(got))
+	}
+	// Lease.Fail emits the Failed event, once, whoever calls it.
+	if f := ev.of(pacer.Failed); len(f) != 1 || f[0].Verdict.Status == 0 {
+		t.Errorf("%s: Failed events = %+v; want one, with the answer's status", name, f)
 	}
 	return got[0].End
 }

@@ -168,7 +168,7 @@ func (m *meter) finish(eof bool) {
 		// the provider may have counted all it reserved. Settled at the
 		// reservation (never 0), so that a stopped budget's probe counts
 		// as the success it is.
-		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, m.l.Tokens()) })
+		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, m.l.Info().Tokens) })
 	default:
 		// A stream cut or closed early: the provider may have counted
 		// everything. Keep the reservation.

@@ -241,13 +241,13 @@ func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pa
 // failing deployment down): before the SDK sees the answer, so that its
 // retry meets the pause (or, in a group, goes to another deployment).
 func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, tokens int64, status int) {
-	end(ctx, l, func(ctx context.Context) error { return l.Fail(ctx, v) })
+	end(ctx, l, func(ctx context.Context) error { return l.Fail(ctx, v, nil) })
 	switch {
 	case v.Kind == classify.RateLimited:
 		// Hold every process back for the provider's delay.
 		d := v.RetryAfter
 		if d <= 0 {
-			d = time.Second // as Run pauses after a 429 that names no delay
+			d = time.Second // as retry.Run pauses after a 429 that names no delay
 		}
 		bounded(ctx, func(ctx context.Context) error {
 			return p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})

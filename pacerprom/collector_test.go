@@ -14,6 +14,7 @@ import (
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerprom"
+	"github.com/llmpacer/llmpacer/retry"
 )
 
 // A scripted sequence on two budgets, on a still miniredis clock moved by
@@ -56,9 +57,9 @@ func TestScriptedSequence(t *testing.T) {
 
 	// batch: a call the provider refuses for good, then a quota stop.
 	fail := errors.New("bad request")
-	_, err := pacer.Run(ctx, batch, pacer.Request{Tokens: 50},
+	_, err := retry.Run(ctx, batch, pacer.Request{Tokens: 50},
 		func(context.Context) (int, error) { return 0, fail }, nil,
-		pacer.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Permanent, Status: 400} }), pacer.WithNoWait())
+		retry.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Permanent, Status: 400} }), retry.WithNoWait())
 	if !errors.Is(err, fail) {
 		t.Fatalf("Run(WithNoWait) = %v; want the call's error", err)
 	}
@@ -82,7 +83,7 @@ llmpacer_admissions_total{budget="chat",priority="interactive"} 4
 # TYPE llmpacer_denials_total counter
 llmpacer_denials_total{budget="batch",limit="quota",priority="interactive"} 1
 llmpacer_denials_total{budget="chat",limit="tpm",priority="interactive"} 1
-# HELP llmpacer_failures_total Calls made by Run or RunGroup that failed, by what the failure means (Failed events).
+# HELP llmpacer_failures_total Calls that failed (retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Failed events).
 # TYPE llmpacer_failures_total counter
 llmpacer_failures_total{budget="batch",verdict="permanent"} 1
 # HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).

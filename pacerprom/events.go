@@ -36,7 +36,7 @@ func newEventMetrics(cfg config) eventMetrics {
 		admissions: counter("admissions_total", "Leases granted (Admitted events).", "budget", "priority"),
 		waits:      counter("waits_total", "Sleeps in Acquire for a limit without room (Waiting events); a call may sleep more than once.", "budget", "limit", "priority"),
 		denials:    counter("denials_total", "Calls refused: wait bound too short, no room now for TryAcquire, or the budget stopped (Denied events).", "budget", "limit", "priority"),
-		failures:   counter("failures_total", "Calls made by Run or RunGroup that failed, by what the failure means (Failed events).", "budget", "verdict"),
+		failures:   counter("failures_total", "Calls that failed (retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Failed events).", "budget", "verdict"),
 		throttles:  counter("throttles_total", "Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).", "budget", "limit"),
 		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Throttled (Paused events).", "budget", "limit"),
 		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Stopped events).", "budget", "limit"),

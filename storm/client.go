@@ -36,7 +36,7 @@ func (u usage) total() int64 { return u.prompt + u.output }
 // retryAfter is the delay a refusal asked for, if any, read as OpenAI's own
 // SDKs read it: retry-after-ms, which is exact, over retry-after, its
 // rounding up to whole seconds. classify.ParseRetryAfter reads them the
-// same way, so the naive client and pacer.Run wait the same delays.
+// same way, so the naive client and retry.Run wait the same delays.
 func retryAfter(e *fakeprovider.APIError) (time.Duration, bool) {
 	return classify.ParseRetryAfter(e.Response.Header, time.Now())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 )
 
-// The shared rows run pacer.Run with its default classifier, as users get
+// The shared rows run retry.Run with its default classifier, as users get
 // it. That is right only if classify.FromError reads the provider's 429 as
 // the exact retry-after-ms, not as retry-after, its rounding up to whole
 // seconds: a pause of a second for a 429 that asked for a few milliseconds

@@ -14,6 +14,7 @@ import (
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/retry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -220,10 +221,10 @@ func runDepRow(ctx context.Context, pl *plan, be *backend, prog *progress, calls
 			return u, err
 		}
 		req := pacer.Request{Tokens: j.charge()}
-		retries := pacer.WithRetries(depRetries)
+		retries := retry.WithRetries(depRetries)
 		switch how {
 		case depFill, depSpread, depMost:
-			r.used, r.err = pacer.RunGroup(ctx, g, req, func(ctx context.Context, p *pacer.Pacer) (usage, error) {
+			r.used, r.err = retry.RunGroup(ctx, g, req, func(ctx context.Context, p *pacer.Pacer) (usage, error) {
 				return send(ctx, at[p])
 			}, usage.total, retries)
 		default:
@@ -231,7 +232,7 @@ func runDepRow(ctx context.Context, pl *plan, be *backend, prog *progress, calls
 			if how == depRound {
 				i = int((turn.Add(1) - 1) % int64(len(ps)))
 			}
-			r.used, r.err = pacer.Run(ctx, ps[i], req, func(ctx context.Context) (usage, error) { return send(ctx, i) }, usage.total, retries)
+			r.used, r.err = retry.Run(ctx, ps[i], req, func(ctx context.Context) (usage, error) { return send(ctx, i) }, usage.total, retries)
 		}
 		r.end = time.Now()
 		return r
@@ -281,7 +282,7 @@ func depOutsideCaller(ctx context.Context, p *pacer.Pacer, c *chatClient, every 
 	defer t.Stop()
 	for {
 		wg.Go(func() {
-			_, err := pacer.Run(ctx, p, pacer.Request{Tokens: j.charge()}, func(ctx context.Context) (usage, error) {
+			_, err := retry.Run(ctx, p, pacer.Request{Tokens: j.charge()}, func(ctx context.Context) (usage, error) {
 				return c.chat(ctx, j, true)
 			}, usage.total)
 			if err == nil {

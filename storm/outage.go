@@ -11,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/retry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -159,7 +160,7 @@ func (r *outageRig) begin(ctx context.Context, start time.Time) {
 	}()
 }
 
-// job runs a job through pacer.Run on worker w's pod. A call refused
+// job runs a job through retry.Run on worker w's pod. A call refused
 // because Redis is down and the budget fails closed is asked again every
 // 50 ms, as a caller that must eventually make the call would.
 func (r *outageRig) job(ctx context.Context, w int, j job) jobResult {
@@ -173,8 +174,8 @@ func (r *outageRig) job(ctx context.Context, w int, j job) jobResult {
 		return u, err
 	}
 	for {
-		_, res.err = pacer.Run(ctx, p, pacer.Request{Tokens: j.charge(), Priority: j.priority}, call,
-			func(u usage) int64 { return u.total() }, pacer.WithRetries(r.retries))
+		_, res.err = retry.Run(ctx, p, pacer.Request{Tokens: j.charge(), Priority: j.priority}, call,
+			func(u usage) int64 { return u.total() }, retry.WithRetries(r.retries))
 		if !errors.Is(res.err, pacer.ErrUnavailable) {
 			break
 		}

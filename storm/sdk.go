@@ -14,7 +14,7 @@ type clientKind int
 
 const (
 	// clientRaw is the storm's own chatClient, behind per-worker limiters
-	// or pacer.Run.
+	// or retry.Run.
 	clientRaw clientKind = iota
 	// clientSDK is openai-go with its default retries and no pacing: what
 	// a user has before adding anything.

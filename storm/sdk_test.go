@@ -105,7 +105,7 @@ func TestStreamScenarioShort(t *testing.T) {
 }
 
 // outside adds two transport rows, with and without header sync, to the
-// pacer.Run rows; sdk and stream run openai-go rows only, mapped onto
+// retry.Run rows; sdk and stream run openai-go rows only, mapped onto
 // -mode (per-worker: the SDK alone; shared: through the transport).
 func TestSDKRows(t *testing.T) {
 	type row struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/retry"
 )
 
 // jobResult is what became of one job.
@@ -67,7 +68,7 @@ func runJobs(ctx context.Context, jobs []job, workers int, start time.Time, do d
 	return results
 }
 
-// sharedJob runs a job through pacer.Run on the shared budget, as users get
+// sharedJob runs a job through retry.Run on the shared budget, as users get
 // it: Run waits for room, sends the call, settles the usage the answer
 // reports (with Config.NoRefund the budget keeps the unused part), pauses
 // every worker on a 429 and retries what classify.FromError says can be
@@ -83,8 +84,8 @@ func sharedJob(p *pacer.Pacer, c *chatClient, retries int) doJob {
 			return u, err
 		}
 		settle := func(u usage) int64 { return u.total() }
-		_, r.err = pacer.Run(ctx, p, pacer.Request{Tokens: j.charge(), Priority: j.priority}, call, settle,
-			pacer.WithRetries(retries))
+		_, r.err = retry.Run(ctx, p, pacer.Request{Tokens: j.charge(), Priority: j.priority}, call, settle,
+			retry.WithRetries(retries))
 		r.end = time.Now()
 		return r
 	}

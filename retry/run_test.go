@@ -1,9 +1,10 @@
-package pacer_test
+package retry_test
 
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,18 +13,8 @@ import (
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/retry"
 )
-
-func startProvider(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Provider, chatClient) {
-	t.Helper()
-	fp, err := fakeprovider.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(fp)
-	t.Cleanup(srv.Close)
-	return fp, chatClient{url: srv.URL, anthropic: cfg.Style == fakeprovider.Anthropic, hc: srv.Client()}
-}
 
 // Run against a provider that 429s: the shared budget is paused for the
 // provider's delay (a second Pacer sees it), Run waits at least that delay,
@@ -40,13 +31,13 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 1000, 500, 1000) }
 		total := func(u usage) int64 { return u.Total() }
 
-		if _, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total); err != nil {
+		if _, err := retry.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total); err != nil {
 			t.Fatalf("first Run = %v", err)
 		}
-		var attempts []pacer.Attempt
+		var attempts []retry.Attempt
 		start := time.Now()
-		u, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total,
-			pacer.WithOnAttempt(func(a pacer.Attempt) { attempts = append(attempts, a) }))
+		u, err := retry.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total,
+			retry.WithOnAttempt(func(a retry.Attempt) { attempts = append(attempts, a) }))
 		took := time.Since(start)
 		if err != nil {
 			t.Fatalf("second Run = %v", err)
@@ -84,13 +75,13 @@ func TestRunPauseSeenByAnotherPacer(t *testing.T) {
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPM: 1_000_000}})
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 500, 100, 500) }
 		// Two calls of 1,000 tokens: the second is over the provider's limit.
-		_, _ = pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0))
+		_, _ = retry.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, retry.WithRetries(0))
 		var delay time.Duration
 		asked := time.Now()
-		_, err := pacer.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, pacer.WithRetries(0),
-			pacer.WithOnAttempt(func(a pacer.Attempt) { delay = a.Verdict.RetryAfter }))
-		if !errors.Is(err, pacer.ErrRateLimited) || !errors.Is(err, pacer.ErrRetriesExhausted) {
-			t.Fatalf("Run with no retries left = %v; want ErrRateLimited and ErrRetriesExhausted", err)
+		_, err := retry.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, retry.WithRetries(0),
+			retry.WithOnAttempt(func(a retry.Attempt) { delay = a.Verdict.RetryAfter }))
+		if !errors.Is(err, retry.ErrRateLimited) || !errors.Is(err, retry.ErrExhausted) {
+			t.Fatalf("Run with no retries left = %v; want ErrRateLimited and ErrExhausted", err)
 		}
 		if fp.Stats().RateLimited != 1 || delay <= 0 {
 			t.Fatalf("provider 429s = %d, the last with a delay of %v; want 1, with a delay", fp.Stats().RateLimited, delay)
@@ -115,18 +106,18 @@ func TestRunQuotaExhaustedNeverRetried(t *testing.T) {
 		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000, QuotaTokens: 1})
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
 		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 10, 10, 10) }
-		_, _ = pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil) // uses up the credit
+		_, _ = retry.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil) // uses up the credit
 		fp.ResetStats()
 		start := time.Now()
 		// A backoff of 10 s or more (5 s after jitter): a Run that slept
 		// even one before giving up would take that long.
-		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, pacer.WithRetries(5), pacer.WithBackoff(10*time.Second, time.Minute))
+		_, err := retry.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil, retry.WithRetries(5), retry.WithBackoff(10*time.Second, time.Minute))
 		if !errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("Run = %v; want ErrQuotaExhausted", err)
 		}
-		var re *pacer.RunError
+		var re *retry.Error
 		if !errors.As(err, &re) || re.Attempts != 1 || re.Verdict.Code != "insufficient_quota" {
-			t.Errorf("RunError = %+v; want 1 attempt, code insufficient_quota", re)
+			t.Errorf("Error = %+v; want 1 attempt, code insufficient_quota", re)
 		}
 		if n := fp.Stats().Calls; n != 1 {
 			t.Errorf("provider saw %d calls; want exactly 1", n)
@@ -154,9 +145,9 @@ func TestRunRetriesByKind(t *testing.T) {
 	}{
 		{"anthropic 529 then ok", fakeprovider.Anthropic, 2, 529, 3, 3, nil},
 		{"openai 500 then ok", fakeprovider.OpenAI, 1, 500, 3, 2, nil},
-		{"openai 503 exhausted", fakeprovider.OpenAI, 10, 503, 2, 3, pacer.ErrRetriesExhausted},
-		{"400 permanent", fakeprovider.OpenAI, 1, 400, 3, 1, pacer.ErrPermanent},
-		{"401 permanent", fakeprovider.Anthropic, 1, 401, 3, 1, pacer.ErrPermanent},
+		{"openai 503 exhausted", fakeprovider.OpenAI, 10, 503, 2, 3, retry.ErrExhausted},
+		{"400 permanent", fakeprovider.OpenAI, 1, 400, 3, 1, retry.ErrPermanent},
+		{"401 permanent", fakeprovider.Anthropic, 1, 401, 3, 1, retry.ErrPermanent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := redistest.Mini(t)
@@ -167,13 +158,13 @@ func TestRunRetriesByKind(t *testing.T) {
 			p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
 			var sleeps []time.Duration
 			last := time.Now()
-			_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 100},
+			_, err := retry.Run(context.Background(), p, pacer.Request{Tokens: 100},
 				func(ctx context.Context) (usage, error) {
 					sleeps = append(sleeps, time.Since(last))
 					u, err := client.chat(ctx, 50, 20, 50)
 					last = time.Now()
 					return u, err
-				}, usage.Total, pacer.WithRetries(tc.retries), pacer.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
+				}, usage.Total, retry.WithRetries(tc.retries), retry.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("Run = %v; want %v", err, tc.wantErr)
 			}
@@ -197,11 +188,11 @@ func TestRunNoWaitNotYet(t *testing.T) {
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 1000, RPD: 100}})
 		var calls atomic.Int64
 		call := func(ctx context.Context) (usage, error) { calls.Add(1); return client.chat(ctx, 300, 100, 500) }
-		if u, err := pacer.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, pacer.WithNoWait()); err != nil || u.Total() != 400 {
+		if u, err := retry.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, retry.WithNoWait()); err != nil || u.Total() != 400 {
 			t.Fatalf("Run(WithNoWait) = %+v, %v; want 400 tokens used", u, err)
 		}
 		before := snap(t, p)
-		_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, pacer.WithNoWait())
+		_, err := retry.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, retry.WithNoWait())
 		var ny *pacer.RefusedError
 		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) <= 0 {
 			t.Fatalf("Run(WithNoWait) with no room = %v; want ErrNotYet with a delay", err)
@@ -218,7 +209,7 @@ func TestRunContextCancelled(t *testing.T) {
 	b := redistest.Mini(t)
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err := pacer.Run(ctx, p, pacer.Request{Tokens: 10}, func(ctx context.Context) (int, error) {
+	_, err := retry.Run(ctx, p, pacer.Request{Tokens: 10}, func(ctx context.Context) (int, error) {
 		cancel()
 		<-ctx.Done()
 		return 0, ctx.Err()
@@ -226,7 +217,7 @@ func TestRunContextCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v; want context.Canceled", err)
 	}
-	if _, err := pacer.Run[int](context.Background(), p, pacer.Request{}, nil, nil); !errors.Is(err, pacer.ErrInvalid) {
+	if _, err := retry.Run[int](context.Background(), p, pacer.Request{}, nil, nil); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Run(nil call) = %v; want ErrInvalid", err)
 	}
 }
@@ -245,16 +236,92 @@ func TestRunLatencyBudget(t *testing.T) {
 	}
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
 	start := time.Now()
-	_, err := pacer.Run(context.Background(), p, pacer.Request{Tokens: 10},
+	_, err := retry.Run(context.Background(), p, pacer.Request{Tokens: 10},
 		func(ctx context.Context) (usage, error) { return client.chat(ctx, 5, 5, 5) }, usage.Total,
-		pacer.WithRetries(10), pacer.WithBackoff(400*time.Millisecond, 4*time.Second), pacer.WithLatencyBudget(600*time.Millisecond))
-	if !errors.Is(err, pacer.ErrRetriesExhausted) {
-		t.Errorf("Run = %v; want ErrRetriesExhausted", err)
+		retry.WithRetries(10), retry.WithBackoff(400*time.Millisecond, 4*time.Second), retry.WithLatencyBudget(600*time.Millisecond))
+	if !errors.Is(err, retry.ErrExhausted) {
+		t.Errorf("Run = %v; want ErrExhausted", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Run took %v with a 600ms latency budget", d)
 	}
 	if n := fp.Stats().Calls; n < 1 || n > 3 {
 		t.Errorf("provider saw %d calls; want 1 to 3 within the budget", n)
+	}
+}
+
+// Every failed attempt emits one Failed event, from Lease.Fail, with the
+// request's tokens and the call's error; a success emits none.
+func TestRunFailedEvents(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var failed []pacer.Event
+	p := newPacer(t, b, pacer.Config{
+		Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000, RPM: 100},
+		Observe: func(e pacer.Event) {
+			if e.Kind == pacer.Failed {
+				mu.Lock()
+				failed = append(failed, e)
+				mu.Unlock()
+			}
+		},
+	})
+	take := func() []pacer.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		out := failed
+		failed = nil
+		return out
+	}
+
+	boom := errors.New("bad request")
+	_, err := retry.Run(ctx, p, pacer.Request{Tokens: 50}, func(context.Context) (int, error) { return 0, boom }, nil,
+		retry.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Permanent, Status: 400} }), retry.WithNoWait())
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run(WithNoWait) = %v; want the call's error", err)
+	}
+	if e := take(); len(e) != 1 || e[0].Verdict.Kind != classify.Permanent || e[0].Tokens != 50 || !errors.Is(e[0].Err, boom) {
+		t.Errorf("Failed events = %+v; want one, permanent, 50 tokens, the call's error", e)
+	}
+
+	// Two transient failures, then a success: two events, one an attempt.
+	n := 0
+	_, err = retry.Run(ctx, p, pacer.Request{Tokens: 20, Priority: pacer.Batch}, func(context.Context) (int, error) {
+		if n++; n <= 2 {
+			return 0, boom
+		}
+		return 1, nil
+	}, nil, retry.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.Transient, Status: 500} }),
+		retry.WithBackoff(time.Millisecond, time.Millisecond))
+	if err != nil {
+		t.Fatalf("Run = %v; want a success at the third attempt", err)
+	}
+	if e := take(); len(e) != 2 || e[0].Priority != pacer.Batch || e[1].Tokens != 20 || e[1].Verdict.Kind != classify.Transient {
+		t.Errorf("Failed events = %+v; want two, batch, 20 tokens, transient", e)
+	}
+}
+
+// pacer.RetryAfter reads the provider's wait from an *Error, however
+// wrapped, and none when the provider named none.
+func TestErrorRetryAfter(t *testing.T) {
+	said := &retry.Error{Verdict: classify.Verdict{Kind: classify.RateLimited, RetryAfter: 3 * time.Second}, Attempts: 1, Err: errors.New("429")}
+	silent := &retry.Error{Verdict: classify.Verdict{Kind: classify.RateLimited}, Attempts: 1, Err: errors.New("429")}
+	for _, c := range []struct {
+		name string
+		err  error
+		want time.Duration
+		ok   bool
+	}{
+		{"run, provider said", said, 3 * time.Second, true},
+		{"run, provider silent", silent, 0, false},
+		{"wrapped", fmt.Errorf("job 7: %w", said), 3 * time.Second, true},
+	} {
+		if d, ok := pacer.RetryAfter(c.err); ok != c.ok || d != c.want {
+			t.Errorf("%s: RetryAfter(%v) = %v, %v; want %v, %v", c.name, c.err, d, ok, c.want, c.ok)
+		}
+	}
+	if !errors.Is(said, retry.ErrRateLimited) || errors.Is(said, retry.ErrExhausted) || errors.Is(said, pacer.ErrQuotaExhausted) {
+		t.Errorf("errors.Is(%v): want ErrRateLimited only", said)
 	}
 }

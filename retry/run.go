@@ -1,4 +1,4 @@
-package pacer
+package retry
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/pacer"
 )
 
-// Run paces one LLM call on the shared budget and retries it as the
+// Run paces one LLM call on the shared budget p and retries it as the
 // provider's answer says:
 //
 //  1. it acquires a lease for r (tokens and priority);
@@ -19,21 +20,21 @@ import (
 //     return a negative count, when the real usage is unknown: the whole
 //     reservation is then kept);
 //  4. on a failure it asks the classifier, and ends the lease as the
-//     verdict says (Lease.Fail): a call refused out of quota or for a 4xx
-//     gets its tokens back but stays counted as a request; a rate-limited
-//     call, an overload, a 5xx or a timeout keeps the whole reservation (a
-//     429 shows the budget was ahead of the provider; the others may have
-//     been processed and counted). Then:
+//     verdict says (pacer.Lease.Fail): a call refused out of quota or for
+//     a 4xx gets its tokens back but stays counted as a request; a
+//     rate-limited call, an overload, a 5xx or a timeout keeps the whole
+//     reservation (a 429 shows the budget was ahead of the provider; the
+//     others may have been processed and counted). Then:
 //     RateLimited pauses the shared budget for the provider's retry delay,
 //     so every process slows down, then retries after it (with jitter);
 //     Overloaded and Transient retry with capped exponential backoff;
 //     QuotaExhausted and Permanent return at once, as do ctx's errors.
 //
-// The error is a *RunError (errors.Is ErrQuotaExhausted, ErrPermanent,
-// ErrRateLimited, ErrRetriesExhausted as it applies), or an error from
-// Acquire (ErrTooLarge, ErrWaitTimeout, ErrInvalid, ctx's error). For job
-// queues, WithNoWait makes Run send the call only if the budget has room
-// now, once, and never sleep.
+// The error is an *Error (errors.Is pacer.ErrQuotaExhausted, ErrPermanent,
+// ErrRateLimited, ErrExhausted as it applies), or an error from Acquire
+// (pacer.ErrTooLarge, pacer.ErrWaitTimeout, pacer.ErrInvalid, ctx's
+// error). For job queues, WithNoWait makes Run send the call only if the
+// budget has room now, once, and never sleep.
 //
 // For calls made through an SDK on net/http (openai-go, anthropic-sdk-go,
 // and most others), prefer package pacerhttp: its transport paces every
@@ -49,8 +50,8 @@ import (
 // times before Run can see that it must never be retried. Run instead takes
 // a new lease for each attempt, and a 429 pauses every process. Run returns
 // an exhausted quota to its caller and does not stop the budget: call
-// StopQuota to stop every process, as the transport does.
-func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Context) (T, error), usage func(T) int64, opts ...RunOption) (T, error) {
+// pacer.Pacer.StopQuota to stop every process, as the transport does.
+func Run[T any](ctx context.Context, p *pacer.Pacer, r pacer.Request, call func(context.Context) (T, error), usage func(T) int64, opts ...Option) (T, error) {
 	var zero T
 	if call == nil {
 		return zero, invalidf("Run: call is nil")
@@ -58,34 +59,38 @@ func Run[T any](ctx context.Context, p *Pacer, r Request, call func(context.Cont
 	if p == nil {
 		return zero, invalidf("Run: the Pacer is nil")
 	}
-	fn := func(ctx context.Context, _ *Pacer) (T, error) { return call(ctx) }
-	if newRunConfig(opts).noWait {
-		acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+	fn := func(ctx context.Context, _ *pacer.Pacer) (T, error) { return call(ctx) }
+	if newConfig(opts).noWait {
+		acquire := func(ctx context.Context, r pacer.Request) (*pacer.Lease, *pacer.Pacer, error) {
 			l, err := p.TryAcquire(ctx, r)
 			return l, p, err
 		}
 		return tryRun(ctx, acquire, nil, r, fn, usage, opts)
 	}
-	acquire := func(ctx context.Context, r Request) (*Lease, *Pacer, error) {
+	acquire := func(ctx context.Context, r pacer.Request) (*pacer.Lease, *pacer.Pacer, error) {
 		l, err := p.Acquire(ctx, r)
 		return l, p, err
 	}
 	return run(ctx, acquire, nil, r, fn, usage, opts)
 }
 
+// acquirer admits an attempt: on a Pacer, or on a deployment of a Group,
+// which it returns.
+type acquirer func(context.Context, pacer.Request) (*pacer.Lease, *pacer.Pacer, error)
+
 // run is Run's and RunGroup's loop: acquire picks the budget of each
 // attempt; g, if not nil, is the group whose failing deployments cool down.
-func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Lease, *Pacer, error), g *Group, r Request, call func(context.Context, *Pacer) (T, error), usage func(T) int64, opts []RunOption) (T, error) {
+func run[T any](ctx context.Context, acquire acquirer, g *pacer.Group, r pacer.Request, call func(context.Context, *pacer.Pacer) (T, error), usage func(T) int64, opts []Option) (T, error) {
 	var zero T
-	c := newRunConfig(opts)
+	c := newConfig(opts)
 	began := time.Now()
-	var last *RunError
+	var last *Error
 	for attempt := 1; ; attempt++ {
 		req := r
 		if c.budget > 0 {
 			left := c.budget - time.Since(began)
 			if left <= 0 {
-				return zero, giveUp(last, ErrWaitTimeout)
+				return zero, giveUp(last, pacer.ErrWaitTimeout)
 			}
 			if req.MaxWait == 0 || req.MaxWait > left {
 				req.MaxWait = left
@@ -93,21 +98,21 @@ func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Le
 		}
 		l, p, err := acquire(ctx, req)
 		if err != nil {
-			if last != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooLarge) {
+			if last != nil && !errors.Is(err, pacer.ErrInvalid) && !errors.Is(err, pacer.ErrTooLarge) {
 				return zero, giveUp(last, err)
 			}
 			return zero, err
 		}
+		waited := l.Info().Waited
 		v, callErr, took := runOnce(ctx, l, func(ctx context.Context) (T, error) { return call(ctx, p) }, usage)
 		if callErr == nil {
-			report(c, Attempt{N: attempt, Waited: l.a.Waited, Took: took})
+			report(c, Attempt{N: attempt, Waited: waited, Took: took})
 			return v, nil
 		}
 		verdict := c.classifier(callErr)
-		p.emit(Event{Kind: Failed, Tokens: r.Tokens, Priority: r.Priority, Verdict: verdict, Err: callErr})
-		endFailed(ctx, l, verdict)
-		report(c, Attempt{N: attempt, Waited: l.a.Waited, Took: took, Verdict: verdict, Err: callErr})
-		last = &RunError{Verdict: verdict, Attempts: attempt, Err: callErr}
+		endFailed(ctx, l, verdict, callErr)
+		report(c, Attempt{N: attempt, Waited: waited, Took: took, Verdict: verdict, Err: callErr})
+		last = &Error{Verdict: verdict, Attempts: attempt, Err: callErr}
 		if verdict.Kind == classify.Canceled && ctx.Err() != nil {
 			return zero, ctx.Err()
 		}
@@ -122,8 +127,9 @@ func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Le
 			paused = p.Throttled(ctx, delay, verdict.Limit, r) == nil
 		} else if g != nil && failing(verdict) {
 			// A failing deployment leaves the group for its cooldown, and
-			// the next attempt goes to another at once.
-			paused = g.Cooldown(ctx, p, 0) == nil && g.cooldown > 0
+			// the next attempt goes to another at once. A group that never
+			// cools down says so with an error: then back off.
+			paused = g.Cooldown(ctx, p, 0) == nil
 		}
 		if attempt > c.retries {
 			last.exhausted = true
@@ -149,7 +155,7 @@ func run[T any](ctx context.Context, acquire func(context.Context, Request) (*Le
 // fails is not an error for the caller, whose call is done: the lease
 // keeps ending itself in the background until Redis answers (or its TTL
 // ends, keeping its reservation).
-func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T, error), usage func(T) int64) (T, error, time.Duration) {
+func runOnce[T any](ctx context.Context, l *pacer.Lease, call func(context.Context) (T, error), usage func(T) int64) (T, error, time.Duration) {
 	stop := l.AutoKeepAlive(ctx)
 	start := time.Now()
 	v, err := call(ctx)
@@ -158,7 +164,7 @@ func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T
 	if err != nil {
 		return v, err, took
 	}
-	used := l.Tokens()
+	used := l.Info().Tokens
 	if usage != nil {
 		if n := usage(v); n >= 0 {
 			used = n
@@ -170,12 +176,12 @@ func runOnce[T any](ctx context.Context, l *Lease, call func(context.Context) (T
 	return v, nil, took
 }
 
-// endFailed ends a failed call's lease by the one rule (Lease.Fail), never
-// waiting on Redis long.
-func endFailed(ctx context.Context, l *Lease, v classify.Verdict) {
+// endFailed ends a failed call's lease by the one rule (pacer.Lease.Fail,
+// which also emits the Failed event), never waiting on Redis long.
+func endFailed(ctx context.Context, l *pacer.Lease, v classify.Verdict, err error) {
 	endCtx, cancel := endContext(ctx)
 	defer cancel()
-	_ = l.Fail(endCtx, v)
+	_ = l.Fail(endCtx, v, err)
 }
 
 // endContext bounds the end of a lease: the call is over whatever ctx says
@@ -185,7 +191,7 @@ func endContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // delay is how long to wait before attempt n+1.
-func (c runConfig) delay(n int, v classify.Verdict) time.Duration {
+func (c config) delay(n int, v classify.Verdict) time.Duration {
 	if v.Kind == classify.RateLimited {
 		if v.RetryAfter > 0 {
 			return v.RetryAfter
@@ -200,7 +206,7 @@ func (c runConfig) delay(n int, v classify.Verdict) time.Duration {
 	return max(d, v.RetryAfter)
 }
 
-func report(c runConfig, a Attempt) {
+func report(c config, a Attempt) {
 	if c.onAttempt != nil {
 		c.onAttempt(a)
 	}
@@ -208,7 +214,7 @@ func report(c runConfig, a Attempt) {
 
 // giveUp returns the last call's error marked exhausted, joined with why no
 // further attempt could start.
-func giveUp(last *RunError, why error) error {
+func giveUp(last *Error, why error) error {
 	if last == nil {
 		return why
 	}
@@ -228,9 +234,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // tryRun is Run's and RunGroup's one attempt WithNoWait (see run).
-func tryRun[T any](ctx context.Context, acquire func(context.Context, Request) (*Lease, *Pacer, error), g *Group, r Request, call func(context.Context, *Pacer) (T, error), usage func(T) int64, opts []RunOption) (T, error) {
+func tryRun[T any](ctx context.Context, acquire acquirer, g *pacer.Group, r pacer.Request, call func(context.Context, *pacer.Pacer) (T, error), usage func(T) int64, opts []Option) (T, error) {
 	var zero T
-	c := newRunConfig(opts)
+	c := newConfig(opts)
 	l, p, err := acquire(ctx, r)
 	if err != nil {
 		return zero, err
@@ -241,8 +247,7 @@ func tryRun[T any](ctx context.Context, acquire func(context.Context, Request) (
 		return v, nil
 	}
 	verdict := c.classifier(callErr)
-	p.emit(Event{Kind: Failed, Tokens: r.Tokens, Priority: r.Priority, Verdict: verdict, Err: callErr})
-	endFailed(ctx, l, verdict)
+	endFailed(ctx, l, verdict, callErr)
 	report(c, Attempt{N: 1, Took: took, Verdict: verdict, Err: callErr})
 	if verdict.Kind == classify.RateLimited {
 		d := c.delay(1, verdict)
@@ -251,7 +256,7 @@ func tryRun[T any](ctx context.Context, acquire func(context.Context, Request) (
 	} else if g != nil && failing(verdict) {
 		_ = g.Cooldown(ctx, p, 0)
 	}
-	return zero, &RunError{Verdict: verdict, Attempts: 1, Err: callErr}
+	return zero, &Error{Verdict: verdict, Attempts: 1, Err: callErr}
 }
 
 // failing says whether a verdict shows the deployment failing rather than
@@ -259,4 +264,10 @@ func tryRun[T any](ctx context.Context, acquire func(context.Context, Request) (
 // connection).
 func failing(v classify.Verdict) bool {
 	return v.Kind == classify.Overloaded || v.Kind == classify.Transient
+}
+
+// invalidf reports a bad argument to the package's functions, as pacer
+// does: it matches pacer.ErrInvalid.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: retry.%s", pacer.ErrInvalid, fmt.Sprintf(format, args...))
 }

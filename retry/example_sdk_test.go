@@ -1,4 +1,4 @@
-package pacer_test
+package retry_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/llmpacer/llmpacer/retry"
 	"github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
@@ -42,7 +43,7 @@ func ExampleRun_openai() {
 	p, _ := pacer.New(rdb, pacer.Config{Name: "openai:gpt-4o-mini", Limits: pacer.Limits{RPM: 500, TPM: 200_000}})
 
 	ctx := context.Background()
-	reply, err := pacer.Run(ctx, p, pacer.Request{Tokens: 300}, // prompt estimate + max output tokens
+	reply, err := retry.Run(ctx, p, pacer.Request{Tokens: 300}, // prompt estimate + max output tokens
 		func(ctx context.Context) (*openai.ChatCompletion, error) {
 			return client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 				Model:    openai.ChatModelGPT4oMini,
@@ -50,7 +51,7 @@ func ExampleRun_openai() {
 			})
 		},
 		func(r *openai.ChatCompletion) int64 { return r.Usage.TotalTokens },
-		pacer.WithRetries(3))
+		retry.WithRetries(3))
 	if err != nil {
 		fmt.Println("failed:", err)
 		return
@@ -87,7 +88,7 @@ func ExampleRun_anthropic() {
 	p, _ := pacer.New(rdb, pacer.Config{Name: "anthropic:claude", Limits: pacer.Limits{RPM: 50, TPM: 40_000}})
 
 	ctx := context.Background()
-	reply, err := pacer.Run(ctx, p, pacer.Request{Tokens: 300},
+	reply, err := retry.Run(ctx, p, pacer.Request{Tokens: 300},
 		func(ctx context.Context) (*anthropic.Message, error) {
 			return client.Messages.New(ctx, anthropic.MessageNewParams{
 				Model:     "claude-sonnet-4-5",
@@ -96,7 +97,7 @@ func ExampleRun_anthropic() {
 			})
 		},
 		func(m *anthropic.Message) int64 { return m.Usage.InputTokens + m.Usage.OutputTokens },
-		pacer.WithRetries(3))
+		retry.WithRetries(3))
 	if err != nil {
 		fmt.Println("failed:", err)
 		return
