@@ -36,6 +36,6 @@
 // Elsewhere: retrying a call (package retry), token counting (package
 // estimate), telling a rate limit from an exhausted quota (package
 // classify), pacing an SDK at its HTTP transport (package pacerhttp), and
-// Prometheus metrics (package
-// pacerprom, fed by Config.Observe; SlogObserver logs the same events).
+// Prometheus metrics (package pacerprom, fed by Config.Observe;
+// SlogObserver logs the same events).
 package pacer

@@ -26,6 +26,6 @@
 // makes the SDK's own retries safe.
 //
 // The package is built on pacer's public API alone. If its policy does
-// not fit, write your own loop around pacer.Pacer.Acquire and
+// not fit, write your own loop around pacer.Pacer.Acquire,
 // pacer.Lease.Settle and pacer.Lease.Fail, as Run does.
 package retry
