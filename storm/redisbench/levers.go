@@ -26,7 +26,8 @@ func (b *bench) levers(ctx context.Context) error {
 	measure := b.measureN(n)
 	tag := fmt.Sprintf("{llmpacer-bench:levers%d}", b.names)
 	keys := []string{tag + ":s", tag + ":l", tag + ":q", tag + ":d"}
-	defer b.rdb.Del(ctx, keys...)
+	own := []string{keys[0], tag + ":stack"} // a stack in a key of its own
+	defer b.rdb.Del(ctx, append(keys, own[1])...)
 	id := 0
 	// acquire's 16 arguments as a Pacer sends them for an RPM + TPM budget
 	// (MONITOR), and the same numbers packed: 15 little-endian int64.
@@ -72,6 +73,15 @@ func (b *bench) levers(ctx context.Context) error {
 		{"an 800-byte argument, appended to, cut and joined (as a give-back)", "local s = ARGV[2] .. ARGV[1] local t = string.sub(s, 20) local u = table.concat({ARGV[1], t}) return 1", keys, long(800)},
 		{"HSET of a 14-byte value, HGET of it", "redis.call('HSET', KEYS[1], 'f', ARGV[2]) redis.call('HGET', KEYS[1], 'f') return 1", keys, long(14)},
 		{"HSET of an 800-byte value, HGET of it", "redis.call('HSET', KEYS[1], 'f', ARGV[2]) redis.call('HGET', KEYS[1], 'f') return 1", keys, long(800)},
+		// A push as the scripts make it (a stack in a hash field: read,
+		// appended to, written back whole), beside one on a string key of
+		// its own (its last entry read, 14 bytes appended), and a
+		// give-back's header and entry rewritten in place: what a layout
+		// with the stacks in keys of their own would pay.
+		{"push, stack in a hash field (800 bytes): HGET, s .. c, HSET", "local s = redis.call('HGET', KEYS[1], 'g') or ARGV[2] redis.call('HSET', KEYS[1], 'g', string.sub(s .. string.sub(ARGV[1], 1, 14), -800)) return 1", keys, long(800)},
+		{"push, stack in a key of its own (800 bytes): GETRANGE -14 -1, APPEND 14", "if redis.call('STRLEN', KEYS[2]) > 2000 then redis.call('SET', KEYS[2], ARGV[2]) end redis.call('GETRANGE', KEYS[2], -14, -1) redis.call('APPEND', KEYS[2], string.sub(ARGV[2], 1, 14)) return 1", own, long(800)},
+		{"give-back, stack in a hash field (800 bytes): HGET, cut and joined, HSET", "local s = redis.call('HGET', KEYS[1], 'g') or ARGV[2] redis.call('HSET', KEYS[1], 'g', table.concat({string.sub(s, 1, 14), string.sub(s, 15, 400), string.sub(s, 401, 414), string.sub(s, 415)})) return 1", keys, long(800)},
+		{"give-back, stack in a key of its own: GET, SETRANGE of 14 + 14 bytes", "local s = redis.call('GET', KEYS[2]) or ARGV[2] redis.call('SETRANGE', KEYS[2], 0, string.sub(s, 1, 14)) redis.call('SETRANGE', KEYS[2], 400, string.sub(s, 15, 28)) return 1", own, long(800)},
 	}
 	for _, r := range rows {
 		s := redis.NewScript(r.src)
