@@ -102,7 +102,8 @@ func (b *bench) levers(ctx context.Context) error {
 }
 
 // split measures the regimes' acquire and settle apart (see regimes.go):
-// in each of three rounds, 100 acquires, then settles of the 100 oldest
+// in each of three rounds, 100 acquires (a tenant's regime: its tenants in
+// turn, as its pairs), then settles of the 100 oldest
 // leases in flight (64 to 164 in flight between them), the TATs set back
 // ahead of the clock before each round.
 func (b *bench) split(ctx context.Context) error {
@@ -111,7 +112,7 @@ func (b *bench) split(ctx context.Context) error {
 	fmt.Fprintf(b.out, "\n## The regimes' acquire and settle apart (callgrind, 3 rounds of %d acquires, then %d settles)\n", n, n)
 	fmt.Fprintln(b.out, "| regime | acquire k | settle k | stack bytes after |")
 	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
-	for _, r := range regimes(20)[:3] {
+	for _, r := range regimes(20) {
 		u, err := b.newRunner(ctx, r)
 		if err != nil {
 			return err
@@ -128,7 +129,12 @@ func (b *bench) split(ctx context.Context) error {
 				return err
 			}
 			acq, err := measure(func() error {
-				l, err := u.p.TryAcquire(ctx, pacer.Request{Tokens: 100})
+				req := pacer.Request{Tokens: 100}
+				if u.r.tenants > 0 {
+					req.Tenant = tenantID(u.tenant % u.r.tenants)
+					u.tenant++
+				}
+				l, err := u.p.TryAcquire(ctx, req)
 				if err == nil && l == nil {
 					err = fmt.Errorf("%s: refused a call", r.name)
 				}
