@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ func newSetup(ctx context.Context, addr string) (s *setup, err error) {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = upstreamTransport()
 	rp.FlushInterval = -1
-	s.lanes = append(s.lanes, newLane("bare", s.serve(http.StripPrefix("/openai", rp)).URL))
+	s.lanes = append(s.lanes, newLane("bare", s.serve(buffered(http.StripPrefix("/openai", rp))).URL))
 	if s.mini, err = miniredis.Run(); err != nil {
 		return s, err
 	}
@@ -133,7 +134,7 @@ func (s *setup) addStore(ctx context.Context, kind, addr, up string) error {
 	rp = httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = acquireFirst{p: floor, base: upstreamTransport()}
 	rp.FlushInterval = -1
-	s.lanes = append(s.lanes, newLane("acquire+bare-"+kind, s.serve(http.StripPrefix("/openai", rp)).URL))
+	s.lanes = append(s.lanes, newLane("acquire+bare-"+kind, s.serve(buffered(http.StripPrefix("/openai", rp))).URL))
 	return nil
 }
 
@@ -190,6 +191,27 @@ func (b *settleAfter) Close() error {
 }
 
 func (b *settleAfter) settle() { b.once.Do(func() { _ = b.l.Settle(b.ctx, 16) }) }
+
+// buffered reads the inbound body into memory before h sends it on, as
+// the proxy and pacerhttp's transport do. A ReverseProxy that streams the
+// inbound body itself may lose the answer: once it writes the answer's
+// headers, the server closes the inbound body, and the transport's last
+// read of it (the check for a body longer than declared) then fails and
+// tears down the upstream connection mid-answer (golang/go#40747). The
+// bare lanes hit it under load; buffering also makes them do the work
+// the proxy does, so the comparison stays fair.
+func buffered(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		h.ServeHTTP(w, r)
+	})
+}
 
 func (s *setup) serve(h http.Handler) *httptest.Server {
 	return s.serveRaw(traceIf(h, traceLane))
