@@ -14,8 +14,9 @@ import (
 // time, under -race), so two at a time left the package mostly asleep.
 // Tests whose figures a busy CPU would bend stay sequential: worker
 // processes sharing slots, the failover, goroutines by the hundred, turns
-// checked to within a few hundred milliseconds. Eight at a time, beside
-// the storm's package, bent those too.
+// checked to within a few hundred milliseconds, outages with a 2 s bound,
+// replies lost through a proxy. Eight at a time, beside the storm's
+// package, bent those too.
 const parallelTests = 4
 
 // TestMain sets -test.parallel to parallelTests when the command line

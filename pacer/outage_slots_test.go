@@ -23,7 +23,6 @@ import (
 func TestSettleFailedInOutageFreesSlots(t *testing.T) {
 	const outage = time.Second // long enough for the retries' backoff to reach its cap
 	t.Run("miniredis", func(t *testing.T) {
-		t.Parallel() // each lane has its own server and waits out its outage
 		b := redistest.Mini(t)
 		now := time.Now() // the leases' expiry a minute ahead of the wall clock
 		b.Mini.SetTime(now)
@@ -39,7 +38,6 @@ func TestSettleFailedInOutageFreesSlots(t *testing.T) {
 		})
 	})
 	t.Run("redis", func(t *testing.T) {
-		t.Parallel()
 		srv := redistest.NewServer(t)
 		down := func() {
 			// Saved, so that it comes back with the leases it holds.
@@ -161,7 +159,6 @@ func slotsAfterOutage(t *testing.T, addr string, tol float64, step, down func(),
 // tokens go back once, and the lease reads settled. The caller's second
 // Settle, while the first is retried, changes nothing either.
 func TestSettleRetriedAfterLostReplyCountsOnce(t *testing.T) {
-	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		if b.Kind == "cluster" {
 			t.Skip("the proxy fronts one node; the standalone lanes cover it")
