@@ -153,7 +153,6 @@ func TestSpendScenarioShort(t *testing.T) {
 // output rates run without a 429 to the floor; one combined rate lets
 // writers past the OTPM and meets 429s.
 func TestAnthropicScenarioShort(t *testing.T) {
-	t.Parallel() // its own provider and budget names; it waits on the provider's windows, not the CPU
 	rep := runBudgetScenario(t, "-scenario", "anthropic", "-jobs", "24")
 	r := rep.Budgets.(anthResult)
 	if len(r.Rows) != 2 {

@@ -37,7 +37,6 @@ func TestSDKScenarioShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
-	t.Parallel() // its own provider and budget names; it waits on the provider's windows, not the CPU
 	r := runJSON(t, "-scenario", "sdk", "-speed", "4")
 	if len(r.Rows) != 3 || r.FloorSeconds == nil {
 		t.Fatalf("%d rows, floor %v; want 3 rows and a floor", len(r.Rows), r.FloorSeconds)
@@ -78,7 +77,6 @@ func TestStreamScenarioShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
-	t.Parallel() // its own provider and budget names; it waits on the provider's windows, not the CPU
 	r := runJSON(t, "-scenario", "stream", "-mode", "shared", "-jobs", "20", "-speed", "4")
 	if len(r.Rows) != 3 {
 		t.Fatalf("%d rows, want 3", len(r.Rows))

@@ -21,7 +21,6 @@ func TestDefaultScenarioShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
-	t.Parallel() // its own provider and budget names; it waits on the provider's windows, not the CPU
 	svg := filepath.Join(t.TempDir(), "storm.svg")
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"-speed", "2.5", "-json", "-quiet", "-svg", svg}, &out, io.Discard); err != nil {
@@ -141,7 +140,6 @@ func TestQuotaScenarioBurnsNoRetries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
-	t.Parallel() // its own provider and budget names; it waits on the provider's windows, not the CPU
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"-scenario", "quota", "-mode", "shared", "-speed", "5", "-json", "-quiet"}, &out, io.Discard); err != nil {
 		t.Fatalf("run = %v", err)
@@ -169,7 +167,6 @@ func TestMixedScenarioShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the storm for a few seconds")
 	}
-	t.Parallel() // its own provider and budget names; it waits on the provider's windows, not the CPU
 	var out bytes.Buffer
 	args := []string{"-scenario", "mixed", "-mode", "shared", "-jobs", "40", "-speed", "4", "-json", "-quiet"}
 	if err := run(context.Background(), args, &out, io.Discard); err != nil {
