@@ -22,6 +22,7 @@ import (
 // set, so it ends at least 400 ms after set, and what remains of it at any
 // moment is at least 400 ms less the time since set.
 func TestPauseIsShared(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		const pause = 400 * time.Millisecond
@@ -100,6 +101,7 @@ func TestBatchFloor(t *testing.T) {
 // blur it: a small call that asked after the large call's reservation
 // came back reached Redis after it, and must have a later turn.
 func TestFairnessLargeRequestNotStarved(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		// 600,000 TPM = 10,000 tokens/s; burst 4,000 so the test is short.
 		var replied atomic.Int64 // when the large call's reservation came back
@@ -371,6 +373,7 @@ func TestHeadroomScalesBurst(t *testing.T) {
 // margin no load closes. The call then returns no earlier than the
 // pause's end, which is at least the pause's length after set.
 func TestPauseHoldsReservedTurns(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		const pause = 1500 * time.Millisecond
@@ -421,6 +424,7 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 // has at least a third of the TTL (400 ms) to settle once the pause ends:
 // room for a loaded machine under -race, where 100 ms was not.
 func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // each lane sleeps out its 3 s pause, side by side
 		ctx := context.Background()

@@ -38,6 +38,7 @@ func admitAll(t *testing.T, p *pacer.Pacer) int {
 // A process whose Config has a version stores its definition; a process
 // without one follows it, and is told.
 func TestDefinitionFollowed(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		name := redistest.Name(t)
@@ -64,6 +65,7 @@ func TestDefinitionFollowed(t *testing.T) {
 // A rolling deploy: the new version wins at once, and the old process
 // runs it too; an old process started later does not roll it back.
 func TestDefinitionNewestWins(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		name := redistest.Name(t)

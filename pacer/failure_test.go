@@ -127,6 +127,7 @@ func TestRedisGone(t *testing.T) {
 // Expired leases are removed a bounded number at a time, and all of them in
 // the end: memory follows the leases in flight.
 func TestMassExpiryIsReapedBounded(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // round trips, not CPU: the lanes run side by side
 		ctx := context.Background()

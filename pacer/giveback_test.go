@@ -51,6 +51,7 @@ func waiting() (func(pacer.Event), chan struct{}) {
 // cancel moved the bucket back by x's whole charge, g's turn would fall on
 // f's: two calls at once from a bucket of one.
 func TestGiveBackBehindAReservedTurn(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // each lane waits out f's and g's real turns, side by side
 		ctx := context.Background()
@@ -97,6 +98,7 @@ func TestGiveBackBehindAReservedTurn(t *testing.T) {
 // reserved past full. Giving all of x back lets eleven calls start within
 // half a second, where 10.5 fit.
 func TestGiveBackWhenTheBucketWouldHaveBeenFull(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 10}})

@@ -11,6 +11,7 @@ import (
 // Except routes among the other deployments, in the group's order and by
 // its path, and leaves the group as it was; without any left it is nil.
 func TestGroupExcept(t *testing.T) {
+	t.Parallel()
 	eachPath(t, func(t *testing.T, b redistest.Backend, split bool) {
 		ctx := context.Background()
 		ps := deployments(t, b.Client(t), redistest.Name(t),

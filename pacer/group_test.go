@@ -249,6 +249,7 @@ func TestGroupWaitsOnSoonest(t *testing.T) {
 
 // Spread offers calls in proportion to the weights while both have room.
 func TestGroupSpreadsByWeight(t *testing.T) {
+	t.Parallel()
 	b := redistest.Mini(t)
 	stopClock(b)
 	ctx := context.Background()
@@ -325,6 +326,7 @@ func TestGroupMostRoom(t *testing.T) {
 // Concurrency limits hold per deployment under many goroutines and
 // several groups: slots are queued for on the deployment chosen.
 func TestGroupConcurrency(t *testing.T) {
+	t.Parallel()
 	eachPath(t, func(t *testing.T, b redistest.Backend, split bool) {
 		name := redistest.Name(t)
 		cfgs := []pacer.Config{{Limits: pacer.Limits{Concurrency: 2}}, {Limits: pacer.Limits{Concurrency: 3}}}
@@ -484,6 +486,7 @@ func takenDeployments(t *testing.T, b redistest.Backend) ([]*pacer.Pacer, *pacer
 // pauses, is routed again, to the deployment with room, instead of waiting
 // the pause out where it was.
 func TestGroupRoutesAgainAfterAPause(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // the lanes wait out their ~3 s turns side by side; each has its own names
 		ctx := context.Background()
@@ -527,6 +530,7 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 // then stops (StopQuota after a quota error) is routed again, to a
 // deployment that can take it, rather than failing with the stop.
 func TestGroupRoutesAgainAfterAStop(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // the lanes wait out their ~3 s turns side by side; each has its own names
 		ctx := context.Background()

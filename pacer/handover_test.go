@@ -112,6 +112,7 @@ func TestTenantWaiterAsksAgain(t *testing.T) {
 // with: its lease ends against that definition's buckets, so a cancel
 // gives its tokens back to the bucket that took them.
 func TestHandOverUnderQueuedDefinition(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		queued := make(chan struct{}, 1)
@@ -194,6 +195,7 @@ func TestHandOverUnderQueuedDefinition(t *testing.T) {
 // client and subscription) queue on one slot, in turn; each holds its
 // slot briefly; they are admitted in the order they queued.
 func TestTenantWaitersFirstComeFirstServed(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		// Waiter i asks for 10+i tokens; queued says who queued (a waiter

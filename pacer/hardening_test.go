@@ -45,6 +45,7 @@ func (c *clock) advance(d time.Duration) {
 // arrive in, the calls admitted in any interval [t, t+d] never exceed
 // burst + rate·d.
 func TestLateGiveBackAddsNoBurst(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 5}}

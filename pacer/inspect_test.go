@@ -18,6 +18,7 @@ import (
 // process that defined it sees them, its tenants' by their keys' hashes
 // alike, and acts on it as any process does.
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		if b.Mini != nil {

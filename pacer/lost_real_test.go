@@ -17,6 +17,7 @@ import (
 // budget restarts empty, the process reports the loss, and another process
 // that connects after the restart finds the budget empty too.
 func TestStateLostInARealRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.NewServer(t)
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 3, MinRetryBackoff: 10 * time.Millisecond})
@@ -63,6 +64,7 @@ func TestStateLostInARealRestart(t *testing.T) {
 // any allkeys-* policy, and volatile-* too (every key of a budget has a
 // TTL). The warning names the setting to change. noeviction is quiet.
 func TestNewWarnsOfEviction(t *testing.T) {
+	t.Parallel()
 	srv := redistest.NewServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })

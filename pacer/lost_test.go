@@ -30,6 +30,7 @@ func loseState(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer) {
 // the loss reports it (StateLost); the budget then refills at its rate. A
 // process that never saw the state starts it full, as a new budget.
 func TestStateLostRestartsEmpty(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		c := newClock(b)
@@ -97,6 +98,7 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 // Without the restart from empty, the budget reads full and the fleet sends
 // its whole burst into a provider with 3 calls of room.
 func TestStateLostProviderStaysUnderItsLimit(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		fp, client := startProvider(t, fakeprovider.Config{RequestLimit: 20, Window: time.Second})
 		rdb := b.Client(t)

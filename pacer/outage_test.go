@@ -106,6 +106,7 @@ func TestOutageConfig(t *testing.T) {
 // A budget that fails closed refuses every call while Redis is down with
 // an error that is both ErrUnavailable and the Redis error.
 func TestFailClosedIsUnavailable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		cfg   pacer.Config
@@ -230,6 +231,7 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 // A local lease's Settle gives its unused tokens back to the local share,
 // as settle.lua does to the shared budget; Cancel gives back the request too.
 func TestLocalSettleRefunds(t *testing.T) {
+	t.Parallel()
 	perSecond := pacer.Rate{Unit: pacer.Tokens, Limit: 1000, Window: time.Second}
 	p, _, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{Concurrency: 4}, Rates: []pacer.Rate{perSecond},
 		Outage: pacer.Outage{FailOpen: []pacer.Limit{perSecond.Name(), pacer.LimitConcurrency}, Replicas: 2}})
@@ -283,6 +285,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 // Acquire waits for room in the local share, and gives up at once when
 // its bound is too short, as it does with Redis up.
 func TestLocalAcquireWaits(t *testing.T) {
+	t.Parallel()
 	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{Concurrency: 2},
 		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitConcurrency}, Replicas: 2}})
 	ctx := context.Background()
@@ -362,6 +365,7 @@ func TestCircuitIgnoresScriptErrorsAndDeadlines(t *testing.T) {
 // While the circuit is tripped, calls do not dial Redis: only the probe
 // does, every 200 ms.
 func TestCircuitSparesTheDial(t *testing.T) {
+	t.Parallel()
 	b := redistest.Mini(t)
 	var dials atomic.Int64
 	rdb := redis.NewClient(&redis.Options{Addr: b.Addrs[0], Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -404,6 +408,7 @@ func TestCircuitSparesTheDial(t *testing.T) {
 // (RedisUp) and calls meet the closed client's error, rather than a
 // goroutine probing for ever.
 func TestProbeEndsWithClosedClient(t *testing.T) {
+	t.Parallel()
 	b := redistest.Mini(t)
 	k := &kinds{}
 	rdb := redis.NewClient(&redis.Options{Addr: b.Addrs[0], MaxRetries: -1})
@@ -428,6 +433,7 @@ func TestProbeEndsWithClosedClient(t *testing.T) {
 // While the circuit is tripped, Pause, Throttled and Sync fail at once with
 // ErrUnavailable instead of dialling.
 func TestWritesFailFastWhileDown(t *testing.T) {
+	t.Parallel()
 	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 60_000}, Outage: pacer.Outage{FailFast: true}})
 	b.Mini.Close()
 	ctx := context.Background()

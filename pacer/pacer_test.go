@@ -357,6 +357,7 @@ func TestRedisClock(t *testing.T) {
 // while too little time has passed to refill it (0.67 s for TPM 90,000,
 // hours for RPD 11); on a loaded machine the 90 calls may take longer.
 func TestFullBucketAdmitsExactlyItsCapacity(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		for i, tc := range []struct {

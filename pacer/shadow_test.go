@@ -65,6 +65,7 @@ func TestShadowNeverHolds(t *testing.T) {
 // With Redis gone, a shadow budget still lets every call run; bad input is
 // still an error.
 func TestShadowRedisDown(t *testing.T) {
+	t.Parallel()
 	b := redistest.Mini(t)
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 2}, Shadow: true})
 	b.Mini.Close()

@@ -75,6 +75,7 @@ func maxWindow(log []admission, w int64) int64 {
 // limit in any window, checked against a log of every admission, while a
 // bucket limit beside it is charged all or nothing.
 func TestSlidingNeverExceedsAnyWindow(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		// Each lane waits out ~2 s of demand and the turns reserved past
 		// it; the lanes do so side by side, each on its own budget name.
@@ -159,6 +160,7 @@ func TestSlidingRefund(t *testing.T) {
 // Memory stays bounded whatever the call rate: the counts cover one window
 // and what is reserved ahead.
 func TestSlidingMemoryBounded(t *testing.T) {
+	t.Parallel()
 	b := redistest.Mini(t)
 	ctx := context.Background()
 	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 1_000_000, Window: time.Second, Sliding: true}}})

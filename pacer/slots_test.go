@@ -291,6 +291,7 @@ func TestTurnHoldsNoSlot(t *testing.T) {
 // A waiter that gives up leaves the slot queue: the slot freed next goes
 // to the waiter behind it at once.
 func TestCanceledWaiterLeavesTheQueue(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		ps := newPacers(t, b, 3, pacer.Config{Limits: pacer.Limits{Concurrency: 1}, MaxWait: 10 * time.Second})
@@ -345,6 +346,7 @@ func TestCanceledWaiterLeavesTheQueue(t *testing.T) {
 // listens: the first waiter of a burst starts the subscription, and one
 // admitted before it is ready is found then, and asks once more.)
 func TestHandOverNeedsNoClaim(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		name := redistest.Name(t)
@@ -424,6 +426,7 @@ func TestHandOverNeedsNoClaim(t *testing.T) {
 // the lease it was given, and the slot goes back (here to nobody: free).
 // Each round races the cancel against the settle, in either order.
 func TestWaiterGivesUpAsItIsHanded(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		cfg := pacer.Config{Limits: pacer.Limits{Concurrency: 1, TPM: 600_000}, MaxWait: 30 * time.Second}
@@ -494,6 +497,7 @@ func TestWaiterGivesUpAsItIsHanded(t *testing.T) {
 // same (it cannot say otherwise), and holds that slot until its lease TTL
 // ends; then the next waiter gets it. No slot is lost for longer.
 func TestDeadWaiterHoldsItsSlotOnlyItsTTL(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		const ttl = time.Second

@@ -83,6 +83,7 @@ func counted(t *testing.T, p *pacer.Pacer) int64 {
 // within its reservation: 50 calls at once from 5 Pacers never spend more
 // than the cap, and the budget counts what they spent.
 func TestSpendCapHoldsWithinMargin(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ps := newPacers(t, b, capPacers, capConfig(t, 0))
 		newClock(b)
@@ -109,6 +110,7 @@ func TestSpendCapHoldsWithinMargin(t *testing.T) {
 // together exceed their reservations; once debt has filled the cap, no call
 // gets in, however small, until the day slides.
 func TestSpendCapBoundBeyondMargin(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ps := newPacers(t, b, capPacers, capConfig(t, 0))
 		c := newClock(b)
@@ -146,6 +148,7 @@ func TestSpendCapBoundBeyondMargin(t *testing.T) {
 // A spend cap that refills (not Sliding) keeps its debt too: past the cap,
 // no call gets in, however small, until the refill has paid the debt back.
 func TestSpendCapDebtOnARefillingCap(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		cfg := capConfig(t, 0)
 		cfg.Rates[0].Sliding = false
@@ -179,6 +182,7 @@ func TestSpendCapDebtOnARefillingCap(t *testing.T) {
 // 2 slots, 20 callers whose calls all exceed the margin pass the cap by at
 // most 2 calls' excess.
 func TestSpendCapBoundByConcurrency(t *testing.T) {
+	t.Parallel()
 	const slots, callers = 2, 20
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ps := newPacers(t, b, capPacers, capConfig(t, slots))

@@ -15,6 +15,7 @@ import (
 // A quota stop refuses every process at once, sending nothing and charging
 // nothing, until a probe goes through and succeeds.
 func TestQuotaStopAndProbe(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // the real lanes sleep out two probe intervals each, side by side
 		ctx := context.Background()
@@ -100,6 +101,7 @@ func TestQuotaStopAndProbe(t *testing.T) {
 // An operator's stop refuses calls with ErrStopped (not a quota error), lets
 // no probe through, and Resume ends it for every process.
 func TestStopAndResume(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, Concurrency: 2}})
@@ -208,6 +210,7 @@ func TestSyncWithNothingToLower(t *testing.T) {
 // An operator's stop is never turned into a quota stop, nor lifted by a
 // probe: a StopQuota meanwhile only extends it.
 func TestOperatorStopOutlivesQuotaMachinery(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100}})
@@ -254,6 +257,7 @@ func TestOperatorStopOutlivesQuotaMachinery(t *testing.T) {
 // A call that reserved its turn before a stop does not go at its turn:
 // it learns of the stop then, and its tokens go back.
 func TestStopReachesReservedTurns(t *testing.T) {
+	t.Parallel()
 	b := redistest.Mini(t)
 	ctx := context.Background()
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 600}})
@@ -300,6 +304,7 @@ func TestStopReachesReservedTurns(t *testing.T) {
 // quota stop's probe does not go through a pause. A caller that fails fast
 // on ErrStopped must not be told to wait the pause out.
 func TestStopWinsOverPause(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100}})

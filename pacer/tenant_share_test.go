@@ -61,6 +61,7 @@ func TestTenantShareDebtCapped(t *testing.T) {
 // calls), the heavy tenant stayed within its share for its first 12 s,
 // took every refill before the light ones and left them nothing.
 func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // the real lanes step a real clock; each lane has its own name
 		ctx := context.Background()
@@ -110,6 +111,7 @@ func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
 // three waited a refill or more, and a Poisson stream of light calls met
 // such bunches often enough to double its p95 wait.
 func TestTenantHeavyLeavesRoomForABunch(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6000},

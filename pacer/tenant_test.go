@@ -260,6 +260,7 @@ func TestTenantKeysExpire(t *testing.T) {
 // served in about the 50 ms its own tokens take to refill, not behind the
 // heavy call's 500 ms. The heavy call is served after it.
 func TestTenantOverShareYields(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		waiting := make(chan struct{}, 1)
