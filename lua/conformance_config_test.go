@@ -276,7 +276,7 @@ func configVectors(t *testing.T) any {
 			f.take()
 			levels := map[string]pacer.RateState{}
 			for _, r := range snap.Rates {
-				levels[string(r.Rate.Name())] = r
+				levels[r.Rate.Name()] = r
 			}
 			for k := range n {
 				field := inter.Args[8+k]

@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -253,9 +254,9 @@ func snapshotVectors(t *testing.T) any {
 				return
 			}
 			r := &vsnap{TimeUs: snap.Time.UnixMicro(), PausedMs: snap.Paused.Milliseconds(), InFlight: snap.InFlight, Concurrency: snap.Concurrency, Buckets: []vsnapBuck{},
-				StoppedMs: snap.Stopped.Milliseconds(), StoppedBy: string(snap.StoppedBy)}
+				StoppedMs: snap.Stopped.Milliseconds(), StoppedBy: stopKind(snap.StoppedBy)}
 			for _, b := range snap.Rates {
-				r.Buckets = append(r.Buckets, vsnapBuck{string(b.Rate.Name()), b.Limit, b.Capacity, b.Level, b.PerSecond})
+				r.Buckets = append(r.Buckets, vsnapBuck{b.Rate.Name(), b.Limit, b.Capacity, b.Level, b.PerSecond})
 			}
 			c.Result = r
 		})
@@ -276,4 +277,16 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // of them in cur-64.
 func slidingValue(cur, folded int64) string {
 	return wire.SlidingState{Head: cur + 1, Last: cur + 1, Total: 300, Current: 300, Folded: folded, FoldedLast: cur - 64}.Header()
+}
+
+// stopKind names a stop as the vectors record it, in the kind lua/stop.lua
+// stores: "quota", "stop", or "" for none.
+func stopKind(by error) string {
+	switch {
+	case errors.Is(by, pacer.ErrQuotaExhausted):
+		return "quota"
+	case by != nil:
+		return "stop"
+	}
+	return ""
 }

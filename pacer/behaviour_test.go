@@ -360,8 +360,8 @@ func TestHeadroomScalesBurst(t *testing.T) {
 	b := redistest.Mini(t)
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 10_000}, Burst: pacer.Burst{TPM: 10_000}, Headroom: 0.1})
 	s := snap(t, p)
-	if s.Rate(pacer.LimitTPM).Limit != 9000 || s.Rate(pacer.LimitTPM).Capacity != 9000 {
-		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.Rate(pacer.LimitTPM).Limit, s.Rate(pacer.LimitTPM).Capacity)
+	if s.Rate("tpm").Limit != 9000 || s.Rate("tpm").Capacity != 9000 {
+		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.Rate("tpm").Limit, s.Rate("tpm").Capacity)
 	}
 }
 
@@ -537,8 +537,8 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 	}
 	s := snap(t, ps[1])
 	// tpm: at most 500 - 2 s × 100/s = 300 now, 500 when the pause ends.
-	if s.Rate(pacer.LimitTPM).Level != 300 || s.Rate(pacer.LimitRPM).Level != 600 || s.Paused != 2*time.Second {
-		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level, s.Paused)
+	if s.Rate("tpm").Level != 300 || s.Rate("rpm").Level != 600 || s.Paused != 2*time.Second {
+		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.Rate("tpm").Level, s.Rate("rpm").Level, s.Paused)
 	}
 	b.Mini.SetTime(t0.Add(2 * time.Second))
 	if l, _, err := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 500}); l == nil || err != nil {
@@ -553,8 +553,8 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = snap(t, ps[1])
-	if s.Rate(pacer.LimitTPM).Level != -50 || s.Rate(pacer.LimitRPM).Level != -9 {
-		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level)
+	if s.Rate("tpm").Level != -50 || s.Rate("rpm").Level != -9 {
+		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.Rate("tpm").Level, s.Rate("rpm").Level)
 	}
 	if err := ps[0].Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: -1}); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Throttled with negative tokens = %v; want ErrInvalid", err)
@@ -571,9 +571,9 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, ps[1])
-		clock.level(t, "after Throttled: TPM", s.Rate(pacer.LimitTPM).Level, 300, 100)
-		if s.Rate(pacer.LimitRPM).Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
-			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.Rate(pacer.LimitRPM).Level, s.Paused)
+		clock.level(t, "after Throttled: TPM", s.Rate("tpm").Level, 300, 100)
+		if s.Rate("rpm").Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
+			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.Rate("rpm").Level, s.Paused)
 		}
 		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < 2*time.Second-clock.since()-time.Millisecond {
 			t.Errorf("TryAcquire during the pause = %v, %v; want held back for what remains of 2s", l, wait)

@@ -410,7 +410,7 @@ func (c Config) validateRates() error {
 	if len(c.Rates) > maxRates {
 		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)
 	}
-	seen := map[Limit]int{}
+	seen := map[string]int{}
 	for i, r := range c.Rates {
 		if err := r.check(i); err != nil {
 			return err
@@ -464,7 +464,7 @@ func (c Config) bucketSpecs() ([4]bucketSpec, []bucketSpec, error) {
 	}
 	var more []bucketSpec
 	for i, r := range c.Rates {
-		sp := bucketSpec{fmt.Sprintf("Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
+		sp := bucketSpec{fmt.Sprintf("Rates[%d]", i), r.Name(), r.Limit, r.Burst, r.Window, r.Unit, r}
 		k := slices.IndexFunc(four[:], func(f bucketSpec) bool { return f.field == sp.field })
 		if k < 0 || r.Sliding {
 			more = append(more, sp)

@@ -22,15 +22,16 @@ const (
 	// it came (its caller gave up) ends unreported.
 	Ended
 	// Paused: the budget was paused; Wait is the pause now in force, Limit
-	// the limit the provider named (LimitPause for Pause, or a 429 that
-	// named none).
+	// the limit the provider's 429 named ("rpm" or "tpm", see Throttled),
+	// or "" for Pause and for a 429 that named none.
 	Paused
 	// Failed: a call that Run or RunGroup made failed (refused by the
 	// provider, timed out, ...); Verdict says what the failure means. The
 	// lease's end follows as an Ended event.
 	Failed
-	// Stopped: the budget was stopped (StopQuota or Stop); Wait is the stop
-	// now in force, Limit LimitQuota or LimitStop.
+	// Stopped: the budget was stopped; Wait is the stop now in force, Err
+	// ErrQuotaExhausted (StopQuota) or ErrStopped (Stop). A stop is not a
+	// limit: Limit is "".
 	Stopped
 	// Resumed: the budget's stop was ended, by Resume or by a probe that
 	// succeeded.
@@ -106,8 +107,12 @@ type Event struct {
 	Priority Priority
 	// Wait: for Admitted, how long Acquire waited in all; for Waiting, the
 	// sleep ahead; for Denied, how long until room; for Paused, the pause.
-	Wait  time.Duration
-	Limit Limit // the limit that made a call wait or be denied, or paused it
+	Wait time.Duration
+	// Limit names the limit that made a call wait or be denied, as
+	// RefusedError.Limit does: "" when a pause held the call (the reply
+	// does not say what the 429 that set it named) or a stop refused it
+	// (Err says which). For Paused, the limit the provider's 429 named.
+	Limit string
 	// For Ended: how the lease ended, the tokens it used (the settled usage;
 	// the reservation for a released or expired lease; 0 for a canceled or
 	// rejected one), and how long it was held (0 if canceled or expired).
@@ -115,14 +120,14 @@ type Event struct {
 	Used int64
 	Held time.Duration
 	// Throttled is, for Paused, whether a provider's 429 set the pause
-	// (Throttled, also when the 429 named no limit: Limit is then
-	// LimitPause), rather than Pause.
+	// (Throttled, also when the 429 named no limit: Limit is then ""),
+	// rather than Pause.
 	Throttled bool
 	// Version is, for Redefined, the version now followed.
 	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error), Ended when the lease expired, and RedisDown
+	Err     error // for Denied, Failed (the call's error), Stopped (the kind of stop), Ended when the lease expired, and RedisDown
 	// Local says, for Admitted, Waiting and Ended, that this process's
 	// share admitted the call while Redis was down (see Outage).
 	Local bool

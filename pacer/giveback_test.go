@@ -165,16 +165,16 @@ func TestRefundsUnderLoad(t *testing.T) {
 	for _, l := range leases {
 		other()
 		c.advance(50 * time.Millisecond)
-		before := snap(t, p).Rate(pacer.LimitTPM).Level
+		before := snap(t, p).Rate("tpm").Level
 		if err := l.Settle(ctx, 500); err != nil {
 			t.Fatalf("Settle = %v", err)
 		}
-		got += snap(t, p).Rate(pacer.LimitTPM).Level - before
+		got += snap(t, p).Rate("tpm").Level - before
 		c.advance(50 * time.Millisecond)
 	}
 	share := got / (20 * 3500)
 	t.Logf("refunds applied: %.1f of %d tokens (%.2f%%)", got, 20*3500, 100*share)
-	if level := snap(t, p).Rate(pacer.LimitTPM).Level; level >= 100_000 {
+	if level := snap(t, p).Rate("tpm").Level; level >= 100_000 {
 		t.Fatalf("TPM level %v: the bucket filled up, so the test shows nothing", level)
 	}
 	if share < 0.99 {

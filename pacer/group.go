@@ -297,8 +297,8 @@ func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) 
 			return nil, nil, err
 		}
 		if rt.rep.Wait > remain {
-			err := b.tooLong(rt.rep.Wait, Limit(rt.rep.Reason))
-			a.emit(Denied, rt.rep.Wait, Limit(rt.rep.Reason), err)
+			err := b.tooLong(rt.rep.Wait, limitOfReason(rt.rep.Reason))
+			a.emit(Denied, rt.rep.Wait, limitOfReason(rt.rep.Reason), err)
 			return nil, nil, err
 		}
 		denied = &rt.rep

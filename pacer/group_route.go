@@ -126,7 +126,7 @@ func (g *Group) routeEach(ctx context.Context, id string, cs []*call, bound time
 			out = rt
 		}
 	}
-	if !best || bound < time.Millisecond || out.rep.Reason == string(LimitPause) || out.rep.Wait > bound.Truncate(time.Millisecond) {
+	if !best || bound < time.Millisecond || out.rep.Reason == wirePause || out.rep.Wait > bound.Truncate(time.Millisecond) {
 		return out, nil
 	}
 	return out.c.now().routeTo(ctx, id, bound, began)

@@ -96,7 +96,7 @@ func TestGroupFillsInOrder(t *testing.T) {
 			t.Errorf("13th Acquire = %v; want ErrWaitTimeout", err)
 		}
 		for i, p := range ps {
-			if l := snap(t, p).Rate(pacer.LimitRPD).Level; l > 0.01 {
+			if l := snap(t, p).Rate("rpd").Level; l > 0.01 {
 				t.Errorf("deployment %d RPD level = %v; want 0", i, l)
 			}
 		}
@@ -203,7 +203,7 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 		// All out: the soonest back is c (3 s), before a (10 s); b never.
 		_, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var ny *pacer.RefusedError
-		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != pacer.LimitPause {
+		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != "" {
 			t.Errorf("all out: TryAcquire() = %v; want NotYet about 3s for a pause", err)
 		}
 		_, _, err = g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})

@@ -47,7 +47,7 @@ func TestOpen(t *testing.T) {
 		// everything else exactly.
 		opened := snap(t, op)
 		own := snap(t, app)
-		approx := cmpopts.EquateApprox(0, 1+own.Rate(pacer.LimitTPM).PerSecond*own.Time.Sub(opened.Time).Seconds())
+		approx := cmpopts.EquateApprox(0, 1+own.Rate("tpm").PerSecond*own.Time.Sub(opened.Time).Seconds())
 		ignore := cmpopts.IgnoreFields(pacer.Snapshot{}, "Time", "MeanHold")
 		if diff := cmp.Diff(own, opened, approx, ignore); diff != "" {
 			t.Errorf("Snapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
@@ -67,7 +67,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("TenantSnapshotOfHash = %+v; want no id and 5000-1200 tokens left of the tenant's rate", got)
 		}
 		want.Tenant = ""
-		approx = cmpopts.EquateApprox(0, 1+own.Rate(pacer.LimitTPM).PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
+		approx = cmpopts.EquateApprox(0, 1+own.Rate("tpm").PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
 		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.TenantSnapshot{}, "Time")); diff != "" {
 			t.Errorf("TenantSnapshotOfHash differs from TenantSnapshot (-by id +by hash):\n%s", diff)
 		}
@@ -179,7 +179,7 @@ func ExampleOpen() {
 		return
 	}
 	s, _ := op.Snapshot(ctx)
-	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Config().Version, s.Rate(pacer.LimitRPM).Level, s.Rate(pacer.LimitRPM).Capacity, s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Config().Version, s.Rate("rpm").Level, s.Rate("rpm").Capacity, s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// version 1: rpm 499 of 500, tpm 170000 of 200000
 }

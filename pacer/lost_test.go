@@ -62,8 +62,8 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 		if n := ev[0].count(pacer.StateLost); n != 0 {
 			t.Errorf("%d StateLost events from the process that found the budget restarted; want 0", n)
 		}
-		if s := snap(t, ps[0]); s.Rate(pacer.LimitRPM).Level > 1 {
-			t.Errorf("RPM level %.2f after the loss; want about 0", s.Rate(pacer.LimitRPM).Level)
+		if s := snap(t, ps[0]); s.Rate("rpm").Level > 1 {
+			t.Errorf("RPM level %.2f after the loss; want about 0", s.Rate("rpm").Level)
 		}
 		// It refills at its rate: a request a second.
 		c.advance(1100 * time.Millisecond)

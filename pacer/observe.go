@@ -83,7 +83,7 @@ func slogLevel(e Event) (slog.Level, string) {
 	case Paused:
 		return slog.LevelInfo, "llmpacer: budget paused"
 	case Stopped:
-		if e.Limit == LimitQuota {
+		if errors.Is(e.Err, ErrQuotaExhausted) {
 			return slog.LevelWarn, "llmpacer: budget stopped, provider quota exhausted"
 		}
 		return slog.LevelWarn, "llmpacer: budget stopped"
@@ -113,7 +113,7 @@ func slogAttrs(e Event) []slog.Attr {
 	}
 	limit := func() {
 		if e.Limit != "" {
-			a = append(a, slog.String("limit", string(e.Limit)))
+			a = append(a, slog.String("limit", e.Limit))
 		}
 	}
 	// Event.Wait means something else for each kind: each gets its name.
@@ -136,7 +136,6 @@ func slogAttrs(e Event) []slog.Attr {
 		limit()
 		a = append(a, slog.Duration("pause", e.Wait))
 	case Stopped:
-		limit()
 		a = append(a, slog.Duration("stop", e.Wait))
 	case RedisUp:
 		a = append(a, slog.Duration("down", e.Wait))
@@ -162,7 +161,7 @@ func slogAttrs(e Event) []slog.Attr {
 	if e.Local {
 		a = append(a, slog.Bool("local", true))
 	}
-	if e.Err != nil {
+	if e.Err != nil && e.Kind != Stopped { // a Stopped's Err is its kind, which msg says
 		a = append(a, slog.Any("err", e.Err))
 	}
 	return a

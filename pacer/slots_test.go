@@ -111,7 +111,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if d := time.Since(start); d < ttl-time.Millisecond {
 			t.Errorf("slot came back %v after the abandoned lease was taken; want no sooner than its %v TTL", d, ttl)
 		}
-		before := snap(t, p).Rate(pacer.LimitTPM).Level
+		before := snap(t, p).Rate("tpm").Level
 		if err := abandoned.Settle(ctx, 0); !errors.Is(err, pacer.ErrLeaseExpired) {
 			t.Errorf("Settle of an expired lease = %v; want ErrLeaseExpired", err)
 		}
@@ -120,7 +120,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		}
 		// A refund would give back 1,000; the refill between the two
 		// snapshots is 100 tokens a second.
-		if after := snap(t, p).Rate(pacer.LimitTPM).Level; after > before+500 {
+		if after := snap(t, p).Rate("tpm").Level; after > before+500 {
 			t.Errorf("TPM level went from %v to %v: the expired lease's tokens were refunded; they must stay charged", before, after)
 		}
 		if err := l.Settle(ctx, 10); err != nil {
@@ -356,7 +356,7 @@ func TestHandOverNeedsNoClaim(t *testing.T) {
 		queued := make(chan struct{}, 1)
 		wcfg := cfg
 		wcfg.Observe = func(e pacer.Event) {
-			if e.Kind == pacer.Waiting && e.Limit == pacer.LimitConcurrency {
+			if e.Kind == pacer.Waiting && e.Limit == "concurrency" {
 				select {
 				case queued <- struct{}{}:
 				default:
@@ -604,7 +604,7 @@ func TestHandOverChargesSlidingWindows(t *testing.T) {
 			t.Fatalf("the third call of the hour = %v; want admitted", err)
 		}
 		_, err = ps[1].TryAcquire(ctx, pacer.Request{})
-		if ny := notYet(t, "the fourth call of the hour", err); ny.Limit == pacer.LimitConcurrency || ny.Limit == "" {
+		if ny := notYet(t, "the fourth call of the hour", err); ny.Limit == "concurrency" || ny.Limit == "" {
 			t.Errorf("the fourth call was refused by %q; want the sliding rate", ny.Limit)
 		}
 	})

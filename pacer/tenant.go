@@ -73,7 +73,7 @@ func (t Tenants) validate() error {
 	if len(t.Rates) > maxRates {
 		return invalidf("Config.Tenants.Rates has %d rates: at most %d, so that one script call stays bounded", len(t.Rates), maxRates)
 	}
-	seen := map[Limit]int{}
+	seen := map[string]int{}
 	for i, r := range t.Rates {
 		if err := r.checkAt(fmt.Sprintf("Config.Tenants.Rates[%d]", i)); err != nil {
 			return err
@@ -92,7 +92,7 @@ func (t Tenants) validate() error {
 func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 	var out []bucket
 	for i, r := range c.Tenants.Rates {
-		sp := bucketSpec{fmt.Sprintf("Tenants.Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
+		sp := bucketSpec{fmt.Sprintf("Tenants.Rates[%d]", i), r.Name(), r.Limit, r.Burst, r.Window, r.Unit, r}
 		b, err := c.newBucket(sp)
 		if err != nil {
 			return nil, err

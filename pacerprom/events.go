@@ -1,6 +1,8 @@
 package pacerprom
 
 import (
+	"errors"
+
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -97,20 +99,20 @@ func (c *Collector) Observe(e pacer.Event) {
 	case pacer.RedisUp:
 		m.down.WithLabelValues(budget).Set(0)
 	case pacer.Waiting:
-		m.waits.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
+		m.waits.WithLabelValues(lv(budget, limitLabel(e), e.Priority.String())...).Inc()
 	case pacer.Denied:
-		m.denials.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
+		m.denials.WithLabelValues(lv(budget, limitLabel(e), e.Priority.String())...).Inc()
 	case pacer.Failed:
 		m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
 	case pacer.Paused:
-		m.pauses.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+		m.pauses.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 		// Every provider 429 (Throttled) counts, also one that named no
 		// limit (limit "pause"); Pause by hand does not.
 		if e.Throttled {
-			m.throttles.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+			m.throttles.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 		}
 	case pacer.Stopped:
-		m.stops.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+		m.stops.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 	case pacer.Resumed:
 		m.resumes.WithLabelValues(lv(budget)...).Inc()
 	case pacer.Ended:
@@ -126,4 +128,22 @@ func (c *Collector) Observe(e pacer.Event) {
 			m.hold.WithLabelValues(lv(budget)...).Observe(e.Held.Seconds())
 		}
 	}
+}
+
+// limitLabel is the limit label of e: its Limit, or, where the pacer names
+// no limit, what held the call back, in the label values this package
+// has always used: "quota" or "stop" for a stop, "none" for an
+// unreachable Redis that fails closed as a whole, "pause" for a pause.
+func limitLabel(e pacer.Event) string {
+	switch {
+	case e.Limit != "":
+		return label(e.Limit)
+	case errors.Is(e.Err, pacer.ErrQuotaExhausted):
+		return "quota"
+	case errors.Is(e.Err, pacer.ErrStopped):
+		return "stop"
+	case errors.Is(e.Err, pacer.ErrUnavailable):
+		return label("")
+	}
+	return "pause"
 }

@@ -18,7 +18,7 @@ func TestOutageMetrics(t *testing.T) {
 	m := pacerprom.New()
 	up := make(chan struct{}, 1)
 	p := newPacer(t, b, pacer.Config{Name: "chat", Limits: pacer.Limits{Concurrency: 4},
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitConcurrency}, Replicas: 2},
+		Outage: pacer.Outage{FailOpen: []string{"concurrency"}, Replicas: 2},
 		Observe: pacer.Observers(m.Observe, func(e pacer.Event) {
 			if e.Kind == pacer.RedisUp {
 				up <- struct{}{}

@@ -117,7 +117,7 @@ func (c *Collector) send(ch chan<- prometheus.Metric, r read) {
 	gauge(m.success, 1)
 	s := r.s
 	for _, b := range s.Rates {
-		name := label(string(b.Rate.Name()))
+		name := label(b.Rate.Name())
 		gauge(m.level, b.Level, name)
 		gauge(m.capacity, float64(b.Capacity), name)
 		gauge(m.limit, float64(b.Limit), name)
@@ -127,11 +127,14 @@ func (c *Collector) send(ch chan<- prometheus.Metric, r read) {
 	gauge(m.concurrency, float64(s.Concurrency))
 	gauge(m.paused, s.Paused.Seconds())
 	gauge(m.stopRemaining, s.Stopped.Seconds())
-	for _, kind := range []pacer.Limit{pacer.LimitQuota, pacer.LimitStop} {
+	for _, kind := range []struct {
+		label string
+		err   error
+	}{{"quota", pacer.ErrQuotaExhausted}, {"stop", pacer.ErrStopped}} {
 		v := 0.0
-		if s.Stopped > 0 && s.StoppedBy == kind {
+		if s.Stopped > 0 && s.StoppedBy == kind.err {
 			v = 1
 		}
-		gauge(m.stopped, v, string(kind))
+		gauge(m.stopped, v, kind.label)
 	}
 }

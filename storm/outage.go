@@ -96,9 +96,9 @@ func newOutageRig(pl *plan, v variant, be *backend, cfg pacer.Config, c *chatCli
 	r := &outageRig{mini: be.mini, retries: pl.p.retries, c: c, at: pl.p.wall(o.at), lasting: pl.p.wall(o.lasting), done: make(chan struct{})}
 	switch v.outage {
 	case outageShare:
-		cfg.Outage = pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitTPM}, Replicas: o.pods}
+		cfg.Outage = pacer.Outage{FailOpen: []string{"tpm"}, Replicas: o.pods}
 	case outageWhole:
-		cfg.Outage = pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitTPM}, Share: 1}
+		cfg.Outage = pacer.Outage{FailOpen: []string{"tpm"}, Share: 1}
 	default:
 		cfg.Outage = pacer.Outage{FailFast: true}
 	}

@@ -77,9 +77,9 @@ func TestPauseStopResume(t *testing.T) {
 			// Only the pause and stop changed: the buckets are as they were,
 			// but for their refill on the Redis clock since (the call
 			// admitted above was released).
-			refilled := min(float64(before.Rate(pacer.LimitTPM).Capacity), before.Rate(pacer.LimitTPM).Level+before.Rate(pacer.LimitTPM).PerSecond*after.Time.Sub(before.Time).Seconds())
-			if math.Abs(after.Rate(pacer.LimitTPM).Level-refilled) > 2 || after.InFlight != before.InFlight {
-				t.Errorf("%s: tpm %v, in flight %d after the changes; want %v refilled from %v, %d", name, after.Rate(pacer.LimitTPM).Level, after.InFlight, refilled, before.Rate(pacer.LimitTPM).Level, before.InFlight)
+			refilled := min(float64(before.Rate("tpm").Capacity), before.Rate("tpm").Level+before.Rate("tpm").PerSecond*after.Time.Sub(before.Time).Seconds())
+			if math.Abs(after.Rate("tpm").Level-refilled) > 2 || after.InFlight != before.InFlight {
+				t.Errorf("%s: tpm %v, in flight %d after the changes; want %v refilled from %v, %d", name, after.Rate("tpm").Level, after.InFlight, refilled, before.Rate("tpm").Level, before.InFlight)
 			}
 			r = runWith(t, env, "resume", "-prefix", f.prefix, name)
 			if !strings.Contains(r.stdout, "not stopped") || !strings.Contains(r.stdout, "still paused") {

@@ -152,7 +152,7 @@ func TestList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]pacer.RateState{"rpm": s.Rate(pacer.LimitRPM), "tpm": s.Rate(pacer.LimitTPM), "requests/3600s": s.Rate("requests/3600s")}
+		want := map[string]pacer.RateState{"rpm": s.Rate("rpm"), "tpm": s.Rate("tpm"), "requests/3600s": s.Rate("requests/3600s")}
 		if a.Version != 1 || len(a.Limits) != len(want) || a.Error != "" {
 			t.Fatalf("defined budget = %+v; want version 1 and limits %v", a, want)
 		}
