@@ -65,8 +65,10 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 			{Unit: "input_tokens", Limit: 60, WindowMs: 60_000},
 			{Unit: "output_tokens", Limit: 60, WindowMs: 60_000},
 		}},
-		"load": {Budget: name + ":load", Limits: vlimits{RPM: 1800, TPM: 120_000, Concurrency: 4},
-			Burst: vlimits{RPM: 10, TPM: 3000}, LeaseTTLMs: 30_000},
+		"load": {Budget: name + ":load", Limits: vlimits{Concurrency: 4}, LeaseTTLMs: 30_000, Rates: []vrate{
+			{Unit: "requests", Limit: 1800, WindowMs: 60_000, Burst: 10},
+			{Unit: "tokens", Limit: 120_000, WindowMs: 60_000, Burst: loadBurst},
+		}},
 	}
 	// Two clients: two Go "processes".
 	rdb, rdb2 := b.Client(t), b.Client(t)

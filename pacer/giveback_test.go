@@ -55,7 +55,7 @@ func TestGiveBackBehindAReservedTurn(t *testing.T) {
 		t.Parallel() // each lane waits out f's and g's real turns, side by side
 		ctx := context.Background()
 		observe, reserved := waiting()
-		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 1}, Observe: observe})
+		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 1}}, Observe: observe})
 		newClock(b)
 		x, err := p.TryAcquire(ctx, pacer.Request{})
 		if err != nil {
@@ -99,7 +99,7 @@ func TestGiveBackBehindAReservedTurn(t *testing.T) {
 func TestGiveBackWhenTheBucketWouldHaveBeenFull(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 10}})
+		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 10}}})
 		c := newClock(b)
 		x, err := p.TryAcquire(ctx, pacer.Request{})
 		if err != nil {

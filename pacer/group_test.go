@@ -225,8 +225,8 @@ func TestGroupWaitsOnSoonest(t *testing.T) {
 		runningClock()
 		ctx := context.Background()
 		ps := deployments(t, b.Client(t), redistest.Name(t),
-			pacer.Config{Limits: pacer.Limits{RPM: 6}, Burst: pacer.Burst{RPM: 1}},   // a request every 10 s
-			pacer.Config{Limits: pacer.Limits{RPM: 150}, Burst: pacer.Burst{RPM: 1}}) // every 400 ms
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 6, Window: time.Minute, Burst: 1}}},   // a request every 10 s
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 150, Window: time.Minute, Burst: 1}}}) // every 400 ms
 		g := newGroup(t, pacer.FillInOrder, split, ps...)
 		for _, want := range []string{"a", "b"} {
 			l, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1})
@@ -515,7 +515,7 @@ func takenDeployments(t *testing.T, b redistest.Backend) ([]*pacer.Pacer, *pacer
 	t.Helper()
 	ctx := context.Background()
 	name := redistest.Name(t)
-	cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
+	cfg := pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 20, Window: time.Minute, Burst: 1}}}
 	ps := deployments(t, b.Client(t), name, cfg, cfg)
 	direct := deployments(t, b.Client(t), name, cfg, cfg)
 	if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {

@@ -47,7 +47,7 @@ func (c *clock) advance(d time.Duration) {
 func TestLateGiveBackAddsNoBurst(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 5}}
+		cfg := pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 5}}}
 		ps := newPacers(t, b, 2, cfg)
 		c := newClock(b)
 		a, err := ps[0].TryAcquire(ctx, pacer.Request{})

@@ -3,7 +3,6 @@ package pacer
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -41,8 +40,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	if v == 0 {
 		return nil, fmt.Errorf("%w: %q under key prefix %q has none; store one with Pacer.Define, or give Config a Version", ErrNotDefined, p.local.Name, p.s().prefix)
 	}
-	var d definition
-	err = json.Unmarshal(def, &d)
+	d, err := decodeDefinition(def)
 	var s settings
 	if err == nil {
 		p.local = Config{Name: name, KeyPrefix: prefix, HashTag: tag}.with(d, v)

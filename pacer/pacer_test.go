@@ -147,7 +147,7 @@ func TestAtomicityUnderWaiting(t *testing.T) {
 		// tokens need at least 1.1 s, so most of them reserve a later turn.
 		const rate, burst, cost, workers, calls = 10_000.0, 1000, 100, 24, 5
 		var waited atomic.Int64
-		ps := newPacers(t, b, 6, pacer.Config{Limits: pacer.Limits{TPM: 600_000}, Burst: pacer.Burst{TPM: burst}, MaxWait: time.Minute,
+		ps := newPacers(t, b, 6, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 600_000, Window: time.Minute, Burst: burst}}, MaxWait: time.Minute,
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting {
 					waited.Add(1)

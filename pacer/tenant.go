@@ -29,7 +29,7 @@ type Tenants struct {
 	// Rates are every tenant's own limits, the same for each tenant (at
 	// most 16): for example 200,000 tokens an hour, or a daily Spend cap.
 	// A rate here is checked and charged exactly as one of Config.Rates
-	// is, and Headroom and SlidingWindow apply to it alike. A tenant has
+	// is, and Headroom applies to it alike. A tenant has
 	// no concurrency limit of its own.
 	Rates []Rate
 

@@ -117,7 +117,8 @@ func newOutageRig(pl *plan, v variant, be *backend, cfg pacer.Config, c *chatCli
 	}
 	if v.outage != outageClosed {
 		// Each pod's share refills from empty over the outage.
-		share := float64(cfg.Limits.TPM) * r.lasting.Minutes()
+		tpm := bucketOf(cfg, pacer.Tokens)
+		share := float64(tpm.Limit) / tpm.Window.Minutes() * r.lasting.Minutes()
 		if v.outage == outageShare {
 			share /= float64(o.pods)
 		}
