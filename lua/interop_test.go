@@ -156,7 +156,7 @@ func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
 // the same keys on both sides: each side's charge is room the other is
 // refused, and its cancel room the other is admitted into.
 func interopHashTag(t *testing.T, w *worker, p *pacer.Pacer) {
-	if k := keysOf(p)[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Name(), ":tagged")+"-group}") {
+	if k := keysOf(p)[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Config().Name, ":tagged")+"-group}") {
 		t.Fatalf("Go keys %q: the hash tag is not their tag", keysOf(p))
 	}
 	a := pyTry(w, "tagged", 55)

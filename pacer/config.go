@@ -449,31 +449,27 @@ func (c Config) bucketSpecs() ([4]bucketSpec, []bucketSpec, error) {
 
 // newBucket builds the bucket sp describes, after Headroom.
 func (c Config) newBucket(sp bucketSpec) (bucket, error) {
-	limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
+	limit := wire.Headroom(sp.limit, c.Headroom)
 	if limit < 1 {
 		return bucket{}, invalidf("%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.limitName(), sp.limit, c.Headroom)
 	}
 	if sp.rate.Sliding {
 		// A strict sliding window: counted, not refilled (see
 		// wire.NewSliding).
-		wb := wire.NewSliding(sp.field, limit, sp.window, sp.unit.wire())
+		wb := wire.RateBucket(sp.field, sp.limit, 0, sp.window, sp.unit.wire(), true, c.Headroom)
 		return bucket{
 			name: sp.name, field: wb.Field, limit: limit, stated: sp.limit, capacity: float64(limit),
 			unit: sp.unit, wb: wb, perMs: float64(limit) / float64(sp.window.Milliseconds()), window: sp.window,
 		}, nil
 	}
-	burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
-	if burst > limit {
+	if burst := wire.Headroom(sp.burst, c.Headroom); burst > limit {
 		return bucket{}, invalidf("%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.burstName(), burst, limit)
 	}
-	refill := limit
-	if burst == 0 {
-		burst = limit
-	}
+	wb := wire.RateBucket(sp.field, sp.limit, sp.burst, sp.window, sp.unit.wire(), false, c.Headroom)
+	burst, refill := wb.Capacity, limit
 	b := bucket{
 		name: sp.name, field: sp.field, limit: limit, stated: sp.limit, capacity: float64(burst),
-		unit: sp.unit, wb: wire.NewBucket(sp.field, burst, refill, sp.window, sp.unit.wire()),
-		perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
+		unit: sp.unit, wb: wb, perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
 	}
 	// Times stay exact integers in a Lua double: a TAT is now plus a few
 	// spans, so a span must stay far below 2^53 µs.

@@ -40,7 +40,7 @@ func ExampleRunGroup() {
 	for i := 0; i < 6; i++ {
 		answer, err := pacer.RunGroup(ctx, g, pacer.Request{Tokens: 500}, func(ctx context.Context, d *pacer.Pacer) (string, error) {
 			// Send the call with the client (or base URL) of d.Name().
-			return "sent to " + d.Name(), nil
+			return "sent to " + d.Config().Name, nil
 		}, nil)
 		if err != nil {
 			panic(err)

@@ -147,11 +147,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 			return nil, invalidf("GroupConfig.Deployments[%d].Weight = %v: use a positive number, or 0 for 1", i, d.Weight)
 		}
 		if j, ok := seen[p.keys[0]]; ok {
-			return nil, invalidf("GroupConfig.Deployments[%d] and [%d] are the same budget %q: list each deployment once", j, i, p.Name())
+			return nil, invalidf("GroupConfig.Deployments[%d] and [%d] are the same budget %q: list each deployment once", j, i, p.s().name)
 		}
 		seen[p.keys[0]] = i
 		if p.s().shadow || p.out != nil {
-			return nil, invalidf("GroupConfig.Deployments[%d] (%q) has Config.Shadow or Config.Outage set: a Group does not route shadow budgets or fail open yet", i, p.Name())
+			return nil, invalidf("GroupConfig.Deployments[%d] (%q) has Config.Shadow or Config.Outage set: a Group does not route shadow budgets or fail open yet", i, p.s().name)
 		}
 		w := d.Weight
 		if w == 0 {

@@ -78,9 +78,9 @@ func TestGroupFillsInOrder(t *testing.T) {
 				t.Fatalf("call %d: Acquire() = %v", i, err)
 			}
 			if time.Since(start) > 500*time.Millisecond {
-				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Info().Waited, p.Name())
+				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Info().Waited, p.Config().Name)
 			}
-			got = append(got, p.Name()[len(p.Name())-1:])
+			got = append(got, p.Config().Name[len(p.Config().Name)-1:])
 		}
 		want := "[a a a a a b b b c c c c]"
 		if s := fmtNames(got); s != want {
@@ -147,7 +147,7 @@ func TestGroupNeverOverAdmits(t *testing.T) {
 				switch {
 				case err == nil:
 					mu.Lock()
-					per[p.Name()[len(p.Name())-1:]]++
+					per[p.Config().Name[len(p.Config().Name)-1:]]++
 					mu.Unlock()
 				case !errors.Is(err, pacer.ErrWaitTimeout):
 					t.Errorf("Acquire() = %v", err)
@@ -179,7 +179,7 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 				return err.Error()
 			}
 			_ = l.Settle(ctx, 1)
-			return p.Name()[len(p.Name())-1:]
+			return p.Config().Name[len(p.Config().Name)-1:]
 		}
 		if got := where(); got != "a" {
 			t.Fatalf("first call on %s; want a", got)
@@ -303,7 +303,7 @@ func TestGroupMostRoom(t *testing.T) {
 			if err != nil {
 				t.Fatalf("call %d: TryAcquire() = %v; want a lease while a deployment has room", i, err)
 			}
-			got = append(got, p.Name()[len(p.Name())-1:])
+			got = append(got, p.Config().Name[len(p.Config().Name)-1:])
 		}
 		// b has 0.9 of its requests left after the first call, a 0.2 after
 		// any: b takes the calls while it has more than a fifth left.
@@ -347,7 +347,7 @@ func TestGroupConcurrency(t *testing.T) {
 					return
 				}
 				in, hi := &inA, &maxA
-				if p.Name()[len(p.Name())-1] == 'b' {
+				if p.Config().Name[len(p.Config().Name)-1] == 'b' {
 					in, hi = &inB, &maxB
 				}
 				n := in.Add(1)
@@ -387,7 +387,7 @@ func TestGroupDefinitionsAndTenants(t *testing.T) {
 			if err != nil {
 				return "refused"
 			}
-			return p.Name()[len(p.Name())-1:]
+			return p.Config().Name[len(p.Config().Name)-1:]
 		}
 		for _, want := range []string{"a", "b", "refused"} {
 			if got := where("t1"); got != want {
@@ -480,7 +480,7 @@ func TestRunGroupRoutesAroundFailures(t *testing.T) {
 		var tried []string
 		start := time.Now()
 		got, err := pacer.RunGroup(ctx, g, pacer.Request{Tokens: 10}, func(ctx context.Context, p *pacer.Pacer) (string, error) {
-			d := p.Name()[len(p.Name())-1:]
+			d := p.Config().Name[len(p.Config().Name)-1:]
 			tried = append(tried, d)
 			switch d {
 			case "a":
@@ -552,7 +552,7 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 		}
 		defer l.Cancel(ctx)
 		if p != ps[1] {
-			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
+			t.Errorf("Acquire() admitted on %q; want %q", p.Config().Name, ps[1].Config().Name)
 		}
 		// The paused deployment's turn went back (in the background): only
 		// the other client's lease is left there.
@@ -595,7 +595,7 @@ func TestGroupRoutesAgainAfterAStop(t *testing.T) {
 		}
 		defer l.Cancel(ctx)
 		if p != ps[1] {
-			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
+			t.Errorf("Acquire() admitted on %q; want %q", p.Config().Name, ps[1].Config().Name)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package pacer
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -55,16 +54,4 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	// settle it again.
 	p.defined.Store(true)
 	return p, nil
-}
-
-// TenantSnapshotOfHash reads a tenant's state as TenantSnapshot does, for
-// an operator who knows the tenant by its key alone: hash is the 32 hex
-// digits that end the tenant's key (the first 16 bytes of the SHA-256 of
-// its id), since keys name tenants by a digest of their id. The
-// snapshot's Tenant is empty.
-func (p *Pacer) TenantSnapshotOfHash(ctx context.Context, hash string) (TenantSnapshot, error) {
-	if b, err := hex.DecodeString(hash); err != nil || len(b) != 16 || hash != hex.EncodeToString(b) {
-		return TenantSnapshot{}, invalidf("TenantSnapshotOfHash(%.40q): give the 32 lowercase hex digits that end the tenant's key", hash)
-	}
-	return p.tenantSnapshot(ctx, wire.TenantKey(p.tag, hash), "")
 }

@@ -123,9 +123,6 @@ func (p *Pacer) adopt(s *settings) {
 	p.cur.Store(s)
 }
 
-// Name returns the budget's name.
-func (p *Pacer) Name() string { return p.s().name }
-
 // Config returns the definition in force: the Config New was given, or,
 // once the Pacer follows a definition stored by Define (or by Open), that
 // definition's fields in place of its own, with Version its version (0

@@ -23,7 +23,7 @@ func TestConcurrencyWaitsForSettle(t *testing.T) {
 		var mu sync.Mutex
 		var hints []time.Duration
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{Concurrency: 2}})
-		third := newPacer(t, b, pacer.Config{Name: ps[0].Name(), Limits: pacer.Limits{Concurrency: 2},
+		third := newPacer(t, b, pacer.Config{Name: ps[0].Config().Name, Limits: pacer.Limits{Concurrency: 2},
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Limit == "concurrency" {
 					mu.Lock()

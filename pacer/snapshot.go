@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -152,19 +151,9 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 // state returns the bucket's state at nowUs, from its field's value as
 // stored ("" when none: full).
 func (b bucket) state(nowUs int64, str string) (RateState, error) {
-	if b.wb.Sub > 0 {
-		lv, err := b.wb.SlidingLevel(nowUs, str)
-		if err != nil {
-			return RateState{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
-		}
-		return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
+	lv, err := b.wb.State(nowUs, str)
+	if err != nil {
+		return RateState{}, err
 	}
-	var tat int64
-	if str != "" {
-		var err error
-		if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
-			return RateState{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
-		}
-	}
-	return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(nowUs, tat, str != ""), PerSecond: b.perMs * 1000}, nil
+	return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
 }

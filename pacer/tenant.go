@@ -119,12 +119,9 @@ func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 		// calls, reserving turns ahead of everyone up to its wait bound
 		// (RPM 600, burst 10, Share 0.2: 120 calls, 15 s of 429s for
 		// light tenants). Never less than one unit.
-		refill := pb.perMs * float64(pb.window.Milliseconds()) * c.Tenants.Share
-		capacity := pb.capacity * c.Tenants.Share
-		wb := wire.NewBucket("%"+name, max(1, int64(capacity)), max(1, int64(refill)), pb.window, pb.wb.Unit)
-		wb.Room = max(1, int64(float64(pb.limit)*c.Tenants.Share))
+		wb := wire.ShareBucket(name, int64(pb.capacity), pb.limit, pb.window, pb.wb.Unit, c.Tenants.Share)
 		out = append(out, bucket{name: "share of " + pb.name, field: wb.Field, limit: wb.Capacity, stated: wb.Capacity,
-			capacity: float64(wb.Capacity), wb: wb, perMs: refill / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
+			capacity: float64(wb.Capacity), wb: wb, perMs: float64(wb.Room) / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
 	}
 	return out, nil
 }

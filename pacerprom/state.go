@@ -77,12 +77,12 @@ func (c *Collector) collectState(ch chan<- prometheus.Metric) {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				reads <- read{name: p.Name(), err: ctx.Err()}
+				reads <- read{name: p.Config().Name, err: ctx.Err()}
 				return
 			}
 			defer func() { <-sem }()
 			s, err := p.Snapshot(ctx)
-			reads <- read{name: p.Name(), s: s, err: err}
+			reads <- read{name: p.Config().Name, s: s, err: err}
 		}()
 	}
 
@@ -94,9 +94,9 @@ func (c *Collector) collectState(ch chan<- prometheus.Metric) {
 			c.send(ch, r)
 		case <-ctx.Done():
 			for _, p := range ps {
-				if !done[p.Name()] {
-					done[p.Name()] = true
-					c.send(ch, read{name: p.Name(), err: ctx.Err()})
+				if !done[p.Config().Name] {
+					done[p.Config().Name] = true
+					c.send(ch, read{name: p.Config().Name, err: ctx.Err()})
 				}
 			}
 		}

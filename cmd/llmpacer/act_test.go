@@ -21,7 +21,7 @@ func TestPauseStopResume(t *testing.T) {
 		f := newFixture(t, b)
 		env := envOf(b)
 		for _, p := range []*pacer.Pacer{f.defined, f.bare} {
-			name := p.Name()
+			name := p.Config().Name
 			before, err := p.Snapshot(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -121,16 +121,16 @@ func TestPauseThenStop(t *testing.T) {
 		f := newFixture(t, b)
 		env := envOf(b)
 		p := f.defined
-		if r := runWith(t, env, "pause", "-prefix", f.prefix, "-for", "20s", p.Name()); r.code != exitOK {
+		if r := runWith(t, env, "pause", "-prefix", f.prefix, "-for", "20s", p.Config().Name); r.code != exitOK {
 			t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		if r := runWith(t, env, "stop", "-prefix", f.prefix, "-for", "1m", p.Name()); r.code != exitOK {
+		if r := runWith(t, env, "stop", "-prefix", f.prefix, "-for", "1m", p.Config().Name); r.code != exitOK {
 			t.Fatalf("stop: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
 			t.Errorf("TryAcquire after pause then stop = %v; want ErrStopped", err)
 		}
-		if r := runWith(t, env, "resume", "-prefix", f.prefix, p.Name()); r.code != exitOK {
+		if r := runWith(t, env, "resume", "-prefix", f.prefix, p.Config().Name); r.code != exitOK {
 			t.Errorf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
