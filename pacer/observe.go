@@ -8,30 +8,6 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// Observers returns one observer for Config.Observe that calls each of fs
-// in turn, skipping nil ones: a metrics collector and a logger, say. It
-// returns nil if every f is nil. Like any observer, each f runs
-// synchronously in the calling goroutine.
-func Observers(fs ...func(Event)) func(Event) {
-	var all []func(Event)
-	for _, f := range fs {
-		if f != nil {
-			all = append(all, f)
-		}
-	}
-	switch len(all) {
-	case 0:
-		return nil
-	case 1:
-		return all[0]
-	}
-	return func(e Event) {
-		for _, f := range all {
-			f(e)
-		}
-	}
-}
-
 // SlogObserver returns an observer for Config.Observe that logs every event
 // to l (slog.Default() if nil), with the budget and what the event carries
 // as attributes: tokens, priority, limit, wait, how a lease ended, the

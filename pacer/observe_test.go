@@ -75,22 +75,6 @@ func TestSlogObserverDisabled(t *testing.T) {
 	}
 }
 
-// Observers calls each observer in order, and skips nil ones.
-func TestObservers(t *testing.T) {
-	var got []string
-	f := func(tag string) func(pacer.Event) {
-		return func(e pacer.Event) { got = append(got, tag+":"+e.Kind.String()) }
-	}
-	if pacer.Observers() != nil || pacer.Observers(nil, nil) != nil {
-		t.Error("Observers() of no observer is not nil")
-	}
-	pacer.Observers(f("a"), nil, f("b"))(pacer.Event{Kind: pacer.Paused})
-	pacer.Observers(nil, f("c"))(pacer.Event{Kind: pacer.Resumed})
-	if want := "a:paused b:paused c:resumed"; strings.Join(got, " ") != want {
-		t.Errorf("observers called: %q; want %q", strings.Join(got, " "), want)
-	}
-}
-
 func dropTime(groups []string, a slog.Attr) slog.Attr {
 	if len(groups) == 0 && a.Key == slog.TimeKey {
 		return slog.Attr{}
@@ -99,8 +83,8 @@ func dropTime(groups []string, a slog.Attr) slog.Attr {
 }
 
 // Log what a budget does, at Info and above: pauses, quota stops and the
-// calls they refuse, resumes and expired leases. Chain it with a metrics
-// collector through Observers.
+// calls they refuse, resumes and expired leases. Beside a metrics
+// collector, in one closure.
 func ExampleSlogObserver() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
@@ -110,12 +94,16 @@ func ExampleSlogObserver() {
 	defer rdb.Close()
 
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: dropTime})) // Info and above
+	logEvent := pacer.SlogObserver(log)
 	count := 0
 	p, err := pacer.New(rdb, pacer.Config{
 		Name:     "openai:gpt-4o-mini",
 		Limits:   pacer.Limits{RPM: 500, TPM: 200_000},
 		LeaseTTL: time.Minute,
-		Observe:  pacer.Observers(pacer.SlogObserver(log), func(pacer.Event) { count++ }), // e.g. pacerprom's Observe
+		Observe: func(e pacer.Event) {
+			logEvent(e)
+			count++ // e.g. pacerprom's Observe
+		},
 	})
 	if err != nil {
 		panic(err)

@@ -76,7 +76,7 @@ func (m *eventMetrics) collect(ch chan<- prometheus.Metric) {
 }
 
 // Observe counts one event. Set it as Config.Observe, or chain it with
-// others (pacer.Observers). It is safe for simultaneous use, never calls
+// others in a closure (func(e pacer.Event) { c.Observe(e); log(e) }). It is safe for simultaneous use, never calls
 // Redis and never panics on odd label values.
 func (c *Collector) Observe(e pacer.Event) {
 	budget := label(e.Name)
