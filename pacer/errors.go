@@ -66,9 +66,9 @@ var (
 	// retrying cannot fix (bad request, auth, not found, context too long).
 	ErrPermanent = errors.New("pacer: permanent provider error")
 
-	// ErrStateLost is the Err of a StateLost event: Redis no longer held
-	// the budget's state, which this process had seen in use and not yet
-	// expired.
+	// ErrStateLost is the Err of a Warning event that says Redis no
+	// longer held the budget's state, which this process had seen in use
+	// and not yet expired.
 	ErrStateLost = errors.New("pacer: Redis lost the budget's state while it was in use (a restart without persistence, a failover, or an eviction); the buckets restart empty and refill at their rate")
 
 	// ErrNotDefined reports that no definition of the budget is stored in

@@ -48,15 +48,14 @@ const (
 	// RedisUp: Redis answers again and the shared budget admits calls;
 	// Wait is how long this process had lost it.
 	RedisUp
-	// StateLost: Redis had lost the budget's state while it was in use (a
-	// restart without persistence, a failover that lost the last writes,
-	// an eviction), and this process's call found it: its buckets restart
-	// empty, as the provider still counts what was used, and refill at
-	// their rate. Wait is how long the buckets take to refill, Err says
-	// what to check.
-	StateLost
-	// Warning: a setting of the Redis server puts the budget at risk; Err
-	// says which and what to change. New checks maxmemory-policy.
+	// Warning: the budget is at risk or was hurt; Err says how and what
+	// to change. A setting of the Redis server puts it at risk (New checks
+	// maxmemory-policy); or, with Err ErrStateLost, Redis had lost the
+	// budget's state while it was in use (a restart without persistence,
+	// a failover that lost the last writes, an eviction), and this
+	// process's call found it: its buckets restart empty, as the provider
+	// still counts what was used, and refill at their rate, which takes
+	// Wait.
 	Warning
 )
 
@@ -87,8 +86,6 @@ func (k EventKind) String() string {
 		return "redis_down"
 	case RedisUp:
 		return "redis_up"
-	case StateLost:
-		return "state_lost"
 	case Warning:
 		return "warning"
 	}

@@ -69,9 +69,10 @@ func slogLevel(e Event) (slog.Level, string) {
 		return slog.LevelWarn, "llmpacer: Redis unreachable, failing open or closed per Config.Outage"
 	case RedisUp:
 		return slog.LevelInfo, "llmpacer: Redis answers again, the shared budget admits"
-	case StateLost:
-		return slog.LevelWarn, "llmpacer: Redis lost the budget's state; its buckets restart empty"
 	case Warning:
+		if errors.Is(e.Err, ErrStateLost) {
+			return slog.LevelWarn, "llmpacer: Redis lost the budget's state; its buckets restart empty"
+		}
 		return slog.LevelWarn, "llmpacer: Redis setting puts the budget at risk"
 	case Failed:
 		if e.Verdict.Kind == classify.Canceled {
@@ -115,8 +116,10 @@ func slogAttrs(e Event) []slog.Attr {
 		a = append(a, slog.Duration("stop", e.Wait))
 	case RedisUp:
 		a = append(a, slog.Duration("down", e.Wait))
-	case StateLost:
-		a = append(a, slog.Duration("refill", e.Wait))
+	case Warning:
+		if errors.Is(e.Err, ErrStateLost) {
+			a = append(a, slog.Duration("refill", e.Wait))
+		}
 	case Failed:
 		request()
 		v := e.Verdict

@@ -42,6 +42,19 @@ func (k *kinds) count(kind pacer.EventKind) int {
 	return n
 }
 
+// lost counts the Warning events that say the state was lost.
+func (k *kinds) lost() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, e := range k.events {
+		if e.Kind == pacer.Warning && errors.Is(e.Err, pacer.ErrStateLost) {
+			n++
+		}
+	}
+	return n
+}
+
 // waitFor waits up to d for the n-th event of kind.
 func (k *kinds) waitFor(t *testing.T, kind pacer.EventKind, n int, d time.Duration) {
 	t.Helper()
