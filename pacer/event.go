@@ -21,18 +21,17 @@ const (
 	// Admitted of its lease: a turn reserved ahead and given back before
 	// it came (its caller gave up) ends unreported.
 	Ended
-	// Paused: the budget was paused; Wait is the pause now in force, Limit
-	// the limit the provider's 429 named ("rpm" or "tpm", see Throttled),
-	// or "" for Pause and for a 429 that named none.
+	// Paused: the budget was paused or stopped; Wait is the pause or the
+	// stop now in force. For a pause, Limit is the limit the provider's
+	// 429 named ("rpm" or "tpm", see Throttled), or "" for Pause and for a
+	// 429 that named none. A stop is a pause that refuses calls rather
+	// than hold them: its Err is ErrQuotaExhausted (StopQuota) or
+	// ErrStopped (Stop), and its Limit "".
 	Paused
 	// Failed: a call that Run or RunGroup made failed (refused by the
 	// provider, timed out, ...); Verdict says what the failure means. The
 	// lease's end follows as an Ended event.
 	Failed
-	// Stopped: the budget was stopped; Wait is the stop now in force, Err
-	// ErrQuotaExhausted (StopQuota) or ErrStopped (Stop). A stop is not a
-	// limit: Limit is "".
-	Stopped
 	// Resumed: the budget's stop was ended, by Resume or by a probe that
 	// succeeded.
 	Resumed
@@ -60,7 +59,7 @@ const (
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed", "stopped", "resumed", "redefined", "redis_down", "redis_up",
+// "failed", "resumed", "redefined", "redis_down", "redis_up",
 // "state_lost", "warning".
 func (k EventKind) String() string {
 	switch k {
@@ -76,8 +75,6 @@ func (k EventKind) String() string {
 		return "paused"
 	case Failed:
 		return "failed"
-	case Stopped:
-		return "stopped"
 	case Resumed:
 		return "resumed"
 	case Redefined:
@@ -124,7 +121,7 @@ type Event struct {
 	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error), Stopped (the kind of stop), Ended when the lease expired, and RedisDown
+	Err     error // for Denied, Failed (the call's error), Paused by a stop (the kind of stop), Ended when the lease expired, and RedisDown
 	// Local says, for Admitted, Waiting and Ended, that this process's
 	// share admitted the call while Redis was down (see Outage).
 	Local bool

@@ -57,12 +57,13 @@ func slogLevel(e Event) (slog.Level, string) {
 		}
 		return slog.LevelDebug, "llmpacer: lease ended"
 	case Paused:
-		return slog.LevelInfo, "llmpacer: budget paused"
-	case Stopped:
-		if errors.Is(e.Err, ErrQuotaExhausted) {
+		switch {
+		case errors.Is(e.Err, ErrQuotaExhausted):
 			return slog.LevelWarn, "llmpacer: budget stopped, provider quota exhausted"
+		case e.Err != nil:
+			return slog.LevelWarn, "llmpacer: budget stopped"
 		}
-		return slog.LevelWarn, "llmpacer: budget stopped"
+		return slog.LevelInfo, "llmpacer: budget paused"
 	case Resumed:
 		return slog.LevelInfo, "llmpacer: budget resumed"
 	case RedisDown:
@@ -110,10 +111,12 @@ func slogAttrs(e Event) []slog.Attr {
 		a = append(a, slog.String("end", e.End.String()), slog.Int64("tokens", e.Tokens),
 			slog.Int64("used", e.Used), slog.Duration("held", e.Held))
 	case Paused:
+		if e.Err != nil { // a stop
+			a = append(a, slog.Duration("stop", e.Wait))
+			break
+		}
 		limit()
 		a = append(a, slog.Duration("pause", e.Wait))
-	case Stopped:
-		a = append(a, slog.Duration("stop", e.Wait))
 	case RedisUp:
 		a = append(a, slog.Duration("down", e.Wait))
 	case Warning:
@@ -140,7 +143,7 @@ func slogAttrs(e Event) []slog.Attr {
 	if e.Local {
 		a = append(a, slog.Bool("local", true))
 	}
-	if e.Err != nil && e.Kind != Stopped { // a Stopped's Err is its kind, which msg says
+	if e.Err != nil && e.Kind != Paused { // a stop's Err is its kind, which msg says
 		a = append(a, slog.Any("err", e.Err))
 	}
 	return a

@@ -75,7 +75,7 @@ func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind string) e
 		return fmt.Errorf("pacer: stop of %q: %w", p.s().name, err)
 	}
 	p.stoppedAt.Store(time.Now().UnixNano())
-	p.emit(Event{Kind: Stopped, Wait: time.Duration(vals[0]) * time.Millisecond, Err: stopErr(kind)})
+	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond, Err: stopErr(kind)})
 	return nil
 }
 

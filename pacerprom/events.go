@@ -41,7 +41,7 @@ func newEventMetrics(cfg config) eventMetrics {
 		failures:   counter("failures_total", "Calls made by Run or RunGroup that failed, by what the failure means (Failed events).", "budget", "verdict"),
 		throttles:  counter("throttles_total", "Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).", "budget", "limit"),
 		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Throttled (Paused events).", "budget", "limit"),
-		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Stopped events).", "budget", "limit"),
+		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Paused events of a stop).", "budget", "limit"),
 		resumes:    counter("resumes_total", "Stops ended by Resume or by a probe that succeeded (Resumed events).", "budget"),
 		ended:      counter("leases_ended_total", "Leases ended, by how: settled, released, canceled, expired, rejected (Ended events).", "budget", "end"),
 		reserved:   counter("reserved_tokens_total", "Tokens reserved by leases that ended.", "budget"),
@@ -105,14 +105,16 @@ func (c *Collector) Observe(e pacer.Event) {
 	case pacer.Failed:
 		m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
 	case pacer.Paused:
+		if e.Err != nil { // a stop: StopQuota or Stop
+			m.stops.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
+			break
+		}
 		m.pauses.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 		// Every provider 429 (Throttled) counts, also one that named no
 		// limit (limit "pause"); Pause by hand does not.
 		if e.Throttled {
 			m.throttles.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 		}
-	case pacer.Stopped:
-		m.stops.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 	case pacer.Resumed:
 		m.resumes.WithLabelValues(lv(budget)...).Inc()
 	case pacer.Ended:
