@@ -23,17 +23,15 @@ var vectorConfigs = []namedConfig{
 	// The contract's example.
 	{"basic", vconfig{Budget: "openai:gpt-4o-mini", Limits: vlimits{RPM: 500, TPM: 200_000}}},
 	// Headroom lowers limits and bursts alike: floor(x × (1 − headroom)).
-	{"headroom", vconfig{Budget: "headroom", Limits: vlimits{RPM: 500, TPM: 200_000, RPD: 10_000},
-		Burst: vlimits{RPM: 50, TPM: 20_000}, Headroom: 0.1}},
+	// RPM and TPM with a burst are Rates, in Limits' places (rpm, tpm).
+	{"headroom", vconfig{Budget: "headroom", Limits: vlimits{RPD: 10_000}, Headroom: 0.1, Rates: []vrate{
+		{Unit: "requests", Limit: 500, WindowMs: 60_000, Burst: 50},
+		{Unit: "tokens", Limit: 200_000, WindowMs: 60_000, Burst: 20_000},
+	}}},
 	// A headroom whose product is not exact in floating point.
-	{"headroom-rounding", vconfig{Budget: "headroom-rounding", Limits: vlimits{RPM: 100, TPM: 33_333, TPD: 999_999},
-		Burst: vlimits{TPM: 7_777}, Headroom: 0.15}},
-	// SlidingWindow without a burst: burst = limit − floor(limit / 2),
-	// refill = limit − burst.
-	{"sliding", vconfig{Budget: "sliding", Limits: vlimits{RPM: 7, TPM: 100_001}, SlidingWindow: true}},
-	// SlidingWindow with bursts and headroom.
-	{"sliding-burst", vconfig{Budget: "sliding-burst", Limits: vlimits{RPM: 60, TPM: 90_000, RPD: 1_000},
-		Burst: vlimits{RPM: 10, TPM: 30_000}, Headroom: 0.05, SlidingWindow: true}},
+	{"headroom-rounding", vconfig{Budget: "headroom-rounding", Limits: vlimits{RPM: 100, TPD: 999_999}, Headroom: 0.15, Rates: []vrate{
+		{Unit: "tokens", Limit: 33_333, WindowMs: 60_000, Burst: 7_777},
+	}}},
 	// The default batch floor (0.2) on requests, tokens per day and slots;
 	// RPM 7 makes a request's interval 8,571,428.57 µs.
 	{"floor-default", vconfig{Budget: "floor-default", Limits: vlimits{RPM: 7, TPD: 1_000_000, Concurrency: 5}}},
@@ -57,8 +55,8 @@ var vectorConfigs = []namedConfig{
 		{Unit: "input_tokens", Limit: 40_000, WindowMs: 60_000},
 		{Unit: "output_tokens", Limit: 8_000, WindowMs: 60_000, Burst: 2_000},
 	}}},
-	// Rates under Headroom and SlidingWindow like the four, a window that
-	// is not whole seconds (named in ms), a week-long one, and NoRefund.
+	// Rates under Headroom like the four, a window that is not whole
+	// seconds (named in ms), a week-long one, and NoRefund.
 	// Strict sliding windows (Rate.Sliding): the issue-12 provider's 24,000
 	// tokens and 30 requests per 10 s, output tokens per minute, and a
 	// per-minute token bucket beside them, under Headroom. Each is named
@@ -68,7 +66,7 @@ var vectorConfigs = []namedConfig{
 		{Unit: "requests", Limit: 30, WindowMs: 10_000, Sliding: true},
 		{Unit: "output_tokens", Limit: 8_000, WindowMs: 60_000, Sliding: true},
 	}}},
-	{"rates-sliding", vconfig{Budget: "rates-sliding", Limits: vlimits{RPM: 60}, Headroom: 0.1, SlidingWindow: true, NoRefund: true, Rates: []vrate{
+	{"rates-windows", vconfig{Budget: "rates-windows", Limits: vlimits{RPM: 60}, Headroom: 0.1, NoRefund: true, Rates: []vrate{
 		{Unit: "requests", Limit: 10, WindowMs: 1_000},
 		{Unit: "input_tokens", Limit: 30_000, WindowMs: 1_500},
 		{Unit: "output_tokens", Limit: 12_000, WindowMs: 60_000, Burst: 4_000},
@@ -87,7 +85,7 @@ var vectorConfigs = []namedConfig{
 	// as its share ('%' fields, sized from the burst). A tenant's call
 	// runs on the budget's keys and its own hash; an interactive one sends
 	// its priority as "0:<ppm>" (see docs/lua-contract.md, "Tenants").
-	{"tenants", vconfig{Budget: "saas", Limits: vlimits{RPM: 600, TPM: 100_000, Concurrency: 10}, Burst: vlimits{RPM: 100},
+	{"tenants", vconfig{Budget: "saas", Limits: vlimits{TPM: 100_000, Concurrency: 10}, Rates: []vrate{{Unit: "requests", Limit: 600, WindowMs: 60_000, Burst: 100}},
 		Tenants: &vtenants{Share: 0.2, Rates: []vrate{
 			{Unit: "tokens", Limit: 20_000, WindowMs: 3_600_000},
 			{Unit: "requests", Limit: 30, WindowMs: 10_000, Sliding: true},
@@ -139,11 +137,7 @@ var vectorConfigs = []namedConfig{
 // too.
 var invalidConfigs = []namedConfig{
 	{"no-limits", vconfig{Budget: "none"}},
-	{"sliding-burst-equals-limit", vconfig{Budget: "x", Limits: vlimits{RPM: 60}, Burst: vlimits{RPM: 60}, SlidingWindow: true}},
-	{"burst-above-limit", vconfig{Budget: "x", Limits: vlimits{RPM: 100}, Burst: vlimits{RPM: 120}}},
-	{"sliding-burst-equals-limit-after-headroom", vconfig{Budget: "x", Limits: vlimits{TPM: 1000}, Burst: vlimits{TPM: 1000}, Headroom: 0.5, SlidingWindow: true}},
 	{"headroom-leaves-nothing", vconfig{Budget: "x", Limits: vlimits{RPM: 1}, Headroom: 0.5}},
-	{"burst-without-limit", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Burst: vlimits{TPM: 5}}},
 	{"headroom-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Headroom: 1}},
 	{"batch-floor-one", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, BatchFloor: 1}},
 	{"name-with-brace", vconfig{Budget: "a{b}", Limits: vlimits{RPM: 10}}},
@@ -160,11 +154,9 @@ var invalidConfigs = []namedConfig{
 	{"rate-rpm-twice", vconfig{Budget: "x", Rates: []vrate{
 		{Unit: "requests", Limit: 500, WindowMs: 60_000}, {Unit: "requests", Limit: 400, WindowMs: 60_000}}}},
 	{"rate-also-in-limits", vconfig{Budget: "x", Limits: vlimits{TPM: 10_000}, Rates: []vrate{{Unit: "tokens", Limit: 10_000, WindowMs: 60_000}}}},
-	{"rate-also-in-burst", vconfig{Budget: "x", Burst: vlimits{RPD: 100}, Rates: []vrate{{Unit: "requests", Limit: 1_000, WindowMs: 86_400_000}}}},
 	{"rates-seventeen", vconfig{Budget: "x", Rates: seventeenRates()}},
 	{"rate-headroom-leaves-nothing", vconfig{Budget: "x", Headroom: 0.5, Rates: []vrate{{Unit: "requests", Limit: 1, WindowMs: 1_000}}}},
 	{"rate-exact-with-burst", vconfig{Budget: "x", Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 60_000, Burst: 10, Sliding: true}}}},
-	{"rate-sliding-burst-equals-limit", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000, WindowMs: 3_600_000, Burst: 1_000}}}},
 	{"spend-without-prices", vconfig{Budget: "x", Rates: []vrate{{Unit: "spend", Limit: 1_000, WindowMs: 60_000}}}},
 	{"tenant-spend-without-prices", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Rates: []vrate{{Unit: "spend", Limit: 1_000, WindowMs: 60_000}}}}},
 	{"price-negative", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Prices: map[string]vprice{"m": {Input: -1}}}},
@@ -176,8 +168,6 @@ var invalidConfigs = []namedConfig{
 	{"tenant-rates-twice", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Rates: []vrate{
 		{Unit: "tokens", Limit: 100, WindowMs: 60_000}, {Unit: "tokens", Limit: 200, WindowMs: 60_000}}}}},
 	{"tenant-rate-window-under-1s", vconfig{Budget: "x", Limits: vlimits{RPM: 10}, Tenants: &vtenants{Rates: []vrate{{Unit: "tokens", Limit: 100, WindowMs: 500}}}}},
-	// A bucket that would take more than 2^50 µs (35 years) to refill.
-	{"rate-refill-too-slow", vconfig{Budget: "x", SlidingWindow: true, Rates: []vrate{{Unit: "tokens", Limit: 1_000_000, WindowMs: 366 * 86_400_000, Burst: 999_999}}}},
 }
 
 // seventeenRates is one rate more than a Config may have: requests over
@@ -276,7 +266,7 @@ func configVectors(t *testing.T) any {
 			f.take()
 			levels := map[string]pacer.RateState{}
 			for _, r := range snap.Rates {
-				levels[string(r.Rate.Name())] = r
+				levels[r.Rate.Name()] = r
 			}
 			for k := range n {
 				field := inter.Args[8+k]
@@ -301,7 +291,7 @@ func configVectors(t *testing.T) any {
 	return map[string]any{
 		"comment": "Each configuration as the Go client reads it. config: the input (durations in ms; an absent field is its default). " +
 			"keys: KEYS[1], KEYS[2], KEYS[3]. max_wait_ms: acquire's ARGV[3] for a call that may wait its whole bound; lease_ttl_ms: ARGV[4]; " +
-			"slots: the concurrency limit (ARGV[5]) and the slots a batch call may use (ARGV[6], sent by every call). buckets: limit and capacity after Headroom (and SlidingWindow), " +
+			"slots: the concurrency limit (ARGV[5]) and the slots a batch call may use (ARGV[6], sent by every call). buckets: limit and capacity after Headroom, " +
 			"the refill per second, and the charge of one unit and the allowances acquire is sent, in µs (for a strict sliding window, field '~<sub-window µs>:<name>', in units). " +
 			"error \"invalid\": the Go client rejects the configuration (message is its text).",
 		"configs": out,

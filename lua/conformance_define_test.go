@@ -40,7 +40,7 @@ func defineVectors(t *testing.T) any {
 	stale := []any{int64(3), int64(0), n, "", int64(0), int64(0), int64(0)}
 	acme := tenant(calling(split("acquire", 0, 1000, 500, "interactive"), "gpt-4o"), "acme")
 	plain := calling(req("acquire", 1300, "interactive"), "gpt-4o")
-	odd := vconfig{Limits: vlimits{TPM: 90_000, Concurrency: 3}, Headroom: 0.05, SlidingWindow: true, BatchFloor: -1, LeaseTTLMs: 90_000,
+	odd := vconfig{Limits: vlimits{TPM: 90_000, Concurrency: 3}, Headroom: 0.05, BatchFloor: -1, LeaseTTLMs: 90_000,
 		Rates:   []vrate{{Unit: "spend", Limit: 5_000_000, WindowMs: 86_400_000, Sliding: true}, {Unit: "output_tokens", Limit: 20_000, WindowMs: 60_000, Burst: 5_000}},
 		Weights: map[string]float64{"gpt-4o-mini": 0.15, "o1": 7.5, "a<b&c": 1e-7},
 		Prices: map[string]vprice{"gpt-4o-mini": {Input: 150_000, CachedInput: 75_000, Output: 600_000},
@@ -61,6 +61,8 @@ func defineVectors(t *testing.T) any {
 			Replies: []any{[]any{int64(0), int64(5), storedDef}, admitted(defaultLeaseTTL)}},
 		{Name: "an invalid definition stored", Config: "basic", Request: &plain,
 			Replies: []any{stale, []any{int64(0), int64(6), `{"limits":{"RPM":-5}}`}}},
+		{Name: "a definition an older version stored with sliding_window: refused", Config: "basic", Request: &plain,
+			Replies: []any{stale, []any{int64(0), int64(6), `{"limits":{"RPM":60,"TPM":0,"RPD":0,"TPD":0,"Concurrency":0},"burst":{"RPM":0,"TPM":0,"RPD":0,"TPD":0},"tenants":{"Rates":null,"Share":0},"sliding_window":true}`}}},
 		{Name: "a definition that is not JSON", Config: "basic", Version: 1, Request: &plain,
 			Replies: []any{[]any{int64(0), int64(6), `limits: 5`}}},
 		{Name: "Define stores the next version; the Pacer runs it", Config: "basic", Define: &spend, Request: &acme,

@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -70,14 +71,14 @@ func pauseVectors(t *testing.T) any {
 		throttled("basic", 20*time.Second, "unknown", 0),
 		throttled("everything", 1500*time.Millisecond, "unknown", 4000),
 		throttled("headroom", time.Second, "unknown", 1300),
-		throttled("sliding", time.Second, "unknown", 5000),
+		throttled("headroom", time.Second, "unknown", 5000),
 		throttled("daily", time.Second, "unknown", 5000),
 		throttled("concurrency-only", time.Second, "unknown", 5000),
 		sync("basic", map[string]int64{"requests": 40, "tokens": 1300}),
 		sync("basic", map[string]int64{"tokens": 0}),
 		sync("basic", map[string]int64{"requests": 10_000_000, "tokens": -5}),
 		sync("headroom", map[string]int64{"requests": 40, "tokens": 150_000}),
-		sync("sliding", map[string]int64{"tokens": 5000}),
+		sync("headroom", map[string]int64{"tokens": 5000}),
 		sync("daily", map[string]int64{"requests": 3, "tokens": 5000}),
 		// Rates: the buckets of a minute or shorter whose unit the
 		// provider's limit names; an input or output bucket is lowered by
@@ -89,7 +90,7 @@ func pauseVectors(t *testing.T) any {
 		splitThrottled("rates", 2*time.Second, "input_tokens", 1000, 300),
 		splitThrottled("rates", 2*time.Second, "output_tokens", 1000, 300),
 		splitThrottled("rates", 2*time.Second, "unknown", 50_000, 10_000),
-		splitThrottled("rates-sliding", time.Second, "unknown", 5000, 1000),
+		splitThrottled("rates-windows", time.Second, "unknown", 5000, 1000),
 		throttled("rates-rpm", time.Second, "unknown", 1300),
 		// Sliding windows are never lowered: the pause holds them back.
 		throttled("rates-exact", time.Second, "unknown", 1300),
@@ -214,7 +215,7 @@ func snapshotVectors(t *testing.T) any {
 		{Name: "turns reserved ahead: below zero", Config: "basic", Reply: []any{n, int64(250), int64(1), s(n + 90_000_000), s(n + 61_234_567), ""}},
 		{Name: "just short of full", Config: "basic", Reply: []any{n, int64(0), int64(0), s(n + 1), s(n + 1), ""}},
 		{Name: "every bucket", Config: "everything", Reply: []any{n, int64(1500), int64(7), s(n + 17_142_857), "", s(n + 86_400_000_000), s(n + 1_000_000), ""}},
-		{Name: "sliding window", Config: "sliding-burst", Reply: []any{n, int64(0), int64(0), s(n + 12_345_678), s(n + 20_000_000), "", ""}},
+		{Name: "buckets with a burst", Config: "headroom", Reply: []any{n, int64(0), int64(0), s(n + 12_345_678), s(n + 20_000_000), "", ""}},
 		{Name: "headroom", Config: "headroom", Reply: []any{n, int64(0), int64(0), s(n + 3_000_000), s(n + 3_000_000), s(n + 3_000_000), ""}},
 		{Name: "concurrency only", Config: "concurrency-only", Reply: []any{n, int64(0), int64(2), ""}},
 		{Name: "stopped for the quota", Config: "basic", Reply: []any{n, int64(0), int64(0), "", "", fmt.Sprintf("%d %d 60000 quota", n/1000+3_600_000, n/1000+60_000)}},
@@ -253,9 +254,9 @@ func snapshotVectors(t *testing.T) any {
 				return
 			}
 			r := &vsnap{TimeUs: snap.Time.UnixMicro(), PausedMs: snap.Paused.Milliseconds(), InFlight: snap.InFlight, Concurrency: snap.Concurrency, Buckets: []vsnapBuck{},
-				StoppedMs: snap.Stopped.Milliseconds(), StoppedBy: string(snap.StoppedBy)}
+				StoppedMs: snap.Stopped.Milliseconds(), StoppedBy: stopKind(snap.StoppedBy)}
 			for _, b := range snap.Rates {
-				r.Buckets = append(r.Buckets, vsnapBuck{string(b.Rate.Name()), b.Limit, b.Capacity, b.Level, b.PerSecond})
+				r.Buckets = append(r.Buckets, vsnapBuck{b.Rate.Name(), b.Limit, b.Capacity, b.Level, b.PerSecond})
 			}
 			c.Result = r
 		})
@@ -276,4 +277,16 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // of them in cur-64.
 func slidingValue(cur, folded int64) string {
 	return wire.SlidingState{Head: cur + 1, Last: cur + 1, Total: 300, Current: 300, Folded: folded, FoldedLast: cur - 64}.Header()
+}
+
+// stopKind names a stop as the vectors record it, in the kind lua/stop.lua
+// stores: "quota", "stop", or "" for none.
+func stopKind(by error) string {
+	switch {
+	case errors.Is(by, pacer.ErrQuotaExhausted):
+		return "quota"
+	case by != nil:
+		return "stop"
+	}
+	return ""
 }

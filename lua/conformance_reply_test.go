@@ -88,7 +88,7 @@ func acquireReplyVectors(t *testing.T) any {
 				c.Error = errName(err)
 				var re *pacer.RefusedError
 				if errors.As(err, &re) && (errors.Is(err, pacer.ErrNotYet) || errors.Is(err, pacer.ErrWaitTimeout)) {
-					c.Limit = string(re.Limit)
+					c.Limit = re.Limit
 				}
 				if wait, ok := pacer.RetryAfter(err); ok && c.Limit != "" {
 					c.WaitMs = wait.Milliseconds()

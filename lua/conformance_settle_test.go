@@ -78,7 +78,7 @@ func settleVectors(t *testing.T) any {
 	cases = append(cases, ends("basic", 1300, s(1000), s(1300), s(1700), s(0), s(10_000_000), release, reject, cancel)...)
 	cases = append(cases, ends("everything", 4000, s(1000), s(5000), release, reject, cancel)...)
 	cases = append(cases, ends("headroom", 1300, s(300), cancel)...)
-	cases = append(cases, ends("sliding", 5000, s(4000), s(5001), cancel)...)
+	cases = append(cases, ends("headroom", 5000, s(4000), s(5001), cancel)...)
 	cases = append(cases, ends("floor-default", 100, s(50), reject, cancel)...)
 	cases = append(cases, ends("concurrency-only", 0, s(10), cancel)...)
 	cases = append(cases, ends("fast", 3, s(1), s(0), cancel)...)
@@ -103,9 +103,9 @@ func settleVectors(t *testing.T) any {
 	// of it.
 	cases = append(cases, ends("rates", 1300, su(800, 200), su(1000, 600), s(1000), s(1500), cancel)...)
 	// NoRefund: nothing back; debts still charged, each part's own.
-	cases = append(cases, splitEnds("rates-sliding", 5000, 1000,
+	cases = append(cases, splitEnds("rates-windows", 5000, 1000,
 		su(4000, 500), su(6000, 500), su(4000, 1500), s(5000), s(7000), release, reject, cancel)...)
-	cases = append(cases, ends("rates-sliding", 3000, su(2000, 500), su(4000, 200), s(3500))...)
+	cases = append(cases, ends("rates-windows", 3000, su(2000, 500), su(4000, 200), s(3500))...)
 	// Strict sliding windows: a give-back names the sub-window the call was
 	// counted in ("<units>@<sub-window>"), a debt is counted now.
 	cases = append(cases, ends("rates-exact", 1000, s(600), s(1000), s(1500), release, reject, cancel)...)

@@ -295,18 +295,16 @@ func admitted(ttl time.Duration) []any {
 // vconfig is a Config as the vectors write it: durations in ms, and a zero
 // (absent) field meaning its default.
 type vconfig struct {
-	Budget        string  `json:"budget"`
-	Limits        vlimits `json:"limits"`
-	Burst         vlimits `json:"burst,omitzero"`
-	Headroom      float64 `json:"headroom,omitempty"`
-	SlidingWindow bool    `json:"sliding_window,omitempty"`
-	NoRefund      bool    `json:"no_refund,omitempty"`
-	BatchFloor    float64 `json:"batch_floor,omitempty"`
-	LeaseTTLMs    int64   `json:"lease_ttl_ms,omitempty"`
-	MaxWaitMs     int64   `json:"max_wait_ms,omitempty"`
-	KeyPrefix     string  `json:"key_prefix,omitempty"`
-	Rates         []vrate `json:"rates,omitempty"`
-	HashTag       string  `json:"hash_tag,omitempty"`
+	Budget     string  `json:"budget"`
+	Limits     vlimits `json:"limits"`
+	Headroom   float64 `json:"headroom,omitempty"`
+	NoRefund   bool    `json:"no_refund,omitempty"`
+	BatchFloor float64 `json:"batch_floor,omitempty"`
+	LeaseTTLMs int64   `json:"lease_ttl_ms,omitempty"`
+	MaxWaitMs  int64   `json:"max_wait_ms,omitempty"`
+	KeyPrefix  string  `json:"key_prefix,omitempty"`
+	Rates      []vrate `json:"rates,omitempty"`
+	HashTag    string  `json:"hash_tag,omitempty"`
 	// Tenants, Weights and Prices are Config's (prices per million tokens).
 	Tenants *vtenants          `json:"tenants,omitempty"`
 	Weights map[string]float64 `json:"weights,omitempty"`
@@ -380,8 +378,7 @@ func (c vconfig) config() pacer.Config {
 		Tenants: tenants, Weights: c.Weights, Prices: prices, Version: c.Version,
 		Name: c.Budget, KeyPrefix: c.KeyPrefix, HashTag: c.HashTag,
 		Limits:   pacer.Limits{RPM: c.Limits.RPM, TPM: c.Limits.TPM, RPD: c.Limits.RPD, TPD: c.Limits.TPD, Concurrency: c.Limits.Concurrency},
-		Burst:    pacer.Burst{RPM: c.Burst.RPM, TPM: c.Burst.TPM, RPD: c.Burst.RPD, TPD: c.Burst.TPD},
-		Headroom: c.Headroom, SlidingWindow: c.SlidingWindow, NoRefund: c.NoRefund, BatchFloor: c.BatchFloor,
+		Headroom: c.Headroom, NoRefund: c.NoRefund, BatchFloor: c.BatchFloor,
 		LeaseTTL: time.Duration(c.LeaseTTLMs) * time.Millisecond, MaxWait: time.Duration(c.MaxWaitMs) * time.Millisecond,
 		Rates: rates,
 	}

@@ -28,20 +28,24 @@ import (
 // only give-back of a request), and the callers keep the token bucket near
 // empty: it comes within a give-back (300 tokens) of full only if no call
 // is admitted for 1.2 s.
+// loadBurst is the token burst of the "load" budget: the drain takes it
+// whole.
+const loadBurst = 3000
+
 func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 	const phase = 3 * time.Second
 	ends := []string{"settle", "settle", "settle", "settle", "settle", "settle", "settle", "settle", "release", "reject"}
 	var mu sync.Mutex
 	var calls []call
-	drain, ny := tryGo(t, ps[0], cfg.Burst.TPM)
+	drain, ny := tryGo(t, ps[0], loadBurst)
 	if drain == nil {
-		t.Fatalf("Go TryAcquire(%d) on the fresh budget: %v", cfg.Burst.TPM, ny)
+		t.Fatalf("Go TryAcquire(%d) on the fresh budget: %v", loadBurst, ny)
 	}
 	if err := drain.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	calls = append(calls, call{Side: "go", StartUs: drain.Info().Start.UnixMicro(), EndUs: drain.Info().Start.Add(drain.Info().Held).UnixMicro(),
-		How: "release", Reserved: cfg.Burst.TPM, Priority: "interactive"})
+		How: "release", Reserved: loadBurst, Priority: "interactive"})
 	w.send(map[string]any{"op": "load", "budget": "load", "seconds": phase.Seconds(), "threads": 3, "seed": 1, "ends": ends})
 	ctx, cancel := context.WithTimeout(context.Background(), phase)
 	defer cancel()
@@ -120,10 +124,12 @@ func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 func checkWindows(t *testing.T, calls []call, cfg vconfig) {
 	t.Helper()
 	slices.SortFunc(calls, func(x, y call) int { return cmp.Compare(x.StartUs, y.StartUs) })
-	for _, wb := range []wire.Bucket{
-		wire.NewBucket("rpm", cfg.Burst.RPM, cfg.Limits.RPM, time.Minute, wire.Requests),
-		wire.NewBucket("tpm", cfg.Burst.TPM, cfg.Limits.TPM, time.Minute, wire.Tokens),
-	} {
+	var buckets []wire.Bucket
+	for _, r := range cfg.Rates {
+		rate := r.rate()
+		buckets = append(buckets, wire.NewBucket(rate.Name(), r.Burst, r.Limit, rate.Window, map[string]wire.Unit{"requests": wire.Requests, "tokens": wire.Tokens}[r.Unit]))
+	}
+	for _, wb := range buckets {
 		used := make([]int64, len(calls))
 		for i, c := range calls {
 			used[i] = wb.Charge(wb.Units(c.Reserved))

@@ -266,7 +266,7 @@ func interopGroup(t *testing.T, py string, b redistest.Backend) {
 		t.Fatal(err)
 	}
 	if p != ds[1].Pacer {
-		t.Errorf("Go's group sent a call of 40 to %s, want g2: Python's call took g1's room", p.Name())
+		t.Errorf("Go's group sent a call of 40 to %s, want g2: Python's call took g1's room", p.Config().Name)
 	}
 	// Go takes g1's last 20; Python's route then passes g1 over, even by
 	// room (g2 has 520 of 600 left).

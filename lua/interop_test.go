@@ -65,8 +65,10 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 			{Unit: "input_tokens", Limit: 60, WindowMs: 60_000},
 			{Unit: "output_tokens", Limit: 60, WindowMs: 60_000},
 		}},
-		"load": {Budget: name + ":load", Limits: vlimits{RPM: 1800, TPM: 120_000, Concurrency: 4},
-			Burst: vlimits{RPM: 10, TPM: 3000}, LeaseTTLMs: 30_000},
+		"load": {Budget: name + ":load", Limits: vlimits{Concurrency: 4}, LeaseTTLMs: 30_000, Rates: []vrate{
+			{Unit: "requests", Limit: 1800, WindowMs: 60_000, Burst: 10},
+			{Unit: "tokens", Limit: 120_000, WindowMs: 60_000, Burst: loadBurst},
+		}},
 	}
 	// Two clients: two Go "processes".
 	rdb, rdb2 := b.Client(t), b.Client(t)
@@ -135,7 +137,7 @@ func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Rate(pacer.LimitTPM).Level
+		return s.Rate("tpm").Level
 	}
 	before := level()
 	e := w.do(map[string]any{"op": "end", "lease": a.Lease, "how": "settle", "used": 1000, "resent": true})
@@ -154,14 +156,14 @@ func interopResent(t *testing.T, w *worker, p *pacer.Pacer) {
 // the same keys on both sides: each side's charge is room the other is
 // refused, and its cancel room the other is admitted into.
 func interopHashTag(t *testing.T, w *worker, p *pacer.Pacer) {
-	if k := keysOf(p)[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Name(), ":tagged")+"-group}") {
+	if k := keysOf(p)[0]; !strings.HasPrefix(k, "{"+strings.TrimSuffix(p.Config().Name, ":tagged")+"-group}") {
 		t.Fatalf("Go keys %q: the hash tag is not their tag", keysOf(p))
 	}
 	a := pyTry(w, "tagged", 55)
 	if a.Error != "" {
 		t.Fatalf("Python try 55 of a full 60: %s %s", a.Error, a.Message)
 	}
-	if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != pacer.LimitTPM {
+	if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != "tpm" {
 		t.Fatalf("Go TryAcquire(40) after Python took 55 = %v, %v; want ErrNotYet for tpm", l, ny)
 	}
 	pyEnd(t, w, a.Lease, "cancel", 0)
@@ -197,7 +199,7 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 	}
 	goRefused := func(what string) {
 		t.Helper()
-		if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != pacer.LimitTPM {
+		if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != "tpm" {
 			t.Fatalf("Go TryAcquire(40) %s = %v, %v; want ErrNotYet for tpm", what, l, ny)
 		}
 	}
@@ -213,8 +215,8 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 	l1 := admit(pyTry(w, "refund", 55), "try 55 of a full 60")
 	goRefused("with 5 tokens left")
 	pyEnd(t, w, l1, "settle", 5) // 50 back
-	if s, err := p.Snapshot(ctx); err != nil || s.Rate(pacer.LimitTPM).Level < 55 || s.Rate(pacer.LimitTPM).Level > 60 {
-		t.Fatalf("Go Snapshot after Python gave 50 back = %+v, %v; want a TPM level of 55 to 60", s.Rate(pacer.LimitTPM), err)
+	if s, err := p.Snapshot(ctx); err != nil || s.Rate("tpm").Level < 55 || s.Rate("tpm").Level > 60 {
+		t.Fatalf("Go Snapshot after Python gave 50 back = %+v, %v; want a TPM level of 55 to 60", s.Rate("tpm"), err)
 	}
 	g1 := goAdmitted("after Python's settle gave 50 back")
 	refuse(pyTry(w, "refund", 40), "try 40 with about 15 left")
@@ -248,7 +250,7 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 		}
 		py, a0 = append(py, a.Lease), a
 	}
-	if l, ny := tryGo(t, p, 0); l != nil || ny.Limit != pacer.LimitConcurrency {
+	if l, ny := tryGo(t, p, 0); l != nil || ny.Limit != "concurrency" {
 		t.Fatalf("Go TryAcquire with both slots held by Python = %v, %v; want ErrNotYet for concurrency", l, ny)
 	}
 	if s, err := p.Snapshot(ctx); err != nil || s.InFlight != 2 {
@@ -340,10 +342,10 @@ func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
 	// The token bucket (60,000 and full before) is lowered to hold the
 	// refused call's 1000 tokens when the pause ends, and less until then.
 	s, err := p.Snapshot(ctx)
-	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.Rate(pacer.LimitTPM).Level > 1000 {
+	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.Rate("tpm").Level > 1000 {
 		t.Fatalf("Go Snapshot after Python's throttled = %+v, %v; want a pause of up to 10 s and at most 1000 tokens", s, err)
 	}
-	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != pacer.LimitPause {
+	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != "" {
 		t.Fatalf("Go TryAcquire during Python's pause = %v, %v; want ErrNotYet for pause", l, ny)
 	}
 	if err := p.Pause(ctx, 20*time.Second); err != nil {
@@ -400,7 +402,7 @@ func interopRates(t *testing.T, w *worker, p *pacer.Pacer) {
 		}
 		return a.Lease
 	}
-	goTry := func(r pacer.Request, what string, refusedBy pacer.Limit) *pacer.Lease {
+	goTry := func(r pacer.Request, what string, refusedBy string) *pacer.Lease {
 		t.Helper()
 		l, err := p.TryAcquire(ctx, r)
 		var ny *pacer.RefusedError
@@ -420,7 +422,7 @@ func interopRates(t *testing.T, w *worker, p *pacer.Pacer) {
 		}
 		m := map[string]float64{}
 		for _, r := range s.Rates {
-			m[string(r.Rate.Name())] = r.Level
+			m[r.Rate.Name()] = r.Level
 		}
 		return m
 	}

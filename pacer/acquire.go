@@ -67,7 +67,7 @@ func boundsOf(ctx context.Context, r Request, began time.Time, maxWait time.Dura
 func (b bounds) remain() time.Duration { return max(time.Until(b.deadline), 0) }
 
 // tooLong returns the ErrWaitTimeout refusal for a wait past the bound.
-func (b bounds) tooLong(wait time.Duration, limit Limit) *RefusedError {
+func (b bounds) tooLong(wait time.Duration, limit string) *RefusedError {
 	err := &RefusedError{why: ErrWaitTimeout, wait: wait, Bound: b.bound, Limit: limit, ctxBound: b.ctxBound}
 	if b.ctxBound {
 		err.Bound = b.remain()
@@ -81,7 +81,7 @@ func (b bounds) tooLong(wait time.Duration, limit Limit) *RefusedError {
 func (b bounds) deadlineErr(err error, denied *wire.AcquireReply) error {
 	if denied != nil && b.ctxBound && errors.Is(err, context.DeadlineExceeded) {
 		// No room was found within the bound.
-		return &RefusedError{why: ErrWaitTimeout, wait: denied.Wait, Bound: b.bound, Limit: Limit(denied.Reason), ctxBound: true}
+		return &RefusedError{why: ErrWaitTimeout, wait: denied.Wait, Bound: b.bound, Limit: limitOfReason(denied.Reason), ctxBound: true}
 	}
 	return err
 }
@@ -246,7 +246,7 @@ func (a *acquisition) moved(err error) error {
 }
 
 // emit emits an event of kind for the call.
-func (a *acquisition) emit(kind EventKind, wait time.Duration, limit Limit, err error) {
+func (a *acquisition) emit(kind EventKind, wait time.Duration, limit string, err error) {
 	a.c.p.emit(Event{Kind: kind, Tokens: a.c.r.Tokens, Priority: a.c.r.Priority, Wait: wait, Limit: limit, Err: err})
 }
 
@@ -256,7 +256,7 @@ func (a *acquisition) claimed(rep wire.AcquireReply) *Lease {
 	ad.Start, ad.Expiry = a.pending.a.Start, rep.Expiry
 	ad.ChargedUs, ad.Waited, ad.TurnMs = a.charged, time.Since(a.began), a.turnMs
 	l := a.under.open(ad)
-	a.emit(Admitted, time.Since(a.began), Limit(rep.Reason), nil)
+	a.emit(Admitted, time.Since(a.began), limitOfReason(rep.Reason), nil)
 	return l
 }
 
@@ -287,8 +287,8 @@ func (a *acquisition) deniedFor(ctx context.Context, an answer) error {
 	}
 	if rep.Wait > an.remain {
 		a.abandon()
-		err := a.tooLong(rep.Wait, Limit(rep.Reason))
-		a.emit(Denied, rep.Wait, Limit(rep.Reason), err)
+		err := a.tooLong(rep.Wait, limitOfReason(rep.Reason))
+		a.emit(Denied, rep.Wait, limitOfReason(rep.Reason), err)
 		return err
 	}
 	a.denied = &rep
@@ -307,7 +307,7 @@ func (a *acquisition) reserved(ctx context.Context, an answer) error {
 		ad.Start, ad.Expiry = rep.Now.Add(rep.Wait), rep.Expiry
 		ad.ChargedUs, ad.Waited, ad.TurnMs, ad.Quiet = an.charged, time.Since(a.began)+rep.Wait, rep.TurnMs(), true
 		a.pending = an.c.open(ad)
-		a.emit(Waiting, rep.Wait, Limit(rep.Reason), nil)
+		a.emit(Waiting, rep.Wait, limitOfReason(rep.Reason), nil)
 	}
 	a.ticket = rep.Ticket
 	err := a.untilTurn(ctx, a.pending, rep.Wait)
@@ -359,13 +359,13 @@ func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
 		rep.Reason = ""
 	}
 	if rep.Wait > 0 {
-		a.emit(Waiting, rep.Wait, Limit(rep.Reason), nil)
+		a.emit(Waiting, rep.Wait, limitOfReason(rep.Reason), nil)
 	}
 	if err := a.untilTurn(ctx, l, rep.Wait); err != nil {
 		return nil, err
 	}
 	l.announce()
-	a.emit(Admitted, time.Since(a.began), Limit(rep.Reason), nil)
+	a.emit(Admitted, time.Since(a.began), limitOfReason(rep.Reason), nil)
 	return l, nil
 }
 
@@ -445,7 +445,7 @@ func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duratio
 		// rare path, says whether the stop still holds.
 		if s, err := p.Snapshot(ctx); err == nil && s.Stopped > 0 {
 			p.giveBack(l)
-			return &RefusedError{why: ErrStopped, Limit: s.StoppedBy, wait: s.Stopped}
+			return &RefusedError{why: ErrStopped, quota: s.StoppedBy == ErrQuotaExhausted, wait: s.Stopped}
 		}
 	}
 	return nil
@@ -469,7 +469,7 @@ func (p *Pacer) giveBack(l *Lease) {
 // call that still finds no room then gets its ErrWaitTimeout before the bound,
 // not ctx's error after it.
 func (p *Pacer) sleep(ctx context.Context, r Request, rep wire.AcquireReply, deadline time.Time) error {
-	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason)})
+	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: limitOfReason(rep.Reason)})
 	d := rep.Wait + time.Duration(rand.Int64N(int64(rep.Wait/10)+1))
 	if limit := time.Until(deadline) - roundTrip; d > limit {
 		d = max(rep.Wait, limit)

@@ -25,7 +25,7 @@ func (p *Pacer) down(c *call, began time.Time) (downCall, bool) {
 // returns the lease, or the wait until it might have room and the limit
 // short of it, or an error: ErrUnavailable for a call that a fail-closed
 // limit refuses or that exceeds this process's share.
-func (d downCall) try() (*Lease, time.Duration, Limit, error) {
+func (d downCall) try() (*Lease, time.Duration, string, error) {
 	c, p := d.c, d.c.p
 	if lim, closed := c.closedFor(); closed {
 		// No Denied event, as for any Redis error: RedisDown said it.

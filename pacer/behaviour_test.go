@@ -108,7 +108,7 @@ func TestFairnessLargeRequestNotStarved(t *testing.T) {
 		var largeWait atomic.Int64
 		saturated := make(chan struct{})
 		var once sync.Once
-		cfg := pacer.Config{Limits: pacer.Limits{TPM: 600_000}, Burst: pacer.Burst{TPM: 4000}, MaxWait: time.Minute,
+		cfg := pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 600_000, Window: time.Minute, Burst: 4000}}, MaxWait: time.Minute,
 			Observe: func(e pacer.Event) {
 				switch {
 				case e.Tokens == 2000 && (e.Kind == pacer.Waiting || e.Kind == pacer.Admitted):
@@ -231,10 +231,8 @@ func TestBadInput(t *testing.T) {
 		{"no limits", rdb, pacer.Config{Name: "a"}, "no limit is set"},
 		{"negative limit", rdb, pacer.Config{Name: "a", Limits: pacer.Limits{TPM: -5}}, "Config.TPM = -5"},
 		{"absurd limit", rdb, pacer.Config{Name: "a", Limits: pacer.Limits{TPM: 1 << 62}}, "must be between"},
-		{"burst above limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{TPM: 2000}}, "exceeds the limit"},
-		{"burst without limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{RPM: 5}}, "needs its limit"},
-		{"sliding burst = limit", rdb, pacer.Config{Name: "a", Limits: ok, Burst: pacer.Burst{TPM: 1000}, SlidingWindow: true}, "below the limit"},
-		{"sliding bucket that never refills", rdb, pacer.Config{Name: "a", Limits: pacer.Limits{TPD: 1 << 49}, Burst: pacer.Burst{TPD: 1<<49 - 1}, SlidingWindow: true}, "years to refill"},
+		{"burst above limit", rdb, pacer.Config{Name: "a", Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1000, Window: time.Minute, Burst: 2000}}}, "Rates[0].Burst = 2000"},
+		{"rate also in Limits", rdb, pacer.Config{Name: "a", Limits: ok, Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1000, Window: time.Minute, Burst: 20}}}, "state it in one place"},
 		{"headroom 1", rdb, pacer.Config{Name: "a", Limits: ok, Headroom: 1}, "Headroom"},
 		{"batch floor 1", rdb, pacer.Config{Name: "a", Limits: ok, BatchFloor: 1}, "BatchFloor"},
 		{"negative ttl", rdb, pacer.Config{Name: "a", Limits: ok, LeaseTTL: -time.Second}, "LeaseTTL"},
@@ -360,10 +358,10 @@ func TestIdleBudgetExpires(t *testing.T) {
 // Headroom lowers bursts along with limits.
 func TestHeadroomScalesBurst(t *testing.T) {
 	b := redistest.Mini(t)
-	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 10_000}, Burst: pacer.Burst{TPM: 10_000}, Headroom: 0.1})
+	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 10_000, Window: time.Minute, Burst: 10_000}}, Headroom: 0.1})
 	s := snap(t, p)
-	if s.Rate(pacer.LimitTPM).Limit != 9000 || s.Rate(pacer.LimitTPM).Capacity != 9000 {
-		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.Rate(pacer.LimitTPM).Limit, s.Rate(pacer.LimitTPM).Capacity)
+	if s.Rate("tpm").Limit != 9000 || s.Rate("tpm").Capacity != 9000 {
+		t.Errorf("TPM limit %d, capacity %d; want 9000 and 9000", s.Rate("tpm").Limit, s.Rate("tpm").Capacity)
 	}
 }
 
@@ -379,7 +377,7 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 		const pause = 1500 * time.Millisecond
 		reserved := make(chan struct{}, 1)
 		// 6,000 TPM = 100 tokens/s: the second call's turn is 1 s away.
-		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 6000}, Burst: pacer.Burst{TPM: 100},
+		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 6000, Window: time.Minute, Burst: 100}},
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Tokens == 100 {
 					select {
@@ -430,7 +428,7 @@ func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
 		ctx := context.Background()
 		const pause = 3 * time.Second
 		reserved := make(chan struct{}, 1)
-		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 6000}, Burst: pacer.Burst{TPM: 100},
+		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 6000, Window: time.Minute, Burst: 100}},
 			LeaseTTL: 1200 * time.Millisecond,
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Tokens == 100 {
@@ -479,7 +477,7 @@ func TestPauseKeepsLaterTurns(t *testing.T) {
 		ctx := context.Background()
 		const n, step = 6, 100 * time.Millisecond
 		reserved := make(chan time.Duration, n)
-		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 60_000}, Burst: pacer.Burst{TPM: 100},
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 60_000, Window: time.Minute, Burst: 100}},
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting {
 					select {
@@ -541,8 +539,8 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 	}
 	s := snap(t, ps[1])
 	// tpm: at most 500 - 2 s × 100/s = 300 now, 500 when the pause ends.
-	if s.Rate(pacer.LimitTPM).Level != 300 || s.Rate(pacer.LimitRPM).Level != 600 || s.Paused != 2*time.Second {
-		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level, s.Paused)
+	if s.Rate("tpm").Level != 300 || s.Rate("rpm").Level != 600 || s.Paused != 2*time.Second {
+		t.Fatalf("after Throttled: TPM %v, RPM %v, paused %v; want 300, 600 (untouched), 2s", s.Rate("tpm").Level, s.Rate("rpm").Level, s.Paused)
 	}
 	b.Mini.SetTime(t0.Add(2 * time.Second))
 	if l, _, err := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 500}); l == nil || err != nil {
@@ -557,8 +555,8 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = snap(t, ps[1])
-	if s.Rate(pacer.LimitTPM).Level != -50 || s.Rate(pacer.LimitRPM).Level != -9 {
-		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level)
+	if s.Rate("tpm").Level != -50 || s.Rate("rpm").Level != -9 {
+		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.Rate("tpm").Level, s.Rate("rpm").Level)
 	}
 	if err := ps[0].Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: -1}); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Throttled with negative tokens = %v; want ErrInvalid", err)
@@ -575,9 +573,9 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, ps[1])
-		clock.level(t, "after Throttled: TPM", s.Rate(pacer.LimitTPM).Level, 300, 100)
-		if s.Rate(pacer.LimitRPM).Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
-			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.Rate(pacer.LimitRPM).Level, s.Paused)
+		clock.level(t, "after Throttled: TPM", s.Rate("tpm").Level, 300, 100)
+		if s.Rate("rpm").Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
+			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.Rate("rpm").Level, s.Paused)
 		}
 		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < 2*time.Second-clock.since()-time.Millisecond {
 			t.Errorf("TryAcquire during the pause = %v, %v; want held back for what remains of 2s", l, wait)

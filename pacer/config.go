@@ -25,22 +25,6 @@ type Limits struct {
 	Concurrency int64 // calls in flight at once
 }
 
-// Burst sets a bucket's capacity below its limit. A zero field keeps the
-// default: the capacity equals the limit (after Headroom), so a budget that
-// has been idle for a window can spend a whole window's worth at once.
-//
-// Lower the burst when the provider enforces its limit over a strict sliding
-// window rather than a refilling bucket: a bucket that starts full admits its
-// capacity at once and then refills, so over one window it can admit capacity
-// plus a window's refill, close to twice the limit. Against such a provider
-// set SlidingWindow in Config, which refills each bucket at
-// (limit - burst) / window so that burst plus refill never exceeds the limit
-// in any window. A smaller burst smooths traffic at the cost of idle capacity
-// after a quiet spell.
-type Burst struct {
-	RPM, TPM, RPD, TPD int64
-}
-
 // Config describes one shared budget. The zero value of every field but Name
 // and Limits has a sane default, given on the field.
 type Config struct {
@@ -73,12 +57,14 @@ type Config struct {
 	// apart, beside Limits: 200,000 tokens an hour, 10 requests a second,
 	// Anthropic's input and output tokens per minute. A rate of requests
 	// or tokens per minute or per day is the same bucket as Limits' field
-	// for it: set it in one place only. At most 16 rates.
+	// for it: set it in one place only, here when it needs a Rate.Burst
+	// below its limit or a sliding window (Rate.Sliding). At most 16
+	// rates.
 	Rates []Rate
 
 	// Version is the version of this Config's definition of the budget:
-	// its Limits, Burst, Rates, Tenants, Weights, Prices, SlidingWindow,
-	// Headroom, NoRefund, BatchFloor and LeaseTTL. A positive version is
+	// its Limits, Rates, Tenants, Weights, Prices, Headroom, NoRefund,
+	// BatchFloor and LeaseTTL. A positive version is
 	// stored in Redis at the Pacer's first call if no newer one is
 	// stored; every process of the budget then follows the newest, so a
 	// rolling deploy that raises the version moves the whole fleet at
@@ -92,19 +78,9 @@ type Config struct {
 	// value has no tenants.
 	Tenants Tenants
 
-	// Burst optionally lowers bucket capacities below the limits.
-	Burst Burst
-
-	// SlidingWindow says the provider enforces its limits over a strict
-	// sliding window. Each bucket then refills at (limit - burst)/window, and
-	// a bucket with no Burst set gets half its limit as burst. It never
-	// admits more than a window's limit, at the cost of speed; a Rate with
-	// Sliding set counts the window exactly instead, and loses at most 1.5%.
-	SlidingWindow bool
-
 	// Headroom is the fraction of every rate limit (not Concurrency) kept
 	// unused, for estimation error and callers outside the pacer: 0.1 runs at
-	// 90% of each limit, and of each Burst. Default 0: the limits are used as
+	// 90% of each limit, and of each Rate.Burst. Default 0: the limits are used as
 	// given.
 	Headroom float64
 
@@ -355,8 +331,7 @@ func (c Config) validate() error {
 	for _, f := range []struct {
 		n string
 		v int64
-	}{{"RPM", l.RPM}, {"TPM", l.TPM}, {"RPD", l.RPD}, {"TPD", l.TPD}, {"Concurrency", l.Concurrency},
-		{"Burst.RPM", c.Burst.RPM}, {"Burst.TPM", c.Burst.TPM}, {"Burst.RPD", c.Burst.RPD}, {"Burst.TPD", c.Burst.TPD}} {
+	}{{"RPM", l.RPM}, {"TPM", l.TPM}, {"RPD", l.RPD}, {"TPD", l.TPD}, {"Concurrency", l.Concurrency}} {
 		if f.v < 0 || f.v > maxLimit {
 			return invalidf("Config.%s = %d: must be between 0 (no limit) and %d", f.n, f.v, int64(maxLimit))
 		}
@@ -373,16 +348,8 @@ func (c Config) validate() error {
 	if c.MaxWait < 0 || c.MaxWait > maxDur {
 		return invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, defaultMaxWait, maxDur)
 	}
-	four, _, err := c.bucketSpecs()
-	if err != nil {
-		return err
-	}
-	for _, sp := range four {
-		if sp.limit == 0 && sp.burst != 0 {
-			return invalidf("Config.Burst.%s = %d but Limits.%s is not set: a burst needs its limit", sp.name, sp.burst, sp.name)
-		}
-	}
-	return nil
+	_, _, err := c.bucketSpecs()
+	return err
 }
 
 // validateModels checks the models' prices and weights.
@@ -410,7 +377,7 @@ func (c Config) validateRates() error {
 	if len(c.Rates) > maxRates {
 		return invalidf("Config.Rates has %d rates: at most %d, so that one script call stays bounded", len(c.Rates), maxRates)
 	}
-	seen := map[Limit]int{}
+	seen := map[string]int{}
 	for i, r := range c.Rates {
 		if err := r.check(i); err != nil {
 			return err
@@ -444,11 +411,13 @@ func (sp bucketSpec) limitName() string {
 	return "Limits." + sp.name
 }
 
+// burstName names the field that sets sp's burst: a Rate's Burst, or for
+// Limits' fields the limit itself.
 func (sp bucketSpec) burstName() string {
-	if strings.HasPrefix(sp.name, "Rates[") {
-		return "Config." + sp.name + ".Burst"
+	if sp.rate == (Rate{}) {
+		return "Limits." + sp.name
 	}
-	return "Config.Burst." + sp.name
+	return "Config." + sp.name + ".Burst"
 }
 
 // bucketSpecs returns the four buckets Limits states, in the scripts'
@@ -457,68 +426,55 @@ func (sp bucketSpec) burstName() string {
 func (c Config) bucketSpecs() ([4]bucketSpec, []bucketSpec, error) {
 	l := c.Limits
 	four := [4]bucketSpec{
-		{"RPM", "rpm", l.RPM, c.Burst.RPM, time.Minute, Requests, Rate{}},
-		{"TPM", "tpm", l.TPM, c.Burst.TPM, time.Minute, Tokens, Rate{}},
-		{"RPD", "rpd", l.RPD, c.Burst.RPD, 24 * time.Hour, Requests, Rate{}},
-		{"TPD", "tpd", l.TPD, c.Burst.TPD, 24 * time.Hour, Tokens, Rate{}},
+		{"RPM", "rpm", l.RPM, 0, time.Minute, Requests, Rate{}},
+		{"TPM", "tpm", l.TPM, 0, time.Minute, Tokens, Rate{}},
+		{"RPD", "rpd", l.RPD, 0, 24 * time.Hour, Requests, Rate{}},
+		{"TPD", "tpd", l.TPD, 0, 24 * time.Hour, Tokens, Rate{}},
 	}
 	var more []bucketSpec
 	for i, r := range c.Rates {
-		sp := bucketSpec{fmt.Sprintf("Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
+		sp := bucketSpec{fmt.Sprintf("Rates[%d]", i), r.Name(), r.Limit, r.Burst, r.Window, r.Unit, r}
 		k := slices.IndexFunc(four[:], func(f bucketSpec) bool { return f.field == sp.field })
 		if k < 0 || r.Sliding {
 			more = append(more, sp)
 			continue
 		}
-		if four[k].limit != 0 || four[k].burst != 0 {
-			return four, nil, invalidf("Config.Rates[%d] is %s, which Limits.%s (or Burst.%s) already sets: state it in one place", i, sp.field, four[k].name, four[k].name)
+		if four[k].limit != 0 {
+			return four, nil, invalidf("Config.Rates[%d] is %s, which Limits.%s already sets: state it in one place (in Rates to give it a Burst)", i, sp.field, four[k].name)
 		}
 		four[k] = sp
 	}
 	return four, more, nil
 }
 
-// newBucket builds the bucket sp describes, after Headroom and
-// SlidingWindow.
+// newBucket builds the bucket sp describes, after Headroom.
 func (c Config) newBucket(sp bucketSpec) (bucket, error) {
-	limit := int64(math.Floor(float64(sp.limit) * (1 - c.Headroom)))
+	limit := wire.Headroom(sp.limit, c.Headroom)
 	if limit < 1 {
 		return bucket{}, invalidf("%s = %d leaves nothing after Headroom %v: raise the limit or lower Headroom", sp.limitName(), sp.limit, c.Headroom)
 	}
 	if sp.rate.Sliding {
 		// A strict sliding window: counted, not refilled (see
-		// wire.NewSliding). SlidingWindow's bucket arithmetic is not for it.
-		wb := wire.NewSliding(sp.field, limit, sp.window, sp.unit.wire())
+		// wire.NewSliding).
+		wb := wire.RateBucket(sp.field, sp.limit, 0, sp.window, sp.unit.wire(), true, c.Headroom)
 		return bucket{
 			name: sp.name, field: wb.Field, limit: limit, stated: sp.limit, capacity: float64(limit),
 			unit: sp.unit, wb: wb, perMs: float64(limit) / float64(sp.window.Milliseconds()), window: sp.window,
 		}, nil
 	}
-	burst := int64(math.Floor(float64(sp.burst) * (1 - c.Headroom)))
-	if burst > limit {
+	if burst := wire.Headroom(sp.burst, c.Headroom); burst > limit {
 		return bucket{}, invalidf("%s = %d exceeds the limit %d (after Headroom): a burst can only lower capacity", sp.burstName(), burst, limit)
 	}
-	refill := limit
-	if c.SlidingWindow {
-		if burst == 0 {
-			burst = (limit + 1) / 2
-		}
-		if burst == limit {
-			return bucket{}, invalidf("%s = %d equals the limit: with SlidingWindow the bucket refills at (limit - burst)/window, so set a burst below the limit", sp.burstName(), burst)
-		}
-		refill = limit - burst
-	} else if burst == 0 {
-		burst = limit
-	}
+	wb := wire.RateBucket(sp.field, sp.limit, sp.burst, sp.window, sp.unit.wire(), false, c.Headroom)
+	burst, refill := wb.Capacity, limit
 	b := bucket{
 		name: sp.name, field: sp.field, limit: limit, stated: sp.limit, capacity: float64(burst),
-		unit: sp.unit, wb: wire.NewBucket(sp.field, burst, refill, sp.window, sp.unit.wire()),
-		perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
+		unit: sp.unit, wb: wb, perMs: float64(refill) / float64(sp.window.Milliseconds()), window: sp.window,
 	}
 	// Times stay exact integers in a Lua double: a TAT is now plus a few
 	// spans, so a span must stay far below 2^53 µs.
 	if span := float64(burst) * b.wb.Interval; span > maxSpan {
-		return bucket{}, invalidf("%s = %d refills at %d per %v with SlidingWindow: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
+		return bucket{}, invalidf("%s = %d refills at %d per %v: a full bucket would take %.0f years to refill; raise the limit or lower the burst",
 			sp.burstName(), burst, refill, sp.window, span/(365*24*3600e6))
 	}
 	return b, nil

@@ -3,6 +3,7 @@ package pacer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,9 +15,13 @@ import (
 // Config that shape the budget, the same for every process. Name and
 // KeyPrefix say which budget; Observe, Shadow and MaxWait stay each
 // process's own.
+//
+// Burst and SlidingWindow are what versions before issue 24 stored beside
+// Limits: they are read (see decodeDefinition) and written zero, so that
+// the JSON of a definition stays what those versions write and read.
 type definition struct {
 	Limits        Limits             `json:"limits"`
-	Burst         Burst              `json:"burst"`
+	Burst         storedBurst        `json:"burst"`
 	Rates         []Rate             `json:"rates,omitempty"`
 	Tenants       Tenants            `json:"tenants"`
 	Weights       map[string]float64 `json:"weights,omitempty"`
@@ -28,27 +33,68 @@ type definition struct {
 	LeaseTTL      time.Duration      `json:"lease_ttl,omitempty"`
 }
 
+// storedBurst is the old Config.Burst as a definition stores it: a lower
+// capacity for each of Limits' four rates (0: the limit).
+type storedBurst struct {
+	RPM, TPM, RPD, TPD int64
+}
+
 func (c Config) definition() definition {
 	return definition{
-		Limits: c.Limits, Burst: c.Burst, Rates: c.Rates, Tenants: c.Tenants, Weights: c.Weights, Prices: c.Prices,
-		SlidingWindow: c.SlidingWindow, Headroom: c.Headroom, NoRefund: c.NoRefund, BatchFloor: c.BatchFloor, LeaseTTL: c.LeaseTTL,
+		Limits: c.Limits, Rates: c.Rates, Tenants: c.Tenants, Weights: c.Weights, Prices: c.Prices,
+		Headroom: c.Headroom, NoRefund: c.NoRefund, BatchFloor: c.BatchFloor, LeaseTTL: c.LeaseTTL,
 	}
 }
 
 // with returns c with d's fields in place of its own.
 func (c Config) with(d definition, version int64) Config {
-	c.Limits, c.Burst, c.Rates, c.Tenants, c.Weights, c.Prices = d.Limits, d.Burst, d.Rates, d.Tenants, d.Weights, d.Prices
-	c.SlidingWindow, c.Headroom, c.NoRefund, c.BatchFloor, c.LeaseTTL = d.SlidingWindow, d.Headroom, d.NoRefund, d.BatchFloor, d.LeaseTTL
+	c.Limits, c.Rates, c.Tenants, c.Weights, c.Prices = d.Limits, d.Rates, d.Tenants, d.Weights, d.Prices
+	c.Headroom, c.NoRefund, c.BatchFloor, c.LeaseTTL = d.Headroom, d.NoRefund, d.BatchFloor, d.LeaseTTL
 	c.Version = version
 	return c
+}
+
+// decodeDefinition reads a stored definition, in today's terms. A burst
+// an older version stored for one of Limits' rates becomes a Rate with
+// that Burst, the same bucket (the same field, capacity and refill), so
+// the budget runs as before. The old approximate sliding window
+// (sliding_window: each bucket refilled at limit - burst) has no Rate
+// that states it exactly, so such a definition is refused, saying what
+// to store instead.
+func decodeDefinition(def []byte) (definition, error) {
+	var d definition
+	if err := json.Unmarshal(def, &d); err != nil {
+		return d, err
+	}
+	if d.SlidingWindow {
+		return d, errors.New("it sets sliding_window, which this version no longer runs; Define it again with Rate.Sliding on its rates (a true sliding window), or as Rates with a Burst of half the limit")
+	}
+	for _, f := range []struct {
+		name   string
+		limit  *int64
+		burst  int64
+		unit   Unit
+		window time.Duration
+	}{{"RPM", &d.Limits.RPM, d.Burst.RPM, Requests, time.Minute}, {"TPM", &d.Limits.TPM, d.Burst.TPM, Tokens, time.Minute},
+		{"RPD", &d.Limits.RPD, d.Burst.RPD, Requests, 24 * time.Hour}, {"TPD", &d.Limits.TPD, d.Burst.TPD, Tokens, 24 * time.Hour}} {
+		if f.burst == 0 {
+			continue
+		}
+		if *f.limit == 0 {
+			return d, fmt.Errorf("its burst.%s = %d has no limit", f.name, f.burst)
+		}
+		d.Rates = append(d.Rates, Rate{Unit: f.unit, Limit: *f.limit, Window: f.window, Burst: f.burst})
+		*f.limit = 0
+	}
+	d.Burst = storedBurst{}
+	return d, nil
 }
 
 // Define stores cfg's definition of the budget in Redis, where every
 // process of the budget follows it from its next call (each is told by a
 // Redefined event): a runtime change of limits, rates, tenants or prices is
-// this one call. The definition is cfg's Limits, Burst, Rates, Tenants,
-// Weights, Prices, SlidingWindow, Headroom, NoRefund, BatchFloor and
-// LeaseTTL; cfg's Name and KeyPrefix must be the budget's or empty, and its
+// this one call. The definition is cfg's Limits, Rates, Tenants,
+// Weights, Prices, Headroom, NoRefund, BatchFloor and LeaseTTL; cfg's Name and KeyPrefix must be the budget's or empty, and its
 // other fields are ignored.
 //
 // With cfg.Version 0, the definition is stored as the next version after
@@ -173,8 +219,7 @@ func (p *Pacer) reload(ctx context.Context) error {
 
 // follow makes the stored definition def, of version v, the one in force.
 func (p *Pacer) follow(v int64, def []byte) error {
-	var d definition
-	err := json.Unmarshal(def, &d)
+	d, err := decodeDefinition(def)
 	var s settings
 	if err == nil {
 		s, err = p.local.with(d, v).settings()

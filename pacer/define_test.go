@@ -3,6 +3,7 @@ package pacer_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,5 +183,41 @@ func TestDefinitionUnusable(t *testing.T) {
 	_, err := p.TryAcquire(ctx, pacer.Request{})
 	if !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "version 7") {
 		t.Errorf("TryAcquire on an unusable stored definition = %v; want ErrInvalid naming version 7", err)
+	}
+}
+
+// A definition an older version stored with a burst for one of Limits'
+// rates runs the same bucket, read back as a Rate with that Burst; one
+// with the old approximate sliding window is refused, saying what to
+// store instead.
+func TestDefinitionStoredByAnOlderVersion(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Rates: hourly(5)})
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	d := pacer.Keys(p)[3]
+	b.Mini.HSet(d, "v", "7", "def", `{"limits":{"RPM":60,"TPM":0,"RPD":0,"TPD":0,"Concurrency":0},"burst":{"RPM":3,"TPM":0,"RPD":0,"TPD":0},"tenants":{"Rates":null,"Share":0}}`)
+	b.Mini.HSet(pacer.Keys(p)[0], "dv", "7")
+	admitted := 0
+	for range 10 {
+		if _, err := p.TryAcquire(ctx, pacer.Request{}); err == nil {
+			admitted++
+		}
+	}
+	want := []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 3}}
+	if got := p.Config(); admitted != 3 || got.Limits != (pacer.Limits{}) || !slices.Equal(got.Rates, want) {
+		t.Errorf("a stored burst of 3 on RPM 60: %d admitted at once, Config() Limits %+v Rates %+v; want 3, none and %+v", admitted, got.Limits, got.Rates, want)
+	}
+	if rs := snap(t, p).Rate("rpm"); rs.Capacity != 3 || rs.Limit != 60 {
+		t.Errorf("Snapshot.Rate(rpm) = %+v; want capacity 3 of limit 60", rs)
+	}
+
+	b.Mini.HSet(d, "v", "8", "def", `{"limits":{"RPM":60,"TPM":0,"RPD":0,"TPD":0,"Concurrency":0},"burst":{"RPM":0,"TPM":0,"RPD":0,"TPD":0},"tenants":{"Rates":null,"Share":0},"sliding_window":true}`)
+	b.Mini.HSet(pacer.Keys(p)[0], "dv", "8")
+	_, err := p.TryAcquire(ctx, pacer.Request{})
+	if !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "sliding_window") || !strings.Contains(err.Error(), "Rate.Sliding") {
+		t.Errorf("TryAcquire on a stored sliding_window = %v; want ErrInvalid naming sliding_window and Rate.Sliding", err)
 	}
 }

@@ -53,9 +53,9 @@ var (
 	// help, so package retry never does.
 	ErrQuotaExhausted = errors.New("pacer: provider quota exhausted")
 
-	// ErrStateLost is the Err of a StateLost event: Redis no longer held
-	// the budget's state, which this process had seen in use and not yet
-	// expired.
+	// ErrStateLost is the Err of a Warning event that says Redis no
+	// longer held the budget's state, which this process had seen in use
+	// and not yet expired.
 	ErrStateLost = errors.New("pacer: Redis lost the budget's state while it was in use (a restart without persistence, a failover, or an eviction); the buckets restart empty and refill at their rate")
 
 	// ErrNotDefined reports that no definition of the budget is stored in
@@ -99,8 +99,8 @@ func RetryAfter(err error) (wait time.Duration, ok bool) {
 //     (Bound); it also matches context.DeadlineExceeded when the bound was
 //     the context's deadline.
 //   - ErrStopped: the budget is stopped, by StopQuota (then it also
-//     matches ErrQuotaExhausted, and Limit is LimitQuota) or by an
-//     operator's Stop (Limit is LimitStop).
+//     matches ErrQuotaExhausted) or by an operator's Stop. A stop is not a
+//     limit: Limit is "".
 //   - ErrUnavailable: Redis is unreachable and a limit fails closed (see
 //     Outage); Err is the Redis error, which errors.Is and errors.As reach.
 //
@@ -108,9 +108,14 @@ func RetryAfter(err error) (wait time.Duration, ok bool) {
 // estimate when Limit is "concurrency"), or for a stop until the next
 // probe is due or the stop ends, whichever comes first.
 type RefusedError struct {
-	// Limit names the limit that held the call back; empty for an
-	// unreachable Redis when every limit fails closed.
-	Limit Limit
+	// Limit names the limit that held the call back, as Rate.Name names
+	// it ("rpm", "tpm", "rpd", "tpd", "concurrency", a Config.Rates
+	// entry's name, or a tenant's own rate as "@" and its name). It is ""
+	// when no limit did: for a stop (errors.Is says which), for a pause
+	// (set by Pause or by Throttled on another process's 429: the wait
+	// does not know which limit the provider named, the Paused event
+	// does), and for an unreachable Redis when every limit fails closed.
+	Limit string
 	// Bound is the wait bound that the wait exceeded, for ErrWaitTimeout.
 	Bound time.Duration
 	// Err is the Redis error that showed Redis unreachable, for
@@ -119,17 +124,18 @@ type RefusedError struct {
 
 	why      error // the sentinel: ErrNotYet, ErrWaitTimeout, ErrStopped or ErrUnavailable
 	wait     time.Duration
+	quota    bool // a stop by StopQuota: also matches ErrQuotaExhausted
 	ctxBound bool // the context's deadline set Bound
 	tooLarge bool // larger than this process's share of an open limit
 }
 
 // notYet is TryAcquire's refusal: no room in limit for wait.
-func notYet(wait time.Duration, limit Limit) *RefusedError {
+func notYet(wait time.Duration, limit string) *RefusedError {
 	return &RefusedError{why: ErrNotYet, Limit: limit, wait: wait}
 }
 
 // unreachableErr is the refusal of a call while Redis is unreachable.
-func unreachableErr(limit Limit, cause error, tooLarge bool) *RefusedError {
+func unreachableErr(limit string, cause error, tooLarge bool) *RefusedError {
 	return &RefusedError{why: ErrUnavailable, Limit: limit, Err: cause, tooLarge: tooLarge}
 }
 
@@ -138,9 +144,9 @@ func (e *RefusedError) Error() string {
 	wait := e.wait.Round(time.Millisecond)
 	switch e.why {
 	case ErrWaitTimeout:
-		return fmt.Sprintf("pacer: no room within the wait bound %v: %s needs %v more; raise MaxWait or the context deadline, or lower the load", e.Bound.Round(time.Millisecond), e.Limit, wait)
+		return fmt.Sprintf("pacer: no room within the wait bound %v: %s needs %v more; raise MaxWait or the context deadline, or lower the load", e.Bound.Round(time.Millisecond), e.holder(), wait)
 	case ErrStopped:
-		if e.Limit == LimitQuota {
+		if e.quota {
 			return fmt.Sprintf("pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in %v (add credit or raise the quota, then Resume)", wait)
 		}
 		return fmt.Sprintf("pacer: budget stopped by an operator; nothing sent; the stop ends in %v unless Resume ends it sooner", wait)
@@ -153,7 +159,19 @@ func (e *RefusedError) Error() string {
 		}
 		return fmt.Sprintf("pacer: Redis is unreachable and %s fails closed (Config.Outage): %v", e.Limit, e.Err)
 	}
-	return "pacer: no room yet in " + string(e.Limit) + "; retry after " + wait.String()
+	if e.Limit == "" {
+		return "pacer: no room yet: the budget is paused; retry after " + wait.String()
+	}
+	return "pacer: no room yet in " + e.Limit + "; retry after " + wait.String()
+}
+
+// holder names what held a call back, for messages: its limit, or the
+// pause.
+func (e *RefusedError) holder() string {
+	if e.Limit == "" {
+		return "the pause"
+	}
+	return e.Limit
 }
 
 // Is matches the sentinel that says why the call was refused, and
@@ -164,7 +182,7 @@ func (e *RefusedError) Is(target error) bool {
 	case target == e.why:
 		return true
 	case target == ErrQuotaExhausted:
-		return e.why == ErrStopped && e.Limit == LimitQuota
+		return e.why == ErrStopped && e.quota
 	case target == context.DeadlineExceeded:
 		return e.why == ErrWaitTimeout && e.ctxBound
 	}

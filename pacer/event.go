@@ -21,18 +21,18 @@ const (
 	// Admitted of its lease: a turn reserved ahead and given back before
 	// it came (its caller gave up) ends unreported.
 	Ended
-	// Paused: the budget was paused; Wait is the pause now in force, Limit
-	// the limit the provider named (LimitPause for Pause, or a 429 that
-	// named none).
+	// Paused: the budget was paused or stopped; Wait is the pause or the
+	// stop now in force. For a pause, Limit is the limit the provider's
+	// 429 named ("rpm" or "tpm", see Throttled), or "" for Pause and for a
+	// 429 that named none. A stop is a pause that refuses calls rather
+	// than hold them: its Err is ErrQuotaExhausted (StopQuota) or
+	// ErrStopped (Stop), and its Limit "".
 	Paused
 	// Failed: a call failed (refused by the provider, timed out, ...) and
 	// Lease.Fail ends its lease, as package retry and the transport of
 	// package pacerhttp do; Verdict says what the failure means. The
 	// lease's end follows as an Ended event.
 	Failed
-	// Stopped: the budget was stopped (StopQuota or Stop); Wait is the stop
-	// now in force, Limit LimitQuota or LimitStop.
-	Stopped
 	// Resumed: the budget's stop was ended, by Resume or by a probe that
 	// succeeded.
 	Resumed
@@ -48,20 +48,19 @@ const (
 	// RedisUp: Redis answers again and the shared budget admits calls;
 	// Wait is how long this process had lost it.
 	RedisUp
-	// StateLost: Redis had lost the budget's state while it was in use (a
-	// restart without persistence, a failover that lost the last writes,
-	// an eviction), and this process's call found it: its buckets restart
-	// empty, as the provider still counts what was used, and refill at
-	// their rate. Wait is how long the buckets take to refill, Err says
-	// what to check.
-	StateLost
-	// Warning: a setting of the Redis server puts the budget at risk; Err
-	// says which and what to change. New checks maxmemory-policy.
+	// Warning: the budget is at risk or was hurt; Err says how and what
+	// to change. A setting of the Redis server puts it at risk (New checks
+	// maxmemory-policy); or, with Err ErrStateLost, Redis had lost the
+	// budget's state while it was in use (a restart without persistence,
+	// a failover that lost the last writes, an eviction), and this
+	// process's call found it: its buckets restart empty, as the provider
+	// still counts what was used, and refill at their rate, which takes
+	// Wait.
 	Warning
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed", "stopped", "resumed", "redefined", "redis_down", "redis_up",
+// "failed", "resumed", "redefined", "redis_down", "redis_up",
 // "state_lost", "warning".
 func (k EventKind) String() string {
 	switch k {
@@ -77,8 +76,6 @@ func (k EventKind) String() string {
 		return "paused"
 	case Failed:
 		return "failed"
-	case Stopped:
-		return "stopped"
 	case Resumed:
 		return "resumed"
 	case Redefined:
@@ -87,8 +84,6 @@ func (k EventKind) String() string {
 		return "redis_down"
 	case RedisUp:
 		return "redis_up"
-	case StateLost:
-		return "state_lost"
 	case Warning:
 		return "warning"
 	}
@@ -107,8 +102,12 @@ type Event struct {
 	Priority Priority
 	// Wait: for Admitted, how long Acquire waited in all; for Waiting, the
 	// sleep ahead; for Denied, how long until room; for Paused, the pause.
-	Wait  time.Duration
-	Limit Limit // the limit that made a call wait or be denied, or paused it
+	Wait time.Duration
+	// Limit names the limit that made a call wait or be denied, as
+	// RefusedError.Limit does: "" when a pause held the call (the reply
+	// does not say what the 429 that set it named) or a stop refused it
+	// (Err says which). For Paused, the limit the provider's 429 named.
+	Limit string
 	// For Ended: how the lease ended, the tokens it used (the settled usage;
 	// the reservation for a released or expired lease; 0 for a canceled or
 	// rejected one), and how long it was held (0 if canceled or expired).
@@ -116,14 +115,14 @@ type Event struct {
 	Used int64
 	Held time.Duration
 	// Throttled is, for Paused, whether a provider's 429 set the pause
-	// (Throttled, also when the 429 named no limit: Limit is then
-	// LimitPause), rather than Pause.
+	// (Throttled, also when the 429 named no limit: Limit is then ""),
+	// rather than Pause.
 	Throttled bool
 	// Version is, for Redefined, the version now followed.
 	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error; nil for an HTTP answer), Ended when the lease expired, and RedisDown
+	Err     error // for Denied, Failed (the call's error; nil for an HTTP answer), Paused by a stop (the kind of stop), Ended when the lease expired, and RedisDown
 	// Local says, for Admitted, Waiting and Ended, that this process's
 	// share admitted the call while Redis was down (see Outage).
 	Local bool

@@ -63,7 +63,7 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); len(waiting) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		waiting = take(pacer.Waiting)
 	}
-	if len(waiting) != 1 || waiting[0].Tokens != 900 || waiting[0].Limit != pacer.LimitTPM || waiting[0].Wait <= 0 {
+	if len(waiting) != 1 || waiting[0].Tokens != 900 || waiting[0].Limit != "tpm" || waiting[0].Wait <= 0 {
 		t.Errorf("Waiting events = %+v; want one for 900 tokens, on tpm, with a wait", waiting)
 	}
 	stop()
@@ -71,7 +71,7 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 	if err := p.Throttled(ctx, time.Second, classify.LimitRequests, pacer.Request{Tokens: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if e := take(pacer.Paused); len(e) != 1 || e[0].Limit != pacer.LimitRPM || e[0].Wait != time.Second {
+	if e := take(pacer.Paused); len(e) != 1 || e[0].Limit != "rpm" || e[0].Wait != time.Second {
 		t.Errorf("Paused events = %+v; want one, on rpm, for 1s", e)
 	}
 

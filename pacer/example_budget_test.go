@@ -167,7 +167,7 @@ func ExamplePacer_Define() {
 
 	_, _ = worker.TryAcquire(ctx, pacer.Request{Tokens: 1000})
 	s, _ := worker.Snapshot(ctx)
-	fmt.Println("the worker runs version", worker.Config().Version, "with TPM", s.Rate(pacer.LimitTPM).Limit)
+	fmt.Println("the worker runs version", worker.Config().Version, "with TPM", s.Rate("tpm").Limit)
 	// Output:
 	// stored version 1
 	// the worker runs version 1 with TPM 150000

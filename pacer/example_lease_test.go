@@ -56,6 +56,6 @@ func ExampleLease_Release() {
 	_ = neverSent.Cancel(ctx) // shutting down before the call
 
 	s, _ := p.Snapshot(ctx)
-	fmt.Printf("TPM %.0f of %d\n", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("TPM %.0f of %d\n", s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output: TPM 7000 of 10000
 }

@@ -14,8 +14,8 @@ import (
 // without persistence, a failover or an eviction does the same) while the
 // provider still counts what was used. The next call of a process that saw
 // the state finds it lost: the budget restarts empty and refills at its
-// rate, and a StateLost event says so. Alert on it.
-func ExampleStateLost() {
+// rate, and a Warning event with ErrStateLost says so. Alert on it.
+func Example_stateLost() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -26,8 +26,8 @@ func ExampleStateLost() {
 		Name:   "openai:gpt-4o-mini",
 		Limits: pacer.Limits{RPM: 60},
 		Observe: func(e pacer.Event) {
-			if e.Kind == pacer.StateLost {
-				fmt.Println(e.Kind, "- refills in", e.Wait)
+			if e.Kind == pacer.Warning && errors.Is(e.Err, pacer.ErrStateLost) {
+				fmt.Println("state lost - refills in", e.Wait)
 			}
 		},
 	})
@@ -46,6 +46,6 @@ func ExampleStateLost() {
 	_, err = p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 	fmt.Println("right after the loss:", errors.Is(err, pacer.ErrNotYet))
 	// Output:
-	// state_lost - refills in 1m0s
+	// state lost - refills in 1m0s
 	// right after the loss: true
 }

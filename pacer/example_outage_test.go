@@ -29,7 +29,7 @@ func ExampleOutage() {
 		// Requests and calls in flight protect the provider's servers:
 		// each of 4 processes may take a quarter of them without Redis
 		// (1500 requests a minute, from empty, and 5 slots).
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM, pacer.LimitConcurrency}, Replicas: 4},
+		Outage: pacer.Outage{FailOpen: []string{"rpm", "concurrency"}, Replicas: 4},
 		Observe: func(e pacer.Event) {
 			if e.Kind == pacer.RedisUp {
 				up <- struct{}{}
@@ -43,7 +43,7 @@ func ExampleOutage() {
 		Name:   "openai:gpt-4o-mini:agents",
 		Limits: pacer.Limits{RPM: 600, TPD: 5_000_000},
 		// The daily tokens are money: they stay closed, and so the budget does.
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 4},
+		Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 4},
 	})
 	if err != nil {
 		panic(err)

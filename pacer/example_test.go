@@ -54,7 +54,7 @@ func ExamplePacer_Acquire() {
 		panic(err)
 	}
 	s, _ := p.Snapshot(ctx)
-	fmt.Printf("TPM %.0f of %d, in flight %d\n", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity, s.InFlight)
+	fmt.Printf("TPM %.0f of %d, in flight %d\n", s.Rate("tpm").Level, s.Rate("tpm").Capacity, s.InFlight)
 	// Output: TPM 199580 of 200000, in flight 0
 }
 
@@ -73,9 +73,9 @@ func ExamplePacer_Pause() {
 	_ = worker1.Pause(ctx, 20*time.Second)
 	_, err := worker2.TryAcquire(ctx, pacer.Request{})
 	var notYet *pacer.RefusedError
-	if errors.As(err, &notYet) {
+	if errors.As(err, &notYet) && notYet.Limit == "" { // no limit: the pause held it
 		wait, _ := pacer.RetryAfter(err)
-		fmt.Println("worker 2 waits", wait.Round(time.Second), "for", notYet.Limit)
+		fmt.Println("worker 2 waits", wait.Round(time.Second), "for the pause")
 	}
-	// Output: worker 2 waits 20s for pause
+	// Output: worker 2 waits 20s for the pause
 }

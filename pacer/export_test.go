@@ -11,7 +11,7 @@ func OneTrip(g *Group) bool { return g.one }
 
 // NotYet returns the error TryAcquire returns when limit has no room for
 // wait, for tests of what reads it.
-func NotYet(wait time.Duration, limit Limit) error { return notYet(wait, limit) }
+func NotYet(wait time.Duration, limit string) error { return notYet(wait, limit) }
 
 // Keys returns p's Redis keys in the scripts' order (KEYS[1] to KEYS[4]),
 // for tests that read or delete them.

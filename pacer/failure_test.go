@@ -49,11 +49,11 @@ func TestRedisHangsLosesNoLease(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			s := snap(t, direct)
-			if s.InFlight == 0 && near(s.Rate(pacer.LimitTPD).Level, 10_000, 1) {
+			if s.InFlight == 0 && near(s.Rate("tpd").Level, 10_000, 1) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the late admission was not given back: in flight %d, TPD %v", s.InFlight, s.Rate(pacer.LimitTPD).Level)
+				t.Fatalf("the late admission was not given back: in flight %d, TPD %v", s.InFlight, s.Rate("tpd").Level)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -82,8 +82,8 @@ func TestRedisHangsLosesNoLease(t *testing.T) {
 		if err := l.Settle(ctx, 100); err != nil {
 			t.Errorf("Settle again once Redis answers = %v; want nil (the lease was kept)", err)
 		}
-		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate(pacer.LimitTPD).Level, 9_900, 2) {
-			t.Errorf("after settling: in flight %d, TPD %v; want 0 and 9900 (settled exactly once)", s.InFlight, s.Rate(pacer.LimitTPD).Level)
+		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate("tpd").Level, 9_900, 2) {
+			t.Errorf("after settling: in flight %d, TPD %v; want 0 and 9900 (settled exactly once)", s.InFlight, s.Rate("tpd").Level)
 		}
 	})
 }

@@ -56,7 +56,7 @@ func TestGiveBackBehindAReservedTurn(t *testing.T) {
 		t.Parallel() // each lane waits out f's and g's real turns, side by side
 		ctx := context.Background()
 		observe, reserved := waiting()
-		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 1}, Observe: observe})
+		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 1}}, Observe: observe})
 		newClock(b)
 		x, err := p.TryAcquire(ctx, pacer.Request{})
 		if err != nil {
@@ -101,7 +101,7 @@ func TestGiveBackWhenTheBucketWouldHaveBeenFull(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 10}})
+		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 10}}})
 		c := newClock(b)
 		x, err := p.TryAcquire(ctx, pacer.Request{})
 		if err != nil {
@@ -167,16 +167,16 @@ func TestRefundsUnderLoad(t *testing.T) {
 	for _, l := range leases {
 		other()
 		c.advance(50 * time.Millisecond)
-		before := snap(t, p).Rate(pacer.LimitTPM).Level
+		before := snap(t, p).Rate("tpm").Level
 		if err := l.Settle(ctx, 500); err != nil {
 			t.Fatalf("Settle = %v", err)
 		}
-		got += snap(t, p).Rate(pacer.LimitTPM).Level - before
+		got += snap(t, p).Rate("tpm").Level - before
 		c.advance(50 * time.Millisecond)
 	}
 	share := got / (20 * 3500)
 	t.Logf("refunds applied: %.1f of %d tokens (%.2f%%)", got, 20*3500, 100*share)
-	if level := snap(t, p).Rate(pacer.LimitTPM).Level; level >= 100_000 {
+	if level := snap(t, p).Rate("tpm").Level; level >= 100_000 {
 		t.Fatalf("TPM level %v: the bucket filled up, so the test shows nothing", level)
 	}
 	if share < 0.99 {

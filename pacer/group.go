@@ -147,11 +147,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 			return nil, invalidf("GroupConfig.Deployments[%d].Weight = %v: use a positive number, or 0 for 1", i, d.Weight)
 		}
 		if j, ok := seen[p.keys[0]]; ok {
-			return nil, invalidf("GroupConfig.Deployments[%d] and [%d] are the same budget %q: list each deployment once", j, i, p.Name())
+			return nil, invalidf("GroupConfig.Deployments[%d] and [%d] are the same budget %q: list each deployment once", j, i, p.s().name)
 		}
 		seen[p.keys[0]] = i
 		if p.s().shadow || p.out != nil {
-			return nil, invalidf("GroupConfig.Deployments[%d] (%q) has Config.Shadow or Config.Outage set: a Group does not route shadow budgets or fail open yet", i, p.Name())
+			return nil, invalidf("GroupConfig.Deployments[%d] (%q) has Config.Shadow or Config.Outage set: a Group does not route shadow budgets or fail open yet", i, p.s().name)
 		}
 		w := d.Weight
 		if w == 0 {
@@ -297,8 +297,8 @@ func (g *Group) Acquire(ctx context.Context, r Request) (*Lease, *Pacer, error) 
 			return nil, nil, err
 		}
 		if rt.rep.Wait > remain {
-			err := b.tooLong(rt.rep.Wait, Limit(rt.rep.Reason))
-			a.emit(Denied, rt.rep.Wait, Limit(rt.rep.Reason), err)
+			err := b.tooLong(rt.rep.Wait, limitOfReason(rt.rep.Reason))
+			a.emit(Denied, rt.rep.Wait, limitOfReason(rt.rep.Reason), err)
 			return nil, nil, err
 		}
 		denied = &rt.rep

@@ -31,7 +31,7 @@ func TestGroupExcept(t *testing.T) {
 			}
 			l, p, err := sub.TryAcquire(ctx, pacer.Request{Tokens: 1})
 			if err != nil || p != c.want {
-				t.Fatalf("Except(...).TryAcquire() = %v, %v; want %s", p.Name(), err, c.want.Name())
+				t.Fatalf("Except(...).TryAcquire() = %v, %v; want %s", p.Config().Name, err, c.want.Config().Name)
 			}
 			_ = l.Settle(ctx, 1)
 		}

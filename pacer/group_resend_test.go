@@ -62,18 +62,18 @@ func TestGroupRouteResentByTheRedisClient(t *testing.T) {
 			t.Fatalf("Acquire() resent by go-redis = %v; want the first run's admission", err)
 		}
 		if p != ps[1] {
-			t.Errorf("Acquire() admitted on %q; want %q, where the first run admitted it", p.Name(), ps[1].Name())
+			t.Errorf("Acquire() admitted on %q; want %q, where the first run admitted it", p.Config().Name, ps[1].Config().Name)
 		}
 		var held []string
 		for _, d := range direct {
 			if err := b.Client(t).ZScore(ctx, pacer.Keys(d)[1], l.Info().ID).Err(); err == nil {
-				held = append(held, d.Name())
+				held = append(held, d.Config().Name)
 			} else if err != redis.Nil {
 				t.Fatal(err)
 			}
 		}
-		if len(held) != 1 || held[0] != ps[1].Name() {
-			t.Errorf("lease %s is held on %v; want on %q alone", l.Info().ID, held, ps[1].Name())
+		if len(held) != 1 || held[0] != ps[1].Config().Name {
+			t.Errorf("lease %s is held on %v; want on %q alone", l.Info().ID, held, ps[1].Config().Name)
 		}
 		if got := snap(t, direct[0]).InFlight; got != 0 {
 			t.Errorf("first deployment's InFlight = %d; want 0: the resend took its freed slot", got)
@@ -134,11 +134,11 @@ func TestGroupRouteResentAfterItQueued(t *testing.T) {
 		}
 		defer l.Cancel(ctx)
 		if p != ps[0] {
-			t.Errorf("Acquire() admitted on %q; want %q, where the first run queued it", p.Name(), ps[0].Name())
+			t.Errorf("Acquire() admitted on %q; want %q, where the first run queued it", p.Config().Name, ps[0].Config().Name)
 		}
 		for _, d := range direct {
 			if n, err := b.Client(t).ZCard(ctx, pacer.Keys(d)[2]).Result(); err != nil || n != 1 {
-				t.Errorf("%s's slot queue holds %d members (%v); want only its sentinel", d.Name(), n, err)
+				t.Errorf("%s's slot queue holds %d members (%v); want only its sentinel", d.Config().Name, n, err)
 			}
 		}
 	})

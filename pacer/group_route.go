@@ -78,11 +78,11 @@ func (g *Group) routeOnce(ctx context.Context, id string, cs []*call, bound time
 		if ctx.Err() != nil {
 			return routed{}, err
 		}
-		return routed{}, unavailable(fmt.Errorf("pacer: redis on the group of %q: %w", p0.Name(), err))
+		return routed{}, unavailable(fmt.Errorf("pacer: redis on the group of %q: %w", p0.s().name, err))
 	}
 	k, rep, err := decodeRoute(v, len(cs))
 	if err != nil {
-		return routed{}, fmt.Errorf("pacer: route on the group of %q: %w", p0.Name(), err)
+		return routed{}, fmt.Errorf("pacer: route on the group of %q: %w", p0.s().name, err)
 	}
 	cs[k].p.saw(rep)
 	return routed{p: cs[k].p, id: id, answer: answer{rep: rep, c: cs[k], charged: chargedAt(rep, began)}}, nil
@@ -126,7 +126,7 @@ func (g *Group) routeEach(ctx context.Context, id string, cs []*call, bound time
 			out = rt
 		}
 	}
-	if !best || bound < time.Millisecond || out.rep.Reason == string(LimitPause) || out.rep.Wait > bound.Truncate(time.Millisecond) {
+	if !best || bound < time.Millisecond || out.rep.Reason == wirePause || out.rep.Wait > bound.Truncate(time.Millisecond) {
 		return out, nil
 	}
 	return out.c.now().routeTo(ctx, id, bound, began)

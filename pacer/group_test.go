@@ -77,9 +77,9 @@ func TestGroupFillsInOrder(t *testing.T) {
 				t.Fatalf("call %d: Acquire() = %v", i, err)
 			}
 			if time.Since(start) > 500*time.Millisecond {
-				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Info().Waited, p.Name())
+				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Info().Waited, p.Config().Name)
 			}
-			got = append(got, p.Name()[len(p.Name())-1:])
+			got = append(got, p.Config().Name[len(p.Config().Name)-1:])
 		}
 		want := "[a a a a a b b b c c c c]"
 		if s := fmtNames(got); s != want {
@@ -95,7 +95,7 @@ func TestGroupFillsInOrder(t *testing.T) {
 			t.Errorf("13th Acquire = %v; want ErrWaitTimeout", err)
 		}
 		for i, p := range ps {
-			if l := snap(t, p).Rate(pacer.LimitRPD).Level; l > 0.01 {
+			if l := snap(t, p).Rate("rpd").Level; l > 0.01 {
 				t.Errorf("deployment %d RPD level = %v; want 0", i, l)
 			}
 		}
@@ -146,7 +146,7 @@ func TestGroupNeverOverAdmits(t *testing.T) {
 				switch {
 				case err == nil:
 					mu.Lock()
-					per[p.Name()[len(p.Name())-1:]]++
+					per[p.Config().Name[len(p.Config().Name)-1:]]++
 					mu.Unlock()
 				case !errors.Is(err, pacer.ErrWaitTimeout):
 					t.Errorf("Acquire() = %v", err)
@@ -178,7 +178,7 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 				return err.Error()
 			}
 			_ = l.Settle(ctx, 1)
-			return p.Name()[len(p.Name())-1:]
+			return p.Config().Name[len(p.Config().Name)-1:]
 		}
 		if got := where(); got != "a" {
 			t.Fatalf("first call on %s; want a", got)
@@ -202,7 +202,7 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 		// All out: the soonest back is c (3 s), before a (10 s); b never.
 		_, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var ny *pacer.RefusedError
-		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != pacer.LimitPause {
+		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != "" {
 			t.Errorf("all out: TryAcquire() = %v; want NotYet about 3s for a pause", err)
 		}
 		_, _, err = g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
@@ -224,8 +224,8 @@ func TestGroupWaitsOnSoonest(t *testing.T) {
 		runningClock()
 		ctx := context.Background()
 		ps := deployments(t, b.Client(t), redistest.Name(t),
-			pacer.Config{Limits: pacer.Limits{RPM: 6}, Burst: pacer.Burst{RPM: 1}},   // a request every 10 s
-			pacer.Config{Limits: pacer.Limits{RPM: 150}, Burst: pacer.Burst{RPM: 1}}) // every 400 ms
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 6, Window: time.Minute, Burst: 1}}},   // a request every 10 s
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 150, Window: time.Minute, Burst: 1}}}) // every 400 ms
 		g := newGroup(t, pacer.FillInOrder, split, ps...)
 		for _, want := range []string{"a", "b"} {
 			l, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1})
@@ -303,7 +303,7 @@ func TestGroupMostRoom(t *testing.T) {
 			if err != nil {
 				t.Fatalf("call %d: TryAcquire() = %v; want a lease while a deployment has room", i, err)
 			}
-			got = append(got, p.Name()[len(p.Name())-1:])
+			got = append(got, p.Config().Name[len(p.Config().Name)-1:])
 		}
 		// b has 0.9 of its requests left after the first call, a 0.2 after
 		// any: b takes the calls while it has more than a fifth left.
@@ -348,7 +348,7 @@ func TestGroupConcurrency(t *testing.T) {
 					return
 				}
 				in, hi := &inA, &maxA
-				if p.Name()[len(p.Name())-1] == 'b' {
+				if p.Config().Name[len(p.Config().Name)-1] == 'b' {
 					in, hi = &inB, &maxB
 				}
 				n := in.Add(1)
@@ -388,7 +388,7 @@ func TestGroupDefinitionsAndTenants(t *testing.T) {
 			if err != nil {
 				return "refused"
 			}
-			return p.Name()[len(p.Name())-1:]
+			return p.Config().Name[len(p.Config().Name)-1:]
 		}
 		for _, want := range []string{"a", "b", "refused"} {
 			if got := where("t1"); got != want {
@@ -469,7 +469,7 @@ func takenDeployments(t *testing.T, b redistest.Backend) ([]*pacer.Pacer, *pacer
 	t.Helper()
 	ctx := context.Background()
 	name := redistest.Name(t)
-	cfg := pacer.Config{Limits: pacer.Limits{RPM: 20}, Burst: pacer.Burst{RPM: 1}}
+	cfg := pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 20, Window: time.Minute, Burst: 1}}}
 	ps := deployments(t, b.Client(t), name, cfg, cfg)
 	direct := deployments(t, b.Client(t), name, cfg, cfg)
 	if _, err := direct[0].TryAcquire(ctx, pacer.Request{}); err != nil {
@@ -507,7 +507,7 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 		}
 		defer l.Cancel(ctx)
 		if p != ps[1] {
-			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
+			t.Errorf("Acquire() admitted on %q; want %q", p.Config().Name, ps[1].Config().Name)
 		}
 		// The paused deployment's turn went back (in the background): only
 		// the other client's lease is left there.
@@ -551,7 +551,7 @@ func TestGroupRoutesAgainAfterAStop(t *testing.T) {
 		}
 		defer l.Cancel(ctx)
 		if p != ps[1] {
-			t.Errorf("Acquire() admitted on %q; want %q", p.Name(), ps[1].Name())
+			t.Errorf("Acquire() admitted on %q; want %q", p.Config().Name, ps[1].Config().Name)
 		}
 	})
 }

@@ -16,7 +16,7 @@ import (
 // call waits for a concurrency slot.
 func queuedSignal(queued chan<- struct{}) func(pacer.Event) {
 	return func(e pacer.Event) {
-		if e.Kind == pacer.Waiting && e.Limit == pacer.LimitConcurrency {
+		if e.Kind == pacer.Waiting && e.Limit == "concurrency" {
 			select {
 			case queued <- struct{}{}:
 			default:
@@ -140,7 +140,7 @@ func TestHandOverUnderQueuedDefinition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		field := string(hour[0].Name())
+		field := hour[0].Name()
 		got := make(chan *pacer.Lease, 1)
 		go func() {
 			l, err := p.Acquire(ctx, pacer.Request{Tokens: 1000})
@@ -205,7 +205,7 @@ func TestTenantWaitersFirstComeFirstServed(t *testing.T) {
 			Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1, TPM: 600_000}, MaxWait: 30 * time.Second,
 			Tenants: pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 100_000, Window: time.Hour}}},
 			Observe: func(e pacer.Event) {
-				if e.Kind == pacer.Waiting && e.Limit == pacer.LimitConcurrency {
+				if e.Kind == pacer.Waiting && e.Limit == "concurrency" {
 					select {
 					case queued <- e.Tokens:
 					default:

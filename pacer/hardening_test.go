@@ -48,7 +48,7 @@ func TestLateGiveBackAddsNoBurst(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}, Burst: pacer.Burst{RPM: 5}}
+		cfg := pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 60, Window: time.Minute, Burst: 5}}}
 		ps := newPacers(t, b, 2, cfg)
 		c := newClock(b)
 		a, err := ps[0].TryAcquire(ctx, pacer.Request{})
@@ -139,7 +139,7 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 		// test moved miniredis's, or the time since began on a real Redis
 		// (more than half a second on a loaded machine). A refund would
 		// give back 500.
-		lvl := snap(t, direct).Rate(pacer.LimitTPM).Level
+		lvl := snap(t, direct).Rate("tpm").Level
 		ran := time.Since(began) // after the read it bounds
 		if b.Mini != nil {
 			ran = 400 * time.Millisecond
@@ -210,7 +210,7 @@ func TestSettleResentByTheRedisClient(t *testing.T) {
 		mu.Unlock()
 		// 100 of 1000 used, the 500 refunded once: the level is 900 plus
 		// what refilled, never more than the capacity.
-		if lvl := snap(t, direct).Rate(pacer.LimitTPM).Level; lvl < 899 || lvl > 1000 {
+		if lvl := snap(t, direct).Rate("tpm").Level; lvl < 899 || lvl > 1000 {
 			t.Errorf("TPM level = %v; want 900 (plus the refill): the refund made once", lvl)
 		}
 	})

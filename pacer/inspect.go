@@ -2,8 +2,6 @@ package pacer
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -41,8 +39,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	if v == 0 {
 		return nil, fmt.Errorf("%w: %q under key prefix %q has none; store one with Pacer.Define, or give Config a Version", ErrNotDefined, p.local.Name, p.s().prefix)
 	}
-	var d definition
-	err = json.Unmarshal(def, &d)
+	d, err := decodeDefinition(def)
 	var s settings
 	if err == nil {
 		p.local = Config{Name: name, KeyPrefix: prefix, HashTag: tag}.with(d, v)
@@ -57,16 +54,4 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 	// settle it again.
 	p.defined.Store(true)
 	return p, nil
-}
-
-// TenantSnapshotOfHash reads a tenant's state as TenantSnapshot does, for
-// an operator who knows the tenant by its key alone: hash is the 32 hex
-// digits that end the tenant's key (the first 16 bytes of the SHA-256 of
-// its id), since keys name tenants by a digest of their id. The
-// snapshot's Tenant is empty.
-func (p *Pacer) TenantSnapshotOfHash(ctx context.Context, hash string) (TenantSnapshot, error) {
-	if b, err := hex.DecodeString(hash); err != nil || len(b) != 16 || hash != hex.EncodeToString(b) {
-		return TenantSnapshot{}, invalidf("TenantSnapshotOfHash(%.40q): give the 32 lowercase hex digits that end the tenant's key", hash)
-	}
-	return p.tenantSnapshot(ctx, wire.TenantKey(p.tag, hash), "")
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // Open reads a budget's levels from its stored definition alone, as the
-// process that defined it sees them, its tenants' by their keys' hashes
-// alike, and acts on it as any process does.
+// process that defined it sees them, its tenants' alike, and acts on it as
+// any process does.
 func TestOpen(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
@@ -40,37 +40,35 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open = %v", err)
 		}
-		if op.Config().Version != 3 || op.Name() != name || op.Config().Limits != cfg.Limits {
-			t.Errorf("Open: Version %d, Name %q, Limits %v; want 3, %q, %v", op.Config().Version, op.Name(), op.Config().Limits, name, cfg.Limits)
+		if op.Config().Version != 3 || op.Config().Name != name || op.Config().Limits != cfg.Limits {
+			t.Errorf("Open: Version %d, Name %q, Limits %v; want 3, %q, %v", op.Config().Version, op.Config().Name, op.Config().Limits, name, cfg.Limits)
 		}
 		// Levels refill between the two reads on a real Redis: compare
 		// them to what the fastest bucket (tpm) refills between them, and
 		// everything else exactly.
 		opened := snap(t, op)
 		own := snap(t, app)
-		approx := cmpopts.EquateApprox(0, 1+own.Rate(pacer.LimitTPM).PerSecond*own.Time.Sub(opened.Time).Seconds())
+		approx := cmpopts.EquateApprox(0, 1+own.Rate("tpm").PerSecond*own.Time.Sub(opened.Time).Seconds())
 		ignore := cmpopts.IgnoreFields(pacer.Snapshot{}, "Time", "MeanHold")
 		if diff := cmp.Diff(own, opened, approx, ignore); diff != "" {
 			t.Errorf("Snapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
 		}
 
-		key := pacer.TenantKey(app, "acme")
-		hash := key[strings.LastIndexByte(key, ':')+1:]
+		// The opened budget reads a tenant as the app does.
 		want, err := app.TenantSnapshot(ctx, "acme")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := op.TenantSnapshotOfHash(ctx, hash)
+		got, err := op.TenantSnapshot(ctx, "acme")
 		if err != nil {
-			t.Fatalf("TenantSnapshotOfHash(%q) = %v", hash, err)
+			t.Fatal(err)
 		}
-		if got.Tenant != "" || len(got.Rates) != 1 || got.Rates[0].Level > 3_801 {
-			t.Errorf("TenantSnapshotOfHash = %+v; want no id and 5000-1200 tokens left of the tenant's rate", got)
+		if len(got.Rates) != 1 || got.Rates[0].Level > 3_801 {
+			t.Errorf("TenantSnapshot of the opened budget = %+v; want 5000-1200 tokens left of the tenant's rate", got)
 		}
-		want.Tenant = ""
-		approx = cmpopts.EquateApprox(0, 1+own.Rate(pacer.LimitTPM).PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
+		approx = cmpopts.EquateApprox(0, 1+own.Rate("tpm").PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
 		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.TenantSnapshot{}, "Time")); diff != "" {
-			t.Errorf("TenantSnapshotOfHash differs from TenantSnapshot (-by id +by hash):\n%s", diff)
+			t.Errorf("TenantSnapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
 		}
 
 		// An operator's stop through the opened budget stops the app.
@@ -151,14 +149,9 @@ func TestOpenRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{"", "ABCDEF0123456789abcdef0123456789", "abc", strings.Repeat("0", 34), "../../" + strings.Repeat("0", 26)} {
-		if _, err := op.TenantSnapshotOfHash(ctx, h); !errors.Is(err, pacer.ErrInvalid) {
-			t.Errorf("TenantSnapshotOfHash(%q) = %v; want ErrInvalid", h, err)
-		}
-	}
-	// Hash well formed, but the budget has no tenants.
-	if _, err := op.TenantSnapshotOfHash(ctx, strings.Repeat("0", 32)); !errors.Is(err, pacer.ErrInvalid) {
-		t.Errorf("TenantSnapshotOfHash on a budget without tenants = %v; want ErrInvalid", err)
+	// The budget has no tenants.
+	if _, err := op.TenantSnapshot(ctx, "acme"); !errors.Is(err, pacer.ErrInvalid) {
+		t.Errorf("TenantSnapshot on a budget without tenants = %v; want ErrInvalid", err)
 	}
 }
 
@@ -180,7 +173,7 @@ func ExampleOpen() {
 		return
 	}
 	s, _ := op.Snapshot(ctx)
-	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Config().Version, s.Rate(pacer.LimitRPM).Level, s.Rate(pacer.LimitRPM).Capacity, s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("version %d: rpm %.0f of %d, tpm %.0f of %d\n", op.Config().Version, s.Rate("rpm").Level, s.Rate("rpm").Capacity, s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// version 1: rpm 499 of 500, tpm 170000 of 200000
 }

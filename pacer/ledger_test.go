@@ -128,8 +128,8 @@ func TestDayBucketLedger(t *testing.T) {
 		}
 		s := snap(t, ps[0])
 		refilled := s.Time.Sub(time.UnixMicro(used.first.Load()))
-		checkLedger(t, "TPD", s.Rate(pacer.LimitTPD), used.tokens.Load(), refilled)
-		checkLedger(t, "RPD", s.Rate(pacer.LimitRPD), used.requests.Load(), refilled)
+		checkLedger(t, "TPD", s.Rate("tpd"), used.tokens.Load(), refilled)
+		checkLedger(t, "RPD", s.Rate("rpd"), used.requests.Load(), refilled)
 	})
 }
 
@@ -172,8 +172,8 @@ func TestDayBucketLedgerProcesses(t *testing.T) {
 			}
 			s := snap(t, newPacer(t, b, ledgerConfig(job.Name)))
 			refilled := s.Time.Sub(time.UnixMicro(first))
-			checkLedger(t, "TPD", s.Rate(pacer.LimitTPD), tokens, refilled)
-			checkLedger(t, "RPD", s.Rate(pacer.LimitRPD), requests, refilled)
+			checkLedger(t, "TPD", s.Rate("tpd"), tokens, refilled)
+			checkLedger(t, "RPD", s.Rate("rpd"), requests, refilled)
 		})
 	}
 }

@@ -1,17 +1,46 @@
 package pacer
 
-// Limit names one limit of a budget: the one that made a call wait or be
-// denied, or that a pause or stop came from.
-type Limit string
+import "github.com/llmpacer/llmpacer/classify"
 
-// The limits a budget has.
+// The names of the limits Limits states, as Rate.Name gives them.
 const (
-	LimitRPM         Limit = "rpm"         // requests per minute
-	LimitTPM         Limit = "tpm"         // tokens per minute
-	LimitRPD         Limit = "rpd"         // requests per day
-	LimitTPD         Limit = "tpd"         // tokens per day
-	LimitConcurrency Limit = "concurrency" // calls in flight
-	LimitPause       Limit = "pause"       // a pause set by Pause or Throttled
-	LimitQuota       Limit = "quota"       // a stop set by StopQuota: the provider's quota is exhausted
-	LimitStop        Limit = "stop"        // a stop set by Stop
+	nameRPM         = "rpm"
+	nameTPM         = "tpm"
+	nameRPD         = "rpd"
+	nameTPD         = "tpd"
+	nameConcurrency = "concurrency" // calls in flight (Limits.Concurrency)
 )
+
+// The reasons a script's reply gives for a wait or a refusal that are not
+// limits: a pause, and the two kinds of stop (see lua/stop.lua). They are
+// the wire's names, mapped here, at the edge, so that no name of a limit
+// means a pause or a stop.
+const (
+	wirePause = "pause" // a pause set by Pause or Throttled
+	wireQuota = "quota" // a stop set by StopQuota
+	wireStop  = "stop"  // a stop set by Stop
+)
+
+// limitOfReason returns the limit a reply's reason names: the reason
+// itself, or "" for a pause (the reply does not say what the 429 that set
+// it named) or a stop (ErrStopped says so).
+func limitOfReason(reason string) string {
+	switch reason {
+	case wirePause, wireQuota, wireStop:
+		return ""
+	}
+	return reason
+}
+
+// throttledName names the limit a provider's 429 named, as Event.Limit
+// reports it for Throttled's pause: "rpm" for requests, "tpm" for tokens
+// (input or output ones too), or "" when it named none.
+func throttledName(l classify.Limit) string {
+	switch l {
+	case classify.LimitRequests:
+		return nameRPM
+	case classify.LimitTokens, classify.LimitInputTokens, classify.LimitOutputTokens:
+		return nameTPM
+	}
+	return ""
+}

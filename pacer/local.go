@@ -34,7 +34,7 @@ const localWait = 20 * time.Millisecond
 // room now, holding the slot until expiry. Otherwise it takes nothing and
 // returns how long until they might, and the limit that lacks room; never
 // is set when a bucket could never hold use.
-func (l *localLimiter) admit(id string, use wire.Use, batch bool, expiry time.Time) (wait time.Duration, short Limit, never bool) {
+func (l *localLimiter) admit(id string, use wire.Use, batch bool, expiry time.Time) (wait time.Duration, short string, never bool) {
 	keep := 0.0
 	if batch {
 		keep = l.keep
@@ -47,16 +47,16 @@ func (l *localLimiter) admit(id string, use wire.Use, batch bool, expiry time.Ti
 	if l.slots > 0 {
 		l.expire(now)
 		if int64(len(l.held)) >= wire.Slots(l.slots, keep) {
-			return localWait, LimitConcurrency, false
+			return localWait, nameConcurrency, false
 		}
 	}
 	var over int64
 	for i, c := range cs {
 		if c.Charge > c.Allow {
-			return 0, Limit(c.Field), true
+			return 0, c.Field, true
 		}
 		if d := max(l.tat[i], now) + c.Charge - now - c.Allow; d > over {
-			over, short = d, Limit(c.Field)
+			over, short = d, c.Field
 		}
 	}
 	if over > 0 {

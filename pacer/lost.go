@@ -12,10 +12,10 @@ import (
 // saw records what an acquire reply says of the budget's state: how long
 // its keys live (a lease's expiry is no later), so that a later call can
 // tell a lost state from an expired one; and if this call found the state
-// lost, a StateLost event.
+// lost, a Warning event with Err ErrStateLost.
 func (p *Pacer) saw(rep wire.AcquireReply) {
 	if rep.Xp == wire.Lost {
-		p.emit(Event{Kind: StateLost, Wait: p.refill(), Err: ErrStateLost})
+		p.emit(Event{Kind: Warning, Wait: p.refill(), Err: ErrStateLost})
 	}
 	x := rep.Xp
 	if rep.Code == wire.Admitted || rep.Code == wire.Already {

@@ -47,8 +47,8 @@ func TestStateLostInARealRestart(t *testing.T) {
 	if !errors.Is(got, pacer.ErrNotYet) {
 		t.Fatalf("TryAcquire after the restart = %v; want ErrNotYet: the budget restarts empty", got)
 	}
-	if n := ev.count(pacer.StateLost); n != 1 {
-		t.Errorf("%d StateLost events; want 1", n)
+	if n := ev.lost(); n != 1 {
+		t.Errorf("%d state-lost Warnings; want 1", n)
 	}
 	cfg.Observe = nil
 	other, err := pacer.New(rdb, cfg)

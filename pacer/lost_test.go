@@ -27,7 +27,7 @@ func loseState(t *testing.T, rdb redis.UniversalClient, p *pacer.Pacer) {
 
 // A budget whose state Redis lost while it was in use restarts empty, not
 // full: the provider still counts what was used. The process that finds
-// the loss reports it (StateLost); the budget then refills at its rate. A
+// the loss reports it (a Warning with ErrStateLost); the budget then refills at its rate. A
 // process that never saw the state starts it full, as a new budget.
 func TestStateLostRestartsEmpty(t *testing.T) {
 	t.Parallel()
@@ -54,17 +54,17 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 		if !errors.Is(err, pacer.ErrNotYet) {
 			t.Fatalf("TryAcquire after the state was lost = %v; want ErrNotYet: the buckets restart empty", err)
 		}
-		if n := ev[1].count(pacer.StateLost); n != 1 {
-			t.Errorf("%d StateLost events from the process that found the loss; want 1", n)
+		if n := ev[1].lost(); n != 1 {
+			t.Errorf("%d state-lost Warnings from the process that found the loss; want 1", n)
 		}
 		if _, err := ps[0].TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrNotYet) {
 			t.Errorf("the other process after the loss = %v; want ErrNotYet", err)
 		}
-		if n := ev[0].count(pacer.StateLost); n != 0 {
-			t.Errorf("%d StateLost events from the process that found the budget restarted; want 0", n)
+		if n := ev[0].lost(); n != 0 {
+			t.Errorf("%d state-lost Warnings from the process that found the budget restarted; want 0", n)
 		}
-		if s := snap(t, ps[0]); s.Rate(pacer.LimitRPM).Level > 1 {
-			t.Errorf("RPM level %.2f after the loss; want about 0", s.Rate(pacer.LimitRPM).Level)
+		if s := snap(t, ps[0]); s.Rate("rpm").Level > 1 {
+			t.Errorf("RPM level %.2f after the loss; want about 0", s.Rate("rpm").Level)
 		}
 		// It refills at its rate: a request a second.
 		c.advance(1100 * time.Millisecond)
@@ -86,8 +86,8 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 			}
 			_ = l.Settle(ctx, 100)
 		}
-		if n := fresh.count(pacer.StateLost); n != 0 {
-			t.Errorf("%d StateLost events from a process that never saw the state; want 0", n)
+		if n := fresh.lost(); n != 0 {
+			t.Errorf("%d state-lost Warnings from a process that never saw the state; want 0", n)
 		}
 	})
 }
@@ -152,8 +152,8 @@ func TestStateLostProviderStaysUnderItsLimit(t *testing.T) {
 		if after.RateLimited != 0 {
 			t.Errorf("the provider answered %d 429s (%d before the loss): the budget sent more than its limit after losing its state", after.RateLimited, before.RateLimited)
 		}
-		if ev.count(pacer.StateLost) == 0 {
-			t.Error("no StateLost event after the loss")
+		if ev.lost() == 0 {
+			t.Error("no state-lost Warning after the loss")
 		}
 		if after.OK-before.OK < 5 {
 			t.Errorf("%d calls after the loss; want the budget refilling at its rate", after.OK-before.OK)

@@ -8,30 +8,6 @@ import (
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// Observers returns one observer for Config.Observe that calls each of fs
-// in turn, skipping nil ones: a metrics collector and a logger, say. It
-// returns nil if every f is nil. Like any observer, each f runs
-// synchronously in the calling goroutine.
-func Observers(fs ...func(Event)) func(Event) {
-	var all []func(Event)
-	for _, f := range fs {
-		if f != nil {
-			all = append(all, f)
-		}
-	}
-	switch len(all) {
-	case 0:
-		return nil
-	case 1:
-		return all[0]
-	}
-	return func(e Event) {
-		for _, f := range all {
-			f(e)
-		}
-	}
-}
-
 // SlogObserver returns an observer for Config.Observe that logs every event
 // to l (slog.Default() if nil), with the budget and what the event carries
 // as attributes: tokens, priority, limit, wait, how a lease ended, the
@@ -81,21 +57,23 @@ func slogLevel(e Event) (slog.Level, string) {
 		}
 		return slog.LevelDebug, "llmpacer: lease ended"
 	case Paused:
-		return slog.LevelInfo, "llmpacer: budget paused"
-	case Stopped:
-		if e.Limit == LimitQuota {
+		switch {
+		case errors.Is(e.Err, ErrQuotaExhausted):
 			return slog.LevelWarn, "llmpacer: budget stopped, provider quota exhausted"
+		case e.Err != nil:
+			return slog.LevelWarn, "llmpacer: budget stopped"
 		}
-		return slog.LevelWarn, "llmpacer: budget stopped"
+		return slog.LevelInfo, "llmpacer: budget paused"
 	case Resumed:
 		return slog.LevelInfo, "llmpacer: budget resumed"
 	case RedisDown:
 		return slog.LevelWarn, "llmpacer: Redis unreachable, failing open or closed per Config.Outage"
 	case RedisUp:
 		return slog.LevelInfo, "llmpacer: Redis answers again, the shared budget admits"
-	case StateLost:
-		return slog.LevelWarn, "llmpacer: Redis lost the budget's state; its buckets restart empty"
 	case Warning:
+		if errors.Is(e.Err, ErrStateLost) {
+			return slog.LevelWarn, "llmpacer: Redis lost the budget's state; its buckets restart empty"
+		}
 		return slog.LevelWarn, "llmpacer: Redis setting puts the budget at risk"
 	case Failed:
 		if e.Verdict.Kind == classify.Canceled {
@@ -113,7 +91,7 @@ func slogAttrs(e Event) []slog.Attr {
 	}
 	limit := func() {
 		if e.Limit != "" {
-			a = append(a, slog.String("limit", string(e.Limit)))
+			a = append(a, slog.String("limit", e.Limit))
 		}
 	}
 	// Event.Wait means something else for each kind: each gets its name.
@@ -133,15 +111,18 @@ func slogAttrs(e Event) []slog.Attr {
 		a = append(a, slog.String("end", e.End.String()), slog.Int64("tokens", e.Tokens),
 			slog.Int64("used", e.Used), slog.Duration("held", e.Held))
 	case Paused:
+		if e.Err != nil { // a stop
+			a = append(a, slog.Duration("stop", e.Wait))
+			break
+		}
 		limit()
 		a = append(a, slog.Duration("pause", e.Wait))
-	case Stopped:
-		limit()
-		a = append(a, slog.Duration("stop", e.Wait))
 	case RedisUp:
 		a = append(a, slog.Duration("down", e.Wait))
-	case StateLost:
-		a = append(a, slog.Duration("refill", e.Wait))
+	case Warning:
+		if errors.Is(e.Err, ErrStateLost) {
+			a = append(a, slog.Duration("refill", e.Wait))
+		}
 	case Failed:
 		request()
 		v := e.Verdict
@@ -162,7 +143,7 @@ func slogAttrs(e Event) []slog.Attr {
 	if e.Local {
 		a = append(a, slog.Bool("local", true))
 	}
-	if e.Err != nil {
+	if e.Err != nil && e.Kind != Paused { // a stop's Err is its kind, which msg says
 		a = append(a, slog.Any("err", e.Err))
 	}
 	return a

@@ -28,14 +28,14 @@ func TestSlogObserverLevels(t *testing.T) {
 		attrs string // in the text handler's form, after msg
 	}{
 		{"admitted", pacer.Event{Kind: pacer.Admitted, Tokens: 10, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive waited=1s"},
-		{"waiting", pacer.Event{Kind: pacer.Waiting, Tokens: 10, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive limit=tpm wait=1s"},
-		{"denied", pacer.Event{Kind: pacer.Denied, Tokens: 10, Priority: pacer.Batch, Limit: pacer.LimitRPM, Wait: 2 * time.Minute, Err: boom}, slog.LevelWarn, "budget=b tokens=10 priority=batch limit=rpm retry_after=2m0s err=boom"},
-		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: pacer.LimitRPM, Wait: time.Second, Err: pacer.NotYet(time.Second, pacer.LimitRPM)}, slog.LevelDebug, ""},
+		{"waiting", pacer.Event{Kind: pacer.Waiting, Tokens: 10, Limit: "tpm", Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive limit=tpm wait=1s"},
+		{"denied", pacer.Event{Kind: pacer.Denied, Tokens: 10, Priority: pacer.Batch, Limit: "rpm", Wait: 2 * time.Minute, Err: boom}, slog.LevelWarn, "budget=b tokens=10 priority=batch limit=rpm retry_after=2m0s err=boom"},
+		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: "rpm", Wait: time.Second, Err: pacer.NotYet(time.Second, "rpm")}, slog.LevelDebug, ""},
 		{"settled", pacer.Event{Kind: pacer.Ended, End: pacer.Settled, Tokens: 10, Used: 7, Held: time.Second}, slog.LevelDebug, "budget=b end=settled tokens=10 used=7 held=1s"},
 		{"expired", pacer.Event{Kind: pacer.Ended, End: pacer.Expired, Tokens: 10, Used: 10, Err: pacer.ErrLeaseExpired}, slog.LevelWarn, ""},
-		{"paused", pacer.Event{Kind: pacer.Paused, Limit: pacer.LimitTPM, Wait: time.Second}, slog.LevelInfo, "budget=b limit=tpm pause=1s"},
-		{"quota", pacer.Event{Kind: pacer.Stopped, Limit: pacer.LimitQuota, Wait: time.Hour}, slog.LevelWarn, "budget=b limit=quota stop=1h0m0s"},
-		{"stop", pacer.Event{Kind: pacer.Stopped, Limit: pacer.LimitStop, Wait: time.Hour}, slog.LevelWarn, ""},
+		{"paused", pacer.Event{Kind: pacer.Paused, Limit: "tpm", Wait: time.Second}, slog.LevelInfo, "budget=b limit=tpm pause=1s"},
+		{"quota", pacer.Event{Kind: pacer.Paused, Err: pacer.ErrQuotaExhausted, Wait: time.Hour}, slog.LevelWarn, "budget=b stop=1h0m0s"},
+		{"stop", pacer.Event{Kind: pacer.Paused, Err: pacer.ErrStopped, Wait: time.Hour}, slog.LevelWarn, ""},
 		{"resumed", pacer.Event{Kind: pacer.Resumed}, slog.LevelInfo, "budget=b"},
 		{"redis down", pacer.Event{Kind: pacer.RedisDown, Err: boom}, slog.LevelWarn, "budget=b err=boom"},
 		{"redis up", pacer.Event{Kind: pacer.RedisUp, Wait: 3 * time.Second}, slog.LevelInfo, "budget=b down=3s"},
@@ -75,22 +75,6 @@ func TestSlogObserverDisabled(t *testing.T) {
 	}
 }
 
-// Observers calls each observer in order, and skips nil ones.
-func TestObservers(t *testing.T) {
-	var got []string
-	f := func(tag string) func(pacer.Event) {
-		return func(e pacer.Event) { got = append(got, tag+":"+e.Kind.String()) }
-	}
-	if pacer.Observers() != nil || pacer.Observers(nil, nil) != nil {
-		t.Error("Observers() of no observer is not nil")
-	}
-	pacer.Observers(f("a"), nil, f("b"))(pacer.Event{Kind: pacer.Paused})
-	pacer.Observers(nil, f("c"))(pacer.Event{Kind: pacer.Resumed})
-	if want := "a:paused b:paused c:resumed"; strings.Join(got, " ") != want {
-		t.Errorf("observers called: %q; want %q", strings.Join(got, " "), want)
-	}
-}
-
 func dropTime(groups []string, a slog.Attr) slog.Attr {
 	if len(groups) == 0 && a.Key == slog.TimeKey {
 		return slog.Attr{}
@@ -99,8 +83,8 @@ func dropTime(groups []string, a slog.Attr) slog.Attr {
 }
 
 // Log what a budget does, at Info and above: pauses, quota stops and the
-// calls they refuse, resumes and expired leases. Chain it with a metrics
-// collector through Observers.
+// calls they refuse, resumes and expired leases. Beside a metrics
+// collector, in one closure.
 func ExampleSlogObserver() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
@@ -110,12 +94,16 @@ func ExampleSlogObserver() {
 	defer rdb.Close()
 
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: dropTime})) // Info and above
+	logEvent := pacer.SlogObserver(log)
 	count := 0
 	p, err := pacer.New(rdb, pacer.Config{
 		Name:     "openai:gpt-4o-mini",
 		Limits:   pacer.Limits{RPM: 500, TPM: 200_000},
 		LeaseTTL: time.Minute,
-		Observe:  pacer.Observers(pacer.SlogObserver(log), func(pacer.Event) { count++ }), // e.g. pacerprom's Observe
+		Observe: func(e pacer.Event) {
+			logEvent(e)
+			count++ // e.g. pacerprom's Observe
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -130,10 +118,10 @@ func ExampleSlogObserver() {
 	_ = l.Settle(ctx, 420)
 	fmt.Println(count, "events;", errors.Is(err, pacer.ErrQuotaExhausted))
 	// Output:
-	// level=WARN msg="llmpacer: budget stopped, provider quota exhausted" budget=openai:gpt-4o-mini limit=quota stop=1h0m0s
-	// level=WARN msg="llmpacer: call denied" budget=openai:gpt-4o-mini tokens=100 priority=interactive limit=quota retry_after=1m0s err="pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in 1m0s (add credit or raise the quota, then Resume)"
+	// level=WARN msg="llmpacer: budget stopped, provider quota exhausted" budget=openai:gpt-4o-mini stop=1h0m0s
+	// level=WARN msg="llmpacer: call denied" budget=openai:gpt-4o-mini tokens=100 priority=interactive retry_after=1m0s err="pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in 1m0s (add credit or raise the quota, then Resume)"
 	// level=INFO msg="llmpacer: budget resumed" budget=openai:gpt-4o-mini
-	// level=INFO msg="llmpacer: budget paused" budget=openai:gpt-4o-mini limit=pause pause=2s
+	// level=INFO msg="llmpacer: budget paused" budget=openai:gpt-4o-mini pause=2s
 	// level=WARN msg="llmpacer: lease expired" budget=openai:gpt-4o-mini end=expired tokens=1300 used=1300 held=0s err="pacer: lease expired before it ended; its reserved tokens stay charged"
 	// 6 events; true
 }

@@ -44,10 +44,10 @@ import (
 // shared budget: for their duration the fleet may run up to its local
 // share above a limit.
 type Outage struct {
-	// FailOpen lists the limits that fail open, by name: LimitRPM,
-	// LimitTPM, LimitRPD, LimitTPD, LimitConcurrency, or a Config.Rates
-	// entry's Rate.Name(). Each must be a limit of the budget.
-	FailOpen []Limit
+	// FailOpen lists the limits that fail open, by name: "rpm", "tpm",
+	// "rpd", "tpd", "concurrency", or a Config.Rates entry's Rate.Name().
+	// Each must be a limit of the budget.
+	FailOpen []string
 	// Replicas is how many processes share the budget: each admits at
 	// most 1/Replicas of every open limit while Redis is down. Set it, or
 	// Share, when FailOpen is set.
@@ -66,8 +66,8 @@ type Outage struct {
 
 // outageSettings is a validated Config.Outage.
 type outageSettings struct {
-	circuit bool           // the budget has an outage circuit (FailOpen or FailFast)
-	open    map[Limit]bool // the limits that fail open; nil: none
+	circuit bool            // the budget has an outage circuit (FailOpen or FailFast)
+	open    map[string]bool // the limits that fail open; nil: none
 	share   float64
 	local   []wire.Bucket // this process's share of each open rate limit
 	slots   int64         // its share of an open concurrency limit; 0: none
@@ -75,13 +75,13 @@ type outageSettings struct {
 
 // limitOf returns the name a bucket's limit goes by in Config.Outage and in
 // events: its field, without a sliding window's "~<µs>:" mark.
-func limitOf(b bucket) Limit {
+func limitOf(b bucket) string {
 	if strings.HasPrefix(b.field, "~") {
 		if _, name, ok := strings.Cut(b.field, ":"); ok {
-			return Limit(name)
+			return name
 		}
 	}
-	return Limit(b.field)
+	return b.field
 }
 
 // outageSettings checks c.Outage against the budget s describes and builds
@@ -108,12 +108,12 @@ func (c Config) outageSettings(s settings) (outageSettings, error) {
 	if o.Replicas != 0 {
 		share = 1 / float64(o.Replicas)
 	}
-	out := outageSettings{circuit: true, open: map[Limit]bool{}, share: share}
+	out := outageSettings{circuit: true, open: map[string]bool{}, share: share}
 	buckets := s.configured()
 	for _, name := range o.FailOpen {
 		i := slices.IndexFunc(buckets, func(b bucket) bool { return limitOf(b) == name })
 		switch {
-		case name == LimitConcurrency && s.limits.Concurrency > 0:
+		case name == nameConcurrency && s.limits.Concurrency > 0:
 		case i < 0:
 			return outageSettings{}, invalidf("Config.Outage.FailOpen names %q, which is not a limit of the budget: use %s", name, strings.Join(limitNames(s), ", "))
 		case buckets[i].unit == Spend:
@@ -131,7 +131,7 @@ func (c Config) outageSettings(s settings) (outageSettings, error) {
 		}
 		out.local = append(out.local, lb)
 	}
-	if out.open[LimitConcurrency] {
+	if out.open[nameConcurrency] {
 		out.slots = int64(math.Floor(float64(s.limits.Concurrency) * share))
 		if out.slots < 1 {
 			return outageSettings{}, invalidf("Config.Outage: a share of %.4g of Limits.Concurrency = %d leaves this process no slot while Redis is down; keep concurrency closed, or use fewer replicas", share, s.limits.Concurrency)
@@ -167,14 +167,14 @@ func limitNames(s settings) []string {
 		out = append(out, string(limitOf(b)))
 	}
 	if s.limits.Concurrency > 0 {
-		out = append(out, string(LimitConcurrency))
+		out = append(out, string(nameConcurrency))
 	}
 	return out
 }
 
 // closedFor returns the fail-closed limit that refuses the call while
 // Redis is down, if any: see Outage for why every limit counts every call.
-func (c *call) closedFor() (Limit, bool) {
+func (c *call) closedFor() (string, bool) {
 	s := c.s
 	o := s.outage
 	for _, b := range s.configured() {
@@ -189,13 +189,13 @@ func (c *call) closedFor() (Limit, bool) {
 		}
 		return name, true
 	}
-	if s.limits.Concurrency > 0 && !o.open[LimitConcurrency] {
-		return LimitConcurrency, true
+	if s.limits.Concurrency > 0 && !o.open[nameConcurrency] {
+		return nameConcurrency, true
 	}
 	// A tenant's own rates live in Redis only: no local share can keep
 	// them, so a tenant's call fails closed on them.
 	if c.r.Tenant != "" && len(s.tenantRates) > 0 {
-		return Limit("@" + string(s.tenantRates[0].Name())), true
+		return "@" + s.tenantRates[0].Name(), true
 	}
 	return "", false
 }

@@ -46,7 +46,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		t.Cleanup(func() { _ = rdb.Close() })
 		p, err := pacer.New(rdb, pacer.Config{Name: name, Limits: pacer.Limits{RPM: rpm},
-			Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: pacers},
+			Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: pacers},
 			Observe: func(e pacer.Event) {
 				switch e.Kind {
 				case pacer.RedisDown:

@@ -134,8 +134,8 @@ func slotsAfterOutage(t *testing.T, addr string, tol float64, step, down func(),
 	}
 	// Each lease settled once: what it used stays charged, the rest went
 	// back once.
-	if want := float64(tpd - n*used); !near(s.Rate(pacer.LimitTPD).Level, want, tol) {
-		t.Errorf("after the outage: TPD %v; want %v (each settle counted once)", s.Rate(pacer.LimitTPD).Level, want)
+	if want := float64(tpd - n*used); !near(s.Rate("tpd").Level, want, tol) {
+		t.Errorf("after the outage: TPD %v; want %v (each settle counted once)", s.Rate("tpd").Level, want)
 	}
 	// And the budget admits n calls again.
 	var again []*pacer.Lease
@@ -196,8 +196,8 @@ func TestSettleRetriedAfterLostReplyCountsOnce(t *testing.T) {
 				t.Fatalf("Settle %d through a hung Redis = nil; want an error", i)
 			}
 		}
-		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate(pacer.LimitTPD).Level, 9_800, 1) {
-			t.Fatalf("Redis after the settle whose reply was lost: in flight %d, TPD %v; want 0 and 9800", s.InFlight, s.Rate(pacer.LimitTPD).Level)
+		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate("tpd").Level, 9_800, 1) {
+			t.Fatalf("Redis after the settle whose reply was lost: in flight %d, TPD %v; want 0 and 9800", s.InFlight, s.Rate("tpd").Level)
 		}
 		px.Hang(false)
 
@@ -207,8 +207,8 @@ func TestSettleRetriedAfterLostReplyCountsOnce(t *testing.T) {
 		if got := l.Info().State; got != pacer.Settled {
 			t.Fatalf("State() once Redis answers = %v; want settled, in the background", got)
 		}
-		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate(pacer.LimitTPD).Level, 9_800, 1) {
-			t.Errorf("after the retries: in flight %d, TPD %v; want 0 and 9800 (the give-back made once)", s.InFlight, s.Rate(pacer.LimitTPD).Level)
+		if s := snap(t, direct); s.InFlight != 0 || !near(s.Rate("tpd").Level, 9_800, 1) {
+			t.Errorf("after the retries: in flight %d, TPD %v; want 0 and 9800 (the give-back made once)", s.InFlight, s.Rate("tpd").Level)
 		}
 	})
 }

@@ -42,6 +42,19 @@ func (k *kinds) count(kind pacer.EventKind) int {
 	return n
 }
 
+// lost counts the Warning events that say the state was lost.
+func (k *kinds) lost() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, e := range k.events {
+		if e.Kind == pacer.Warning && errors.Is(e.Err, pacer.ErrStateLost) {
+			n++
+		}
+	}
+	return n
+}
+
 // waitFor waits up to d for the n-th event of kind.
 func (k *kinds) waitFor(t *testing.T, kind pacer.EventKind, n int, d time.Duration) {
 	t.Helper()
@@ -76,18 +89,18 @@ func TestOutageConfig(t *testing.T) {
 		want string // in the error; "" for a valid Outage
 	}{
 		{"zero", pacer.Outage{}, ""},
-		{"replicas", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM, pacer.LimitConcurrency, hourly.Name()}, Replicas: 4}, ""},
-		{"share", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitTPM}, Share: 0.25}, ""},
-		{"spend", pacer.Outage{FailOpen: []pacer.Limit{spend.Name()}, Replicas: 2}, "spend can never fail open"},
-		{"not a limit", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPD}, Replicas: 2}, `"rpd", which is not a limit`},
-		{"no share", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}}, "neither Replicas nor Share"},
-		{"both", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 2, Share: 0.5}, "set one"},
-		{"share above 1", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Share: 1.5}, "fraction in (0, 1]"},
-		{"negative replicas", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: -1}, "between 1 and"},
+		{"replicas", pacer.Outage{FailOpen: []string{"rpm", "concurrency", hourly.Name()}, Replicas: 4}, ""},
+		{"share", pacer.Outage{FailOpen: []string{"tpm"}, Share: 0.25}, ""},
+		{"spend", pacer.Outage{FailOpen: []string{spend.Name()}, Replicas: 2}, "spend can never fail open"},
+		{"not a limit", pacer.Outage{FailOpen: []string{"rpd"}, Replicas: 2}, `"rpd", which is not a limit`},
+		{"no share", pacer.Outage{FailOpen: []string{"rpm"}}, "neither Replicas nor Share"},
+		{"both", pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 2, Share: 0.5}, "set one"},
+		{"share above 1", pacer.Outage{FailOpen: []string{"rpm"}, Share: 1.5}, "fraction in (0, 1]"},
+		{"negative replicas", pacer.Outage{FailOpen: []string{"rpm"}, Replicas: -1}, "between 1 and"},
 		{"nothing open", pacer.Outage{Replicas: 3}, "FailOpen is empty"},
 		{"fail fast", pacer.Outage{FailFast: true}, ""},
-		{"share too small", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 1000}, "less than one request"},
-		{"no slot", pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitConcurrency}, Replicas: 9}, "no slot"},
+		{"share too small", pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 1000}, "less than one request"},
+		{"no slot", pacer.Outage{FailOpen: []string{"concurrency"}, Replicas: 9}, "no slot"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
@@ -110,14 +123,14 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cfg   pacer.Config
-		limit pacer.Limit
+		limit string
 	}{
 		{"no outage config", pacer.Config{Limits: pacer.Limits{RPM: 600}}, ""},
 		{"tpm closed", pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 10_000},
-			Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 2}}, pacer.LimitTPM},
+			Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 2}}, "tpm"},
 		{"concurrency closed", pacer.Config{Limits: pacer.Limits{RPM: 600, Concurrency: 4},
-			Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 2}}, pacer.LimitConcurrency},
-		{"fail fast", pacer.Config{Limits: pacer.Limits{RPM: 600}, Outage: pacer.Outage{FailFast: true}}, pacer.LimitRPM},
+			Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 2}}, "concurrency"},
+		{"fail fast", pacer.Config{Limits: pacer.Limits{RPM: 600}, Outage: pacer.Outage{FailFast: true}}, "rpm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// go-redis's own retries would only slow the test down.
@@ -160,7 +173,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 // answers, and a lease admitted locally ends locally, never touching Redis.
 func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{RPM: 6000},
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 4}})
+		Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 4}})
 	ctx := context.Background()
 	shared, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
 	if err != nil || shared.Info().Local {
@@ -234,7 +247,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 	t.Parallel()
 	perSecond := pacer.Rate{Unit: pacer.Tokens, Limit: 1000, Window: time.Second}
 	p, _, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{Concurrency: 4}, Rates: []pacer.Rate{perSecond},
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{perSecond.Name(), pacer.LimitConcurrency}, Replicas: 2}})
+		Outage: pacer.Outage{FailOpen: []string{perSecond.Name(), "concurrency"}, Replicas: 2}})
 	ctx := context.Background()
 	b.Mini.Close()
 	// The first call trips the circuit, and waits for the empty local
@@ -268,7 +281,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ny *pacer.RefusedError
-	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || ny.Limit != pacer.LimitConcurrency {
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || ny.Limit != "concurrency" {
 		t.Fatalf("a third call with 2 local slots held = %v; want ErrNotYet for concurrency", err)
 	}
 	if err := l2.Cancel(ctx); err != nil {
@@ -287,7 +300,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 func TestLocalAcquireWaits(t *testing.T) {
 	t.Parallel()
 	p, ev, b := outagePacer(t, pacer.Config{Limits: pacer.Limits{Concurrency: 2},
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitConcurrency}, Replicas: 2}})
+		Outage: pacer.Outage{FailOpen: []string{"concurrency"}, Replicas: 2}})
 	ctx := context.Background()
 	b.Mini.Close()
 	l, err := p.Acquire(ctx, pacer.Request{})
@@ -323,7 +336,7 @@ func TestCircuitIgnoresScriptErrorsAndDeadlines(t *testing.T) {
 	b := redistest.Mini(t)
 	k := &kinds{}
 	cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 600}, Observe: k.observe,
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitRPM}, Replicas: 2}}
+		Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: 2}}
 	ctx := context.Background()
 
 	// The state hash made a string: every script fails with WRONGTYPE.
@@ -376,8 +389,8 @@ func TestCircuitSparesTheDial(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	for _, tc := range []struct {
 		name string
-		open []pacer.Limit
-	}{{"fail fast", nil}, {"fail closed", []pacer.Limit{pacer.LimitRPM}}, {"fail open", []pacer.Limit{pacer.LimitRPM, pacer.LimitTPM}}} {
+		open []string
+	}{{"fail fast", nil}, {"fail closed", []string{"rpm"}}, {"fail open", []string{"rpm", "tpm"}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_ = b.Mini.Restart()
 			p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 600_000, TPM: 1e9},

@@ -77,7 +77,7 @@ type Pacer struct {
 // redis.UniversalClient. It validates cfg and does not wait for Redis; a
 // new budget starts full. With Config.Observe set, it asks the server for
 // its maxmemory-policy in the background, and emits a Warning event if the
-// server may evict the budget's keys (see StateLost).
+// server may evict the budget's keys (see Warning and ErrStateLost).
 func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// A nil pointer in the interface passes a nil check and would panic
 	// later, inside a goroutine of ours, killing the process.
@@ -122,9 +122,6 @@ func (p *Pacer) adopt(s *settings) {
 	}
 	p.cur.Store(s)
 }
-
-// Name returns the budget's name.
-func (p *Pacer) Name() string { return p.s().name }
 
 // Config returns the definition in force: the Config New was given, or,
 // once the Pacer follows a definition stored by Define (or by Open), that

@@ -129,8 +129,8 @@ func TestAtomicityExactCount(t *testing.T) {
 			t.Errorf("admitted %d, timed out %d; want 50 and 50", admitted.Load(), timeouts.Load())
 		}
 		s := snap(t, ps[0])
-		clock.level(t, "RPD", s.Rate(pacer.LimitRPD).Level, 0, 50/86_400.0)
-		clock.level(t, "TPD", s.Rate(pacer.LimitTPD).Level, 1_000_000-50*100, 1_000_000/86_400.0)
+		clock.level(t, "RPD", s.Rate("rpd").Level, 0, 50/86_400.0)
+		clock.level(t, "TPD", s.Rate("tpd").Level, 1_000_000-50*100, 1_000_000/86_400.0)
 	})
 }
 
@@ -147,7 +147,7 @@ func TestAtomicityUnderWaiting(t *testing.T) {
 		// tokens need at least 1.1 s, so most of them reserve a later turn.
 		const rate, burst, cost, workers, calls = 10_000.0, 1000, 100, 24, 5
 		var waited atomic.Int64
-		ps := newPacers(t, b, 6, pacer.Config{Limits: pacer.Limits{TPM: 600_000}, Burst: pacer.Burst{TPM: burst}, MaxWait: time.Minute,
+		ps := newPacers(t, b, 6, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 600_000, Window: time.Minute, Burst: burst}}, MaxWait: time.Minute,
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting {
 					waited.Add(1)
@@ -213,7 +213,7 @@ func TestAllOrNothing(t *testing.T) {
 				t.Fatalf("Acquire(500) = %v; want ErrWaitTimeout", err)
 			}
 			// 9: the TPM denials took no request.
-			clock.level(t, "RPM", snap(t, p).Rate(pacer.LimitRPM).Level, 9, 10/60.0)
+			clock.level(t, "RPM", snap(t, p).Rate("rpm").Level, 9, 10/60.0)
 		})
 		t.Run("rpm denial leaves tpm", func(t *testing.T) {
 			clock := stopClock(b)
@@ -227,7 +227,7 @@ func TestAllOrNothing(t *testing.T) {
 				t.Fatalf("TryAcquire() = %v, %v, %v; want nil, ~30s, nil", l, wait, err)
 			}
 			// 98,000: the RPM denial took no tokens.
-			clock.level(t, "TPM", snap(t, p).Rate(pacer.LimitTPM).Level, 98_000, 100_000/60.0)
+			clock.level(t, "TPM", snap(t, p).Rate("tpm").Level, 98_000, 100_000/60.0)
 		})
 	})
 }
@@ -244,15 +244,15 @@ func TestRefundAndDebt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clock.level(t, "after reserving 4000: TPM", snap(t, p).Rate(pacer.LimitTPM).Level, 2000, 100)
+		clock.level(t, "after reserving 4000: TPM", snap(t, p).Rate("tpm").Level, 2000, 100)
 		if err := l.Settle(ctx, 1000); err != nil {
 			t.Fatalf("Settle(1000) = %v", err)
 		}
-		clock.level(t, "after settling 1000 of 4000: TPM", snap(t, p).Rate(pacer.LimitTPM).Level, 5000, 100)
+		clock.level(t, "after settling 1000 of 4000: TPM", snap(t, p).Rate("tpm").Level, 5000, 100)
 		if err := l.Settle(ctx, 0); err != nil {
 			t.Fatalf("second Settle() = %v; want nil (idempotent)", err)
 		}
-		clock.level(t, "after a second Settle: TPM", snap(t, p).Rate(pacer.LimitTPM).Level, 5000, 100)
+		clock.level(t, "after a second Settle: TPM", snap(t, p).Rate("tpm").Level, 5000, 100)
 
 		clock = stopClock(b)
 		l, err = p.Acquire(ctx, pacer.Request{Tokens: 5000})
@@ -264,14 +264,14 @@ func TestRefundAndDebt(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, p)
-		if s.Rate(pacer.LimitTPM).Level < -3000-levelEps || s.Rate(pacer.LimitTPM).Level > -2000+100*clock.since().Seconds() {
-			t.Fatalf("after an overrun of 3000: level %v, want -3000 (up to 1,000 more if the bucket had refilled)", s.Rate(pacer.LimitTPM).Level)
+		if s.Rate("tpm").Level < -3000-levelEps || s.Rate("tpm").Level > -2000+100*clock.since().Seconds() {
+			t.Fatalf("after an overrun of 3000: level %v, want -3000 (up to 1,000 more if the bucket had refilled)", s.Rate("tpm").Level)
 		}
 		// 100 tokens/s: a 100-token call now waits for the debt plus itself.
 		_, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 100})
-		want := time.Duration((100 - s.Rate(pacer.LimitTPM).Level) / 100 * float64(time.Second))
+		want := time.Duration((100 - s.Rate("tpm").Level) / 100 * float64(time.Second))
 		if err != nil || wait > want+time.Millisecond || wait < want-clock.since()-time.Millisecond {
-			t.Errorf("TryAcquire(100) in debt of %.0f: wait %v, err %v; want %v", -s.Rate(pacer.LimitTPM).Level, wait, err, want)
+			t.Errorf("TryAcquire(100) in debt of %.0f: wait %v, err %v; want %v", -s.Rate("tpm").Level, wait, err, want)
 		}
 	})
 }
@@ -333,7 +333,7 @@ func TestRedisClock(t *testing.T) {
 	if l, _, err := tryAcquire(p, ctx, pacer.Request{Tokens: 3000}); l == nil || err != nil {
 		t.Fatalf("30s later = %v, %v; want a lease", l, err)
 	}
-	if s := snap(t, p); !s.Time.Equal(t0.Add(30*time.Second)) || s.Rate(pacer.LimitTPM).Level != 0 {
+	if s := snap(t, p); !s.Time.Equal(t0.Add(30*time.Second)) || s.Rate("tpm").Level != 0 {
 		t.Errorf("Snapshot() = %+v; want Time %v and level 0", s, t0.Add(30*time.Second))
 	}
 

@@ -20,7 +20,7 @@ import (
 // After a provider's 429, prefer Throttled, which also brings the tripped
 // bucket back in line with the provider.
 func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
-	return p.pause(ctx, d, LimitPause, nil)
+	return p.pauseFor(ctx, d, "", nil, false)
 }
 
 // Throttled tells the budget that the provider refused a call of r for its
@@ -39,16 +39,15 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	// the buckets of the unit it named, with a window of a minute or less,
 	// are lowered; day buckets never are.
 	lower := map[Unit]bool{Requests: true, Tokens: true, InputTokens: true, OutputTokens: true}
-	named := LimitPause
 	switch limit {
 	case classify.LimitRequests:
-		lower, named = map[Unit]bool{Requests: true}, LimitRPM
+		lower = map[Unit]bool{Requests: true}
 	case classify.LimitTokens:
-		lower, named = map[Unit]bool{Tokens: true, InputTokens: true, OutputTokens: true}, LimitTPM
+		lower = map[Unit]bool{Tokens: true, InputTokens: true, OutputTokens: true}
 	case classify.LimitInputTokens:
-		lower, named = map[Unit]bool{Tokens: true, InputTokens: true}, LimitTPM
+		lower = map[Unit]bool{Tokens: true, InputTokens: true}
 	case classify.LimitOutputTokens:
-		lower, named = map[Unit]bool{Tokens: true, OutputTokens: true}, LimitTPM
+		lower = map[Unit]bool{Tokens: true, OutputTokens: true}
 	}
 	// Each bucket lowered holds, when the pause ends, just the refused
 	// call's share (at most a full bucket); never less than minus one full
@@ -63,16 +62,12 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 		offset, limit := b.wb.Lowering(use.Of(b.wb.Unit))
 		args = append(args, b.field, offset, limit)
 	}
-	return p.pauseFor(ctx, d, named, args, true)
-}
-
-func (p *Pacer) pause(ctx context.Context, d time.Duration, limit Limit, lower []any) error {
-	return p.pauseFor(ctx, d, limit, lower, false)
+	return p.pauseFor(ctx, d, throttledName(limit), args, true)
 }
 
 // pauseFor pauses the budget; throttled says a provider's 429 asked for it
-// (see Event.Throttled).
-func (p *Pacer) pauseFor(ctx context.Context, d time.Duration, limit Limit, lower []any, throttled bool) error {
+// (see Event.Throttled), and limit names the limit it named ("" if none).
+func (p *Pacer) pauseFor(ctx context.Context, d time.Duration, limit string, lower []any, throttled bool) error {
 	if d <= 0 || d > maxDur {
 		return invalidf("Pause(%v): the pause must be between 1ms and %v; pass the provider's retry-after", d, maxDur)
 	}

@@ -85,26 +85,26 @@ type Rate struct {
 	Sliding bool
 }
 
-// Name returns the limit's name, as Event.Limit and RefusedError.Limit
-// report it: "rpm", "tpm", "rpd" or "tpd" for the rates
+// Name returns the limit's name, as Event.Limit, RefusedError.Limit,
+// Snapshot.Rate and Outage.FailOpen spell it: "rpm", "tpm", "rpd" or "tpd" for the rates
 // Limits can state, and otherwise the unit's name and the window, such as
 // "tokens/3600s" or "input_tokens/60s".
-func (r Rate) Name() Limit {
+func (r Rate) Name() string {
 	switch {
 	case r.Sliding: // always named by unit and window, below
 	case r.Unit == Requests && r.Window == time.Minute:
-		return LimitRPM
+		return nameRPM
 	case r.Unit == Tokens && r.Window == time.Minute:
-		return LimitTPM
+		return nameTPM
 	case r.Unit == Requests && r.Window == 24*time.Hour:
-		return LimitRPD
+		return nameRPD
 	case r.Unit == Tokens && r.Window == 24*time.Hour:
-		return LimitTPD
+		return nameTPD
 	}
 	if r.Window%time.Second == 0 {
-		return Limit(fmt.Sprintf("%s/%ds", r.Unit, r.Window/time.Second))
+		return fmt.Sprintf("%s/%ds", r.Unit, r.Window/time.Second)
 	}
-	return Limit(fmt.Sprintf("%s/%dms", r.Unit, r.Window/time.Millisecond))
+	return fmt.Sprintf("%s/%dms", r.Unit, r.Window/time.Millisecond)
 }
 
 // Price is what a model's tokens cost per million, in the unit of the

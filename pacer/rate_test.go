@@ -192,7 +192,7 @@ func TestRatesInvalid(t *testing.T) {
 	}
 	// A rate that is one of the four is that bucket.
 	p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{rpm}})
-	if s := snap(t, p); s.Rate(pacer.LimitRPM).Limit != 100 || len(s.Rates) != 1 {
+	if s := snap(t, p); s.Rate("rpm").Limit != 100 || len(s.Rates) != 1 {
 		t.Errorf("a requests-per-minute rate: Rates %+v; want it as the one RPM bucket", s.Rates)
 	}
 	ctx := context.Background()
@@ -227,7 +227,7 @@ func TestWeights(t *testing.T) {
 		}
 		// A real Redis refills 166 tokens a second while the test runs.
 		// (up to 6 s of it on a loaded machine)
-		if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv < 4500 || lv > 5500 {
+		if lv := snap(t, p).Rate("tpm").Level; lv < 4500 || lv > 5500 {
 			t.Errorf("TPM level %.0f after 500 weighted 10 and 500 weighted 1; want 4500", lv)
 		}
 		if big.Info().Tokens != 500 {
@@ -236,7 +236,7 @@ func TestWeights(t *testing.T) {
 		if err := big.Settle(ctx, 200); err != nil {
 			t.Fatal(err)
 		}
-		if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv < 7500 || lv > 8500 {
+		if lv := snap(t, p).Rate("tpm").Level; lv < 7500 || lv > 8500 {
 			t.Errorf("TPM level %.0f after settling 200 of 500 weighted 10; want 7500", lv)
 		}
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1001, Model: "gpt-4o"}); !errors.Is(err, pacer.ErrTooLarge) {
@@ -262,7 +262,7 @@ func TestSyncRateAsRPM(t *testing.T) {
 	if err := p.Sync(ctx, classify.RateLimits{Requests: classify.Window{Remaining: 40, HasRemaining: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if lv := snap(t, p).Rate(pacer.LimitRPM).Level; math.Abs(lv-40) > 0.01 {
+	if lv := snap(t, p).Rate("rpm").Level; math.Abs(lv-40) > 0.01 {
 		t.Errorf("RPM level %.2f after the provider reported 40 left; want 40", lv)
 	}
 }
@@ -294,7 +294,7 @@ func TestNoRefundEndedReportsUsage(t *testing.T) {
 	if len(used) != 1 || used[0] != 120 {
 		t.Errorf("Ended.Used = %v; want [120]", used)
 	}
-	if lv := snap(t, p).Rate(pacer.LimitTPM).Level; lv != 500 {
+	if lv := snap(t, p).Rate("tpm").Level; lv != 500 {
 		t.Errorf("TPM level %.0f; want 500: NoRefund keeps the reservation", lv)
 	}
 }
@@ -357,7 +357,7 @@ func TestGivenBackTurnEndsUnreported(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for snap(t, p).Rate(pacer.LimitTPM).Level > -1 { // wait until the turn is reserved
+		for snap(t, p).Rate("tpm").Level > -1 { // wait until the turn is reserved
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
@@ -366,7 +366,7 @@ func TestGivenBackTurnEndsUnreported(t *testing.T) {
 		t.Fatalf("Acquire = %v; want context.Canceled (its turn was 3 s away)", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for snap(t, p).Rate(pacer.LimitTPM).Level < -0.5 { // the turn went back
+	for snap(t, p).Rate("tpm").Level < -0.5 { // the turn went back
 		if time.Now().After(deadline) {
 			t.Fatal("the reserved turn was not given back")
 		}

@@ -75,6 +75,6 @@ func TestSettleUsageMixedSigns(t *testing.T) {
 		}
 		checkUsed(t, "the input rate", s.Rates[1].Level, 6_000, s.Rates[1].PerSecond, n*usedIn, elapsed)
 		checkUsed(t, "the output rate", s.Rates[2].Level, 6_000, s.Rates[2].PerSecond, n*usedOut, elapsed)
-		checkUsed(t, "TPD", s.Rate(pacer.LimitTPD).Level, float64(s.Rate(pacer.LimitTPD).Capacity), s.Rate(pacer.LimitTPD).PerSecond, n*(usedIn+usedOut), elapsed)
+		checkUsed(t, "TPD", s.Rate("tpd").Level, float64(s.Rate("tpd").Capacity), s.Rate("tpd").PerSecond, n*(usedIn+usedOut), elapsed)
 	})
 }

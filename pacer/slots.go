@@ -92,7 +92,7 @@ func (p *Pacer) granted(ctx context.Context, ids []string) ([]string, error) {
 // "": the caller asks acquire with its ticket, which keeps its place, or
 // tells it it was admitted. It returns ctx's error if ctx ends first.
 func (p *Pacer) waitGrant(ctx context.Context, id string, r Request, rep wire.AcquireReply, deadline time.Time) (string, error) {
-	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: LimitConcurrency})
+	p.emit(Event{Kind: Waiting, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: nameConcurrency})
 	wake, leave := p.grants.Wait(id)
 	defer leave()
 	d := 2*rep.Wait + fallbackSlack

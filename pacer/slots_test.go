@@ -23,7 +23,7 @@ func TestConcurrencyWaitsForSettle(t *testing.T) {
 		var mu sync.Mutex
 		var hints []time.Duration
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{Concurrency: 2}})
-		third := newPacer(t, b, pacer.Config{Name: ps[0].Name(), Limits: pacer.Limits{Concurrency: 2},
+		third := newPacer(t, b, pacer.Config{Name: ps[0].Config().Name, Limits: pacer.Limits{Concurrency: 2},
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Limit == "concurrency" {
 					mu.Lock()
@@ -111,7 +111,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if d := time.Since(start); d < ttl-time.Millisecond {
 			t.Errorf("slot came back %v after the abandoned lease was taken; want no sooner than its %v TTL", d, ttl)
 		}
-		before := snap(t, p).Rate(pacer.LimitTPM).Level
+		before := snap(t, p).Rate("tpm").Level
 		if err := abandoned.Settle(ctx, 0); !errors.Is(err, pacer.ErrLeaseExpired) {
 			t.Errorf("Settle of an expired lease = %v; want ErrLeaseExpired", err)
 		}
@@ -120,7 +120,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		}
 		// A refund would give back 1,000; the refill between the two
 		// snapshots is 100 tokens a second.
-		if after := snap(t, p).Rate(pacer.LimitTPM).Level; after > before+500 {
+		if after := snap(t, p).Rate("tpm").Level; after > before+500 {
 			t.Errorf("TPM level went from %v to %v: the expired lease's tokens were refunded; they must stay charged", before, after)
 		}
 		if err := l.Settle(ctx, 10); err != nil {
@@ -358,7 +358,7 @@ func TestHandOverNeedsNoClaim(t *testing.T) {
 		queued := make(chan struct{}, 1)
 		wcfg := cfg
 		wcfg.Observe = func(e pacer.Event) {
-			if e.Kind == pacer.Waiting && e.Limit == pacer.LimitConcurrency {
+			if e.Kind == pacer.Waiting && e.Limit == "concurrency" {
 				select {
 				case queued <- struct{}{}:
 				default:
@@ -608,7 +608,7 @@ func TestHandOverChargesSlidingWindows(t *testing.T) {
 			t.Fatalf("the third call of the hour = %v; want admitted", err)
 		}
 		_, err = ps[1].TryAcquire(ctx, pacer.Request{})
-		if ny := notYet(t, "the fourth call of the hour", err); ny.Limit == pacer.LimitConcurrency || ny.Limit == "" {
+		if ny := notYet(t, "the fourth call of the hour", err); ny.Limit == "concurrency" || ny.Limit == "" {
 			t.Errorf("the fourth call was refused by %q; want the sliding rate", ny.Limit)
 		}
 	})

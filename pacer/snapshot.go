@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -51,9 +50,10 @@ type Snapshot struct {
 	Paused time.Duration
 	// Stopped is how long the budget stays stopped unless a probe
 	// succeeds or Resume ends it (0 if not stopped), and StoppedBy the
-	// kind of stop: LimitQuota (StopQuota) or LimitStop (Stop).
+	// kind of stop, as the refusals' errors.Is says it: ErrQuotaExhausted
+	// (StopQuota) or ErrStopped (Stop); nil if not stopped.
 	Stopped   time.Duration
-	StoppedBy Limit
+	StoppedBy error
 	// MeanHold is the recent mean time a lease of this Pacer was held (from
 	// its turn to its end); 0 until one ends. A waiter for a slot
 	// estimates its wait from it.
@@ -61,9 +61,9 @@ type Snapshot struct {
 }
 
 // Rate returns the state of the rate whose Rate.Name is name (such as
-// LimitTPM or "tokens/3600s"), or the zero RateState if the budget has no
+// "tpm" or "tokens/3600s"), or the zero RateState if the budget has no
 // such rate.
-func (s Snapshot) Rate(name Limit) RateState {
+func (s Snapshot) Rate(name string) RateState {
 	for _, r := range s.Rates {
 		if r.Rate.Name() == name {
 			return r
@@ -142,7 +142,7 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("%w: stop %q", wire.ErrReply, stop)
 		}
 		if left := end - ints[0]/1000; left > 0 {
-			s.Stopped, s.StoppedBy = time.Duration(left)*time.Millisecond, Limit(kind)
+			s.Stopped, s.StoppedBy = time.Duration(left)*time.Millisecond, stopErr(kind)
 		}
 	}
 	return s, nil
@@ -151,19 +151,9 @@ func (p *Pacer) decodeSnapshot(v any) (Snapshot, error) {
 // state returns the bucket's state at nowUs, from its field's value as
 // stored ("" when none: full).
 func (b bucket) state(nowUs int64, str string) (RateState, error) {
-	if b.wb.Sub > 0 {
-		lv, err := b.wb.SlidingLevel(nowUs, str)
-		if err != nil {
-			return RateState{}, fmt.Errorf("%w: %s counts %q", wire.ErrReply, b.field, str)
-		}
-		return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
+	lv, err := b.wb.State(nowUs, str)
+	if err != nil {
+		return RateState{}, err
 	}
-	var tat int64
-	if str != "" {
-		var err error
-		if tat, err = strconv.ParseInt(str, 10, 64); err != nil {
-			return RateState{}, fmt.Errorf("%w: %s TAT %q", wire.ErrReply, b.field, str)
-		}
-	}
-	return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: b.wb.Level(nowUs, tat, str != ""), PerSecond: b.perMs * 1000}, nil
+	return RateState{Limit: b.limit, Capacity: int64(b.capacity), Level: lv, PerSecond: b.perMs * 1000}, nil
 }

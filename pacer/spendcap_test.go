@@ -259,7 +259,7 @@ func TestSpendInputMargin(t *testing.T) {
 		if got := 10_000 - int64(s.Rates[1].Level); got != tc.want {
 			t.Errorf("%s, InputMargin %v: reserved %d µ$; want %d", tc.model, tc.margin, got, tc.want)
 		}
-		if got := 10_000 - int64(s.Rate(pacer.LimitTPM).Level); got != 1100 {
+		if got := 10_000 - int64(s.Rate("tpm").Level); got != 1100 {
 			t.Errorf("%s, InputMargin %v: TPM charged %d; want 1,100, the request's tokens", tc.model, tc.margin, got)
 		}
 	}

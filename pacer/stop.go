@@ -35,7 +35,7 @@ func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 	if probe < time.Millisecond || probe > maxDur {
 		return invalidf("StopQuota(%v, %v): the probe interval must be between 1ms and %v (0 for the default %v)", d, probe, maxDur, defaultProbeInterval)
 	}
-	return p.stop(ctx, d, probe, LimitQuota)
+	return p.stop(ctx, d, probe, wireQuota)
 }
 
 // Stop refuses every call of the budget, in every process, for d (at most
@@ -45,12 +45,12 @@ func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
 // it lasts, a StopQuota only extends it, and no probe lifts it. It wins
 // over a pause, as for StopQuota.
 func (p *Pacer) Stop(ctx context.Context, d time.Duration) error {
-	return p.stop(ctx, d, 0, LimitStop)
+	return p.stop(ctx, d, 0, wireStop)
 }
 
 // Resume ends a stop (Stop or StopQuota) now, for every process.
 func (p *Pacer) Resume(ctx context.Context) error {
-	v, err := p.call(ctx, lua.Stop, []any{0, 0, "stop"}, nil)
+	v, err := p.call(ctx, lua.Stop, []any{0, 0, wireStop}, nil)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,8 @@ func (p *Pacer) Resume(ctx context.Context) error {
 	return nil
 }
 
-func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind Limit) error {
+// stop sets a stop of kind wireQuota or wireStop.
+func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind string) error {
 	if d < time.Millisecond || d > maxDur {
 		return invalidf("stopping for %v: the stop must be between 1ms and %v; use Resume to end one", d, maxDur)
 	}
@@ -74,16 +75,25 @@ func (p *Pacer) stop(ctx context.Context, d, probe time.Duration, kind Limit) er
 		return fmt.Errorf("pacer: stop of %q: %w", p.s().name, err)
 	}
 	p.stoppedAt.Store(time.Now().UnixNano())
-	p.emit(Event{Kind: Stopped, Wait: time.Duration(vals[0]) * time.Millisecond, Limit: kind})
+	p.emit(Event{Kind: Paused, Wait: time.Duration(vals[0]) * time.Millisecond, Err: stopErr(kind)})
 	return nil
 }
 
 // stopped returns the error for a reply refused by a stop, or nil.
 func stopped(rep wire.AcquireReply) *RefusedError {
-	if rep.Code != wire.Denied || (rep.Reason != string(LimitQuota) && rep.Reason != string(LimitStop)) {
+	if rep.Code != wire.Denied || (rep.Reason != wireQuota && rep.Reason != wireStop) {
 		return nil
 	}
-	return &RefusedError{why: ErrStopped, Limit: Limit(rep.Reason), wait: rep.Wait}
+	return &RefusedError{why: ErrStopped, quota: rep.Reason == wireQuota, wait: rep.Wait}
+}
+
+// stopErr is the sentinel of a stop of kind wireQuota or wireStop, as
+// Event.Err and Snapshot.StoppedBy report it.
+func stopErr(kind string) error {
+	if kind == wireQuota {
+		return ErrQuotaExhausted
+	}
+	return ErrStopped
 }
 
 // probeSucceeded resumes the budget after its probe was settled: the
@@ -96,9 +106,9 @@ func (p *Pacer) probeSucceeded() {
 		defer cancel()
 		// A quota stop only: an operator's stop set since the probe was
 		// admitted stays.
-		v, err := p.call(ctx, lua.Stop, []any{0, 0, string(LimitQuota)}, nil)
+		v, err := p.call(ctx, lua.Stop, []any{0, 0, wireQuota}, nil)
 		if vals, err2 := wire.Int64s(v, 2); err == nil && err2 == nil && vals[0] == 0 {
-			p.emit(Event{Kind: Resumed, Limit: LimitQuota})
+			p.emit(Event{Kind: Resumed})
 		}
 	}()
 }

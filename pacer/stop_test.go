@@ -37,8 +37,8 @@ func TestQuotaStopAndProbe(t *testing.T) {
 			if !errors.As(err, &se) || !errors.Is(err, pacer.ErrQuotaExhausted) || !errors.Is(err, pacer.ErrStopped) {
 				t.Fatalf("pacer %d: Acquire while stopped = %v; want a *RefusedError matching ErrStopped matching ErrQuotaExhausted", i, err)
 			}
-			if se.Limit != pacer.LimitQuota || retryAfter(se) <= 0 || retryAfter(se) > probe {
-				t.Errorf("pacer %d: %+v; want LimitQuota and RetryAfter in (0, %v]", i, *se, probe)
+			if se.Limit != "" || !errors.Is(se, pacer.ErrQuotaExhausted) || retryAfter(se) <= 0 || retryAfter(se) > probe {
+				t.Errorf("pacer %d: %+v; want no limit, ErrQuotaExhausted and RetryAfter in (0, %v]", i, *se, probe)
 			}
 			if took := time.Since(began); took > 2*time.Second {
 				t.Errorf("pacer %d: Acquire took %v to refuse; want at once", i, took)
@@ -48,11 +48,11 @@ func TestQuotaStopAndProbe(t *testing.T) {
 			}
 		}
 		s := snap(t, ps[1])
-		if s.StoppedBy != pacer.LimitQuota || s.Stopped < 59*time.Minute {
-			t.Errorf("Snapshot: Stopped %v by %q; want about an hour by quota", s.Stopped, s.StoppedBy)
+		if s.StoppedBy != pacer.ErrQuotaExhausted || s.Stopped < 59*time.Minute {
+			t.Errorf("Snapshot: Stopped %v by %v; want about an hour by quota", s.Stopped, s.StoppedBy)
 		}
-		if s.Rate(pacer.LimitTPM).Level != 10000 || s.Rate(pacer.LimitRPM).Level != 100 {
-			t.Errorf("levels after refusals: RPM %v TPM %v; want both full: nothing charged", s.Rate(pacer.LimitRPM).Level, s.Rate(pacer.LimitTPM).Level)
+		if s.Rate("tpm").Level != 10000 || s.Rate("rpm").Level != 100 {
+			t.Errorf("levels after refusals: RPM %v TPM %v; want both full: nothing charged", s.Rate("rpm").Level, s.Rate("tpm").Level)
 		}
 
 		// The probe interval passes: one call goes through, the next is
@@ -114,8 +114,8 @@ func TestStopAndResume(t *testing.T) {
 		if !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("Acquire while stopped by an operator = %v; want ErrStopped and not ErrQuotaExhausted", err)
 		}
-		if s := snap(t, ps[1]); s.StoppedBy != pacer.LimitStop || s.InFlight != 0 {
-			t.Errorf("Snapshot: stopped by %q, %d in flight; want %q and none", s.StoppedBy, s.InFlight, pacer.LimitStop)
+		if s := snap(t, ps[1]); s.StoppedBy != pacer.ErrStopped || s.InFlight != 0 {
+			t.Errorf("Snapshot: stopped by %v, %d in flight; want %v and none", s.StoppedBy, s.InFlight, pacer.ErrStopped)
 		}
 		if err := ps[1].Resume(ctx); err != nil {
 			t.Fatal(err)
@@ -170,8 +170,8 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 		}
 		s := snap(t, p)
 		// Headroom 0.1 keeps 10 requests and 1000 tokens unused.
-		near("RPM level", s.Rate(pacer.LimitRPM).Level, 30)
-		near("TPM level", s.Rate(pacer.LimitTPM).Level, 3000)
+		near("RPM level", s.Rate("rpm").Level, 30)
+		near("TPM level", s.Rate("tpm").Level, 3000)
 
 		// More room reported than the budget believes: nothing changes.
 		rl.Tokens.Remaining, rl.Requests.Remaining = 10000, 100
@@ -179,8 +179,8 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		s2 := snap(t, p)
-		if s2.Rate(pacer.LimitTPM).Level > s.Rate(pacer.LimitTPM).Level+300 || s2.Rate(pacer.LimitRPM).Level > s.Rate(pacer.LimitRPM).Level+3 {
-			t.Errorf("Sync with more room raised the budget: TPM %.0f -> %.0f, RPM %.1f -> %.1f", s.Rate(pacer.LimitTPM).Level, s2.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitRPM).Level, s2.Rate(pacer.LimitRPM).Level)
+		if s2.Rate("tpm").Level > s.Rate("tpm").Level+300 || s2.Rate("rpm").Level > s.Rate("rpm").Level+3 {
+			t.Errorf("Sync with more room raised the budget: TPM %.0f -> %.0f, RPM %.1f -> %.1f", s.Rate("tpm").Level, s2.Rate("tpm").Level, s.Rate("rpm").Level, s2.Rate("rpm").Level)
 		}
 
 		// Nothing left: the next call waits for the refill.
@@ -191,7 +191,7 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1000}); !errors.Is(err, pacer.ErrNotYet) {
 			t.Errorf("TryAcquire after the provider reported no tokens = %v; want ErrNotYet", err)
 		}
-		near("TPM level after remaining 0", snap(t, p).Rate(pacer.LimitTPM).Level, 0)
+		near("TPM level after remaining 0", snap(t, p).Rate("tpm").Level, 0)
 	})
 }
 
@@ -242,8 +242,8 @@ func TestOperatorStopOutlivesQuotaMachinery(t *testing.T) {
 		if !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("Acquire after a probe succeeded under an operator's stop = %v; want ErrStopped, not a quota error", err)
 		}
-		if s := snap(t, ps[0]); s.StoppedBy != pacer.LimitStop {
-			t.Errorf("stopped by %q; want the operator's stop", s.StoppedBy)
+		if s := snap(t, ps[0]); s.StoppedBy != pacer.ErrStopped {
+			t.Errorf("stopped by %v; want the operator's stop", s.StoppedBy)
 		}
 		if err := ps[0].Resume(ctx); err != nil {
 			t.Fatal(err)
@@ -273,7 +273,7 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		errc <- err
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for snap(t, p).Rate(pacer.LimitTPM).Level > -1 { // the turn is reserved
+	for snap(t, p).Rate("tpm").Level > -1 { // the turn is reserved
 		if time.Now().After(deadline) {
 			t.Fatal("the call reserved no turn")
 		}
@@ -291,9 +291,9 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		t.Fatal("the reserved call did not return")
 	}
 	deadline = time.Now().Add(5 * time.Second)
-	for snap(t, p).Rate(pacer.LimitTPM).Level < -0.5 { // its 30 tokens come back
+	for snap(t, p).Rate("tpm").Level < -0.5 { // its 30 tokens come back
 		if time.Now().After(deadline) {
-			t.Fatalf("TPM level %.1f; want the reserved turn given back", snap(t, p).Rate(pacer.LimitTPM).Level)
+			t.Fatalf("TPM level %.1f; want the reserved turn given back", snap(t, p).Rate("tpm").Level)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -317,7 +317,7 @@ func TestStopWinsOverPause(t *testing.T) {
 		}
 		_, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var se *pacer.RefusedError
-		if !errors.Is(err, pacer.ErrStopped) || !errors.As(err, &se) || se.Limit != pacer.LimitStop {
+		if !errors.Is(err, pacer.ErrStopped) || !errors.As(err, &se) || se.Limit != "" || errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("TryAcquire on a paused, then stopped budget = %v; want a *RefusedError matching ErrStopped by the operator's stop", err)
 		}
 		began := time.Now()
@@ -339,7 +339,7 @@ func TestStopWinsOverPause(t *testing.T) {
 		}
 		c.advance(probe + probe/2)
 		l, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 1})
-		if !errors.Is(err, pacer.ErrStopped) || !errors.As(err, &se) || se.Limit != pacer.LimitQuota {
+		if !errors.Is(err, pacer.ErrStopped) || !errors.As(err, &se) || se.Limit != "" || !errors.Is(err, pacer.ErrQuotaExhausted) {
 			if l != nil {
 				_ = l.Settle(ctx, 0)
 			}

@@ -29,7 +29,7 @@ type Tenants struct {
 	// Rates are every tenant's own limits, the same for each tenant (at
 	// most 16): for example 200,000 tokens an hour, or a daily Spend cap.
 	// A rate here is checked and charged exactly as one of Config.Rates
-	// is, and Headroom and SlidingWindow apply to it alike. A tenant has
+	// is, and Headroom applies to it alike. A tenant has
 	// no concurrency limit of its own.
 	Rates []Rate
 
@@ -73,7 +73,7 @@ func (t Tenants) validate() error {
 	if len(t.Rates) > maxRates {
 		return invalidf("Config.Tenants.Rates has %d rates: at most %d, so that one script call stays bounded", len(t.Rates), maxRates)
 	}
-	seen := map[Limit]int{}
+	seen := map[string]int{}
 	for i, r := range t.Rates {
 		if err := r.checkAt(fmt.Sprintf("Config.Tenants.Rates[%d]", i)); err != nil {
 			return err
@@ -92,7 +92,7 @@ func (t Tenants) validate() error {
 func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 	var out []bucket
 	for i, r := range c.Tenants.Rates {
-		sp := bucketSpec{fmt.Sprintf("Tenants.Rates[%d]", i), string(r.Name()), r.Limit, r.Burst, r.Window, r.Unit, r}
+		sp := bucketSpec{fmt.Sprintf("Tenants.Rates[%d]", i), r.Name(), r.Limit, r.Burst, r.Window, r.Unit, r}
 		b, err := c.newBucket(sp)
 		if err != nil {
 			return nil, err
@@ -119,12 +119,9 @@ func (c Config) tenantBuckets(budget []bucket) ([]bucket, error) {
 		// calls, reserving turns ahead of everyone up to its wait bound
 		// (RPM 600, burst 10, Share 0.2: 120 calls, 15 s of 429s for
 		// light tenants). Never less than one unit.
-		refill := pb.perMs * float64(pb.window.Milliseconds()) * c.Tenants.Share
-		capacity := pb.capacity * c.Tenants.Share
-		wb := wire.NewBucket("%"+name, max(1, int64(capacity)), max(1, int64(refill)), pb.window, pb.wb.Unit)
-		wb.Room = max(1, int64(float64(pb.limit)*c.Tenants.Share))
+		wb := wire.ShareBucket(name, int64(pb.capacity), pb.limit, pb.window, pb.wb.Unit, c.Tenants.Share)
 		out = append(out, bucket{name: "share of " + pb.name, field: wb.Field, limit: wb.Capacity, stated: wb.Capacity,
-			capacity: float64(wb.Capacity), wb: wb, perMs: refill / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
+			capacity: float64(wb.Capacity), wb: wb, perMs: float64(wb.Room) / float64(pb.window.Milliseconds()), window: pb.window, unit: pb.unit})
 	}
 	return out, nil
 }

@@ -65,8 +65,8 @@ func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // the real lanes step a real clock; each lane has its own name
 		ctx := context.Background()
-		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6000},
-			Burst: pacer.Burst{RPM: 10}, Tenants: pacer.Tenants{Share: 0.2}})
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 6000, Window: time.Minute, Burst: 10}},
+			Tenants: pacer.Tenants{Share: 0.2}})
 		c := newClock(b)
 		heavy, refused := 0, 0
 		for step := range 100 {
@@ -114,8 +114,8 @@ func TestTenantHeavyLeavesRoomForABunch(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
-		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6000},
-			Burst: pacer.Burst{RPM: 12}, Tenants: pacer.Tenants{Share: 0.1}})
+		p := newPacer(t, b, pacer.Config{Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 6000, Window: time.Minute, Burst: 12}},
+			Tenants: pacer.Tenants{Share: 0.1}})
 		c := newClock(b)
 		heavy := 0
 		for range 60 {

@@ -44,7 +44,7 @@ func TestTenantAllOrNothing(t *testing.T) {
 		// 500 left in the budget: tenant c, with 3,000 of its own, is held
 		// back by the budget, and charged nothing.
 		ny = notYet(t, "tenant c on an empty budget", func() error { _, err := p.TryAcquire(ctx, pacer.Request{Tenant: "c", Tokens: 1000}); return err }())
-		if ny.Limit != pacer.LimitTPM {
+		if ny.Limit != "tpm" {
 			t.Errorf("limit %q; want tpm", ny.Limit)
 		}
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: "c", Tokens: 500}); err != nil {

@@ -82,7 +82,7 @@ func (c *call) tryAnswer(id string, rep wire.AcquireReply, charged int64) (*Leas
 	case wire.TooLarge:
 		return nil, fmt.Errorf("%w: %d tokens exceed the %s bucket's capacity", ErrTooLarge, r.Tokens, rep.Reason)
 	}
-	err := notYet(rep.Wait, Limit(rep.Reason))
-	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: Limit(rep.Reason), Err: err})
+	err := notYet(rep.Wait, limitOfReason(rep.Reason))
+	p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Wait: rep.Wait, Limit: limitOfReason(rep.Reason), Err: err})
 	return nil, err
 }

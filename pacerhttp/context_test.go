@@ -21,7 +21,7 @@ func drainTo(t *testing.T, p *pacer.Pacer, level float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	take := int64(s.Rate(pacer.LimitTPM).Level - level)
+	take := int64(s.Rate("tpm").Level - level)
 	if take <= 0 {
 		return
 	}

@@ -145,7 +145,7 @@ func ExampleLeaseFrom() {
 	}
 	resp.Body.Close()
 	s, _ := p.Snapshot(context.Background())
-	fmt.Printf("%s; tokens left this minute: %.0f\n", resp.Status, s.Rate(pacer.LimitTPM).Level)
+	fmt.Printf("%s; tokens left this minute: %.0f\n", resp.Status, s.Rate("tpm").Level)
 	// Output:
 	// 200 OK; tokens left this minute: 9880
 }

@@ -61,7 +61,7 @@ func ExampleNewTransport_openai() {
 	}
 	s, _ := p.Snapshot(ctx)
 	fmt.Println(reply.Choices[0].Message.Content)
-	fmt.Printf("settled %d tokens: TPM %.0f of %d\n", reply.Usage.TotalTokens, s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("settled %d tokens: TPM %.0f of %d\n", reply.Usage.TotalTokens, s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// Hello!
 	// settled 15 tokens: TPM 199985 of 200000
@@ -103,7 +103,7 @@ func ExampleNewTransport_anthropic() {
 	stream.Close()
 	s, _ := p.Snapshot(ctx)
 	fmt.Println(text.String())
-	fmt.Printf("TPM %.0f of %d\n", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("TPM %.0f of %d\n", s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// Hello!
 	// TPM 29976 of 30000
@@ -132,7 +132,7 @@ func ExampleNewTransport_http() {
 	resp.Body.Close()
 	s, _ := p.Snapshot(ctx)
 	fmt.Println(resp.StatusCode, len(body) > 0)
-	fmt.Printf("TPM %.0f of %d\n", s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("TPM %.0f of %d\n", s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// 200 true
 	// TPM 9990 of 10000

@@ -215,7 +215,7 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 		if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err == nil {
 			t.Fatal("a call to a provider out of quota succeeded")
 		}
-		if s, err := p2.Snapshot(ctx); err != nil || s.StoppedBy != pacer.LimitQuota || s.Stopped <= 0 {
+		if s, err := p2.Snapshot(ctx); err != nil || !errors.Is(s.StoppedBy, pacer.ErrQuotaExhausted) || s.Stopped <= 0 {
 			t.Fatalf("snapshot %+v, %v; want stopped by quota", s, err)
 		}
 		began := time.Now()

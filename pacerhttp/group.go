@@ -41,8 +41,8 @@ type target struct {
 
 // NewGroupTransport is NewTransport for a pacer.Group: each model call is
 // admitted on one of g's deployments (see Group.Acquire), rewritten for it
-// as targets says (keyed by the deployment's Pacer.Name), and sent there.
-// So one SDK client serves every deployment: configure it for any one of
+// as targets says (keyed by the deployment's budget name,
+// Pacer.Config().Name), and sent there. So one SDK client serves every deployment: configure it for any one of
 // them, and give each deployment its URL, Azure deployment name or key
 // here. A deployment with no entry gets the call as the SDK made it.
 //
@@ -82,7 +82,7 @@ func NewGroupTransport(g *pacer.Group, targets map[string]Target, base http.Roun
 	t.g, t.to = g, map[*pacer.Pacer]*target{}
 	names := map[string]bool{}
 	for _, d := range g.Deployments() {
-		name := d.Pacer.Name()
+		name := d.Pacer.Config().Name
 		names[name] = true
 		tg := &target{base: t.base}
 		tg.sync.p = d.Pacer

@@ -31,7 +31,7 @@ func newRateLimitedDeployment(t *testing.T) *deployment {
 func groupClient(g *pacer.Group, ps []*pacer.Pacer, d []*deployment, opts ...ooption.RequestOption) openai.Client {
 	targets := map[string]pacerhttp.Target{}
 	for i := 1; i < len(d); i++ {
-		targets[ps[i].Name()] = pacerhttp.Target{URL: d[i].srv.URL}
+		targets[ps[i].Config().Name] = pacerhttp.Target{URL: d[i].srv.URL}
 	}
 	hc := &http.Client{Transport: pacerhttp.NewGroupTransport(g, targets, nil)}
 	return openai.NewClient(append([]ooption.RequestOption{ooption.WithBaseURL(d[0].srv.URL + "/v1/"),
@@ -87,8 +87,8 @@ func TestGroupTransportSends429OnAtOnce(t *testing.T) {
 		for _, e := range ev.ended(t, 2) {
 			ends[e.Name] = e.End
 		}
-		if ends[ps[0].Name()] != pacer.Released || ends[ps[1].Name()] != pacer.Settled {
-			t.Errorf("leases ended %v; want %s released, %s settled", ends, ps[0].Name(), ps[1].Name())
+		if ends[ps[0].Config().Name] != pacer.Released || ends[ps[1].Config().Name] != pacer.Settled {
+			t.Errorf("leases ended %v; want %s released, %s settled", ends, ps[0].Config().Name, ps[1].Config().Name)
 		}
 		if n := ev.balanced(t); n != 2 {
 			t.Errorf("%d leases; want 2, one per deployment", n)
@@ -168,7 +168,7 @@ func TestGroupTransport429WithNoRoomElsewhere(t *testing.T) {
 	for _, e := range ev.of(pacer.Admitted) {
 		admitted[e.Name]++
 	}
-	if admitted[ps[0].Name()] != 1 || admitted[ps[1].Name()] != 1 {
+	if admitted[ps[0].Config().Name] != 1 || admitted[ps[1].Config().Name] != 1 {
 		t.Errorf("admissions %v; want 1 each: the call's on the first, none for it on the full one", admitted)
 	}
 }
@@ -251,7 +251,7 @@ func TestGroupTransportSendsAnthropicOverloadOn(t *testing.T) {
 	busy := newFailingDeployment(t, 529, nil, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 	free := newDeployment(t, 200)
 	g, ps, _ := groupOf(t, b, 100, 100)
-	hc := &http.Client{Transport: pacerhttp.NewGroupTransport(g, map[string]pacerhttp.Target{ps[1].Name(): {URL: free.srv.URL}}, nil)}
+	hc := &http.Client{Transport: pacerhttp.NewGroupTransport(g, map[string]pacerhttp.Target{ps[1].Config().Name: {URL: free.srv.URL}}, nil)}
 	client := anthropic.NewClient(aoption.WithBaseURL(busy.srv.URL), aoption.WithAPIKey("sk-ant"),
 		aoption.WithHTTPClient(hc), aoption.WithMaxRetries(0))
 	m, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{

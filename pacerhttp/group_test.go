@@ -111,7 +111,7 @@ func TestGroupTransportRoutesAzureDeployments(t *testing.T) {
 		east, west := newDeployment(t, 200), newDeployment(t, 200)
 		g, ps, _ := groupOf(t, b, 2, 100)
 		hc := &http.Client{Transport: pacerhttp.NewGroupTransport(g, map[string]pacerhttp.Target{
-			ps[1].Name(): {URL: west.srv.URL, AzureDeployment: "gpt4o-west", Header: http.Header{"Api-Key": {"key-west"}}},
+			ps[1].Config().Name: {URL: west.srv.URL, AzureDeployment: "gpt4o-west", Header: http.Header{"Api-Key": {"key-west"}}},
 		}, nil)}
 		client := openai.NewClient(ooption.WithBaseURL(east.srv.URL+"/openai/deployments/gpt4o-east/"),
 			ooption.WithHeader("api-key", "key-east"), ooption.WithHTTPClient(hc))
@@ -142,7 +142,7 @@ func TestGroupTransportCoolsDownFailingDeployment(t *testing.T) {
 	b := redistest.Mini(t)
 	down, up := newDeployment(t, http.StatusInternalServerError), newDeployment(t, 200)
 	g, ps, tag := groupOf(t, b, 100, 100)
-	hc := &http.Client{Transport: pacerhttp.NewGroupTransport(g, map[string]pacerhttp.Target{ps[1].Name(): {URL: up.srv.URL}}, nil)}
+	hc := &http.Client{Transport: pacerhttp.NewGroupTransport(g, map[string]pacerhttp.Target{ps[1].Config().Name: {URL: up.srv.URL}}, nil)}
 	client := openai.NewClient(ooption.WithBaseURL(down.srv.URL+"/v1/"), ooption.WithAPIKey("sk"), ooption.WithHTTPClient(hc))
 	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}, MaxTokens: openai.Int(50),
@@ -153,7 +153,7 @@ func TestGroupTransportCoolsDownFailingDeployment(t *testing.T) {
 	if len(down.got()) != 1 || len(up.got()) != 1 {
 		t.Errorf("requests: %d to the failing deployment, %d to the other; want 1 and 1", len(down.got()), len(up.got()))
 	}
-	other, err := pacer.New(b.Client(t), pacer.Config{Name: ps[0].Name(), HashTag: tag, Limits: pacer.Limits{RPD: 100}})
+	other, err := pacer.New(b.Client(t), pacer.Config{Name: ps[0].Config().Name, HashTag: tag, Limits: pacer.Limits{RPD: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,9 +68,11 @@ type Refusal struct {
 	// Tenant is the request's tenant ("" for the budget alone).
 	Tenant string
 	// Limit names the limit that binds: "rpm", "tpm", a tenant's own
-	// "@tokens/3600s", "concurrency", or "pause", "quota", "stop" for a
-	// budget paused or stopped.
-	Limit pacer.Limit
+	// "@tokens/3600s", "concurrency" (the pacer's RefusedError.Limit), or,
+	// where the pacer's Limit is "", "pause", "quota" or "stop" for a
+	// budget paused or stopped: the names the answer's
+	// violated-policies carries.
+	Limit string
 	// Wait is how long until the request could be admitted: for a stop,
 	// until the next probe or the stop's end.
 	Wait time.Duration
@@ -84,7 +86,28 @@ type Refusal struct {
 // Stopped reports whether the budget is stopped or paused, rather than
 // short of room for this request: the service, not the client, is short.
 func (r Refusal) Stopped() bool {
-	return r.Limit == pacer.LimitPause || r.Limit == pacer.LimitQuota || r.Limit == pacer.LimitStop
+	return r.Limit == refusedPause || r.Limit == refusedQuota || r.Limit == refusedStop
+}
+
+// The names a Refusal gives a pause and the two kinds of stop, which are
+// no limits of the pacer's (its RefusedError.Limit is "" for them).
+const (
+	refusedPause = "pause"
+	refusedQuota = "quota"
+	refusedStop  = "stop"
+)
+
+// refusedBy names what refused re, as Refusal.Limit says it.
+func refusedBy(re *pacer.RefusedError) string {
+	switch {
+	case re.Limit != "":
+		return re.Limit
+	case errors.Is(re, pacer.ErrQuotaExhausted):
+		return refusedQuota
+	case errors.Is(re, pacer.ErrStopped):
+		return refusedStop
+	}
+	return refusedPause
 }
 
 type handler struct {
@@ -181,7 +204,7 @@ func (h *handler) refused(w http.ResponseWriter, r *http.Request, req pacer.Requ
 		// pacer gave back whatever the wait held.
 		return
 	case errors.As(err, &re) && !errors.Is(err, pacer.ErrUnavailable):
-		why.Limit = re.Limit
+		why.Limit = refusedBy(re)
 	case errors.Is(err, pacer.ErrTooLarge):
 		h.fail(w, r, http.StatusRequestEntityTooLarge, "the request is larger than the budget can ever admit", err)
 		return

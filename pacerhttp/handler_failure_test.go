@@ -162,7 +162,7 @@ func TestHandlerFallbackOnStop(t *testing.T) {
 	if resp.StatusCode != 200 || body != "served by the small model" {
 		t.Errorf("answer = %d %q; want the fallback's", resp.StatusCode, body)
 	}
-	if !got.Stopped() || got.Limit != pacer.LimitQuota || !errors.Is(got.Err, pacer.ErrQuotaExhausted) || got.Wait <= 0 || got.Wait > time.Minute {
+	if !got.Stopped() || got.Limit != "quota" || !errors.Is(got.Err, pacer.ErrQuotaExhausted) || got.Wait <= 0 || got.Wait > time.Minute {
 		t.Errorf("Refusal = %+v; want a quota stop, the probe due within a minute", got)
 	}
 }
@@ -193,7 +193,7 @@ func TestHandlerLeaseLifetime(t *testing.T) {
 		})
 		p, srv := inbound(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000, Concurrency: 1}}, h, budgetOnly, pacerhttp.WithCost(tokensHeader))
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-		level := func() float64 { return snap(t, p).Rate(pacer.LimitTPM).Level }
+		level := func() float64 { return snap(t, p).Rate("tpm").Level }
 
 		if resp, body := get(t, ctx, srv.URL+"/settle", 0, 6000); resp.StatusCode != 200 {
 			t.Fatalf("/settle = %d %s", resp.StatusCode, body)

@@ -52,15 +52,15 @@ type quota struct {
 func (h *handler) tooMany(w http.ResponseWriter, r *http.Request, why Refusal) {
 	secs := retrySeconds(why.Wait)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	problem := map[string]any{"violated-policies": []string{string(why.Limit)}}
+	problem := map[string]any{"violated-policies": []string{why.Limit}}
 	status := http.StatusTooManyRequests
 	if why.Stopped() {
 		status = http.StatusServiceUnavailable
 		problem["type"], problem["title"] = problemReducedCapacity, "The service is paused or stopped by its LLM provider's limits; retry after "+strconv.FormatInt(secs, 10)+" s"
 	} else {
-		problem["type"], problem["title"] = problemQuotaExceeded, "No room in the "+string(why.Limit)+" limit; retry after "+strconv.FormatInt(secs, 10)+" s"
+		problem["type"], problem["title"] = problemQuotaExceeded, "No room in the "+why.Limit+" limit; retry after "+strconv.FormatInt(secs, 10)+" s"
 		if q, ok := h.quotaOf(r, why); ok {
-			name := sfString(string(why.Limit))
+			name := sfString(why.Limit)
 			policy := name + ";q=" + strconv.FormatInt(q.q, 10)
 			if q.w > 0 {
 				policy += ";w=" + strconv.FormatInt(q.w, 10)
@@ -89,7 +89,7 @@ func retrySeconds(d time.Duration) int64 {
 func (h *handler) quotaOf(r *http.Request, why Refusal) (quota, bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), snapshotTimeout)
 	defer cancel()
-	name := string(why.Limit)
+	name := why.Limit
 	if strings.HasPrefix(name, "@") || strings.HasPrefix(name, "%") {
 		s, err := h.p.TenantSnapshot(ctx, why.Tenant)
 		if err != nil {
@@ -108,7 +108,7 @@ func (h *handler) quotaOf(r *http.Request, why Refusal) (quota, bool) {
 		return quota{}, false
 	}
 	switch why.Limit {
-	case pacer.LimitConcurrency:
+	case "concurrency": // pacer's name for Limits.Concurrency
 		return quota{q: s.Concurrency, r: max(0, s.Concurrency-s.InFlight), unit: "concurrent-requests"}, s.Concurrency > 0
 	}
 	return rateQuota(s.Rates, name)
@@ -117,7 +117,7 @@ func (h *handler) quotaOf(r *http.Request, why Refusal) (quota, bool) {
 // rateQuota finds the rate named name.
 func rateQuota(rates []pacer.RateState, name string) (quota, bool) {
 	for _, rs := range rates {
-		if string(rs.Rate.Name()) == name {
+		if rs.Rate.Name() == name {
 			return bucketQuota(rs)
 		}
 	}

@@ -39,7 +39,7 @@ func TestHandlerHeavyNewcomerLeavesLightTenants(t *testing.T) {
 			waits  []time.Duration // the light requests' waits in the room
 			served atomic.Int64    // heavy requests admitted
 		)
-		cfg := pacer.Config{Limits: pacer.Limits{RPM: 1200}, Burst: pacer.Burst{RPM: 10}, Tenants: pacer.Tenants{Share: 0.2},
+		cfg := pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 1200, Window: time.Minute, Burst: 10}}, Tenants: pacer.Tenants{Share: 0.2},
 			Observe: func(e pacer.Event) {
 				switch {
 				case e.Kind != pacer.Admitted:

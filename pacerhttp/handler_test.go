@@ -174,16 +174,16 @@ func TestHandlerRateLimitHeaders(t *testing.T) {
 		}
 		s := snap(t, p)
 		rl = resp.Header.Get("RateLimit")
-		if r := param(t, rl, "r"); r < 2000 || float64(r) > s.Rate(pacer.LimitTPM).Level {
-			t.Errorf("RateLimit = %q; want r between 2000 and the budget's level %.1f", rl, s.Rate(pacer.LimitTPM).Level)
+		if r := param(t, rl, "r"); r < 2000 || float64(r) > s.Rate("tpm").Level {
+			t.Errorf("RateLimit = %q; want r between 2000 and the budget's level %.1f", rl, s.Rate("tpm").Level)
 		}
 		// 1,000 more at 10,000 a minute: 6 s (5 on a moving clock).
 		ra, _ = strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
 		if (ra != 6 && (b.Mini != nil || ra != 5)) || param(t, rl, "t") != ra {
 			t.Errorf("Retry-After = %d, RateLimit = %q; want t = Retry-After = 6 s", ra, rl)
 		}
-		if s.Rate(pacer.LimitTPM).Level > 2000+refillSince(b, 10_000.0/60) {
-			t.Errorf("budget level %.1f; the refused call must not have been charged", s.Rate(pacer.LimitTPM).Level)
+		if s.Rate("tpm").Level > 2000+refillSince(b, 10_000.0/60) {
+			t.Errorf("budget level %.1f; the refused call must not have been charged", s.Rate("tpm").Level)
 		}
 	})
 }

@@ -77,7 +77,7 @@ func TestHandlerWaitingRoom(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || body != "canned answer" {
 			t.Errorf("second = %d %q; want the fallback's answer", resp.StatusCode, body)
 		}
-		if len(fallbacks) != 1 || fallbacks[0].Limit != pacer.LimitRPM || fallbacks[0].Wait < 50*time.Second {
+		if len(fallbacks) != 1 || fallbacks[0].Limit != "rpm" || fallbacks[0].Wait < 50*time.Second {
 			t.Fatalf("fallbacks %+v; want one for rpm, with a wait of about a minute", fallbacks)
 		}
 		if !errors.Is(fallbacks[0].Err, pacer.ErrWaitTimeout) {
@@ -196,7 +196,7 @@ func TestHandlerDisconnectGivesTurnBack(t *testing.T) {
 				t.Fatalf("request %d = %d %s", i, resp.StatusCode, body)
 			}
 		}
-		level := func() float64 { return snap(t, p).Rate(pacer.LimitRPM).Level }
+		level := func() float64 { return snap(t, p).Rate("rpm").Level }
 		cctx, leave := context.WithCancel(ctx)
 		done := make(chan error)
 		go func() {

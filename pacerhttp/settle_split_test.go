@@ -56,7 +56,7 @@ func TestAnthropicSettleDebtAndGiveBack(t *testing.T) {
 			bk    pacer.RateState
 			used  int64
 			limit float64
-		}{{"the input rate", s.Rate("input_tokens/60s"), 500, 6_000}, {"the output rate", s.Rate("output_tokens/60s"), 7, 6_000}, {"TPD", s.Rate(pacer.LimitTPD), 507, 10_000_000}} {
+		}{{"the input rate", s.Rate("input_tokens/60s"), 500, 6_000}, {"the output rate", s.Rate("output_tokens/60s"), 7, 6_000}, {"TPD", s.Rate("tpd"), 507, 10_000_000}} {
 			want := c.limit - float64(c.used)
 			if c.bk.Level < want-0.5 || c.bk.Level > want+c.bk.PerSecond*elapsed.Seconds()+0.5 {
 				t.Errorf("%s holds %.1f of %.0f: charged %.1f; want the %d used", c.what, c.bk.Level, c.limit, c.limit-c.bk.Level, c.used)

@@ -58,7 +58,7 @@ func TestHeaderSyncFollowsTheProvider(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return s.Rate(pacer.LimitTPM).Level
+					return s.Rate("tpm").Level
 				}
 				ev.balanced(t)
 				if !sync {

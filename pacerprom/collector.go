@@ -69,7 +69,7 @@ func (c *Collector) Watch(ps ...*pacer.Pacer) {
 	defer c.mu.Unlock()
 	for _, p := range ps {
 		if p != nil {
-			c.watched[p.Name()] = p
+			c.watched[p.Config().Name] = p
 		}
 	}
 }
@@ -82,8 +82,8 @@ func (c *Collector) Unwatch(p *pacer.Pacer) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.watched[p.Name()] == p {
-		delete(c.watched, p.Name())
+	if c.watched[p.Config().Name] == p {
+		delete(c.watched, p.Config().Name)
 	}
 }
 

@@ -93,7 +93,7 @@ llmpacer_throttles_total{budget="batch",limit="rpm"} 1
 # TYPE llmpacer_pauses_total counter
 llmpacer_pauses_total{budget="batch",limit="rpm"} 1
 llmpacer_pauses_total{budget="chat",limit="pause"} 1
-# HELP llmpacer_stops_total Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Stopped events).
+# HELP llmpacer_stops_total Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Paused events of a stop).
 # TYPE llmpacer_stops_total counter
 llmpacer_stops_total{budget="batch",limit="quota"} 1
 # HELP llmpacer_leases_ended_total Leases ended, by how: settled, released, canceled, expired, rejected (Ended events).

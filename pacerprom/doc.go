@@ -5,7 +5,7 @@
 // is scraped:
 //
 //	m := pacerprom.New()
-//	cfg.Observe = m.Observe // or pacer.Observers(m.Observe, pacer.SlogObserver(log))
+//	cfg.Observe = m.Observe // or, beside a logger: func(e pacer.Event) { m.Observe(e); logEvent(e) }
 //	p, err := pacer.New(rdb, cfg)
 //	...
 //	m.Watch(p)                   // levels, slots, pause and stop, read at scrape time

@@ -1,6 +1,8 @@
 package pacerprom
 
 import (
+	"errors"
+
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,7 +41,7 @@ func newEventMetrics(cfg config) eventMetrics {
 		failures:   counter("failures_total", "Calls that failed (retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Failed events).", "budget", "verdict"),
 		throttles:  counter("throttles_total", "Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).", "budget", "limit"),
 		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Throttled (Paused events).", "budget", "limit"),
-		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Stopped events).", "budget", "limit"),
+		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Paused events of a stop).", "budget", "limit"),
 		resumes:    counter("resumes_total", "Stops ended by Resume or by a probe that succeeded (Resumed events).", "budget"),
 		ended:      counter("leases_ended_total", "Leases ended, by how: settled, released, canceled, expired, rejected (Ended events).", "budget", "end"),
 		reserved:   counter("reserved_tokens_total", "Tokens reserved by leases that ended.", "budget"),
@@ -74,7 +76,7 @@ func (m *eventMetrics) collect(ch chan<- prometheus.Metric) {
 }
 
 // Observe counts one event. Set it as Config.Observe, or chain it with
-// others (pacer.Observers). It is safe for simultaneous use, never calls
+// others in a closure (func(e pacer.Event) { c.Observe(e); log(e) }). It is safe for simultaneous use, never calls
 // Redis and never panics on odd label values.
 func (c *Collector) Observe(e pacer.Event) {
 	budget := label(e.Name)
@@ -97,20 +99,22 @@ func (c *Collector) Observe(e pacer.Event) {
 	case pacer.RedisUp:
 		m.down.WithLabelValues(budget).Set(0)
 	case pacer.Waiting:
-		m.waits.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
+		m.waits.WithLabelValues(lv(budget, limitLabel(e), e.Priority.String())...).Inc()
 	case pacer.Denied:
-		m.denials.WithLabelValues(lv(budget, label(string(e.Limit)), e.Priority.String())...).Inc()
+		m.denials.WithLabelValues(lv(budget, limitLabel(e), e.Priority.String())...).Inc()
 	case pacer.Failed:
 		m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
 	case pacer.Paused:
-		m.pauses.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+		if e.Err != nil { // a stop: StopQuota or Stop
+			m.stops.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
+			break
+		}
+		m.pauses.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 		// Every provider 429 (Throttled) counts, also one that named no
 		// limit (limit "pause"); Pause by hand does not.
 		if e.Throttled {
-			m.throttles.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
+			m.throttles.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 		}
-	case pacer.Stopped:
-		m.stops.WithLabelValues(lv(budget, label(string(e.Limit)))...).Inc()
 	case pacer.Resumed:
 		m.resumes.WithLabelValues(lv(budget)...).Inc()
 	case pacer.Ended:
@@ -126,4 +130,22 @@ func (c *Collector) Observe(e pacer.Event) {
 			m.hold.WithLabelValues(lv(budget)...).Observe(e.Held.Seconds())
 		}
 	}
+}
+
+// limitLabel is the limit label of e: its Limit, or, where the pacer names
+// no limit, what held the call back, in the label values this package
+// has always used: "quota" or "stop" for a stop, "none" for an
+// unreachable Redis that fails closed as a whole, "pause" for a pause.
+func limitLabel(e pacer.Event) string {
+	switch {
+	case e.Limit != "":
+		return label(e.Limit)
+	case errors.Is(e.Err, pacer.ErrQuotaExhausted):
+		return "quota"
+	case errors.Is(e.Err, pacer.ErrStopped):
+		return "stop"
+	case errors.Is(e.Err, pacer.ErrUnavailable):
+		return label("")
+	}
+	return "pause"
 }

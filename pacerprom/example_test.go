@@ -31,7 +31,7 @@ func ExampleNew() {
 	p, err := pacer.New(rdb, pacer.Config{
 		Name:    "openai:gpt-4o-mini",
 		Limits:  pacer.Limits{RPM: 500, TPM: 200_000},
-		Observe: m.Observe, // or pacer.Observers(m.Observe, pacer.SlogObserver(logger))
+		Observe: m.Observe, // or func(e pacer.Event) { m.Observe(e); logEvent(e) }, logEvent := pacer.SlogObserver(logger)
 	})
 	if err != nil {
 		panic(err)

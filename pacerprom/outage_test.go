@@ -18,12 +18,13 @@ func TestOutageMetrics(t *testing.T) {
 	m := pacerprom.New()
 	up := make(chan struct{}, 1)
 	p := newPacer(t, b, pacer.Config{Name: "chat", Limits: pacer.Limits{Concurrency: 4},
-		Outage: pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitConcurrency}, Replicas: 2},
-		Observe: pacer.Observers(m.Observe, func(e pacer.Event) {
+		Outage: pacer.Outage{FailOpen: []string{"concurrency"}, Replicas: 2},
+		Observe: func(e pacer.Event) {
+			m.Observe(e)
 			if e.Kind == pacer.RedisUp {
 				up <- struct{}{}
 			}
-		})})
+		}})
 	ctx := context.Background()
 	b.Mini.Close()
 	for range 2 {

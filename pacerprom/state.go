@@ -77,12 +77,12 @@ func (c *Collector) collectState(ch chan<- prometheus.Metric) {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				reads <- read{name: p.Name(), err: ctx.Err()}
+				reads <- read{name: p.Config().Name, err: ctx.Err()}
 				return
 			}
 			defer func() { <-sem }()
 			s, err := p.Snapshot(ctx)
-			reads <- read{name: p.Name(), s: s, err: err}
+			reads <- read{name: p.Config().Name, s: s, err: err}
 		}()
 	}
 
@@ -94,9 +94,9 @@ func (c *Collector) collectState(ch chan<- prometheus.Metric) {
 			c.send(ch, r)
 		case <-ctx.Done():
 			for _, p := range ps {
-				if !done[p.Name()] {
-					done[p.Name()] = true
-					c.send(ch, read{name: p.Name(), err: ctx.Err()})
+				if !done[p.Config().Name] {
+					done[p.Config().Name] = true
+					c.send(ch, read{name: p.Config().Name, err: ctx.Err()})
 				}
 			}
 		}
@@ -117,7 +117,7 @@ func (c *Collector) send(ch chan<- prometheus.Metric, r read) {
 	gauge(m.success, 1)
 	s := r.s
 	for _, b := range s.Rates {
-		name := label(string(b.Rate.Name()))
+		name := label(b.Rate.Name())
 		gauge(m.level, b.Level, name)
 		gauge(m.capacity, float64(b.Capacity), name)
 		gauge(m.limit, float64(b.Limit), name)
@@ -127,11 +127,14 @@ func (c *Collector) send(ch chan<- prometheus.Metric, r read) {
 	gauge(m.concurrency, float64(s.Concurrency))
 	gauge(m.paused, s.Paused.Seconds())
 	gauge(m.stopRemaining, s.Stopped.Seconds())
-	for _, kind := range []pacer.Limit{pacer.LimitQuota, pacer.LimitStop} {
+	for _, kind := range []struct {
+		label string
+		err   error
+	}{{"quota", pacer.ErrQuotaExhausted}, {"stop", pacer.ErrStopped}} {
 		v := 0.0
-		if s.Stopped > 0 && s.StoppedBy == kind {
+		if s.Stopped > 0 && s.StoppedBy == kind.err {
 			v = 1
 		}
-		gauge(m.stopped, v, string(kind))
+		gauge(m.stopped, v, kind.label)
 	}
 }

@@ -58,7 +58,7 @@ func ExampleRun_openai() {
 	}
 	s, _ := p.Snapshot(ctx)
 	fmt.Println(reply.Choices[0].Message.Content)
-	fmt.Printf("settled %d tokens: TPM %.0f of %d\n", reply.Usage.TotalTokens, s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("settled %d tokens: TPM %.0f of %d\n", reply.Usage.TotalTokens, s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// Hello!
 	// settled 12 tokens: TPM 199988 of 200000
@@ -104,7 +104,7 @@ func ExampleRun_anthropic() {
 	}
 	s, _ := p.Snapshot(ctx)
 	fmt.Println(reply.Content[0].Text)
-	fmt.Printf("settled %d tokens: TPM %.0f of %d\n", reply.Usage.InputTokens+reply.Usage.OutputTokens, s.Rate(pacer.LimitTPM).Level, s.Rate(pacer.LimitTPM).Capacity)
+	fmt.Printf("settled %d tokens: TPM %.0f of %d\n", reply.Usage.InputTokens+reply.Usage.OutputTokens, s.Rate("tpm").Level, s.Rate("tpm").Capacity)
 	// Output:
 	// Hello!
 	// settled 12 tokens: TPM 39988 of 40000

@@ -62,8 +62,8 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		// Both successes settled 1,500 real tokens; the 429'd attempt kept
 		// its 2,000-token reservation: the refusal showed the budget ahead.
 		s := snap(t, ps[1])
-		clock.level(t, "TPD (real usage settled, the rate-limited attempt charged)", s.Rate(pacer.LimitTPD).Level, 1_000_000-1500-2000-1500, 1_000_000/86_400.0)
-		clock.level(t, "RPD (three requests, the refused one included)", s.Rate(pacer.LimitRPD).Level, 1000-3, 1000/86_400.0)
+		clock.level(t, "TPD (real usage settled, the rate-limited attempt charged)", s.Rate("tpd").Level, 1_000_000-1500-2000-1500, 1_000_000/86_400.0)
+		clock.level(t, "RPD (three requests, the refused one included)", s.Rate("rpd").Level, 1000-3, 1000/86_400.0)
 	})
 }
 
@@ -198,8 +198,8 @@ func TestRunNoWaitNotYet(t *testing.T) {
 			t.Fatalf("Run(WithNoWait) with no room = %v; want ErrNotYet with a delay", err)
 		}
 		after := snap(t, p)
-		if calls.Load() != 1 || !near(after.Rate(pacer.LimitTPD).Level, before.Rate(pacer.LimitTPD).Level, 1) || !near(after.Rate(pacer.LimitRPD).Level, before.Rate(pacer.LimitRPD).Level, 0.01) {
-			t.Errorf("a job handed back charged the budget or called the provider: calls %d, TPD %v -> %v", calls.Load(), before.Rate(pacer.LimitTPD).Level, after.Rate(pacer.LimitTPD).Level)
+		if calls.Load() != 1 || !near(after.Rate("tpd").Level, before.Rate("tpd").Level, 1) || !near(after.Rate("rpd").Level, before.Rate("rpd").Level, 0.01) {
+			t.Errorf("a job handed back charged the budget or called the provider: calls %d, TPD %v -> %v", calls.Load(), before.Rate("tpd").Level, after.Rate("tpd").Level)
 		}
 	})
 }

@@ -26,16 +26,16 @@ func (pl *plan) largestJob() int64 {
 //
 // pacer's token limits are per minute (TPM) and per day; the provider's
 // window here is seconds. A bucket refilling limit tokens per window W is
-// the same bucket as TPM = limit·(1 min / W) with Burst.TPM = limit: for
-// 10,000 tokens per 5 s, TPM 120,000 and a burst of 10,000, both refilling
-// 2 tokens per millisecond. When TPM is not a whole number it is rounded
-// down, so the budget is never faster than the provider. A request limit
-// becomes RPM and Burst.RPM the same way.
+// the same bucket as a Rate of limit·(1 min / W) tokens a minute (tpm)
+// with a Burst of limit: for 10,000 tokens per 5 s, 120,000 a minute and a
+// burst of 10,000, both refilling 2 tokens per millisecond. When the rate
+// is not a whole number per minute it is rounded down, so the budget is
+// never faster than the provider. A request limit becomes an rpm Rate the
+// same way.
 //
-// A sliding-safe budget refills (limit - burst) per window. Config.SlidingWindow
-// computes that refill per the limit's own window, a minute for TPM, so it
-// is used only when the provider's window is a minute; otherwise the same
-// bucket is written out as TPM = (limit - burst)·(1 min / W).
+// A sliding-safe budget refills (limit - burst) per window: the Rate's
+// limit is (limit - burst)·(1 min / W), with the same Burst (see
+// minuteRate for a burst above a minute's refill).
 //
 // NoRefund follows the row: set when the provider keeps max_tokens, so
 // that settling real usage charges overruns but never refunds what the
@@ -81,21 +81,7 @@ func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 		return min(m, max(burst-least, 0))
 	}
 	tokM := margin(pl.p.providerTokens, v.burst, pl.largestJob())
-	cfg = pacer.Config{Burst: pacer.Burst{TPM: v.burst - tokM}, Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour}
-	var reqM int64
-	if reqs > 0 {
-		reqM = margin(reqs, v.reqBurst, 1)
-		cfg.Burst.RPM = v.reqBurst - reqM
-	}
-	if v.slidingSafe && w == time.Minute {
-		// Config.SlidingWindow refills (limit - burst) per minute; taking
-		// the margin off the limit too keeps that refill at limit - v.burst.
-		cfg.Limits.TPM, cfg.SlidingWindow = pl.p.providerTokens-tokM, true
-		if reqs > 0 {
-			cfg.Limits.RPM = reqs - reqM
-		}
-		return cfg, true
-	}
+	cfg = pacer.Config{Headroom: v.headroom, NoRefund: v.noRefund, MaxWait: time.Hour}
 	perMinute := func(refill int64) (int64, bool) {
 		num := new(big.Int).Mul(big.NewInt(refill), big.NewInt(int64(time.Minute)))
 		q, r := new(big.Int).QuoRem(num, big.NewInt(int64(w)), new(big.Int))
@@ -105,11 +91,33 @@ func (pl *plan) budgetConfig(v variant) (cfg pacer.Config, exact bool) {
 	if v.slidingSafe {
 		refill, reqRefill = refill-v.burst, reqRefill-v.reqBurst
 	}
-	cfg.Limits.TPM, exact = perMinute(refill)
+	tpm, exact := perMinute(refill)
+	cfg.Rates = []pacer.Rate{minuteRate(pacer.Tokens, tpm, v.burst-tokM)}
 	if reqs > 0 {
-		var ok bool
-		cfg.Limits.RPM, ok = perMinute(reqRefill)
+		rpm, ok := perMinute(reqRefill)
 		exact = exact && ok
+		cfg.Rates = append(cfg.Rates, minuteRate(pacer.Requests, rpm, v.reqBurst-margin(reqs, v.reqBurst, 1)))
 	}
 	return cfg, exact
+}
+
+// minuteRate is a bucket of unit refilling perMinute a minute, holding
+// burst: a Rate per minute, or, for a burst above a minute's refill (a
+// Rate's Burst is at most its Limit), per as many minutes as it takes, at
+// the same refill.
+func minuteRate(unit pacer.Unit, perMinute, burst int64) pacer.Rate {
+	perMinute = max(perMinute, 1)
+	k := max(1, (burst+perMinute-1)/perMinute)
+	return pacer.Rate{Unit: unit, Limit: perMinute * k, Window: time.Duration(k) * time.Minute, Burst: burst}
+}
+
+// bucketOf returns the refilling Rate of unit in cfg (see budgetConfig),
+// or the zero Rate.
+func bucketOf(cfg pacer.Config, unit pacer.Unit) pacer.Rate {
+	for _, r := range cfg.Rates {
+		if r.Unit == unit && !r.Sliding {
+			return r
+		}
+	}
+	return pacer.Rate{}
 }

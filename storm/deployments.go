@@ -192,7 +192,7 @@ func runDepRow(ctx context.Context, pl *plan, be *backend, prog *progress, calls
 		ds = append(ds, pacer.Deployment{Pacer: p, Weight: float64(size)})
 	}
 	// The outside caller's own handle on the second deployment's budget.
-	op, err := pacer.New(be.rdb, depConfig(ps[1].Name(), base, sizes[1], w))
+	op, err := pacer.New(be.rdb, depConfig(ps[1].Config().Name, base, sizes[1], w))
 	if err != nil {
 		return depRow{}, err
 	}

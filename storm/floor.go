@@ -51,12 +51,20 @@ func budgetFinish(jobs []job, cfg pacer.Config) time.Duration {
 		tok, req := sliding[pacer.Tokens], sliding[pacer.Requests]
 		return slidingFinish(jobs, keep(tok.Limit), keep(req.Limit), tok.Window.Seconds(), !cfg.NoRefund)
 	}
-	burst, rb := keep(cfg.Burst.TPM), keep(cfg.Burst.RPM)
-	refill, rrefill := keep(cfg.Limits.TPM), keep(cfg.Limits.RPM)
-	if cfg.SlidingWindow {
-		refill, rrefill = refill-burst, rrefill-rb
+	// A bucket's capacity (its Burst, or its limit) and refill per second.
+	shape := func(r pacer.Rate) (capacity, perSecond float64) {
+		if r.Limit == 0 {
+			return 0, 0
+		}
+		capacity = keep(r.Burst)
+		if r.Burst == 0 {
+			capacity = keep(r.Limit)
+		}
+		return capacity, keep(r.Limit) / r.Window.Seconds()
 	}
-	return bucketFinish(jobs, burst, refill/60, burst*0.2, !cfg.NoRefund, reqBucket{rb, rrefill / 60})
+	burst, refill := shape(bucketOf(cfg, pacer.Tokens))
+	rb, rrefill := shape(bucketOf(cfg, pacer.Requests))
+	return bucketFinish(jobs, burst, refill, burst*0.2, !cfg.NoRefund, reqBucket{rb, rrefill})
 }
 
 // slidingRates returns a budget's sliding rates by unit, if its only rates

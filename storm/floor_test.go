@@ -58,16 +58,17 @@ func TestFloors(t *testing.T) {
 			{Unit: pacer.Tokens, Limit: 10_000, Window: 5 * time.Second, Sliding: true},
 			{Unit: pacer.Requests, Limit: 10, Window: 5 * time.Second, Sliding: true}}}), 10 * time.Second},
 		{"budget, RPM", budgetFinish(jobsOf(30, 100, 0),
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000, RPM: 120}, Burst: pacer.Burst{TPM: 10_000, RPM: 10}}), 10 * time.Second},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 10_000},
+				{Unit: pacer.Requests, Limit: 120, Window: time.Minute, Burst: 10}}}), 10 * time.Second},
 		// 10,000 at 0, 5 and 10 s: each leaves the window 5 s after it came.
 		{"sliding, all at start", slidingFinish(jobsOf(30, 1000, 0), 10_000, 0, 5, false), 10 * time.Second},
 		{"sliding, one window", slidingFinish(jobsOf(10, 1000, 0), 10_000, 0, 5, false), 0},
 		// A sliding-safe budget: burst 1,000, refill 9,000 per 5 s.
 		{"budget, sliding-safe", budgetFinish(jobsOf(30, 1000, 0),
-			pacer.Config{Limits: pacer.Limits{TPM: 108_000}, Burst: pacer.Burst{TPM: 1000}}), 29_000 * time.Second / 1800},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 108_000, Window: time.Minute, Burst: 1000}}}), 29_000 * time.Second / 1800},
 		// Headroom lowers the burst too: 8,000 at 1,600 per second.
 		{"budget, headroom", budgetFinish(jobsOf(30, 1000, 0),
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 10_000}, Headroom: 0.2}), 22_000 * time.Second / 1600},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 10_000}}, Headroom: 0.2}), 22_000 * time.Second / 1600},
 		// With refunds a job needs 1,000 free but keeps only 400: the last
 		// goes once the first 29 have kept 11,600 and 1,000 are free,
 		// (11,600 + 1,000 - 10,000) / 2,000 per s.
@@ -77,9 +78,9 @@ func TestFloors(t *testing.T) {
 		// 24th, needing 1,000 free, waits until they leave at 5 s.
 		{"sliding, refunds", slidingFinish(usingOnly(jobsOf(30, 1000, 0), 150), 10_000, 0, 5, true), 5 * time.Second},
 		{"budget, NoRefund", budgetFinish(usingOnly(jobsOf(30, 1000, 0), 150),
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 10_000}, NoRefund: true}), 10 * time.Second},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 10_000}}, NoRefund: true}), 10 * time.Second},
 		{"budget, refunds", budgetFinish(usingOnly(jobsOf(30, 1000, 0), 150),
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 10_000}}), 1300 * time.Millisecond},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 10_000}}}), 1300 * time.Millisecond},
 	} {
 		if d := tc.got - tc.want; d < -time.Microsecond || d > time.Microsecond {
 			t.Errorf("%s: floor = %v, want %v", tc.name, tc.got, tc.want)
@@ -102,20 +103,20 @@ func TestBudgetConfig(t *testing.T) {
 		{"the published shape", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000},
 			// 10,000 per 5 s is 2 tokens per ms either way; 40 tokens (20 ms
 			// of refill) come off the burst as the dispatch margin.
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 9960}}, true},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 9960}}}, true},
 		{"sliding-safe", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 2000, slidingSafe: true},
-			pacer.Config{Limits: pacer.Limits{TPM: 96_000}, Burst: pacer.Burst{TPM: 1960}}, true},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 96_000, Window: time.Minute, Burst: 1960}}}, true},
 		{"sliding-safe, a one-minute window", mk(time.Minute, jobsOf(30, 1000, 0)), variant{burst: 2000, slidingSafe: true},
-			pacer.Config{Limits: pacer.Limits{TPM: 9996}, Burst: pacer.Burst{TPM: 1996}, SlidingWindow: true}, true},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 8000, Window: time.Minute, Burst: 1996}}}, true},
 		// pacer's Headroom lowers the limit and the burst alike.
 		{"headroom", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000, headroom: 0.2},
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 9960}, Headroom: 0.2}, true},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 9960}}, Headroom: 0.2}, true},
 		{"a provider that keeps max_tokens", mk(5*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000, noRefund: true},
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 9960}, NoRefund: true}, true},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 9960}}, NoRefund: true}, true},
 		{"a rate that is no whole number per minute", mk(7*time.Second, jobsOf(30, 1000, 0)), variant{burst: 10_000},
-			pacer.Config{Limits: pacer.Limits{TPM: 85_714}, Burst: pacer.Burst{TPM: 9971}}, false},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 85_714, Window: time.Minute, Burst: 9971}}}, false},
 		{"no margin below the largest job", mk(5*time.Second, jobsOf(3, 10_000, 0)), variant{burst: 10_000},
-			pacer.Config{Limits: pacer.Limits{TPM: 120_000}, Burst: pacer.Burst{TPM: 10_000}}, true},
+			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 120_000, Window: time.Minute, Burst: 10_000}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, exact := tc.pl.budgetConfig(tc.v)

@@ -97,9 +97,9 @@ func newOutageRig(pl *plan, v variant, be *backend, cfg pacer.Config, c *chatCli
 	r := &outageRig{mini: be.mini, retries: pl.p.retries, c: c, at: pl.p.wall(o.at), lasting: pl.p.wall(o.lasting), done: make(chan struct{})}
 	switch v.outage {
 	case outageShare:
-		cfg.Outage = pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitTPM}, Replicas: o.pods}
+		cfg.Outage = pacer.Outage{FailOpen: []string{"tpm"}, Replicas: o.pods}
 	case outageWhole:
-		cfg.Outage = pacer.Outage{FailOpen: []pacer.Limit{pacer.LimitTPM}, Share: 1}
+		cfg.Outage = pacer.Outage{FailOpen: []string{"tpm"}, Share: 1}
 	default:
 		cfg.Outage = pacer.Outage{FailFast: true}
 	}
@@ -118,7 +118,8 @@ func newOutageRig(pl *plan, v variant, be *backend, cfg pacer.Config, c *chatCli
 	}
 	if v.outage != outageClosed {
 		// Each pod's share refills from empty over the outage.
-		share := float64(cfg.Limits.TPM) * r.lasting.Minutes()
+		tpm := bucketOf(cfg, pacer.Tokens)
+		share := float64(tpm.Limit) / tpm.Window.Minutes() * r.lasting.Minutes()
 		if v.outage == outageShare {
 			share /= float64(o.pods)
 		}

@@ -185,28 +185,18 @@ func setupRow(pl *plan, v variant, be *backend, budgetName string, c *chatClient
 
 // describeBudget says how the shared budget was set up, for the report.
 func describeBudget(cfg pacer.Config, exact bool) string {
-	if len(cfg.Rates) > 0 {
-		var rates []string
-		for _, r := range cfg.Rates {
-			sl := ""
-			if r.Sliding {
-				sl = ", Sliding"
-			}
-			rates = append(rates, fmt.Sprintf("Rate{%v, %s per %v%s}", r.Unit, thousands(r.Limit), r.Window, sl))
+	var rates []string
+	for _, r := range cfg.Rates {
+		sl := ""
+		if r.Sliding {
+			sl = ", Sliding"
 		}
-		s := "pacer " + strings.Join(rates, " + ")
-		if cfg.NoRefund {
-			s += ", NoRefund"
+		if r.Burst > 0 {
+			sl += ", Burst " + thousands(r.Burst)
 		}
-		return s
+		rates = append(rates, fmt.Sprintf("Rate{%v, %s per %v%s}", r.Unit, thousands(r.Limit), r.Window, sl))
 	}
-	s := fmt.Sprintf("pacer Limits.TPM %s, Burst.TPM %s", thousands(cfg.Limits.TPM), thousands(cfg.Burst.TPM))
-	if cfg.Limits.RPM > 0 {
-		s += fmt.Sprintf(", Limits.RPM %s, Burst.RPM %s", thousands(cfg.Limits.RPM), thousands(cfg.Burst.RPM))
-	}
-	if cfg.SlidingWindow {
-		s += ", SlidingWindow"
-	}
+	s := "pacer " + strings.Join(rates, " + ")
 	if cfg.Headroom > 0 {
 		s += fmt.Sprintf(", Headroom %g", cfg.Headroom)
 	}

@@ -43,8 +43,8 @@ def config(d):
         tenants=llmpacer.Tenants(tuple(rate(r) for r in t.get("rates", ())), t.get("share", 0.0)),
         weights=dict(d.get("weights", {})), version=d.get("version", 0),
         prices={m: llmpacer.Price(**p) for m, p in d.get("prices", {}).items()},
-        name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})), burst=llmpacer.Burst(**d.get("burst", {})),
-        headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False),
+        name=d["budget"], limits=llmpacer.Limits(**d.get("limits", {})),
+        headroom=d.get("headroom", 0.0),
         no_refund=d.get("no_refund", False), batch_floor=d.get("batch_floor", 0.0),
         lease_ttl_ms=d.get("lease_ttl_ms", 0), max_wait_ms=d.get("max_wait_ms", 0), key_prefix=d.get("key_prefix", ""),
         rates=tuple(rate(r) for r in d.get("rates", ())), hash_tag=d.get("hash_tag", ""))

@@ -28,7 +28,7 @@ It needs only a Redis client with ``register_script`` (redis-py's
     lease.settle(reply.usage.total_tokens)
 
 Every process sharing a budget must use the same Config (limits, rates,
-burst, headroom, sliding window, batch floor, tenants, weights, prices), or
+headroom, batch floor, tenants, weights, prices), or
 follow one definition stored in Redis (Config.version, Pacer.define). A
 Pacer and its leases are safe to use from several threads. What the Go
 client does and this one does not: a process that pauses the budget does
@@ -174,22 +174,14 @@ class Limits:
 
 
 @dataclasses.dataclass(frozen=True)
-class Burst:
-    """Bucket capacities below the limits; 0 keeps the default."""
-
-    rpm: int = 0
-    tpm: int = 0
-    rpd: int = 0
-    tpd: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
 class Rate:
     """One limit over any window: limit units of unit per window_ms, as pacer.Rate.
 
     unit is REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS or SPEND; window_ms runs
     from 1 second to 366 days; burst optionally lowers the bucket's
-    capacity below the limit (0: the limit), as Burst does for the four.
+    capacity below the limit (0: the limit); a rate of requests or tokens
+    per minute or per day with a burst is the bucket of limits' field for
+    it, as in Go.
     sliding makes the rate a strict sliding window, as pacer.Rate.Sliding:
     what is admitted in any window_ms never exceeds limit, counted per
     sub-window of window_ms / 64 (no burst).
@@ -301,9 +293,7 @@ class Config:
 
     name: str
     limits: Limits
-    burst: Burst = Burst()
     headroom: float = 0.0
-    sliding_window: bool = False
     no_refund: bool = False
     batch_floor: float = 0.0
     lease_ttl_ms: int = 0
@@ -553,9 +543,11 @@ def _rate_json(r: "Rate") -> dict:
 
 def definition_json(c: Config) -> str:
     """c's definition of the budget, as pacer.Define stores it (Go's JSON, byte for byte)."""
-    lim, bur = c.limits, c.burst
+    lim = c.limits
+    # "burst" is what versions before Go's issue 24 stored beside limits:
+    # always written zero, as Go writes it.
     d = {"limits": {"RPM": lim.rpm, "TPM": lim.tpm, "RPD": lim.rpd, "TPD": lim.tpd, "Concurrency": lim.concurrency},
-         "burst": {"RPM": bur.rpm, "TPM": bur.tpm, "RPD": bur.rpd, "TPD": bur.tpd}}
+         "burst": {"RPM": 0, "TPM": 0, "RPD": 0, "TPD": 0}}
     if c.rates:
         d["rates"] = [_rate_json(r) for r in c.rates]
     d["tenants"] = {"Rates": [_rate_json(r) for r in c.tenants.rates] or None, "Share": float(c.tenants.share)}
@@ -564,7 +556,7 @@ def definition_json(c: Config) -> str:
     if c.prices:
         d["prices"] = {m: {"Input": float(p.input), "CachedInput": float(p.cached_input), "Output": float(p.output),
                            "InputMargin": float(p.input_margin)} for m, p in sorted(c.prices.items())}
-    for k, v in (("sliding_window", c.sliding_window), ("headroom", float(c.headroom)), ("no_refund", c.no_refund),
+    for k, v in (("headroom", float(c.headroom)), ("no_refund", c.no_refund),
                  ("batch_floor", float(c.batch_floor)), ("lease_ttl", c.lease_ttl_ms * 1_000_000)):
         if v:
             d[k] = v
@@ -583,16 +575,28 @@ def _with_definition(c: Config, d: dict, version: int | None = None) -> Config:
 
     def rate(r):
         return Rate(units[r["Unit"]], r["Limit"], _ms(r["Window"], "Window"), r.get("Burst", 0), r.get("Sliding", False))
-    lim, bur, t = d.get("limits") or {}, d.get("burst") or {}, d.get("tenants") or {}
+    lim, bur, t = dict(d.get("limits") or {}), d.get("burst") or {}, d.get("tenants") or {}
+    # An older version's sliding_window has no Rate that states it: refused,
+    # as Go's decodeDefinition does. Its burst for one of limits' rates is a
+    # Rate with that burst, the same bucket.
+    if d.get("sliding_window"):
+        raise InvalidError("llmpacer: the stored definition sets sliding_window, which this version no longer runs; "
+                           "define it again with Rate(..., sliding=True), or as rates with a burst of half the limit")
+    rates = [rate(r) for r in d.get("rates") or ()]
+    for f, unit, window_ms in (("RPM", REQUESTS, 60_000), ("TPM", TOKENS, 60_000), ("RPD", REQUESTS, 86_400_000), ("TPD", TOKENS, 86_400_000)):
+        if bur.get(f, 0):
+            if not lim.get(f, 0):
+                raise InvalidError(f"llmpacer: the stored definition's burst.{f} = {bur[f]} has no limit")
+            rates.append(Rate(unit, lim[f], window_ms, bur[f]))
+            lim[f] = 0
     return dataclasses.replace(
-        c, rates=tuple(rate(r) for r in d.get("rates") or ()),
+        c, rates=tuple(rates),
         limits=Limits(lim.get("RPM", 0), lim.get("TPM", 0), lim.get("RPD", 0), lim.get("TPD", 0), lim.get("Concurrency", 0)),
-        burst=Burst(bur.get("RPM", 0), bur.get("TPM", 0), bur.get("RPD", 0), bur.get("TPD", 0)),
         tenants=Tenants(tuple(rate(r) for r in t.get("Rates") or ()), t.get("Share", 0.0)),
         weights=dict(d.get("weights") or {}),
         prices={m: Price(p.get("Input", 0.0), p.get("CachedInput", 0.0), p.get("Output", 0.0), p.get("InputMargin", 0.0))
                 for m, p in (d.get("prices") or {}).items()},
-        headroom=d.get("headroom", 0.0), sliding_window=d.get("sliding_window", False), no_refund=d.get("no_refund", False),
+        headroom=d.get("headroom", 0.0), no_refund=d.get("no_refund", False),
         batch_floor=d.get("batch_floor", 0.0), lease_ttl_ms=_ms(d.get("lease_ttl", 0), "lease_ttl"),
         version=c.version if version is None else version)
 
@@ -670,7 +674,7 @@ def settings(c: Config) -> Settings:
     _check_name("key_prefix", prefix)
     if c.hash_tag:
         _check_name("hash_tag", c.hash_tag)
-    lim, bur = c.limits, c.burst
+    lim = c.limits
     rates = tuple(c.rates)
     if lim == Limits() and not rates:
         raise InvalidError("llmpacer: no limit is set; set at least one of limits or a rate")
@@ -687,8 +691,7 @@ def settings(c: Config) -> Settings:
         seen[r.name] = i
         if r.unit == SPEND and not c.prices:
             raise InvalidError(f"llmpacer: rates[{i}] is a spend rate but prices is empty: give the models' prices per million tokens")
-    for what, v in [*(("limits." + f, getattr(lim, f)) for f in ("rpm", "tpm", "rpd", "tpd", "concurrency")),
-                    *(("burst." + f, getattr(bur, f)) for f in ("rpm", "tpm", "rpd", "tpd"))]:
+    for what, v in (("limits." + f, getattr(lim, f)) for f in ("rpm", "tpm", "rpd", "tpd", "concurrency")):
         if not 0 <= v <= _MAX_LIMIT:
             raise InvalidError(f"llmpacer: {what} = {v}: must be between 0 and {_MAX_LIMIT}")
     if math.isnan(c.headroom) or not 0 <= c.headroom < 1:
@@ -701,7 +704,7 @@ def settings(c: Config) -> Settings:
         raise InvalidError(f"llmpacer: max_wait_ms = {c.max_wait_ms}: must be between 0 and {_MAX_DURATION_MS}")
     # The four of limits in the scripts' order, a rate that is one of them
     # in its place; then the other rates, in the order given.
-    four = [("limits." + f, f, getattr(lim, f), getattr(bur, f), w, u, False) for f, w, u in _SPECS]
+    four = [("limits." + f, f, getattr(lim, f), 0, w, u, False) for f, w, u in _SPECS]
     more = []
     for i, r in enumerate(rates):
         spec = (f"rates[{i}]", r.name, r.limit, r.burst, r.window_ms, r.unit, r.sliding)
@@ -709,14 +712,12 @@ def settings(c: Config) -> Settings:
         if k is None or r.sliding:
             more.append(spec)
             continue
-        if four[k][2] != 0 or four[k][3] != 0:
-            raise InvalidError(f"llmpacer: rates[{i}] is {r.name}, which limits.{r.name} (or burst.{r.name}) already sets: state it in one place")
+        if four[k][2] != 0:
+            raise InvalidError(f"llmpacer: rates[{i}] is {r.name}, which limits.{r.name} already sets: state it in one place (in rates to give it a burst)")
         four[k] = spec
     buckets = []
     for what, field, limit, burst, window_ms, unit, sliding in four:
         if limit == 0:
-            if burst != 0:
-                raise InvalidError(f"llmpacer: burst.{field} = {burst} but limits.{field} is not set")
             continue
         buckets.append(_bucket(c, what, field, limit, burst, window_ms, unit, sliding))
     for what, field, limit, burst, window_ms, unit, sliding in more:
@@ -814,19 +815,13 @@ def _bucket(c: Config, what: str, field: str, limit: int, burst: int, window_ms:
     if limit < 1:
         raise InvalidError(f"llmpacer: {what} leaves nothing after headroom {c.headroom}")
     if sliding:
-        # Counted, not refilled: sliding_window's bucket arithmetic is not for it.
+        # Counted, not refilled.
         return Bucket.sliding(field, limit, window_ms, unit)
     burst = math.floor(float(burst) * (1 - c.headroom))
     if burst > limit:
         raise InvalidError(f"llmpacer: the burst of {what} = {burst} exceeds the limit {limit} (after headroom)")
     refill = limit
-    if c.sliding_window:
-        if burst == 0:
-            burst = (limit + 1) // 2  # limit − floor(limit / 2)
-        if burst == limit:
-            raise InvalidError(f"llmpacer: the burst of {what} = {burst} equals the limit: with sliding_window set a burst below it")
-        refill = limit - burst
-    elif burst == 0:
+    if burst == 0:
         burst = limit
     b = Bucket.new(field, limit, burst, refill, window_ms, unit)
     if float(burst) * b.interval > _MAX_SPAN_US:
@@ -1167,7 +1162,7 @@ class Pacer:
     def _follow(self, n: int) -> None:
         """Follow the definition stored in Redis (see define.lua), which acquire said differs.
 
-        The stored definition is the Go pacer's JSON (limits, burst, rates,
+        The stored definition is the Go pacer's JSON (limits, rates,
         tenants, weights, prices and the rest, as pacer.Define stores it).
         One that this client cannot read, or that is invalid, raises
         InvalidError rather than run a different budget.
@@ -1212,8 +1207,8 @@ class Pacer:
     def define(self, config: Config) -> int:
         """Store config's definition of the budget in Redis, for every process to follow.
 
-        As pacer.Define: the definition is config's limits, burst, rates,
-        tenants, weights, prices, sliding_window, headroom, no_refund,
+        As pacer.Define: the definition is config's limits, rates,
+        tenants, weights, prices, headroom, no_refund,
         batch_floor and lease_ttl_ms; its name and key_prefix must be this
         budget's or empty. With config.version 0 it is stored as the next
         version after the one stored; with a positive version only if that
@@ -1893,7 +1888,7 @@ class Group:
 
 
 __all__ = [
-    "Config", "Limits", "Burst", "Rate", "Pacer", "Group", "Deployment", "Tenants", "Price", "SPEND",
+    "Config", "Limits", "Rate", "Pacer", "Group", "Deployment", "Tenants", "Price", "SPEND",
     "FILL_IN_ORDER", "SPREAD", "MOST_ROOM", "SupersededError", "StoppedError", "default_input_margin", "definition_json", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
     "INTERACTIVE", "BATCH", "REQUESTS", "TOKENS", "INPUT_TOKENS", "OUTPUT_TOKENS", "UNITS", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
     "LlmpacerError", "InvalidError", "TooLargeError", "NotYetError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",

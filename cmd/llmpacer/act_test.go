@@ -21,7 +21,7 @@ func TestPauseStopResume(t *testing.T) {
 		f := newFixture(t, b)
 		env := envOf(b)
 		for _, p := range []*pacer.Pacer{f.defined, f.bare} {
-			name := p.Name()
+			name := p.Config().Name
 			before, err := p.Snapshot(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -77,9 +77,9 @@ func TestPauseStopResume(t *testing.T) {
 			// Only the pause and stop changed: the buckets are as they were,
 			// but for their refill on the Redis clock since (the call
 			// admitted above was released).
-			refilled := min(float64(before.Rate(pacer.LimitTPM).Capacity), before.Rate(pacer.LimitTPM).Level+before.Rate(pacer.LimitTPM).PerSecond*after.Time.Sub(before.Time).Seconds())
-			if math.Abs(after.Rate(pacer.LimitTPM).Level-refilled) > 2 || after.InFlight != before.InFlight {
-				t.Errorf("%s: tpm %v, in flight %d after the changes; want %v refilled from %v, %d", name, after.Rate(pacer.LimitTPM).Level, after.InFlight, refilled, before.Rate(pacer.LimitTPM).Level, before.InFlight)
+			refilled := min(float64(before.Rate("tpm").Capacity), before.Rate("tpm").Level+before.Rate("tpm").PerSecond*after.Time.Sub(before.Time).Seconds())
+			if math.Abs(after.Rate("tpm").Level-refilled) > 2 || after.InFlight != before.InFlight {
+				t.Errorf("%s: tpm %v, in flight %d after the changes; want %v refilled from %v, %d", name, after.Rate("tpm").Level, after.InFlight, refilled, before.Rate("tpm").Level, before.InFlight)
 			}
 			r = runWith(t, env, "resume", "-prefix", f.prefix, name)
 			if !strings.Contains(r.stdout, "not stopped") || !strings.Contains(r.stdout, "still paused") {
@@ -121,16 +121,16 @@ func TestPauseThenStop(t *testing.T) {
 		f := newFixture(t, b)
 		env := envOf(b)
 		p := f.defined
-		if r := runWith(t, env, "pause", "-prefix", f.prefix, "-for", "20s", p.Name()); r.code != exitOK {
+		if r := runWith(t, env, "pause", "-prefix", f.prefix, "-for", "20s", p.Config().Name); r.code != exitOK {
 			t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		if r := runWith(t, env, "stop", "-prefix", f.prefix, "-for", "1m", p.Name()); r.code != exitOK {
+		if r := runWith(t, env, "stop", "-prefix", f.prefix, "-for", "1m", p.Config().Name); r.code != exitOK {
 			t.Fatalf("stop: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {
 			t.Errorf("TryAcquire after pause then stop = %v; want ErrStopped", err)
 		}
-		if r := runWith(t, env, "resume", "-prefix", f.prefix, p.Name()); r.code != exitOK {
+		if r := runWith(t, env, "resume", "-prefix", f.prefix, p.Config().Name); r.code != exitOK {
 			t.Errorf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})

@@ -52,7 +52,7 @@ func TestBinary(t *testing.T) {
 			}
 			return string(out), 0
 		}
-		if out, code := exe("-prefix", f.prefix); code != exitOK || !strings.Contains(out, f.defined.Name()) {
+		if out, code := exe("-prefix", f.prefix); code != exitOK || !strings.Contains(out, f.defined.Config().Name) {
 			t.Errorf("llmpacer list: exit %d\n%s", code, out)
 		}
 		if out, code := exe("show", "-prefix", f.prefix, "nosuch"); code != exitNotFound {
@@ -61,7 +61,7 @@ func TestBinary(t *testing.T) {
 		if out, code := exe("-redis", "redis://:pw@127.0.0.1:1"); code != exitUsage || strings.Contains(out, "pw@") {
 			t.Errorf("llmpacer -redis with a password: exit %d\n%s", code, out)
 		}
-		if out, code := exe("stop", "-prefix", f.prefix, "-for", "1m", f.defined.Name()); code != exitOK {
+		if out, code := exe("stop", "-prefix", f.prefix, "-for", "1m", f.defined.Config().Name); code != exitOK {
 			t.Errorf("llmpacer stop: exit %d\n%s", code, out)
 		}
 		if _, err := f.defined.TryAcquire(context.Background(), pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrStopped) {

@@ -44,9 +44,9 @@ func TestHashTag(t *testing.T) {
 		plain := mk(pacer.Config{Name: name + "-a", Version: 1, Limits: pacer.Limits{TPM: 20_000}, Tenants: tenants})
 		tagged := func(p *pacer.Pacer) string {
 			if p == bare {
-				return "{" + tag2 + "}" + p.Name()
+				return "{" + tag2 + "}" + p.Config().Name
 			}
-			return "{" + tag + "}" + p.Name()
+			return "{" + tag + "}" + p.Config().Name
 		}
 
 		r := runWith(t, env, "-prefix", prefix, "-json")
@@ -61,7 +61,7 @@ func TestHashTag(t *testing.T) {
 			name    string
 			version int64
 			limit   int64
-		}{{tagged(defined), 1, 10_000}, {tagged(bare), 0, 0}, {plain.Name(), 1, 20_000}} {
+		}{{tagged(defined), 1, 10_000}, {tagged(bare), 0, 0}, {plain.Config().Name, 1, 20_000}} {
 			got := find(t, l, c.name)
 			if got.Version != c.version || got.Error != "" || got.Tenants == nil || got.Tenants.Found != 1 {
 				t.Errorf("%s = %+v; want version %d, one tenant", c.name, got, c.version)
@@ -94,7 +94,7 @@ func TestHashTag(t *testing.T) {
 		}
 		// The plain budget of the same name was left alone.
 		if s, err := plain.Snapshot(ctx); err != nil || s.Paused != 0 || s.Stopped != 0 {
-			t.Errorf("the plain budget %s: paused %v, stopped %v, %v; want neither", plain.Name(), s.Paused, s.Stopped, err)
+			t.Errorf("the plain budget %s: paused %v, stopped %v, %v; want neither", plain.Config().Name, s.Paused, s.Stopped, err)
 		}
 		for _, bad := range []string{"{" + tag + "}", "{}" + name, "{" + tag + name} {
 			if r := runWith(t, env, "show", "-prefix", prefix, bad); r.code != exitUsage || !strings.Contains(r.stderr, "{HASHTAG}NAME") {

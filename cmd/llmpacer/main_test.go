@@ -147,12 +147,12 @@ func TestList(t *testing.T) {
 			t.Fatalf("listing = %d budgets, truncated %v, prefix %q; want the 2 of prefix %q, whole", len(l.Budgets), l.Truncated, l.Prefix, f.prefix)
 		}
 
-		a := find(t, l, f.defined.Name())
+		a := find(t, l, f.defined.Config().Name)
 		s, err := f.defined.Snapshot(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]pacer.RateState{"rpm": s.Rate(pacer.LimitRPM), "tpm": s.Rate(pacer.LimitTPM), "requests/3600s": s.Rate("requests/3600s")}
+		want := map[string]pacer.RateState{"rpm": s.Rate("rpm"), "tpm": s.Rate("tpm"), "requests/3600s": s.Rate("requests/3600s")}
 		if a.Version != 1 || len(a.Limits) != len(want) || a.Error != "" {
 			t.Fatalf("defined budget = %+v; want version 1 and limits %v", a, want)
 		}
@@ -187,7 +187,7 @@ func TestList(t *testing.T) {
 			}
 		}
 
-		bare := find(t, l, f.bare.Name())
+		bare := find(t, l, f.bare.Config().Name)
 		if bare.Version != 0 || len(bare.Limits) != 0 || bare.InFlight != 1 || bare.Error != "" {
 			t.Errorf("undefined budget = %+v; want no version, no levels, 1 in flight", bare)
 		}
@@ -212,8 +212,8 @@ func TestList(t *testing.T) {
 
 		r = runWith(t, env, "-prefix", f.prefix)
 		for _, want := range []string{
-			f.defined.Name() + "  (definition v1)", "rpm", "requests/3600s", "in flight 3 of 4",
-			"tenants: 3 found; least room first", hashOf(f.defined, "big"), f.bare.Name() + "  (no stored definition", "Define",
+			f.defined.Config().Name + "  (definition v1)", "rpm", "requests/3600s", "in flight 3 of 4",
+			"tenants: 3 found; least room first", hashOf(f.defined, "big"), f.bare.Config().Name + "  (no stored definition", "Define",
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("list's text lacks %q:\n%s", want, r.stdout)
@@ -230,13 +230,13 @@ func TestShow(t *testing.T) {
 	b := redistest.Real(t)
 	f := newFixture(t, b)
 	env := envOf(b)
-	r := runWith(t, env, "show", "-prefix", f.prefix, "-json", "-tenants", "1", f.defined.Name())
+	r := runWith(t, env, "show", "-prefix", f.prefix, "-json", "-tenants", "1", f.defined.Config().Name)
 	l := decode[listing](t, r.stdout)
 	if r.code != exitOK || len(l.Budgets) != 1 || len(l.Budgets[0].Tenants.Busiest) != 1 || l.Budgets[0].Tenants.Busiest[0].Hash != hashOf(f.defined, "big") {
 		t.Errorf("show -tenants 1 = exit %d, %+v; want the budget with its busiest tenant only", r.code, l)
 	}
-	r = runWith(t, env, "show", "-prefix", f.prefix, f.bare.Name(), "nosuch")
-	if r.code != exitNotFound || !strings.Contains(r.stderr, `no budget "nosuch"`) || !strings.Contains(r.stdout, f.bare.Name()) {
+	r = runWith(t, env, "show", "-prefix", f.prefix, f.bare.Config().Name, "nosuch")
+	if r.code != exitNotFound || !strings.Contains(r.stderr, `no budget "nosuch"`) || !strings.Contains(r.stdout, f.bare.Config().Name) {
 		t.Errorf("show of a budget and a missing one = exit %d\n%s%s; want exit 3 naming it, after the other", r.code, r.stdout, r.stderr)
 	}
 }
@@ -283,7 +283,7 @@ func TestUnusableDefinition(t *testing.T) {
 	f := newFixture(t, b)
 	b.Mini.HSet(keysOf(f.bare)[3], "v", "4", "def", `{"limits":{"RPM":-3}}`)
 	r := runWith(t, envOf(b), "-prefix", f.prefix, "-json")
-	got := find(t, decode[listing](t, r.stdout), f.bare.Name())
+	got := find(t, decode[listing](t, r.stdout), f.bare.Config().Name)
 	if r.code != exitFailed || !strings.Contains(got.Error, "version 4") || len(got.Raw) != 2 {
 		t.Errorf("list with an unusable definition: exit %d, budget %+v; want exit 1, the error and the raw state", r.code, got)
 	}

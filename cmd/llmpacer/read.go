@@ -142,7 +142,7 @@ func (r reader) readDefined(ctx context.Context, p *pacer.Pacer, b *budget) erro
 		return err
 	}
 	b.Time, b.InFlight, b.Concurrency = s.Time, s.InFlight, s.Concurrency
-	b.PausedS, b.StoppedS, b.StoppedBy = s.Paused.Seconds(), s.Stopped.Seconds(), string(s.StoppedBy)
+	b.PausedS, b.StoppedS, b.StoppedBy = s.Paused.Seconds(), s.Stopped.Seconds(), stopKind(s.StoppedBy)
 	for _, rs := range s.Rates {
 		b.Limits = append(b.Limits, levelOf("", rs))
 	}
@@ -152,7 +152,7 @@ func (r reader) readDefined(ctx context.Context, p *pacer.Pacer, b *budget) erro
 // levelOf returns a rate's level, named by the rate, after prefix.
 func levelOf(prefix string, rs pacer.RateState) level {
 	l := level{
-		Name: prefix + string(rs.Rate.Name()), Unit: rs.Rate.Unit.String(), Limit: rs.Limit, Capacity: rs.Capacity,
+		Name: prefix + rs.Rate.Name(), Unit: rs.Rate.Unit.String(), Limit: rs.Limit, Capacity: rs.Capacity,
 		Level: rs.Level, PerSecond: rs.PerSecond, WindowS: rs.Rate.Window.Seconds(), Sliding: rs.Rate.Sliding,
 	}
 	switch {
@@ -173,4 +173,16 @@ func (r reader) waiting(ctx context.Context, name string) (int64, error) {
 		return 0, fmt.Errorf("counting the waiters of %q: %w", name, err)
 	}
 	return n, nil
+}
+
+// stopKind names a stop as the JSON's stopped_by says it (the stop's kind,
+// as lua/stop.lua writes it): "quota", "stop", or "" for none.
+func stopKind(by error) string {
+	switch {
+	case errors.Is(by, pacer.ErrQuotaExhausted):
+		return "quota"
+	case by != nil:
+		return "stop"
+	}
+	return ""
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"math"
 	"slices"
 
@@ -32,6 +31,19 @@ func (r reader) readTenants(ctx context.Context, p *pacer.Pacer, b *budget, hash
 	hashes = hashes[:min(len(hashes), r.o.tenantScan)]
 	ts.Read = len(hashes)
 	all := make([]tenant, len(hashes))
+	// With a definition that has tenants, each tenant's buckets are read
+	// as it defines them; without (none stored, or stored without
+	// tenants: removed, or set only in some process's Config), the raw
+	// state.
+	var def tenantDef
+	withDef := p != nil
+	if withDef {
+		s, err := p.Snapshot(ctx)
+		if err != nil {
+			return ts, err
+		}
+		def, withDef = tenantDefOf(p.Config(), s)
+	}
 	one := func(ctx context.Context, i int, withDef bool) error {
 		t := tenant{Hash: hashes[i]}
 		if !withDef {
@@ -40,14 +52,14 @@ func (r reader) readTenants(ctx context.Context, p *pacer.Pacer, b *budget, hash
 			all[i] = t
 			return err
 		}
-		s, err := p.TenantSnapshotOfHash(ctx, hashes[i])
+		rates, shares, err := r.readTenant(ctx, b.Name, hashes[i], def)
 		if err != nil {
 			return err
 		}
-		for _, rs := range s.Rates {
+		for _, rs := range rates {
 			t.Rates = append(t.Rates, levelOf("", rs))
 		}
-		for _, rs := range s.Shares {
+		for _, rs := range shares {
 			t.Shares = append(t.Shares, levelOf("share of ", rs))
 		}
 		rm := room(t.Rates, t.Shares)
@@ -55,20 +67,7 @@ func (r reader) readTenants(ctx context.Context, p *pacer.Pacer, b *budget, hash
 		all[i] = t
 		return nil
 	}
-	// The first tenant read says whether the definition knows tenants:
-	// one stored without them (tenants removed, or set only in some
-	// process's Config) leaves the raw state to read.
-	withDef := p != nil
-	if err := one(ctx, 0, withDef); errors.Is(err, pacer.ErrInvalid) {
-		withDef = false
-		err = one(ctx, 0, false)
-		if err != nil {
-			return ts, err
-		}
-	} else if err != nil {
-		return ts, err
-	}
-	err := parallel(ctx, len(hashes)-1, func(ctx context.Context, i int) error { return one(ctx, i+1, withDef) })
+	err := parallel(ctx, len(hashes), func(ctx context.Context, i int) error { return one(ctx, i, withDef) })
 	if err != nil {
 		return ts, err
 	}

@@ -187,6 +187,6 @@ func redisTimedOut(r *http.Request, err error) bool {
 
 // tokenLimit says whether l counts tokens (OpenAI's 429 then says
 // "tokens"), not requests, slots or a pause.
-func tokenLimit(l pacer.Limit) bool {
-	return l == pacer.LimitTPM || l == pacer.LimitTPD || strings.Contains(string(l), "tokens")
+func tokenLimit(l string) bool {
+	return l == "tpm" || l == "tpd" || strings.Contains(string(l), "tokens")
 }

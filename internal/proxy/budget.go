@@ -128,7 +128,7 @@ func (p *Proxy) evictIdle() bool {
 func (p *Proxy) budgetConfig(provider, key, model string) (pacer.Config, bool) {
 	cfg := pacer.Config{
 		Name: BudgetName(provider, key, model), KeyPrefix: p.cfg.KeyPrefix, Limits: pacer.Limits{Concurrency: 1},
-		MaxWait: p.cfg.MaxWait, Outage: pacer.Outage{FailFast: true}, Observe: pacer.Observers(p.metrics.Observe, pacer.SlogObserver(p.log)),
+		MaxWait: p.cfg.MaxWait, Outage: pacer.Outage{FailFast: true}, Observe: observeBoth(p.metrics.Observe, pacer.SlogObserver(p.log)),
 	}
 	k, ok := p.held[provider+"\x00"+key]
 	if !ok {
@@ -240,4 +240,12 @@ func definitionOf(rl classify.RateLimits) (pacer.Config, bool) {
 		c.Limits.TPM = w.Limit
 	}
 	return c, c.Limits != (pacer.Limits{}) || len(c.Rates) > 0
+}
+
+// observeBoth is the observer that calls metrics then log.
+func observeBoth(metrics, log func(pacer.Event)) func(pacer.Event) {
+	return func(e pacer.Event) {
+		metrics(e)
+		log(e)
+	}
 }

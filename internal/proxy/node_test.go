@@ -175,8 +175,8 @@ func TestTypeScriptThroughProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Rate(pacer.LimitRPM).Limit != 50 || len(snap.Rates) != 3 {
-		t.Errorf("anthropic budget: rpm %d, %d rates; want the headers' rpm 50 and input and output rates", snap.Rate(pacer.LimitRPM).Limit, len(snap.Rates))
+	if snap.Rate("rpm").Limit != 50 || len(snap.Rates) != 3 {
+		t.Errorf("anthropic budget: rpm %d, %d rates; want the headers' rpm 50 and input and output rates", snap.Rate("rpm").Limit, len(snap.Rates))
 	}
 	if o, a := oprov.Stats(), aprov.Stats(); o.OK != 2 || a.OK != 2 {
 		t.Errorf("providers admitted %d and %d calls, want 2 each", o.OK, a.OK)

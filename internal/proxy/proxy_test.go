@@ -95,9 +95,9 @@ func TestAnthropicThroughProxy(t *testing.T) {
 	for _, rs := range snap.Rates {
 		rates[rs.Rate.Unit] = rs.Rate.Limit
 	}
-	if snap.Rate(pacer.LimitRPM).Limit != 50 || snap.Rate(pacer.LimitTPM).Limit != 0 || rates[pacer.InputTokens] != 40_000 || rates[pacer.OutputTokens] != 8_000 {
+	if snap.Rate("rpm").Limit != 50 || snap.Rate("tpm").Limit != 0 || rates[pacer.InputTokens] != 40_000 || rates[pacer.OutputTokens] != 8_000 {
 		t.Errorf("stored limits: rpm %d, tpm %d, rates %v; want rpm 50, no tpm, input 40000 and output 8000 a minute",
-			snap.Rate(pacer.LimitRPM).Limit, snap.Rate(pacer.LimitTPM).Limit, rates)
+			snap.Rate("rpm").Limit, snap.Rate("tpm").Limit, rates)
 	}
 	if st := prov.Stats(); st.OK != 2 {
 		t.Errorf("provider admitted %d calls, want 2", st.OK)

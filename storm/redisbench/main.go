@@ -419,7 +419,7 @@ func (b *bench) saturated(ctx context.Context) error {
 	// With 16 slots and 5 ms calls the token limit binds (slots allow 3,200
 	// calls/s); with 4 slots the slots bind (at most 800 calls/s).
 	for _, conc := range []int64{0, 16, 4} {
-		p, err := b.pacer(pacer.Config{Limits: pacer.Limits{TPM: tpm, Concurrency: conc}, Burst: pacer.Burst{TPM: burst}, MaxWait: time.Minute})
+		p, err := b.pacer(pacer.Config{Limits: pacer.Limits{Concurrency: conc}, Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: tpm, Window: time.Minute, Burst: burst}}, MaxWait: time.Minute})
 		if err != nil {
 			return err
 		}
