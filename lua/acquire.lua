@@ -106,7 +106,7 @@
 -- read reads the state: h, then what the state hash does not hold, the
 -- definition stored (KEYS[4]), a lost state's restart and a tenant's
 -- buckets (KEYS[5]), into h. It returns a reply for a caller that runs
--- another definition, else nil, then h, names, xr, dvw, th, keep and stop
+-- another definition, else nil, then h, names, xr, dvw, th and stop
 -- (below).
 --
 -- h: xp, pause, then each bucket's TAT, then each one's give-back stack,
@@ -133,9 +133,10 @@
 -- saw f then finds the state as it left it, not lost again.
 --
 -- A tenant's buckets live in its own hash, which expires when the tenant
--- is idle: their TATs and stacks come from there. th: its xp and qb, then
--- what was asked. keep: what an interactive call over the tenant's share
--- leaves of each budget bucket (see ARGV[2]), or nil.
+-- is idle: their TATs and stacks come from there, into h where a budget
+-- bucket's would be (the state hash is asked for their fields too: a
+-- table of the fields it holds, and one to place them, cost more than the
+-- four fields). th: its xp and qb, then what was asked.
 --
 -- A stop (see stop.lua) refuses every call until it ends, but one call per
 -- probe interval that fits now: the probe. stop is false, or the stop's
@@ -147,7 +148,7 @@ local function read(n, myv, tkey, us, now, cover, SK)
   if myv then names[4 + 2 * n] = 'dv' end
   local h = redis.call('HMGET', KEYS[1], unpack(names))
   local xr = (h[1] or 0) + 0
-  local dvw, th, keep, stop = nil, nil, nil, false
+  local dvw, th, stop = nil, nil, false
   if myv then
     local dv = h[4 + 2 * n]
     if not dv then
@@ -189,29 +190,33 @@ local function read(n, myv, tkey, us, now, cover, SK)
     end
   end
   if tkey then
-    local tn, at = {'xp', 'qb'}, {}
+    local byte, tn = string.byte, {'xp', 'qb'}
     for k = 1, n do
-      local f = ARGV[8 + k]
-      local b = string.byte(f, 1)
+      local f = names[2 + k]
+      local b = byte(f, 1)
       if b == 64 then
-        tn[#tn + 1], tn[#tn + 2], at[k] = f, f .. '.h', #tn + 1
+        tn[#tn + 1], tn[#tn + 2] = f, names[2 + n + k]
       elseif b == 37 then
-        tn[#tn + 1], at[k] = f, #tn + 1
+        tn[#tn + 1] = f
       end
     end
     th = redis.call('HMGET', tkey, unpack(tn))
-    for k, i in pairs(at) do
-      h[2 + k] = th[i]
-      if string.byte(ARGV[8 + k], 1) == 64 then h[2 + n + k] = th[i + 1] end
+    -- Their values in h, where a budget bucket's would be.
+    local i = 2
+    for k = 1, n do
+      local b = byte(names[2 + k], 1)
+      if b == 64 then
+        h[2 + k], h[2 + n + k], i = th[i + 1], th[i + 2], i + 2
+      elseif b == 37 then
+        h[2 + k], i = th[i + 1], i + 1
+      end
     end
-    local ppm = string.match(ARGV[2], '^0:(%d+)$')
-    if ppm then keep = ppm / 1000000 end
   end
   if h[3 + 2 * n] then
     local u, p, e, kind = string.match(h[3 + 2 * n], '^(%d+) (%d+) (%d+) (%a+)$')
     if u and u + 0 > now then stop = {u + 0, p + 0, e + 0, kind} end
   end
-  return nil, h, names, xr, dvw, th, keep, stop
+  return nil, h, names, xr, dvw, th, stop
 end
 
 -- room works out each bucket's TAT after the call's charge, and how
@@ -233,12 +238,15 @@ end
 -- waits until it is within its share (swait).
 --
 -- A tenant's share ('%') never holds a call back: it says whether the call
--- is past it, and for how long (µs). Its TAT lies at most a span past the
+-- is past it, and for how long (µs); its TAT after the charge is worked out
+-- then, once. keep: what an interactive call over its share leaves of
+-- each budget bucket (see ARGV[2]), read only for such a call. Its TAT lies at most a span past the
 -- allowance: a tenant is over its share for at most a window after its
 -- heavy use ends.
-local function room(n, h, us, now, xr, keep, tkey, slib, byte, floor)
-  local sl, share, swait = {}, false, 0
+local function room(n, h, us, now, xr, tkey, slib, byte, floor)
+  local sl, share, swait, keep = {}, false, 0, nil
   local sread, sfit, swrite
+  local tats, froms = {0, 0, 0, 0}, {0, 0, 0, 0}
   for k = 1, n do
     local f = ARGV[8 + k]
     local b = byte(f, 1)
@@ -249,48 +257,53 @@ local function room(n, h, us, now, xr, keep, tkey, slib, byte, floor)
       sl[k] = string.match(f, '^@~(%d+):') + 0
       if not sread then sread, sfit, swrite = slib() end
     elseif b == 37 then
-      local tat = h[2 + k]
-      tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
+      -- A share's TAT after the charge, worked out here once (each
+      -- number parsed is a strtod); the loop below skips it.
+      local tat, charge, allow = h[2 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
+      tat = tat and tat + 0 or us
       if tat - us < 0 then tat = us end
-      local past = tat + ARGV[7 + n + 2 * k] - us - ARGV[8 + n + 2 * k]
+      froms[k], tats[k] = tat, tat + charge
+      if tat + charge - us - 2 * allow > 0 then tats[k] = us + 2 * allow end
+      local past = tat + charge - us - allow
       if past > 0 then
         share = true
         if past > swait then swait = past end
       end
     end
   end
-  local tats, froms = {0, 0, 0, 0}, {0, 0, 0, 0}
+  -- keep (see ARGV[2]) matters only to a call over its share.
+  if share then
+    local ppm = string.match(ARGV[2], '^0:(%d+)$')
+    if ppm then keep = ppm / 1000000 end
+  end
   local wait, reason, step = 0, '', 0
   for k = 1, n do
-    local field, charge, allow = ARGV[8 + k], ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
+    local field = ARGV[8 + k]
     local b = byte(field, 1)
-    if charge > allow and b ~= 37 then return {-1, 0, us, field, 0, 0, xr} end
-    if share and keep and b ~= 64 and b ~= 37 then allow = allow - floor(allow * keep) end
-    local g, w = sl[k], 0
-    if b == 37 then
-      local tat = h[2 + k]
-      tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
-      if tat - us < 0 then tat = us end
-      froms[k], tats[k] = tat, tat + charge
-      if tat + charge - us - 2 * allow > 0 then tats[k] = us + 2 * allow end
-    elseif g then
-      local cur = floor(now * 1000 / g)
-      local st = sread(h[2 + k], cur, b == 64 and tkey or KEYS[1], field)
-      if charge > allow then
-        w = swait
+    if b ~= 37 then
+      local charge, allow = ARGV[7 + n + 2 * k] + 0, ARGV[8 + n + 2 * k] + 0
+      if charge > allow then return {-1, 0, us, field, 0, 0, xr} end
+      if keep and b ~= 64 then allow = allow - floor(allow * keep) end
+      local g, w = sl[k], 0
+      if g then
+        local cur = floor(now * 1000 / g)
+        local st = sread(h[2 + k], cur, b == 64 and tkey or KEYS[1], field)
+        if charge > allow then
+          w = swait
+        else
+          local j = sfit(st, cur, charge, allow)
+          if j > cur then w = j * g - now * 1000 end
+        end
+        sl[n + k] = st
+        if w > wait then wait, reason, step = w, field, g end
       else
-        local j = sfit(st, cur, charge, allow)
-        if j > cur then w = j * g - now * 1000 end
+        local tat = h[2 + k]
+        tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
+        if tat - us < 0 then tat = us end
+        froms[k], tats[k] = tat, tat + charge
+        w = tats[k] - us - allow
+        if w > wait then wait, reason, step = w, field, charge end
       end
-      sl[n + k] = st
-      if w > wait then wait, reason, step = w, field, g end
-    else
-      local tat = h[2 + k]
-      tat = tat and tat + 0 or us -- parsed once: a parse is a strtod
-      if tat - us < 0 then tat = us end
-      froms[k], tats[k] = tat, tat + charge
-      w = tats[k] - us - allow
-      if w > wait then wait, reason, step = w, field, charge end
     end
   end
   return nil, wait / 1000, reason, step / 1000, share, sl, tats, froms, swrite
@@ -544,7 +557,7 @@ if conc then
 end
 
 local tkey, probe = KEYS[5], nil
-local r, h, names, xr, dvw, th, keep, stop = read(n, myv, tkey, us, now, cover, SK)
+local r, h, names, xr, dvw, th, stop = read(n, myv, tkey, us, now, cover, SK)
 if r then return r end
 
 -- left: the caller left the slot queue in this call (see the end).
@@ -573,7 +586,7 @@ repeat
     score = expiry
   else
     local step, share
-    r, wait, reason, step, share, sl, tats, froms, swrite = room(n, h, us, now, xr, keep, tkey, slib, byte, floor)
+    r, wait, reason, step, share, sl, tats, froms, swrite = room(n, h, us, now, xr, tkey, slib, byte, floor)
     if r then return r end
     local pause = h[2] and h[2] + 0
     if stop or (pause and pause > now) or wait > 0 then

@@ -174,14 +174,23 @@ end
 
 -- tcover writes args[1..j] to a tenant's hash tkey and keeps it until ms
 -- plus a second, as cover does for the budget's keys, with the tenant's own
--- xp: an idle tenant's hash expires on its own. Made only for a call that
+-- xp: an idle tenant's hash expires on its own. Its slack is a quarter, as
+-- the budget's, but at least TIDLE ms: a tenant's TATs seldom lie far
+-- ahead (its calls are a share of the budget's), so with a quarter alone
+-- its hash lived about 1.5 s past its latest call, and a tenant calling
+-- less often than that paid a PEXPIRE (and a hash made anew) on every
+-- call. With TIDLE a tenant calling at least once a minute pays one a
+-- minute; an idle tenant's hash still goes TIDLE ms (a quarter more, if
+-- its TATs ran further ahead) after its latest TAT plus a second: the
+-- memory of the tenants of the last minute. Made only for a call that
 -- names a tenant: a closure costs every script that makes it.
+local TIDLE = 60000
 local tcover
 if KEYS[5] then
   tcover = function(tkey, now, xp, ms, args, j)
     local need = math.ceil(ms) + 1000
     if need > xp then
-      xp = need + math.ceil((need - now) / 4)
+      xp = need + math.max(math.ceil((need - now) / 4), TIDLE)
       args[j + 1], args[j + 2] = 'xp', string.format('%d', xp)
       redis.call('HSET', tkey, unpack(args, 1, j + 2))
       redis.call('PEXPIRE', tkey, string.format('%d', xp - now))

@@ -58,13 +58,17 @@ func (b *Budget) at(key, field string) *hash {
 	return &b.hash
 }
 
+// tidle is prelude.lua's TIDLE: the least slack of a tenant's hash, in ms.
+const tidle = 60_000
+
 // tcover is prelude.lua's tcover on hash t at now (ms): the hash is kept
-// until ms plus a second, with a quarter of slack; xp records it, and only
-// grows. ms is a float where the script's is (a TAT in µs over 1000).
+// until ms plus a second, with a quarter of slack but at least tidle; xp
+// records it, and only grows. ms is a float where the script's is (a TAT
+// in µs over 1000).
 func (t *hash) tcover(now int64, ms float64) {
 	need := int64(math.Ceil(ms)) + 1000
 	if need > t.xp {
-		t.xp = need + int64(math.Ceil(float64(need-now)/4))
+		t.xp = need + max(int64(math.Ceil(float64(need-now)/4)), tidle)
 	}
 }
 
