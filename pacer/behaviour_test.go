@@ -399,7 +399,11 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 			}
 			_ = l.Settle(ctx, 100)
 		}()
-		<-reserved
+		select {
+		case <-reserved:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no Waiting event in 30 s: the second call never waited for its turn, 1 s away")
+		}
 		// The event comes just before Acquire notes when it reserved; let
 		// it get there (the turn is still 950 ms away).
 		time.Sleep(50 * time.Millisecond)
@@ -454,7 +458,11 @@ func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
 			}
 			got <- nil
 		}()
-		<-reserved
+		select {
+		case <-reserved:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no Waiting event in 30 s: the second call never waited for its turn, 1 s away")
+		}
 		time.Sleep(50 * time.Millisecond) // as in TestPauseHoldsReservedTurns
 		if err := p.Pause(ctx, pause); err != nil {
 			t.Fatal(err)
@@ -497,9 +505,11 @@ func TestPauseKeepsLaterTurns(t *testing.T) {
 		var pauseEnd atomic.Int64
 		for i := range n {
 			turn := make(chan time.Time, 1)
+			admitted := make(chan struct{})
 			go func() {
 				l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
 				at := time.Now()
+				close(admitted)
 				if err != nil {
 					t.Errorf("call %d: Acquire() = %v", i, err)
 					got <- done{i, 0}
@@ -509,8 +519,19 @@ func TestPauseKeepsLaterTurns(t *testing.T) {
 				from := max((<-turn).UnixNano(), pauseEnd.Load())
 				got <- done{i, at.Sub(time.Unix(0, from))}
 			}()
-			wait := <-reserved
-			turn <- time.Now().Add(wait)
+			select {
+			case wait := <-reserved:
+				turn <- time.Now().Add(wait)
+			case <-admitted:
+				// A stalled machine let the call's turn pass before it
+				// asked: it went at once, on time. A Waiting event it
+				// sent first is its own; its turn is past either way.
+				select {
+				case <-reserved:
+				default:
+				}
+				turn <- time.Now()
+			}
 		}
 		pauseEnd.Store(time.Now().Add(50 * time.Millisecond).UnixNano())
 		if err := p.Pause(ctx, 50*time.Millisecond); err != nil {
