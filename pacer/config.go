@@ -26,7 +26,7 @@ type Limits struct {
 }
 
 // Config describes one shared budget. The zero value of every field but Name
-// and Limits has a sane default, given on the field.
+// and Limits (or Rates) has a sane default, given on the field.
 type Config struct {
 	// Name identifies the budget: every Pacer, in any process, created with
 	// the same Name (and KeyPrefix) against the same Redis shares one budget.

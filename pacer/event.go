@@ -61,7 +61,7 @@ const (
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
 // "failed", "resumed", "redefined", "redis_down", "redis_up",
-// "state_lost", "warning".
+// "warning".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -101,7 +101,9 @@ type Event struct {
 	Tokens   int64  // tokens of the request or lease
 	Priority Priority
 	// Wait: for Admitted, how long Acquire waited in all; for Waiting, the
-	// sleep ahead; for Denied, how long until room; for Paused, the pause.
+	// sleep ahead; for Denied, how long until room; for Paused, the pause
+	// or the stop; for RedisUp, how long Redis was lost; for a Warning
+	// with ErrStateLost, how long the buckets take to refill.
 	Wait time.Duration
 	// Limit names the limit that made a call wait or be denied, as
 	// RefusedError.Limit does: "" when a pause held the call (the reply
@@ -122,7 +124,7 @@ type Event struct {
 	Version int64
 	// Verdict is, for Failed, what the failure means.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error; nil for an HTTP answer), Paused by a stop (the kind of stop), Ended when the lease expired, and RedisDown
+	Err     error // for Denied, Failed (the call's error; nil for an HTTP answer), Paused by a stop (the kind of stop), Ended when the lease expired, RedisDown, Warning, and a Redefined that failed
 	// Local says, for Admitted, Waiting and Ended, that this process's
 	// share admitted the call while Redis was down (see Outage).
 	Local bool

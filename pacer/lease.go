@@ -166,7 +166,7 @@ func (l *Lease) Info() LeaseInfo {
 //
 // Settle is idempotent: once a lease has ended, by Settle, Release, Reject
 // or Cancel, further calls return nil and change nothing. A lease that
-// expired returns ErrExpired and refunds nothing.
+// expired returns ErrLeaseExpired and refunds nothing.
 //
 // If Redis fails (or ctx ends first), Settle returns the error at once and
 // keeps trying in the background, backing off to twice a second, until
@@ -323,7 +323,7 @@ func (l *Lease) set(f func()) {
 
 // finishLocked runs the settle script unless the lease has already ended. It
 // returns how the lease ended by this call, or Active if it had ended before
-// or this attempt failed; and ErrExpired for a lease found expired. The
+// or this attempt failed; and ErrLeaseExpired for a lease found expired. The
 // caller holds the call turn.
 func (l *Lease) finishLocked(ctx context.Context, how LeaseState, used wire.Use) (LeaseState, error) {
 	switch l.end {
@@ -420,7 +420,7 @@ func verb(how LeaseState) string {
 }
 
 // KeepAlive pushes the lease's expiry to one lease TTL from now, so a long
-// call keeps its concurrency slot. It returns ErrExpired if the lease already
+// call keeps its concurrency slot. It returns ErrLeaseExpired if the lease already
 // expired, and nil without a Redis call if it has ended.
 func (l *Lease) KeepAlive(ctx context.Context) error {
 	// The call turn is held across the call, so that a renewal and an end

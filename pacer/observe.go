@@ -19,7 +19,8 @@ import (
 //   - Info: pauses and resumes, calls whose own context ended, and Redis
 //     answering again (RedisUp);
 //   - Warn: denials, stops (an exhausted quota or an operator's Stop),
-//     expired leases, failed calls, and Redis lost (RedisDown).
+//     expired leases, failed calls, Redis lost (RedisDown), and Warning
+//     events (a lost state, a maxmemory-policy that may evict).
 //
 // Events of calls admitted by this process's share while Redis was down
 // carry local=true.

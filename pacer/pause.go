@@ -25,7 +25,7 @@ func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 
 // Throttled tells the budget that the provider refused a call of r for its
 // rate limit and asked to wait d. It pauses every process for d, like
-// Pause, and lowers the bucket the provider named (limit; LimitUnknown
+// Pause, and lowers the bucket the provider named (limit; classify.LimitUnknown
 // lowers both the request and the token bucket) so that when the pause ends
 // it holds no more than r needs: a 429 means the budget believed in room the
 // provider did not have, and a pause alone would leave it as far ahead, with

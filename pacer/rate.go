@@ -71,8 +71,9 @@ type Rate struct {
 	// Window is the period Limit refers to: a whole number of
 	// milliseconds, from one second to 366 days.
 	Window time.Duration
-	// Burst optionally lowers the bucket's capacity below Limit, as
-	// Config.Burst does for the four. Not for a sliding rate.
+	// Burst optionally lowers the bucket's capacity below Limit (0: the
+	// limit). To give one of Limits' four a burst, state that rate here
+	// instead. Not for a sliding rate.
 	Burst int64
 	// Sliding makes the rate a strict sliding window instead of a
 	// refilling bucket: what is admitted in any window of length Window

@@ -60,8 +60,8 @@ func WithCost(f func(*http.Request) (pacer.Request, error)) HandlerOption {
 }
 
 // WithWaitingRoom holds a request for which the budget has no room for up
-// to d (the latency budget) instead of refusing it at once: seed 001's
-// virtual waiting room. The pacer says up front how long the wait would
+// to d (the latency budget) instead of refusing it at once: a virtual
+// waiting room. The pacer says up front how long the wait would
 // be, so a request whose wait is longer than d is refused (or handed to
 // the fallback) at once, not after d. The request's context bounds the
 // wait too: a client that disconnects leaves the room, holding nothing.
