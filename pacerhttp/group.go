@@ -40,16 +40,16 @@ type target struct {
 }
 
 // NewGroupTransport is NewTransport for a pacer.Group: each model call is
-// admitted on one of g's deployments (see Group.Acquire), rewritten for it
-// as targets says (keyed by the deployment's budget name,
-// Pacer.Config().Name), and sent there. So one SDK client serves every deployment: configure it for any one of
-// them, and give each deployment its URL, Azure deployment name or key
+// admitted on one of g's deployments (see pacer.Group.Acquire), rewritten
+// for it as targets says (keyed by the deployment's budget name,
+// Pacer.Config().Name), and sent there. So one SDK client serves every
+// deployment: configure it for any one of them, and give each deployment its URL, Azure deployment name or key
 // here. A deployment with no entry gets the call as the SDK made it.
 //
 // Each answer is handled on the deployment that gave it: a 429 pauses its
 // budget, an exhausted quota stops it, its rate-limit headers sync it; a
 // 5xx or a connection that fails takes it out of the group for
-// GroupConfig.Cooldown, for every process.
+// pacer.GroupConfig.Cooldown, for every process.
 //
 // A call refused by a deployment (a 429, an exhausted quota, an overload
 // or another 5xx: an answer that comes before any body) is sent on at once

@@ -37,7 +37,7 @@ import (
 // with a short plain-text body that names the kind of failure, never its
 // details (tell WithErrorLog to log those):
 //
-//   - the budget stopped (pacer.StopQuota, pacer.Stop) or paused by the
+//   - the budget stopped (pacer.Pacer.StopQuota, pacer.Pacer.Stop) or paused by the
 //     provider's 429s: 503 Service Unavailable with Retry-After. The
 //     service, not the client, is short: a 429 would tell the client it
 //     sent too much;
