@@ -594,11 +594,11 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, ps[1])
-		clock.level(t, "after Throttled: TPM", s.Rate("tpm").Level, 300, 100)
-		if s.Rate("rpm").Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.since()-time.Millisecond {
+		clock.Level(t, "after Throttled: TPM", s.Rate("tpm").Level, 300, 100)
+		if s.Rate("rpm").Level != 600 || s.Paused > 2*time.Second || s.Paused < 2*time.Second-clock.Since()-time.Millisecond {
 			t.Errorf("after Throttled: RPM %v, paused %v; want 600 (untouched) and what remains of 2s", s.Rate("rpm").Level, s.Paused)
 		}
-		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < 2*time.Second-clock.since()-time.Millisecond {
+		if l, wait, _ := tryAcquire(ps[1], ctx, pacer.Request{Tokens: 10}); l != nil || wait < 2*time.Second-clock.Since()-time.Millisecond {
 			t.Errorf("TryAcquire during the pause = %v, %v; want held back for what remains of 2s", l, wait)
 		}
 	})

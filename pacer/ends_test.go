@@ -21,8 +21,8 @@ func TestReleaseAndCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, p)
-		clock.level(t, "after Release: TPD", s.Rate("tpd").Level, 99_000, 100_000/86_400.0)
-		clock.level(t, "after Release: RPD", s.Rate("rpd").Level, 9, 10/86_400.0)
+		clock.Level(t, "after Release: TPD", s.Rate("tpd").Level, 99_000, 100_000/86_400.0)
+		clock.Level(t, "after Release: RPD", s.Rate("rpd").Level, 9, 10/86_400.0)
 		if s.InFlight != 0 {
 			t.Errorf("after Release: in flight %d; want 0", s.InFlight)
 		}
@@ -34,8 +34,8 @@ func TestReleaseAndCancel(t *testing.T) {
 			t.Errorf("Settle after Cancel = %v; want nil, a no-op", err)
 		}
 		s = snap(t, p)
-		clock.level(t, "after Cancel: TPD", s.Rate("tpd").Level, 99_000, 100_000/86_400.0)
-		clock.level(t, "after Cancel: RPD", s.Rate("rpd").Level, 9, 10/86_400.0)
+		clock.Level(t, "after Cancel: TPD", s.Rate("tpd").Level, 99_000, 100_000/86_400.0)
+		clock.Level(t, "after Cancel: RPD", s.Rate("rpd").Level, 9, 10/86_400.0)
 		if s.InFlight != 0 {
 			t.Errorf("after Cancel: in flight %d; want 0", s.InFlight)
 		}
@@ -61,7 +61,7 @@ func TestSettleRacesRefundOnce(t *testing.T) {
 		}
 		wg.Wait()
 		// 80,000: the 10,000 given back once, the 20,000 still held.
-		clock.level(t, "TPD after 32 racing Settles", snap(t, p).Rate("tpd").Level, 80_000, 100_000/86_400.0)
+		clock.Level(t, "TPD after 32 racing Settles", snap(t, p).Rate("tpd").Level, 80_000, 100_000/86_400.0)
 	})
 }
 
@@ -78,21 +78,21 @@ func TestNoRefundAndReject(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 95,000: nothing refunded.
-		clock.level(t, "NoRefund: after settling 1000 of 5000, TPD", snap(t, p).Rate("tpd").Level, 95_000, tpd)
+		clock.Level(t, "NoRefund: after settling 1000 of 5000, TPD", snap(t, p).Rate("tpd").Level, 95_000, tpd)
 		l, _ = p.Acquire(ctx, pacer.Request{Tokens: 5000})
 		if err := l.Settle(ctx, 7000); err != nil {
 			t.Fatal(err)
 		}
 		// 88,000: the overrun of 2,000 charged.
-		clock.level(t, "NoRefund: after an overrun of 2000, TPD", snap(t, p).Rate("tpd").Level, 88_000, tpd)
+		clock.Level(t, "NoRefund: after an overrun of 2000, TPD", snap(t, p).Rate("tpd").Level, 88_000, tpd)
 		l, _ = p.Acquire(ctx, pacer.Request{Tokens: 5000})
 		if err := l.Reject(ctx); err != nil {
 			t.Fatal(err)
 		}
 		// Reject gives the tokens back and counts the request.
 		s := snap(t, p)
-		clock.level(t, "after Reject: TPD", s.Rate("tpd").Level, 88_000, tpd)
-		clock.level(t, "after Reject: RPD", s.Rate("rpd").Level, 97, 100/86_400.0)
+		clock.Level(t, "after Reject: TPD", s.Rate("tpd").Level, 88_000, tpd)
+		clock.Level(t, "after Reject: RPD", s.Rate("rpd").Level, 97, 100/86_400.0)
 		if got := l.Info().State; got != pacer.Rejected {
 			t.Errorf("State() = %v; want rejected", got)
 		}
@@ -116,7 +116,7 @@ func TestOverrunChargedAtMostOneBucket(t *testing.T) {
 		}
 		// 100,000 - 1,000 reserved - 100,000 owed (the cap): -1,000 after an
 		// overrun of 9,999,000.
-		clock.level(t, "TPD", snap(t, p).Rate("tpd").Level, -1000, 100_000/86_400.0)
+		clock.Level(t, "TPD", snap(t, p).Rate("tpd").Level, -1000, 100_000/86_400.0)
 	})
 }
 

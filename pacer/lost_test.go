@@ -130,7 +130,7 @@ func TestStateLostProviderStaysUnderItsLimit(t *testing.T) {
 							if err != nil {
 								continue
 							}
-							_, err = client.chat(context.Background(), 1, 0, 1)
+							_, err = client.Chat(context.Background(), 1, 0, 1)
 							_ = l.Settle(context.Background(), 1)
 							if err != nil && !strings.Contains(err.Error(), "429") {
 								t.Errorf("provider call = %v", err)

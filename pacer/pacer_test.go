@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,87 +13,6 @@ import (
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 )
-
-// newPacers returns n Pacers on one budget, each with its own client: n
-// processes as far as Redis can tell.
-func newPacers(t *testing.T, b redistest.Backend, n int, cfg pacer.Config) []*pacer.Pacer {
-	t.Helper()
-	if cfg.Name == "" {
-		cfg.Name = redistest.Name(t)
-	}
-	ps := make([]*pacer.Pacer, n)
-	for i := range ps {
-		p, err := pacer.New(b.Client(t), cfg)
-		if err != nil {
-			t.Fatalf("New(%+v) = %v", cfg, err)
-		}
-		ps[i] = p
-	}
-	return ps
-}
-
-func newPacer(t *testing.T, b redistest.Backend, cfg pacer.Config) *pacer.Pacer {
-	return newPacers(t, b, 1, cfg)[0]
-}
-
-func snap(t *testing.T, p *pacer.Pacer) pacer.Snapshot {
-	t.Helper()
-	s, err := p.Snapshot(context.Background())
-	if err != nil {
-		t.Fatalf("Snapshot() = %v", err)
-	}
-	return s
-}
-
-func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
-
-// refill is what a test knows of how far Redis's clock ran while it worked,
-// and so how much its buckets refilled: not at all on miniredis, whose clock
-// stopClock stops, and on a real Redis at most the time since stopClock was
-// called. A real Redis on this machine reads the same clock as the test, so
-// a level read after some calls lies between what they left and that plus
-// the refill since the test began, however slow the machine is.
-type refill struct {
-	start   time.Time
-	stopped bool
-}
-
-// stopClock stops miniredis's clock (SetTime) for the rest of the test;
-// on a real Redis it notes when the test began. Only for tests that never
-// wait for Redis's clock to move: on a stopped clock a wait never ends.
-func stopClock(b redistest.Backend) refill {
-	if b.Mini != nil {
-		b.Mini.SetTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		return refill{stopped: true}
-	}
-	return refill{start: time.Now()}
-}
-
-// runningClock is refill for a test that needs Redis's clock to run, on
-// miniredis too.
-func runningClock() refill { return refill{start: time.Now()} }
-
-// since is at most how long Redis's clock ran since the test began. Call it
-// after the reads it bounds.
-func (r refill) since() time.Duration {
-	if r.stopped {
-		return 0
-	}
-	return time.Since(r.start)
-}
-
-// level checks a bucket's level against what the test left in it, want:
-// never below, and above by at most perSecond times since(). levelEps
-// absorbs the rounding of charges to whole microseconds.
-func (r refill) level(t *testing.T, what string, got, want, perSecond float64) {
-	t.Helper()
-	hi := want + perSecond*r.since().Seconds()
-	if got < want-levelEps || got > hi+levelEps {
-		t.Errorf("%s level = %v; want %v (up to %.3f with what refilled since the test began)", what, got, want, hi)
-	}
-}
-
-const levelEps = 0.01
 
 // Behaviour 1: 200 goroutines over several Pacers never admit more than the
 // budget holds, counted exactly. RPD refills 50 a day: nothing refills during
@@ -129,8 +47,8 @@ func TestAtomicityExactCount(t *testing.T) {
 			t.Errorf("admitted %d, timed out %d; want 50 and 50", admitted.Load(), timeouts.Load())
 		}
 		s := snap(t, ps[0])
-		clock.level(t, "RPD", s.Rate("rpd").Level, 0, 50/86_400.0)
-		clock.level(t, "TPD", s.Rate("tpd").Level, 1_000_000-50*100, 1_000_000/86_400.0)
+		clock.Level(t, "RPD", s.Rate("rpd").Level, 0, 50/86_400.0)
+		clock.Level(t, "TPD", s.Rate("tpd").Level, 1_000_000-50*100, 1_000_000/86_400.0)
 	})
 }
 
@@ -213,7 +131,7 @@ func TestAllOrNothing(t *testing.T) {
 				t.Fatalf("Acquire(500) = %v; want ErrWaitTimeout", err)
 			}
 			// 9: the TPM denials took no request.
-			clock.level(t, "RPM", snap(t, p).Rate("rpm").Level, 9, 10/60.0)
+			clock.Level(t, "RPM", snap(t, p).Rate("rpm").Level, 9, 10/60.0)
 		})
 		t.Run("rpm denial leaves tpm", func(t *testing.T) {
 			clock := stopClock(b)
@@ -227,7 +145,7 @@ func TestAllOrNothing(t *testing.T) {
 				t.Fatalf("TryAcquire() = %v, %v, %v; want nil, ~30s, nil", l, wait, err)
 			}
 			// 98,000: the RPM denial took no tokens.
-			clock.level(t, "TPM", snap(t, p).Rate("tpm").Level, 98_000, 100_000/60.0)
+			clock.Level(t, "TPM", snap(t, p).Rate("tpm").Level, 98_000, 100_000/60.0)
 		})
 	})
 }
@@ -244,15 +162,15 @@ func TestRefundAndDebt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clock.level(t, "after reserving 4000: TPM", snap(t, p).Rate("tpm").Level, 2000, 100)
+		clock.Level(t, "after reserving 4000: TPM", snap(t, p).Rate("tpm").Level, 2000, 100)
 		if err := l.Settle(ctx, 1000); err != nil {
 			t.Fatalf("Settle(1000) = %v", err)
 		}
-		clock.level(t, "after settling 1000 of 4000: TPM", snap(t, p).Rate("tpm").Level, 5000, 100)
+		clock.Level(t, "after settling 1000 of 4000: TPM", snap(t, p).Rate("tpm").Level, 5000, 100)
 		if err := l.Settle(ctx, 0); err != nil {
 			t.Fatalf("second Settle() = %v; want nil (idempotent)", err)
 		}
-		clock.level(t, "after a second Settle: TPM", snap(t, p).Rate("tpm").Level, 5000, 100)
+		clock.Level(t, "after a second Settle: TPM", snap(t, p).Rate("tpm").Level, 5000, 100)
 
 		clock = stopClock(b)
 		l, err = p.Acquire(ctx, pacer.Request{Tokens: 5000})
@@ -264,13 +182,13 @@ func TestRefundAndDebt(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := snap(t, p)
-		if s.Rate("tpm").Level < -3000-levelEps || s.Rate("tpm").Level > -2000+100*clock.since().Seconds() {
+		if s.Rate("tpm").Level < -3000-levelEps || s.Rate("tpm").Level > -2000+100*clock.Since().Seconds() {
 			t.Fatalf("after an overrun of 3000: level %v, want -3000 (up to 1,000 more if the bucket had refilled)", s.Rate("tpm").Level)
 		}
 		// 100 tokens/s: a 100-token call now waits for the debt plus itself.
 		_, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 100})
 		want := time.Duration((100 - s.Rate("tpm").Level) / 100 * float64(time.Second))
-		if err != nil || wait > want+time.Millisecond || wait < want-clock.since()-time.Millisecond {
+		if err != nil || wait > want+time.Millisecond || wait < want-clock.Since()-time.Millisecond {
 			t.Errorf("TryAcquire(100) in debt of %.0f: wait %v, err %v; want %v", -s.Rate("tpm").Level, wait, err, want)
 		}
 	})
@@ -379,7 +297,7 @@ func TestFullBucketAdmitsExactlyItsCapacity(t *testing.T) {
 				}
 			}
 			l, _, err := tryAcquire(p, ctx, pacer.Request{Tokens: max(tc.tokens, 1)})
-			switch took := clock.since(); {
+			switch took := clock.Since(); {
 			case err != nil:
 				t.Errorf("%v: a call beyond the capacity = %v", tc.limits, err)
 			case l != nil && took < tc.refill:

@@ -28,7 +28,7 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 3000, Window: 2 * time.Second})
 		clock := runningClock() // Run waits out the pause on Redis's clock
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPD: 1_000_000, RPD: 1000}})
-		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 1000, 500, 1000) }
+		call := func(ctx context.Context) (usage, error) { return client.Chat(ctx, 1000, 500, 1000) }
 		total := func(u usage) int64 { return u.Total() }
 
 		if _, err := retry.Run(ctx, ps[0], pacer.Request{Tokens: 2000}, call, total); err != nil {
@@ -62,8 +62,8 @@ func TestRunRateLimitedPausesEveryone(t *testing.T) {
 		// Both successes settled 1,500 real tokens; the 429'd attempt kept
 		// its 2,000-token reservation: the refusal showed the budget ahead.
 		s := snap(t, ps[1])
-		clock.level(t, "TPD (real usage settled, the rate-limited attempt charged)", s.Rate("tpd").Level, 1_000_000-1500-2000-1500, 1_000_000/86_400.0)
-		clock.level(t, "RPD (three requests, the refused one included)", s.Rate("rpd").Level, 1000-3, 1000/86_400.0)
+		clock.Level(t, "TPD (real usage settled, the rate-limited attempt charged)", s.Rate("tpd").Level, 1_000_000-1500-2000-1500, 1_000_000/86_400.0)
+		clock.Level(t, "RPD (three requests, the refused one included)", s.Rate("rpd").Level, 1000-3, 1000/86_400.0)
 	})
 }
 
@@ -73,7 +73,7 @@ func TestRunPauseSeenByAnotherPacer(t *testing.T) {
 		ctx := context.Background()
 		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1000, Window: 3 * time.Second})
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{TPM: 1_000_000}})
-		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 500, 100, 500) }
+		call := func(ctx context.Context) (usage, error) { return client.Chat(ctx, 500, 100, 500) }
 		// Two calls of 1,000 tokens: the second is over the provider's limit.
 		_, _ = retry.Run(ctx, ps[0], pacer.Request{Tokens: 1000}, call, nil, retry.WithRetries(0))
 		var delay time.Duration
@@ -105,7 +105,7 @@ func TestRunQuotaExhaustedNeverRetried(t *testing.T) {
 		ctx := context.Background()
 		fp, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000, QuotaTokens: 1})
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
-		call := func(ctx context.Context) (usage, error) { return client.chat(ctx, 10, 10, 10) }
+		call := func(ctx context.Context) (usage, error) { return client.Chat(ctx, 10, 10, 10) }
 		_, _ = retry.Run(ctx, p, pacer.Request{Tokens: 20}, call, nil) // uses up the credit
 		fp.ResetStats()
 		start := time.Now()
@@ -161,7 +161,7 @@ func TestRunRetriesByKind(t *testing.T) {
 			_, err := retry.Run(context.Background(), p, pacer.Request{Tokens: 100},
 				func(ctx context.Context) (usage, error) {
 					sleeps = append(sleeps, time.Since(last))
-					u, err := client.chat(ctx, 50, 20, 50)
+					u, err := client.Chat(ctx, 50, 20, 50)
 					last = time.Now()
 					return u, err
 				}, usage.Total, retry.WithRetries(tc.retries), retry.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
@@ -187,7 +187,7 @@ func TestRunNoWaitNotYet(t *testing.T) {
 		_, client := startProvider(t, fakeprovider.Config{TokenLimit: 1_000_000})
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPD: 1000, RPD: 100}})
 		var calls atomic.Int64
-		call := func(ctx context.Context) (usage, error) { calls.Add(1); return client.chat(ctx, 300, 100, 500) }
+		call := func(ctx context.Context) (usage, error) { calls.Add(1); return client.Chat(ctx, 300, 100, 500) }
 		if u, err := retry.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, retry.WithNoWait()); err != nil || u.Total() != 400 {
 			t.Fatalf("Run(WithNoWait) = %+v, %v; want 400 tokens used", u, err)
 		}
@@ -237,7 +237,7 @@ func TestRunLatencyBudget(t *testing.T) {
 	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{TPM: 100_000}})
 	start := time.Now()
 	_, err := retry.Run(context.Background(), p, pacer.Request{Tokens: 10},
-		func(ctx context.Context) (usage, error) { return client.chat(ctx, 5, 5, 5) }, usage.Total,
+		func(ctx context.Context) (usage, error) { return client.Chat(ctx, 5, 5, 5) }, usage.Total,
 		retry.WithRetries(10), retry.WithBackoff(400*time.Millisecond, 4*time.Second), retry.WithLatencyBudget(600*time.Millisecond))
 	if !errors.Is(err, retry.ErrExhausted) {
 		t.Errorf("Run = %v; want ErrExhausted", err)
