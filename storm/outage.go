@@ -133,7 +133,7 @@ func (r *outageRig) observe(e pacer.Event) {
 	case e.Kind == pacer.Admitted && e.Local:
 		r.admitted.Add(1)
 		r.tok.Add(e.Tokens)
-	case e.Kind == pacer.RedisUp:
+	case e.Kind == pacer.Redis && e.Err == nil: // Redis found again
 		r.mu.Lock()
 		r.lastUp = time.Now()
 		r.mu.Unlock()
