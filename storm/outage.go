@@ -67,7 +67,7 @@ type outageResult struct {
 	AdmittedTokens int64   `json:"admitted_tokens_while_down"`
 	LocalBound     int64   `json:"local_bound_tokens"`
 	Refused        int64   `json:"refused_while_down"` // Acquires refused with ErrUnavailable
-	BackSeconds    float64 `json:"back_seconds"`       // from Redis answering to the last pod's RedisUp
+	BackSeconds    float64 `json:"back_seconds"`       // from Redis answering to the last pod's Redis event without Err
 }
 
 // outageRig runs a redis-down row: the pods' Pacers, and the outage.
