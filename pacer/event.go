@@ -23,8 +23,9 @@ const (
 	// Lease.Fail ended (released, rejected, or expired while its end was
 	// retried) carries the failure: its Verdict, and Err, the call's error
 	// (nil for an HTTP answer; ErrLeaseExpired for an expired lease). So
-	// does a shadow lease that Fail ended, the only shadow lease whose end
-	// is reported, with Tokens and Used 0: the budget counted none.
+	// does a shadow lease that Fail ended with a verdict or an error, the
+	// only shadow lease whose end is reported, with Tokens and Used 0: the
+	// budget counted none.
 	Ended
 	// Paused: the budget was paused or stopped; Wait is the pause or the
 	// stop now in force. For a pause, Limit is the limit the provider's

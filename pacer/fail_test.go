@@ -150,6 +150,18 @@ func TestFailShadowLease(t *testing.T) {
 	if s := snap(t, p); s.Paused <= 0 {
 		t.Errorf("a shadow budget after a 429: paused %v; want paused", s.Paused)
 	}
+	// A failure nothing is known of (pacerhttp's handler ends the leases
+	// its handlers leave open so) reports nothing for a shadow lease.
+	quiet, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
+	if err != nil || !quiet.Info().Shadow {
+		t.Fatalf("third Acquire = %v, %v; want a shadow lease", quiet, err)
+	}
+	if err := quiet.Fail(ctx, classify.Verdict{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.of(pacer.Ended)); n != 1 {
+		t.Errorf("%d Ended events after a shadow lease failed with no verdict; want still 1", n)
+	}
 }
 
 // A lease admitted locally while Redis is down ends locally; the pause

@@ -292,11 +292,20 @@ func (l *Lease) attempt(ctx context.Context, how LeaseState, used wire.Use, repo
 
 // report tells the budget how the lease ended, outside the call turn: an
 // observer may look at the lease. A detached lease was never admitted, so
-// its end is not one either, unless Fail ended it: the failure is
-// reported, with no tokens, since the budget counted none.
+// its end is not one either, unless Fail ended it for a failure it knew
+// something of: the failure is reported, with no tokens, since the budget
+// counted none.
 func (l *Lease) report(end LeaseState, reported int64, held time.Duration, err error) {
 	failed := l.failed.Load() && end != Settled && end != Canceled
-	if l.b.Ended == nil || l.a.Detached && !failed || l.quiet.Load() {
+	var v classify.Verdict
+	var callErr error
+	if failed {
+		l.mu.Lock()
+		v, callErr = l.verdict, l.callErr
+		l.mu.Unlock()
+	}
+	known := v != (classify.Verdict{}) || callErr != nil
+	if l.b.Ended == nil || l.a.Detached && !known || l.quiet.Load() {
 		return
 	}
 	e := ending{How: end, Tokens: l.a.Tokens, Priority: l.a.Priority, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe, Local: l.a.Local != nil}
@@ -306,13 +315,8 @@ func (l *Lease) report(end LeaseState, reported int64, held time.Duration, err e
 	case Canceled, Rejected:
 		e.Used = 0
 	}
-	if failed {
-		l.mu.Lock()
-		e.Verdict = l.verdict
-		if end != Expired {
-			e.Err = l.callErr
-		}
-		l.mu.Unlock()
+	if e.Verdict = v; end != Expired && failed {
+		e.Err = callErr
 	}
 	if l.a.Detached {
 		e.Tokens, e.Used = 0, 0
