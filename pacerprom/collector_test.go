@@ -42,13 +42,13 @@ func TestScriptedSequence(t *testing.T) {
 	}
 	// chat: tpm 6000 → 5000, rpm 60 → 59.
 	l1 := try(chat, pacer.Request{Tokens: 1000})
-	advance(time.Second)                                        // tpm 5100, rpm 60 (full)
-	must(t, l1.Settle(ctx, 600))                                // 400 back: tpm 5500; held 1 s
-	l2 := try(chat, pacer.Request{Tokens: 2000})                // tpm 3500, rpm 59
-	advance(time.Second)                                        // tpm 3600, rpm 60
-	must(t, l2.Settle(ctx, 2500))                               // 500 of debt: tpm 3100; held 1 s
+	advance(time.Second)                                                              // tpm 5100, rpm 60 (full)
+	must(t, l1.Settle(ctx, 600))                                                      // 400 back: tpm 5500; held 1 s
+	l2 := try(chat, pacer.Request{Tokens: 2000})                                      // tpm 3500, rpm 59
+	advance(time.Second)                                                              // tpm 3600, rpm 60
+	must(t, l2.Settle(ctx, 2500))                                                     // 500 of debt: tpm 3100; held 1 s
 	must(t, try(chat, pacer.Request{Tokens: 500}).Fail(ctx, classify.Verdict{}, nil)) // released: tpm 2600, rpm 59; held 0
-	must(t, try(chat, pacer.Request{Tokens: 300}).Cancel(ctx))  // all back: tpm 2600, rpm 59
+	must(t, try(chat, pacer.Request{Tokens: 300}).Cancel(ctx))                        // all back: tpm 2600, rpm 59
 	if _, err := chat.TryAcquire(ctx, pacer.Request{Tokens: 3000}); !errors.Is(err, pacer.ErrNotYet) {
 		t.Fatalf("TryAcquire(3000 of 2600) = %v; want ErrNotYet", err)
 	}
