@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -28,9 +29,9 @@ func (e vend) run(l *pacer.Lease) error {
 	case "settle_usage":
 		return l.SettleUsage(ctx, pacer.Usage{Input: e.Input, Output: e.Output, CachedInput: e.CachedInput})
 	case "release":
-		return l.Release(ctx)
+		return failRelease(ctx, l)
 	case "reject":
-		return l.Reject(ctx)
+		return failReject(ctx, l)
 	case "cancel":
 		return l.Cancel(ctx)
 	case "keepalive":
@@ -255,4 +256,15 @@ func leaseReplyVectors(t *testing.T) any {
 			"held_us: from the turn (start_us) to the ending settle's now_us.",
 		"sequences": seqs,
 	}
+}
+
+// failRelease and failReject end l as Lease.Fail ends a failed call's
+// lease, telling the budget nothing: a 5xx keeps the reservation
+// (released), a 400 gives the tokens back (rejected).
+func failRelease(ctx context.Context, l *pacer.Lease) error {
+	return l.Fail(ctx, classify.Verdict{Kind: classify.Transient, Status: 500}, nil)
+}
+
+func failReject(ctx context.Context, l *pacer.Lease) error {
+	return l.Fail(ctx, classify.Verdict{Kind: classify.Permanent, Status: 400}, nil)
 }

@@ -41,7 +41,7 @@ func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 	if drain == nil {
 		t.Fatalf("Go TryAcquire(%d) on the fresh budget: %v", loadBurst, ny)
 	}
-	if err := drain.Release(context.Background()); err != nil {
+	if err := failRelease(context.Background(), drain); err != nil {
 		t.Fatal(err)
 	}
 	calls = append(calls, call{Side: "go", StartUs: drain.Info().Start.UnixMicro(), EndUs: drain.Info().Start.Add(drain.Info().Held).UnixMicro(),
@@ -79,9 +79,9 @@ func interopLoad(t *testing.T, w *worker, ps [2]*pacer.Pacer, cfg vconfig) {
 					c.Used = tokens*3/10 + rng.Int64N(tokens-tokens*3/10+1)
 					err2 = l.Settle(context.Background(), c.Used)
 				case "release":
-					err2 = l.Release(context.Background())
+					err2 = failRelease(context.Background(), l)
 				case "reject":
-					err2 = l.Reject(context.Background())
+					err2 = failReject(context.Background(), l)
 				}
 				if err2 != nil {
 					t.Errorf("Go %s: %v", c.How, err2)

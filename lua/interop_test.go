@@ -228,7 +228,7 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 	pyEnd(t, w, l2, "cancel", 0)
 	g2 := goAdmitted("after Python's cancel")
 	refuse(pyTry(w, "refund", 40), "try 40 after Go took 40")
-	if err := g2.Reject(ctx); err != nil {
+	if err := failReject(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
 	l3 := admit(pyTry(w, "refund", 40), "try 40 after Go's reject")
@@ -316,7 +316,7 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 	if start := r2.l.Info().Start.UnixMicro(); start < pyDone.EndUs {
 		t.Errorf("Go admitted at %d µs, before Python's lease ended at %d µs", start, pyDone.EndUs)
 	}
-	if err := r2.l.Release(ctx); err != nil {
+	if err := failRelease(ctx, r2.l); err != nil {
 		t.Fatal(err)
 	}
 

@@ -578,7 +578,7 @@ func (r *runner) keepAlive(s step) {
 
 // pause reads a's bits 0-1 (0: a plain pause; 1, 2, 3: a refusal that
 // lowers the request rates, the token rates or both, of a window of a
-// minute or less, as Throttled does), bit 2 (with a lowering: no pause,
+// minute or less, as a 429 through Lease.Fail does), bit 2 (with a lowering: no pause,
 // as a provider's headers lower the rates) and b (the refused call's
 // tokens).
 func (r *runner) pause(ms int64, a byte, tokens uint16) {

@@ -11,7 +11,7 @@ import (
 )
 
 // Acquire waits until every limit of the budget has room for r, charges
-// them all, and returns the lease. End the lease with Settle (or Release if
+// them all, and returns the lease. End the lease with Settle (or Fail if
 // the call failed) as soon as the call returns.
 //
 // The wait is bounded by Config.MaxWait (or r.MaxWait) and by ctx. When the

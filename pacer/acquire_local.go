@@ -28,7 +28,7 @@ func (p *Pacer) down(c *call, began time.Time) (downCall, bool) {
 func (d downCall) try() (*Lease, time.Duration, string, error) {
 	c, p := d.c, d.c.p
 	if lim, closed := c.closedFor(); closed {
-		// No Denied event, as for any Redis error: RedisDown said it.
+		// No Denied event, as for any Redis error: the Redis event said it.
 		return nil, 0, "", unreachableErr(lim, d.cause, false)
 	}
 	id := newID()

@@ -555,7 +555,7 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	b.Mini.SetTime(t0)
 	ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 6000}}) // 10 req/s, 100 tokens/s
-	if err := ps[0].Throttled(ctx, 2*time.Second, classify.LimitTokens, pacer.Request{Tokens: 500}); err != nil {
+	if err := pacer.Throttle(ctx, ps[0], 2*time.Second, classify.LimitTokens, pacer.Request{Tokens: 500}); err != nil {
 		t.Fatal(err)
 	}
 	s := snap(t, ps[1])
@@ -572,14 +572,14 @@ func TestThrottledLowersTheTrippedBucket(t *testing.T) {
 	}
 	// A bucket lower than the target is left alone, and LimitUnknown lowers
 	// both request and token buckets.
-	if err := ps[0].Throttled(ctx, time.Second, classify.LimitUnknown, pacer.Request{Tokens: 50}); err != nil {
+	if err := pacer.Throttle(ctx, ps[0], time.Second, classify.LimitUnknown, pacer.Request{Tokens: 50}); err != nil {
 		t.Fatal(err)
 	}
 	s = snap(t, ps[1])
 	if s.Rate("tpm").Level != -50 || s.Rate("rpm").Level != -9 {
 		t.Errorf("after an unknown-limit Throttled: TPM %v, RPM %v; want -50 and -9", s.Rate("tpm").Level, s.Rate("rpm").Level)
 	}
-	if err := ps[0].Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: -1}); !errors.Is(err, pacer.ErrInvalid) {
+	if err := pacer.Throttle(ctx, ps[0], time.Second, classify.LimitTokens, pacer.Request{Tokens: -1}); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Throttled with negative tokens = %v; want ErrInvalid", err)
 	}
 }
@@ -590,7 +590,7 @@ func TestThrottledOnEveryBackend(t *testing.T) {
 		ctx := context.Background()
 		clock := stopClock(b)
 		ps := newPacers(t, b, 2, pacer.Config{Limits: pacer.Limits{RPM: 600, TPM: 6000}})
-		if err := ps[0].Throttled(ctx, 2*time.Second, classify.LimitTokens, pacer.Request{Tokens: 500}); err != nil {
+		if err := pacer.Throttle(ctx, ps[0], 2*time.Second, classify.LimitTokens, pacer.Request{Tokens: 500}); err != nil {
 			t.Fatal(err)
 		}
 		s := snap(t, ps[1])
@@ -669,7 +669,7 @@ func TestKeysAlwaysCarryATTL(t *testing.T) {
 		}
 		check("a debt during a long pause", set, 30*time.Second)
 		set = time.Now()
-		if err := p.Throttled(ctx, 31*time.Second, classify.LimitTokens, pacer.Request{Tokens: 100}); err != nil {
+		if err := pacer.Throttle(ctx, p, 31*time.Second, classify.LimitTokens, pacer.Request{Tokens: 100}); err != nil {
 			t.Fatal(err)
 		}
 		check("a throttle", set, 31*time.Second)

@@ -66,7 +66,7 @@ func (c *circuit) saw(err error) {
 	c.down, c.since, c.cause, c.up = true, time.Now(), err, make(chan struct{})
 	c.local.drain()
 	c.mu.Unlock()
-	c.p.emit(Event{Kind: RedisDown, Err: err})
+	c.p.emit(Event{Kind: Redis, Err: err})
 	go c.probe()
 }
 
@@ -89,7 +89,7 @@ func (c *circuit) probe() {
 	c.down, c.cause = false, nil
 	close(c.up)
 	c.mu.Unlock()
-	c.p.emit(Event{Kind: RedisUp, Wait: down})
+	c.p.emit(Event{Kind: Redis, Wait: down})
 }
 
 // answers reports whether Redis serves the budget again: it reads the
@@ -164,7 +164,7 @@ func unavailable(err error) error {
 }
 
 // unreachable returns an ErrUnavailable refusal while the circuit is tripped,
-// for a call that would only write to Redis (Pause, Throttled, Sync): it
+// for a call that would only write to Redis (Pause, a pause or stop of Lease.Fail, Sync): it
 // fails at once instead of dialling. Each failed dial also counts toward
 // go-redis's pool giving up dialling for a second (see answers).
 func (p *Pacer) unreachable() error {

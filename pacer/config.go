@@ -103,6 +103,14 @@ type Config struct {
 	// call, or keep long calls alive (Lease.KeepAlive). Default 10 minutes.
 	LeaseTTL time.Duration
 
+	// QuotaProbe is how often a budget stopped for an exhausted provider
+	// quota (Lease.Fail) lets one call through, in whichever process asks
+	// first, to see whether the provider serves again. Between 1ms and 7
+	// days; default (0) a minute. Each stop carries the interval of the
+	// process that set it to Redis, where every process follows it, so it
+	// is not part of a stored definition (Define).
+	QuotaProbe time.Duration
+
 	// MaxWait is the default bound on Acquire's wait; Request.MaxWait and the
 	// context's deadline may shorten it. Default 1 minute.
 	MaxWait time.Duration
@@ -194,6 +202,7 @@ type settings struct {
 	noRefund     bool
 	leaseTTL     time.Duration
 	maxWait      time.Duration
+	quotaProbe   time.Duration
 	observe      func(Event)
 	keep         float64 // the batch floor, or 0 with no floor
 	// tenants are every tenant's buckets (see Config.tenantBuckets), and
@@ -230,7 +239,7 @@ func (c Config) settings() (settings, error) {
 		name: c.Name, prefix: cmp.Or(c.KeyPrefix, defaultKeyPrefix), limits: c.Limits,
 		batchFloor: c.BatchFloor, noRefund: c.NoRefund, observe: c.Observe,
 		leaseTTL: cmp.Or(c.LeaseTTL, defaultLeaseTTL), maxWait: cmp.Or(c.MaxWait, defaultMaxWait),
-		cfg: c,
+		quotaProbe: cmp.Or(c.QuotaProbe, defaultQuotaProbe), cfg: c,
 	}
 	switch {
 	case s.batchFloor == 0:
@@ -344,6 +353,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaseTTL != 0 && (c.LeaseTTL < time.Millisecond || c.LeaseTTL > maxDur) {
 		return invalidf("Config.LeaseTTL = %v: must be between 1ms and %v", c.LeaseTTL, maxDur)
+	}
+	if c.QuotaProbe != 0 && (c.QuotaProbe < time.Millisecond || c.QuotaProbe > maxDur) {
+		return invalidf("Config.QuotaProbe = %v: must be between 1ms and %v (0 for the default %v)", c.QuotaProbe, maxDur, defaultQuotaProbe)
 	}
 	if c.MaxWait < 0 || c.MaxWait > maxDur {
 		return invalidf("Config.MaxWait = %v: must be between 0 (default %v) and %v", c.MaxWait, defaultMaxWait, maxDur)

@@ -17,14 +17,16 @@
 //	}
 //	reply, err := callModel(ctx)
 //	if err != nil {
-//		l.Release(ctx) // keep the reservation: the provider may have counted it
+//		l.Fail(ctx, classify.FromError(err), err) // ends the lease, pauses every process on a 429
 //		return err
 //	}
 //	return l.Settle(ctx, reply.Usage.TotalTokens) // refund the rest, or charge the overrun
 //
 // When the provider answers 429 anyway (a caller outside the pacer, an
-// estimate too low), Throttled holds back every process for the provider's
-// retry delay and brings the tripped bucket back in line with the provider.
+// estimate too low), Fail holds back every process for the provider's
+// retry delay and brings the tripped bucket back in line with the provider;
+// on an exhausted quota it stops every process, probing for the quota's
+// return.
 // Package retry's Run does all of this around any call, with retries that
 // tell a rate limit from an exhausted quota.
 //

@@ -17,7 +17,7 @@ func TestReleaseAndCancel(t *testing.T) {
 		clock := stopClock(b)
 		p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPD: 10, TPD: 100_000, Concurrency: 5}})
 		l, _ := p.Acquire(ctx, pacer.Request{Tokens: 1000})
-		if err := l.Release(ctx); err != nil {
+		if err := l.Fail(ctx, serverError, nil); err != nil {
 			t.Fatal(err)
 		}
 		s := snap(t, p)
@@ -86,7 +86,7 @@ func TestNoRefundAndReject(t *testing.T) {
 		// 88,000: the overrun of 2,000 charged.
 		clock.Level(t, "NoRefund: after an overrun of 2000, TPD", snap(t, p).Rate("tpd").Level, 88_000, tpd)
 		l, _ = p.Acquire(ctx, pacer.Request{Tokens: 5000})
-		if err := l.Reject(ctx); err != nil {
+		if err := l.Fail(ctx, badRequest, nil); err != nil {
 			t.Fatal(err)
 		}
 		// Reject gives the tokens back and counts the request.

@@ -32,7 +32,7 @@ var (
 	ErrNotYet = errors.New("pacer: no room yet")
 
 	// ErrStopped reports a call refused because the budget is stopped: by
-	// StopQuota after the provider said its quota is exhausted (the error
+	// Lease.Fail after the provider said its quota is exhausted (the error
 	// then matches ErrQuotaExhausted too), or by an operator's Stop. The
 	// call was not sent and nothing was charged.
 	ErrStopped = errors.New("pacer: budget stopped")
@@ -98,7 +98,7 @@ func RetryAfter(err error) (wait time.Duration, ok bool) {
 //   - ErrWaitTimeout: Acquire would find room only after the wait bound
 //     (Bound); it also matches context.DeadlineExceeded when the bound was
 //     the context's deadline.
-//   - ErrStopped: the budget is stopped, by StopQuota (then it also
+//   - ErrStopped: the budget is stopped, by Lease.Fail (then it also
 //     matches ErrQuotaExhausted) or by an operator's Stop. A stop is not a
 //     limit: Limit is "".
 //   - ErrUnavailable: Redis is unreachable and a limit fails closed (see
@@ -112,7 +112,7 @@ type RefusedError struct {
 	// it ("rpm", "tpm", "rpd", "tpd", "concurrency", a Config.Rates
 	// entry's name, or a tenant's own rate as "@" and its name). It is ""
 	// when no limit did: for a stop (errors.Is says which), for a pause
-	// (set by Pause or by Throttled on another process's 429: the wait
+	// (set by Pause or by Lease.Fail on another process's 429: the wait
 	// does not know which limit the provider named, the Paused event
 	// does), and for an unreachable Redis when every limit fails closed.
 	Limit string
@@ -124,7 +124,7 @@ type RefusedError struct {
 
 	why      error // the sentinel: ErrNotYet, ErrWaitTimeout, ErrStopped or ErrUnavailable
 	wait     time.Duration
-	quota    bool // a stop by StopQuota: also matches ErrQuotaExhausted
+	quota    bool // a stop for an exhausted quota: also matches ErrQuotaExhausted
 	ctxBound bool // the context's deadline set Bound
 	tooLarge bool // larger than this process's share of an open limit
 }

@@ -19,20 +19,21 @@ const (
 	Denied
 	// Ended: a lease ended; End says how. Every Ended follows the
 	// Admitted of its lease: a turn reserved ahead and given back before
-	// it came (its caller gave up) ends unreported.
+	// it came (its caller gave up) ends unreported. A lease that
+	// Lease.Fail ended (released, rejected, or expired while its end was
+	// retried) carries the failure: its Verdict, and Err, the call's error
+	// (nil for an HTTP answer; ErrLeaseExpired for an expired lease). So
+	// does a shadow lease that Fail ended with a verdict or an error, the
+	// only shadow lease whose end is reported, with Tokens and Used 0: the
+	// budget counted none.
 	Ended
 	// Paused: the budget was paused or stopped; Wait is the pause or the
 	// stop now in force. For a pause, Limit is the limit the provider's
-	// 429 named ("rpm" or "tpm", see Throttled), or "" for Pause and for a
-	// 429 that named none. A stop is a pause that refuses calls rather
-	// than hold them: its Err is ErrQuotaExhausted (StopQuota) or
-	// ErrStopped (Stop), and its Limit "".
+	// 429 named ("rpm" or "tpm", see Lease.Fail), or "" for Pause and for
+	// a 429 that named none. A stop is a pause that refuses calls rather
+	// than hold them: its Err is ErrQuotaExhausted (Lease.Fail on an
+	// exhausted quota) or ErrStopped (Stop), and its Limit "".
 	Paused
-	// Failed: a call failed (refused by the provider, timed out, ...) and
-	// Lease.Fail ends its lease, as package retry and the transport of
-	// package pacerhttp do; Verdict says what the failure means. The
-	// lease's end follows as an Ended event.
-	Failed
 	// Resumed: the budget's stop was ended, by Resume or by a probe that
 	// succeeded.
 	Resumed
@@ -40,14 +41,13 @@ const (
 	// in Redis (see Pacer.Define) and follows it from now on; Version is
 	// its version. Err is set if it could not be used.
 	Redefined
-	// RedisDown: a call found Redis unreachable (Err says how), in a
-	// budget with Config.Outage. Until Redis answers again, calls do not
-	// ask it: this process admits them from its share of the open limits,
-	// or refuses them with ErrUnavailable.
-	RedisDown
-	// RedisUp: Redis answers again and the shared budget admits calls;
-	// Wait is how long this process had lost it.
-	RedisUp
+	// Redis: this process lost Redis or found it again, in a budget with
+	// Config.Outage. While Redis is lost, Err says how (a call found it
+	// unreachable), and until it answers again calls do not ask it: this
+	// process admits them from its share of the open limits, or refuses
+	// them with ErrUnavailable. Once Redis answers again and the shared
+	// budget admits calls, Err is nil and Wait is how long it was lost.
+	Redis
 	// Warning: the budget is at risk or was hurt; Err says how and what
 	// to change. A setting of the Redis server puts it at risk (New checks
 	// maxmemory-policy); or, with Err ErrStateLost, Redis had lost the
@@ -60,8 +60,7 @@ const (
 )
 
 // String names the kind: "admitted", "waiting", "denied", "ended", "paused",
-// "failed", "resumed", "redefined", "redis_down", "redis_up",
-// "warning".
+// "resumed", "redefined", "redis", "warning".
 func (k EventKind) String() string {
 	switch k {
 	case Admitted:
@@ -74,16 +73,12 @@ func (k EventKind) String() string {
 		return "ended"
 	case Paused:
 		return "paused"
-	case Failed:
-		return "failed"
 	case Resumed:
 		return "resumed"
 	case Redefined:
 		return "redefined"
-	case RedisDown:
-		return "redis_down"
-	case RedisUp:
-		return "redis_up"
+	case Redis:
+		return "redis"
 	case Warning:
 		return "warning"
 	}
@@ -93,8 +88,8 @@ func (k EventKind) String() string {
 // Event is what Config.Observe receives: enough to count admissions, export
 // wait-time histograms and log denials without wrapping every call.
 //
-// Every event has Kind and Name. Admitted, Waiting, Denied and Failed carry
-// the request's Tokens and Priority; Ended carries the lease's Tokens.
+// Every event has Kind and Name. Admitted, Waiting and Denied carry the
+// request's Tokens and Priority; Ended carries the lease's.
 type Event struct {
 	Kind     EventKind
 	Name     string // the budget
@@ -102,7 +97,7 @@ type Event struct {
 	Priority Priority
 	// Wait: for Admitted, how long Acquire waited in all; for Waiting, the
 	// sleep ahead; for Denied, how long until room; for Paused, the pause
-	// or the stop; for RedisUp, how long Redis was lost; for a Warning
+	// or the stop; for Redis found again, how long it was lost; for a Warning
 	// with ErrStateLost, how long the buckets take to refill.
 	Wait time.Duration
 	// Limit names the limit that made a call wait or be denied, as
@@ -117,14 +112,15 @@ type Event struct {
 	Used int64
 	Held time.Duration
 	// Throttled is, for Paused, whether a provider's 429 set the pause
-	// (Throttled, also when the 429 named no limit: Limit is then ""),
+	// (Lease.Fail, also when the 429 named no limit: Limit is then ""),
 	// rather than Pause.
 	Throttled bool
 	// Version is, for Redefined, the version now followed.
 	Version int64
-	// Verdict is, for Failed, what the failure means.
+	// Verdict is, for the Ended of a lease that Lease.Fail ended, what the
+	// failure means; the zero Verdict otherwise.
 	Verdict classify.Verdict
-	Err     error // for Denied, Failed (the call's error; nil for an HTTP answer), Paused by a stop (the kind of stop), Ended when the lease expired, RedisDown, Warning, and a Redefined that failed
+	Err     error // for Denied, Paused by a stop (the kind of stop), Ended (the failed call's error; nil for an HTTP answer; ErrLeaseExpired when the lease expired), Redis while it is lost, Warning, and a Redefined that failed
 	// Local says, for Admitted, Waiting and Ended, that this process's
 	// share admitted the call while Redis was down (see Outage).
 	Local bool

@@ -68,7 +68,7 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 	}
 	stop()
 
-	if err := p.Throttled(ctx, time.Second, classify.LimitRequests, pacer.Request{Tokens: 10}); err != nil {
+	if err := pacer.Throttle(ctx, p, time.Second, classify.LimitRequests, pacer.Request{Tokens: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if e := take(pacer.Paused); len(e) != 1 || e[0].Limit != "rpm" || e[0].Wait != time.Second {
@@ -81,7 +81,7 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	take(pacer.Failed)
+	take(pacer.Ended)
 	permanent := classify.Verdict{Kind: classify.Permanent, Status: 400}
 	if err := l.Fail(ctx, permanent, boom); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestEventsCarryWhatMetricsNeed(t *testing.T) {
 	if err := l.Fail(ctx, permanent, boom); err != nil { // ended already: no second event
 		t.Fatal(err)
 	}
-	if e := take(pacer.Failed); len(e) != 1 || e[0].Verdict.Kind != classify.Permanent || e[0].Tokens != 50 || !errors.Is(e[0].Err, boom) {
-		t.Errorf("Failed events = %+v; want one, permanent, 50 tokens, the call's error", e)
+	if e := take(pacer.Ended); len(e) != 1 || e[0].End != pacer.Rejected || e[0].Verdict.Kind != classify.Permanent || e[0].Tokens != 50 || !errors.Is(e[0].Err, boom) {
+		t.Errorf("Ended events = %+v; want one, rejected, permanent, 50 tokens, the call's error", e)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -97,14 +98,19 @@ func ExampleConfig_shadow() {
 	// call runs; counted: false
 }
 
-// An exhausted quota stops every process at once: their calls fail without
-// reaching the provider, until a probe succeeds or Resume lifts the stop.
-func ExamplePacer_StopQuota() {
+// An exhausted quota, handed to Fail, stops every process at once: their
+// calls fail without reaching the provider, until a probe (every
+// Config.QuotaProbe) succeeds or Resume lifts the stop.
+func ExampleLease_Fail_quota() {
 	rdb, done := stillRedis()
 	defer done()
-	p, _ := pacer.New(rdb, pacer.Config{Name: "openai:gpt-4o-mini", Limits: pacer.Limits{RPM: 500}})
+	p, _ := pacer.New(rdb, pacer.Config{Name: "openai:gpt-4o-mini", Limits: pacer.Limits{RPM: 500}, QuotaProbe: time.Minute})
 	ctx := context.Background()
-	_ = p.StopQuota(ctx, 24*time.Hour, time.Minute) // after an insufficient_quota answer
+	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 100})
+	// The provider answered 429 insufficient_quota (classify.FromError
+	// reads it from the SDK's error).
+	quota := classify.Verdict{Kind: classify.QuotaExhausted, Status: 429, Code: "insufficient_quota"}
+	_ = l.Fail(ctx, quota, nil)
 
 	_, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
 	fmt.Println(errors.Is(err, pacer.ErrQuotaExhausted))

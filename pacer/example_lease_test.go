@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -39,9 +40,9 @@ func ExampleLease_AutoKeepAlive() {
 	// ended: settled
 }
 
-// Release keeps the reservation of a call that failed; Cancel gives back
-// everything for a call that was never sent.
-func ExampleLease_Release() {
+// Fail keeps the reservation of a call that failed (here a timeout);
+// Cancel gives back everything for a call that was never sent.
+func ExampleLease_Fail() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -51,7 +52,8 @@ func ExampleLease_Release() {
 	ctx := context.Background()
 
 	failed, _ := p.Acquire(ctx, pacer.Request{Tokens: 3000})
-	_ = failed.Release(ctx) // timed out: the provider may have counted it
+	callErr := context.DeadlineExceeded // timed out: the provider may have counted it
+	_ = failed.Fail(ctx, classify.FromError(callErr), callErr)
 	neverSent, _ := p.Acquire(ctx, pacer.Request{Tokens: 2000})
 	_ = neverSent.Cancel(ctx) // shutting down before the call
 

@@ -31,7 +31,7 @@ func ExampleOutage() {
 		// (1500 requests a minute, from empty, and 5 slots).
 		Outage: pacer.Outage{FailOpen: []string{"rpm", "concurrency"}, Replicas: 4},
 		Observe: func(e pacer.Event) {
-			if e.Kind == pacer.RedisUp {
+			if e.Kind == pacer.Redis && e.Err == nil { // Redis found again
 				up <- struct{}{}
 			}
 		},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -47,7 +48,7 @@ func ExamplePacer_Acquire() {
 	}
 	r, err := callModel(ctx)
 	if err != nil {
-		_ = l.Release(ctx) // keep the reservation: the provider may have counted the call
+		_ = l.Fail(ctx, classify.FromError(err), err) // keeps the reservation; a 429 pauses every process
 		panic(err)
 	}
 	if err := l.Settle(ctx, r.Usage.TotalTokens); err != nil {

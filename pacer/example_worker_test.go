@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
@@ -73,7 +74,7 @@ func ExamplePacer_Acquire_workerLoop() {
 			}
 			r, err := callModel(ctx)
 			if err != nil {
-				_ = l.Release(ctx)
+				_ = l.Fail(ctx, classify.FromError(err), err) // a 429 pauses every process
 				break
 			}
 			_ = l.Settle(ctx, r.Usage.TotalTokens) // a failed settle is retried in the background

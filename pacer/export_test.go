@@ -1,6 +1,11 @@
 package pacer
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/llmpacer/llmpacer/classify"
+)
 
 // SplitGroup makes g try its deployments one script call each, as it does
 // when their budgets share no slot: the tests run both paths on one server.
@@ -19,3 +24,22 @@ func Keys(p *Pacer) []string { return append([]string(nil), p.keys...) }
 
 // TenantKey returns the key of tenant's hash in p's budget.
 func TenantKey(p *Pacer, tenant string) string { return p.tenantKey(tenant) }
+
+// Throttle does to p what Lease.Fail does on a 429 of a call that would
+// reserve r, for tests of the pause's arithmetic without a lease.
+func Throttle(ctx context.Context, p *Pacer, d time.Duration, limit classify.Limit, r Request) error {
+	if err := checkTokens("Throttle: ", r); err != nil {
+		return err
+	}
+	return p.throttled(ctx, d, limit, p.callOf(p.s(), r).use)
+}
+
+// StopQuota does to p what Lease.Fail does on an exhausted quota, stopping
+// it for d and probing every probe (0: Config.QuotaProbe), for tests of the
+// stop without a lease.
+func StopQuota(ctx context.Context, p *Pacer, d, probe time.Duration) error {
+	if probe == 0 {
+		probe = p.s().quotaProbe
+	}
+	return p.stop(ctx, d, probe, wireQuota)
+}

@@ -2,25 +2,36 @@ package pacer
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
 )
 
-// Fail ends the lease of a call that failed with err, whose verdict is v
-// (see classify.FromError). It is the one rule for a failed call's lease:
-// package retry and the transport of package pacerhttp end theirs with it.
-// err may be nil, for a failure that is an answer, not a Go error (an HTTP
-// status the transport read).
+// How Fail tells the budget of a 429 or an exhausted quota: a 429 that
+// names no delay pauses it for throttleDefault (as package retry waits
+// after one by default); and when the caller's context is already done,
+// the pause or stop is sent in the background, bounded by tellTimeout
+// (see toFleet).
+const (
+	throttleDefault = time.Second
+	tellTimeout     = 2 * time.Second
+)
+
+// Fail is the one thing to do after a failed call: it ends the call's
+// lease and tells every process of the budget what the provider said.
+// err is the call's error, and v its verdict (classify.FromError, or
+// classify.FromHTTP for an HTTP answer, when err may be nil). Package
+// retry and the transport of package pacerhttp end their failed calls
+// with it.
 //
-// The first Fail of a lease not yet ended emits a Failed event, before the
-// Ended event of its end; a second Fail, or a Fail after another end,
-// emits nothing.
+// The lease ends by the failure:
 //
 //   - Refused as it stood (out of quota, or a 4xx other than a rate limit
 //     and than a 408, 409 or 425 the provider may retry): nothing was
-//     generated, so the tokens go back and the request stays counted
-//     (Lease.Reject).
-//   - Anything else keeps the whole reservation (Lease.Release). A 5xx, an
+//     generated, so the tokens go back and the request stays counted (the
+//     lease ends Rejected).
+//   - Anything else keeps the whole reservation (Released). A 5xx, an
 //     overload (Anthropic's 529, a 503) or a broken connection may have
 //     been processed and counted: OpenAI counts unsuccessful requests
 //     toward its per-minute limits, and no provider says that an overload
@@ -29,15 +40,90 @@ import (
 //     was ahead of the provider by at least one call's worth, and keeping
 //     the charge corrects by that much per refusal.
 //
-// Its error is Release's or Reject's.
+// And the budget hears of it, in every process:
+//
+//   - classify.RateLimited pauses it for v.RetryAfter (a second if 0), and
+//     lowers the buckets of the limit the provider named (v.Limit; all
+//     per-minute buckets for classify.LimitUnknown) to this call's share:
+//     a 429 means the budget believed in room the provider did not have,
+//     and a pause alone would leave it as far ahead.
+//   - classify.QuotaExhausted stops it for v.RetryAfter (classify's
+//     MaxRetryAfter if 0): every call is refused at once with an error
+//     matching ErrQuotaExhausted, except one probe every Config.QuotaProbe,
+//     whose success (its lease settled) resumes the budget.
+//
+// The pause or stop is sent even when ctx is already done (the caller
+// gave up, but the provider's answer is the fleet's): then in the
+// background, with a short timeout of its own.
+//
+// The lease's Ended event carries v and err. A Fail after the lease ended
+// otherwise (settled, canceled) still tells the budget but emits nothing;
+// a second Fail does nothing, and returns what ending the lease returns.
+// The zero Verdict says nothing is known of the failure: the lease is
+// released and the budget told nothing (package pacerhttp's handler ends
+// the leases its handlers leave open so).
+//
+// Its error is the end's (see Settle: an end that fails for want of Redis
+// is retried in the background) joined with the pause's or the stop's.
 func (l *Lease) Fail(ctx context.Context, v classify.Verdict, err error) error {
-	if l.b.Failed != nil && l.Info().State == Active && l.failed.CompareAndSwap(false, true) {
-		l.b.Failed(Event{Kind: Failed, Tokens: l.a.Tokens, Priority: l.a.Priority, Verdict: v, Err: err})
+	first := l.failed.CompareAndSwap(false, true)
+	if first {
+		l.set(func() { l.verdict, l.callErr = v, err })
 	}
+	var endErr error
 	if refused(v) {
-		return l.Reject(ctx)
+		endErr = l.reject(ctx)
+	} else {
+		endErr = l.release(ctx)
 	}
-	return l.Release(ctx)
+	if !first {
+		return endErr
+	}
+	return errors.Join(endErr, l.tell(ctx, v))
+}
+
+// tell passes a failed call's verdict on to the budget: a pause for a
+// rate limit, a stop for an exhausted quota (see Fail), even when ctx is
+// already done (see toFleet).
+func (l *Lease) tell(ctx context.Context, v classify.Verdict) error {
+	p := l.b.Pacer
+	var f func(context.Context) error
+	switch {
+	case p == nil:
+		return nil
+	case v.Kind == classify.RateLimited:
+		d, use := v.RetryAfter, l.reserved()
+		if d <= 0 {
+			d = throttleDefault
+		}
+		f = func(ctx context.Context) error { return p.throttled(ctx, d, v.Limit, use) }
+	case v.Kind == classify.QuotaExhausted:
+		d := v.RetryAfter
+		if d <= 0 {
+			d = classify.MaxRetryAfter
+		}
+		f = func(ctx context.Context) error { return p.stopQuota(ctx, d) }
+	default:
+		return nil
+	}
+	return toFleet(ctx, f)
+}
+
+// toFleet runs f, which tells every process of a budget what a provider
+// said (a pause, a stop, a cooldown), with ctx; or, when ctx is already
+// done, in the background with a short context of its own, returning nil:
+// the caller has given up, but the fleet must still hear. A failure is
+// dropped then, and the next answer of the kind tries again.
+func toFleet(ctx context.Context, f func(context.Context) error) error {
+	if ctx.Err() == nil {
+		return f(ctx)
+	}
+	go func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), tellTimeout)
+		defer cancel()
+		_ = f(c)
+	}()
+	return nil
 }
 
 // refused says whether the provider turned a call away before any work:

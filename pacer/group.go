@@ -235,7 +235,7 @@ func (g *Group) order() []int {
 
 // Acquire admits r on one deployment and returns its lease and the Pacer
 // of the deployment it was admitted on: send the call there, and end the
-// lease as Pacer.Acquire's (Settle, Release...).
+// lease as Pacer.Acquire's (Settle, Fail...).
 //
 // r goes to the first deployment, in the Policy's order, with room for it
 // now. When none has, it waits on the one whose room comes first, as
@@ -346,13 +346,15 @@ func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, erro
 // Cooldown when d is 0), for every process: it pauses its budget. Call it
 // when a deployment fails (a 5xx, a broken connection, an overload);
 // retry.RunGroup and the transport of package pacerhttp call it
-// themselves. A 429 is the budget's business: Pacer.Throttled, which they
+// themselves. A 429 is the budget's business: Lease.Fail, which they
 // call, pauses it and corrects its buckets.
 //
 // A nil error means the deployment is out. With d 0 and a negative
 // Cooldown in the GroupConfig (never cool down), it does nothing and
 // returns an error matching ErrInvalid, so that a caller knows the next
 // attempt may go to the same deployment (retry.RunGroup then backs off).
+// Like Lease.Fail's pause, the cooldown reaches the fleet even when ctx is
+// already done: then in the background, returning nil.
 func (g *Group) Cooldown(ctx context.Context, p *Pacer, d time.Duration) error {
 	if d == 0 {
 		d = g.cooldown
@@ -363,5 +365,5 @@ func (g *Group) Cooldown(ctx context.Context, p *Pacer, d time.Duration) error {
 	if p == nil {
 		return invalidf("Group.Cooldown: the Pacer is nil")
 	}
-	return p.Pause(ctx, d)
+	return toFleet(ctx, func(ctx context.Context) error { return p.Pause(ctx, d) })
 }

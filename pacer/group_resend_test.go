@@ -78,7 +78,7 @@ func TestGroupRouteResentByTheRedisClient(t *testing.T) {
 		if got := snap(t, direct[0]).InFlight; got != 0 {
 			t.Errorf("first deployment's InFlight = %d; want 0: the resend took its freed slot", got)
 		}
-		if err := l.Release(ctx); err != nil {
+		if err := l.Fail(ctx, serverError, nil); err != nil {
 			t.Errorf("Release() = %v", err)
 		}
 	})

@@ -183,13 +183,13 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 		if got := where(); got != "a" {
 			t.Fatalf("first call on %s; want a", got)
 		}
-		if err := other[0].Throttled(ctx, 10*time.Second, classify.LimitUnknown, pacer.Request{Tokens: 1}); err != nil {
+		if err := pacer.Throttle(ctx, other[0], 10*time.Second, classify.LimitUnknown, pacer.Request{Tokens: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if got := where(); got != "b" {
 			t.Errorf("a paused: call on %s; want b", got)
 		}
-		if err := other[1].StopQuota(ctx, time.Hour, time.Hour); err != nil {
+		if err := pacer.StopQuota(ctx, other[1], time.Hour, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		if got := where(); got != "c" {
@@ -495,7 +495,7 @@ func TestGroupRoutesAgainAfterAPause(t *testing.T) {
 		paused := make(chan error, 1)
 		go func() {
 			time.Sleep(300 * time.Millisecond)
-			paused <- ps[0].Throttled(ctx, time.Minute, classify.LimitRequests, pacer.Request{})
+			paused <- pacer.Throttle(ctx, ps[0], time.Minute, classify.LimitRequests, pacer.Request{})
 		}()
 		start := time.Now()
 		l, p, err := g.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
@@ -540,7 +540,7 @@ func TestGroupRoutesAgainAfterAStop(t *testing.T) {
 		stopped := make(chan error, 1)
 		go func() {
 			time.Sleep(300 * time.Millisecond)
-			stopped <- ps[0].StopQuota(ctx, time.Minute, time.Minute)
+			stopped <- pacer.StopQuota(ctx, ps[0], time.Minute, time.Minute)
 		}()
 		l, p, err := g.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
 		if serr := <-stopped; serr != nil {

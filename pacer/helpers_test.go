@@ -1,6 +1,9 @@
 package pacer_test
 
-import "github.com/llmpacer/llmpacer/internal/pacertest"
+import (
+	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/internal/pacertest"
+)
 
 // The shared helpers of the black-box tests (internal/pacertest), by the
 // short names the tests use.
@@ -23,3 +26,11 @@ type (
 )
 
 const levelEps = pacertest.LevelEps
+
+// Verdicts for Lease.Fail that tell the budget nothing: a 5xx ends the
+// lease released (its reservation stays charged), a 400 rejected (its
+// tokens back, its request counted).
+var (
+	serverError = classify.Verdict{Kind: classify.Transient, Status: 500}
+	badRequest  = classify.Verdict{Kind: classify.Permanent, Status: 400}
+)

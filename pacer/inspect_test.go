@@ -34,7 +34,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Release(ctx)
+		defer l.Fail(ctx, serverError, nil)
 
 		op, err := pacer.Open(ctx, b.Client(t), "ops", name)
 		if err != nil {
@@ -164,7 +164,7 @@ func ExampleOpen() {
 	// A process of the application defines the budget and uses it.
 	app, _ := pacer.New(rdb, pacer.Config{Name: "openai:gpt-4o", Limits: pacer.Limits{RPM: 500, TPM: 200_000}, Version: 1})
 	l, _ := app.Acquire(ctx, pacer.Request{Tokens: 30_000})
-	defer l.Release(ctx)
+	defer l.Fail(ctx, serverError, nil)
 
 	// The operator knows only the name.
 	op, err := pacer.Open(ctx, rdb, "", "openai:gpt-4o")

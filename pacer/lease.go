@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
@@ -28,10 +29,10 @@ type LeaseState int
 const (
 	Active   LeaseState = iota // not ended yet
 	Settled                    // the call's usage was settled
-	Released                   // the call failed; the reservation stays charged
+	Released                   // the call failed (Lease.Fail); the reservation stays charged
 	Canceled                   // the call never happened; everything went back
 	Expired                    // the TTL ran out first; the reservation stays charged
-	Rejected                   // the provider refused the call; tokens back, request counted
+	Rejected                   // the provider refused the call (Lease.Fail); tokens back, request counted
 )
 
 // String names the state: "active", "settled", "released", ...
@@ -59,14 +60,16 @@ func (e LeaseState) String() string {
 //
 // A lease is born in Acquire, holding its reserved tokens, one request
 // from each request limit and, where the budget limits concurrency, one
-// slot. It ends exactly once, in one of four ways:
+// slot. It ends exactly once, in one of three ways:
 //
-//   - Settle: the call finished and used n tokens. The unused part of the
-//     reservation goes back at once; an overrun is charged as debt.
-//   - Release: the call failed. The whole reservation stays charged, since
-//     the provider may have counted the call anyway.
-//   - Reject: the provider refused the call before doing any work (out of
-//     quota, a 4xx). Its tokens go back; its request stays counted.
+//   - Settle (or SettleUsage): the call finished and used n tokens. The
+//     unused part of the reservation goes back at once; an overrun is
+//     charged as debt.
+//   - Fail: the call failed. The lease ends as the failure says (released,
+//     its whole reservation kept, since the provider may have counted the
+//     call; or rejected, its tokens back, for a call the provider refused
+//     before any work), and the provider's 429 or exhausted quota pauses
+//     or stops the budget for every process.
 //   - Cancel: the call was never made. Everything goes back.
 //
 // Ending a lease twice, from any goroutine, changes the budget once. An end
@@ -74,8 +77,8 @@ func (e LeaseState) String() string {
 // in the background until it lands or the lease expires, so that an outage
 // does not keep slots taken for a lease TTL. A lease that is not ended
 // expires after the budget's lease TTL: its slot comes back, and its tokens
-// stay charged, as for Release. KeepAlive keeps a long call's lease from
-// expiring.
+// stay charged, as for a failed call. KeepAlive keeps a long call's lease
+// from expiring.
 type Lease struct {
 	b *leaseBudget
 	a admission
@@ -99,8 +102,12 @@ type Lease struct {
 	// quiet: not yet announced to its caller, so its end is not reported
 	// (see admission.Quiet).
 	quiet atomic.Bool
-	// failed: Fail emitted the lease's Failed event.
+	// failed: Fail was called, and told the budget (see Lease.Fail).
 	failed atomic.Bool
+	// verdict and callErr are the failure Fail ended the lease for, which
+	// its Ended event carries. Guarded by mu.
+	verdict classify.Verdict
+	callErr error
 }
 
 // openLease returns the lease of an admission, which ends against b.
@@ -131,8 +138,8 @@ type LeaseInfo struct {
 	// Waited is how long Acquire waited for this lease.
 	Waited time.Duration
 	// Held is how long the call held its slot, from its turn to its end on
-	// the Redis clock: 0 until the lease is settled, released or rejected,
-	// and 0 for a lease that was canceled or expired.
+	// the Redis clock: 0 until the lease is settled or failed, and 0 for a
+	// lease that was canceled or expired.
 	Held time.Duration
 	// Local says the lease was admitted by this process's share of the
 	// budget while Redis was unreachable (Outage). Ending it, or keeping
@@ -164,8 +171,8 @@ func (l *Lease) Info() LeaseInfo {
 // budget is NoRefund). Usage above it is charged as debt that later callers
 // wait out, at most one full bucket per call.
 //
-// Settle is idempotent: once a lease has ended, by Settle, Release, Reject
-// or Cancel, further calls return nil and change nothing. A lease that
+// Settle is idempotent: once a lease has ended, by Settle, Fail or Cancel,
+// further calls return nil and change nothing. A lease that
 // expired returns ErrLeaseExpired and refunds nothing.
 //
 // If Redis fails (or ctx ends first), Settle returns the error at once and
@@ -176,7 +183,7 @@ func (l *Lease) Info() LeaseInfo {
 // once. Calling Settle again meanwhile is safe, and not needed.
 func (l *Lease) Settle(ctx context.Context, usedTokens int64) error {
 	if usedTokens < 0 || usedTokens > maxTokens {
-		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
+		return fmt.Errorf("%w: Settle(%d): used tokens must be between 0 and %d; pass the provider's reported usage, or call Fail if the call failed", ErrInvalid, usedTokens, int64(maxTokens))
 	}
 	u := wire.UsedTotal(usedTokens, l.a.Weight, l.a.Price, l.a.Priced) // spend: at most this
 	if r := l.reserved(); l.b.NoRefund {
@@ -210,7 +217,7 @@ type Usage struct {
 // exceeds the total by.
 func (l *Lease) SettleUsage(ctx context.Context, used Usage) error {
 	if used.Input < 0 || used.Output < 0 || used.Input > maxTokens || used.Output > maxTokens || used.CachedInput < 0 || used.CachedInput > used.Input {
-		return fmt.Errorf("%w: SettleUsage(%+v): input and output must be between 0 and %d; pass the provider's reported usage, or call Release if the call failed", ErrInvalid, used, int64(maxTokens))
+		return fmt.Errorf("%w: SettleUsage(%+v): input and output must be between 0 and %d; pass the provider's reported usage, or call Fail if the call failed", ErrInvalid, used, int64(maxTokens))
 	}
 	u := wire.UsedSplit(used.Input, used.CachedInput, used.Output, l.a.Weight, l.a.Price, l.a.Priced)
 	if r := l.reserved(); l.b.NoRefund {
@@ -230,23 +237,19 @@ func (l *Lease) reserved() wire.Use {
 	return wire.Use{Tokens: l.a.Tokens}
 }
 
-// Release ends the lease of a call that failed, keeping the whole
+// release ends the lease of a call that failed, keeping the whole
 // reservation charged: the provider may have counted the call (a timeout on
-// our side is often a success on theirs). Idempotent, and retried in the
-// background when Redis fails, like Settle.
-func (l *Lease) Release(ctx context.Context) error {
+// our side is often a success on theirs). See Lease.Fail.
+func (l *Lease) release(ctx context.Context) error {
 	return l.finish(ctx, Released, l.reserved(), l.a.Tokens)
 }
 
-// Reject ends the lease of a call the provider refused before doing any
+// reject ends the lease of a call the provider refused before doing any
 // work: out of quota, or a 4xx other than a 429. Its tokens go back,
 // whatever NoRefund says, since nothing was generated; its request stays
 // counted, as providers count refused requests toward their request limits.
-// (Lease.Fail, the rule packages retry and pacerhttp follow, releases a
-// rate-limited call instead: a 429 shows the budget ran ahead of the
-// provider, and the kept charge corrects it.) Idempotent, and retried in
-// the background when Redis fails, like Settle.
-func (l *Lease) Reject(ctx context.Context) error {
+// See Lease.Fail.
+func (l *Lease) reject(ctx context.Context) error {
 	return l.finish(ctx, Rejected, wire.Use{}, 0)
 }
 
@@ -283,19 +286,42 @@ func (l *Lease) attempt(ctx context.Context, how LeaseState, used wire.Use, repo
 	if end == Active {
 		return err
 	}
-	// Tell the budget outside the lock: an observer may look at the lease.
-	// A detached lease was never admitted, so its end is not one either.
-	if l.b.Ended != nil && !l.a.Detached && !l.quiet.Load() {
-		e := ending{How: end, Tokens: l.a.Tokens, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe, Local: l.a.Local != nil}
-		switch end {
-		case Settled:
-			e.Used = reported
-		case Canceled, Rejected:
-			e.Used = 0
-		}
-		l.b.Ended(e)
-	}
+	l.report(end, reported, held, err)
 	return err
+}
+
+// report tells the budget how the lease ended, outside the call turn: an
+// observer may look at the lease. A detached lease was never admitted, so
+// its end is not one either, unless Fail ended it for a failure it knew
+// something of: the failure is reported, with no tokens, since the budget
+// counted none.
+func (l *Lease) report(end LeaseState, reported int64, held time.Duration, err error) {
+	failed := l.failed.Load() && end != Settled && end != Canceled
+	var v classify.Verdict
+	var callErr error
+	if failed {
+		l.mu.Lock()
+		v, callErr = l.verdict, l.callErr
+		l.mu.Unlock()
+	}
+	known := v != (classify.Verdict{}) || callErr != nil
+	if l.b.Ended == nil || l.a.Detached && !known || l.quiet.Load() {
+		return
+	}
+	e := ending{How: end, Tokens: l.a.Tokens, Priority: l.a.Priority, Used: l.a.Tokens, Held: held, Err: err, Probe: l.a.Probe, Local: l.a.Local != nil}
+	switch end {
+	case Settled:
+		e.Used = reported
+	case Canceled, Rejected:
+		e.Used = 0
+	}
+	if e.Verdict = v; end != Expired && failed {
+		e.Err = callErr
+	}
+	if l.a.Detached {
+		e.Tokens, e.Used = 0, 0
+	}
+	l.b.Ended(e)
 }
 
 // lock takes the lease's call turn (see Lease.call), or returns ctx's
@@ -416,7 +442,7 @@ func (l *Lease) finishLocal(how LeaseState, used wire.Use) (LeaseState, error) {
 
 // verb names an end as an action, for errors.
 func verb(how LeaseState) string {
-	return map[LeaseState]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject"}[how]
+	return map[LeaseState]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject", Expired: "expire"}[how]
 }
 
 // KeepAlive pushes the lease's expiry to one lease TTL from now, so a long
@@ -432,8 +458,8 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 	expired, err := l.keepAliveLocked(ctx)
 	l.unlock()
 	// Told outside the turn: an observer may end the lease.
-	if expired && l.b.Ended != nil && !l.quiet.Load() {
-		l.b.Ended(ending{How: Expired, Tokens: l.a.Tokens, Used: l.a.Tokens, Err: ErrLeaseExpired, Probe: l.a.Probe})
+	if expired {
+		l.report(Expired, 0, 0, ErrLeaseExpired)
 	}
 	return err
 }

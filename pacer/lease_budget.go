@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,20 +30,23 @@ type leaseBudget struct {
 	NoRefund bool
 	// Ended, if set, is called once when a lease ends, however it ends.
 	Ended func(ending)
-	// Failed, if set, is given the Failed event of a lease that Lease.Fail
-	// ends, once, before its end.
-	Failed func(Event)
+	// Pacer is the budget's Pacer, which Lease.Fail tells what the
+	// provider said (a pause, a stop).
+	Pacer *Pacer
 }
 
 // ending is what a lease reports when it ends.
 type ending struct {
-	How    LeaseState
-	Tokens int64 // reserved
-	Used   int64 // tokens the call used, as settled; the reservation otherwise
-	Held   time.Duration
-	Err    error // ErrLeaseExpired for an expired lease
-	Probe  bool  // the lease was a stopped budget's probe (admission.Probe)
-	Local  bool  // the lease was admitted locally (admission.Local)
+	How      LeaseState
+	Tokens   int64 // reserved
+	Priority Priority
+	Used     int64 // tokens the call used, as settled; the reservation otherwise
+	Held     time.Duration
+	Err      error // ErrLeaseExpired for an expired lease; else a failed call's error (see Lease.Fail)
+	// Verdict is the failure of a lease that Lease.Fail ended.
+	Verdict classify.Verdict
+	Probe   bool // the lease was a stopped budget's probe (admission.Probe)
+	Local   bool // the lease was admitted locally (admission.Local)
 }
 
 // admission is what acquire.lua said about an admitted lease.
@@ -52,8 +56,7 @@ type admission struct {
 	// or "" for a call charged to the budget alone.
 	TenantKey string
 	Tokens    int64
-	// Priority is the request's, for the Failed event.
-	Priority Priority
+	Priority  Priority
 	// Reserve is what the buckets were charged, in their units: the
 	// tokens (and their input and output, when the request split them)
 	// times the model's weight. Zero: Tokens, unweighted.

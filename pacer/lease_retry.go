@@ -37,7 +37,8 @@ func retryable(err error) bool {
 // nobody will use, or pacerhttp's transport ended a call whose context was
 // done. It tries until the end lands, the lease expires (its slot is then
 // free anyway, and its reservation stays charged: the safe side), or the
-// client is closed. The attempts carry ctx's values, not its deadline or
+// client is closed. A lease that expires first is reported so (see
+// lapse). The attempts carry ctx's values, not its deadline or
 // cancellation: the caller has moved on.
 //
 // Retrying cannot change the budget twice: the settle script ends a lease
@@ -62,7 +63,10 @@ func (l *Lease) retry(ctx context.Context, how LeaseState, used wire.Use, report
 			// Jittered, so that leases whose ends failed together do not
 			// retry in step.
 			time.Sleep(pause/2 + rand.N(pause/2+1))
-			if i := l.Info(); i.State != Active || !time.Now().Before(i.Expiry) {
+			if i := l.Info(); i.State != Active {
+				return
+			} else if !time.Now().Before(i.Expiry) {
+				l.lapse(ctx)
 				return
 			}
 			c, cancel := context.WithTimeout(ctx, retryAttempt)
@@ -74,4 +78,26 @@ func (l *Lease) retry(ctx context.Context, how LeaseState, used wire.Use, report
 			pause = min(2*pause, retryMax)
 		}
 	}()
+}
+
+// lapse marks a lease whose end never landed before its expiry as
+// expired, and reports it: its slot is free by now and its reservation
+// stays charged, and a failed call's Ended event (see Lease.Fail) is not
+// lost. It gives up if the call turn is not free within retryAttempt.
+func (l *Lease) lapse(ctx context.Context) {
+	c, cancel := context.WithTimeout(ctx, retryAttempt)
+	defer cancel()
+	if l.lock(c) != nil {
+		return
+	}
+	lapsed := false
+	l.set(func() {
+		if l.end == Active {
+			l.end, lapsed = Expired, true
+		}
+	})
+	l.unlock()
+	if lapsed {
+		l.report(Expired, 0, 0, ErrLeaseExpired)
+	}
 }

@@ -16,8 +16,8 @@ const (
 // the wire's names, mapped here, at the edge, so that no name of a limit
 // means a pause or a stop.
 const (
-	wirePause = "pause" // a pause set by Pause or Throttled
-	wireQuota = "quota" // a stop set by StopQuota
+	wirePause = "pause" // a pause set by Pause or by Lease.Fail on a 429
+	wireQuota = "quota" // a stop set by Lease.Fail on an exhausted quota
 	wireStop  = "stop"  // a stop set by Stop
 )
 
@@ -33,7 +33,7 @@ func limitOfReason(reason string) string {
 }
 
 // throttledName names the limit a provider's 429 named, as Event.Limit
-// reports it for Throttled's pause: "rpm" for requests, "tpm" for tokens
+// reports it for a 429's pause (Lease.Fail): "rpm" for requests, "tpm" for tokens
 // (input or output ones too), or "" when it named none.
 func throttledName(l classify.Limit) string {
 	switch l {

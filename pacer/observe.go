@@ -17,10 +17,11 @@ import (
 //   - Debug: admissions, waits, leases ended as expected, and TryAcquire's
 //     ErrNotYet (a job queue's normal answer, not a failure);
 //   - Info: pauses and resumes, calls whose own context ended, and Redis
-//     answering again (RedisUp);
+//     answering again (a Redis event without Err);
 //   - Warn: denials, stops (an exhausted quota or an operator's Stop),
-//     expired leases, failed calls, Redis lost (RedisDown), and Warning
-//     events (a lost state, a maxmemory-policy that may evict).
+//     expired leases, failed calls (the Ended of a lease Lease.Fail
+//     ended), Redis lost (a Redis event with Err), and Warning events (a
+//     lost state, a maxmemory-policy that may evict).
 //
 // Events of calls admitted by this process's share while Redis was down
 // carry local=true.
@@ -53,8 +54,13 @@ func slogLevel(e Event) (slog.Level, string) {
 		}
 		return slog.LevelWarn, "llmpacer: call denied"
 	case Ended:
-		if e.End == Expired {
+		switch {
+		case e.Verdict.Kind == classify.Canceled:
+			return slog.LevelInfo, "llmpacer: call canceled"
+		case e.End == Expired:
 			return slog.LevelWarn, "llmpacer: lease expired"
+		case failedEnd(e):
+			return slog.LevelWarn, "llmpacer: call failed"
 		}
 		return slog.LevelDebug, "llmpacer: lease ended"
 	case Paused:
@@ -67,20 +73,16 @@ func slogLevel(e Event) (slog.Level, string) {
 		return slog.LevelInfo, "llmpacer: budget paused"
 	case Resumed:
 		return slog.LevelInfo, "llmpacer: budget resumed"
-	case RedisDown:
-		return slog.LevelWarn, "llmpacer: Redis unreachable, failing open or closed per Config.Outage"
-	case RedisUp:
+	case Redis:
+		if e.Err != nil {
+			return slog.LevelWarn, "llmpacer: Redis unreachable, failing open or closed per Config.Outage"
+		}
 		return slog.LevelInfo, "llmpacer: Redis answers again, the shared budget admits"
 	case Warning:
 		if errors.Is(e.Err, ErrStateLost) {
 			return slog.LevelWarn, "llmpacer: Redis lost the budget's state; its buckets restart empty"
 		}
 		return slog.LevelWarn, "llmpacer: Redis setting puts the budget at risk"
-	case Failed:
-		if e.Verdict.Kind == classify.Canceled {
-			return slog.LevelInfo, "llmpacer: call canceled"
-		}
-		return slog.LevelWarn, "llmpacer: call failed"
 	}
 	return slog.LevelWarn, "llmpacer: " + e.Kind.String()
 }
@@ -111,6 +113,9 @@ func slogAttrs(e Event) []slog.Attr {
 	case Ended:
 		a = append(a, slog.String("end", e.End.String()), slog.Int64("tokens", e.Tokens),
 			slog.Int64("used", e.Used), slog.Duration("held", e.Held))
+		if failedEnd(e) {
+			a = verdictAttrs(a, e)
+		}
 	case Paused:
 		if e.Err != nil { // a stop
 			a = append(a, slog.Duration("stop", e.Wait))
@@ -118,27 +123,13 @@ func slogAttrs(e Event) []slog.Attr {
 		}
 		limit()
 		a = append(a, slog.Duration("pause", e.Wait))
-	case RedisUp:
-		a = append(a, slog.Duration("down", e.Wait))
+	case Redis:
+		if e.Err == nil {
+			a = append(a, slog.Duration("down", e.Wait))
+		}
 	case Warning:
 		if errors.Is(e.Err, ErrStateLost) {
 			a = append(a, slog.Duration("refill", e.Wait))
-		}
-	case Failed:
-		request()
-		v := e.Verdict
-		a = append(a, slog.String("verdict", v.Kind.String()))
-		if v.Status != 0 {
-			a = append(a, slog.Int("status", v.Status))
-		}
-		if v.Code != "" {
-			a = append(a, slog.String("code", v.Code))
-		}
-		if v.Provider != "" {
-			a = append(a, slog.String("provider", v.Provider))
-		}
-		if v.RetryAfter > 0 {
-			a = append(a, slog.Duration("retry_after", v.RetryAfter))
 		}
 	}
 	if e.Local {
@@ -146,6 +137,32 @@ func slogAttrs(e Event) []slog.Attr {
 	}
 	if e.Err != nil && e.Kind != Paused { // a stop's Err is its kind, which msg says
 		a = append(a, slog.Any("err", e.Err))
+	}
+	return a
+}
+
+// failedEnd says whether e is the Ended event of a lease that Lease.Fail
+// ended for a failure it knew something of: a verdict, or the call's
+// error (an expired lease's Err is its expiry).
+func failedEnd(e Event) bool {
+	return e.Kind == Ended && (e.Verdict != (classify.Verdict{}) || e.Err != nil && e.End != Expired)
+}
+
+// verdictAttrs adds a failed call's priority and verdict to a.
+func verdictAttrs(a []slog.Attr, e Event) []slog.Attr {
+	v := e.Verdict
+	a = append(a, slog.String("priority", e.Priority.String()), slog.String("verdict", v.Kind.String()))
+	if v.Status != 0 {
+		a = append(a, slog.Int("status", v.Status))
+	}
+	if v.Code != "" {
+		a = append(a, slog.String("code", v.Code))
+	}
+	if v.Provider != "" {
+		a = append(a, slog.String("provider", v.Provider))
+	}
+	if v.RetryAfter > 0 {
+		a = append(a, slog.Duration("retry_after", v.RetryAfter))
 	}
 	return a
 }

@@ -37,12 +37,12 @@ func TestSlogObserverLevels(t *testing.T) {
 		{"quota", pacer.Event{Kind: pacer.Paused, Err: pacer.ErrQuotaExhausted, Wait: time.Hour}, slog.LevelWarn, "budget=b stop=1h0m0s"},
 		{"stop", pacer.Event{Kind: pacer.Paused, Err: pacer.ErrStopped, Wait: time.Hour}, slog.LevelWarn, ""},
 		{"resumed", pacer.Event{Kind: pacer.Resumed}, slog.LevelInfo, "budget=b"},
-		{"redis down", pacer.Event{Kind: pacer.RedisDown, Err: boom}, slog.LevelWarn, "budget=b err=boom"},
-		{"redis up", pacer.Event{Kind: pacer.RedisUp, Wait: 3 * time.Second}, slog.LevelInfo, "budget=b down=3s"},
+		{"redis down", pacer.Event{Kind: pacer.Redis, Err: boom}, slog.LevelWarn, "budget=b err=boom"},
+		{"redis up", pacer.Event{Kind: pacer.Redis, Wait: 3 * time.Second}, slog.LevelInfo, "budget=b down=3s"},
 		{"local", pacer.Event{Kind: pacer.Admitted, Tokens: 10, Local: true}, slog.LevelDebug, "budget=b tokens=10 priority=interactive waited=0s local=true"},
-		{"failed", pacer.Event{Kind: pacer.Failed, Tokens: 10, Verdict: classify.Verdict{Kind: classify.RateLimited, Status: 429, Code: "rate_limit_exceeded", Provider: "openai", RetryAfter: time.Second}, Err: boom}, slog.LevelWarn,
-			"budget=b tokens=10 priority=interactive verdict=rate_limited status=429 code=rate_limit_exceeded provider=openai retry_after=1s err=boom"},
-		{"canceled", pacer.Event{Kind: pacer.Failed, Verdict: classify.Verdict{Kind: classify.Canceled}, Err: context.Canceled}, slog.LevelInfo, ""},
+		{"failed", pacer.Event{Kind: pacer.Ended, End: pacer.Released, Tokens: 10, Used: 10, Verdict: classify.Verdict{Kind: classify.RateLimited, Status: 429, Code: "rate_limit_exceeded", Provider: "openai", RetryAfter: time.Second}, Err: boom}, slog.LevelWarn,
+			"budget=b end=released tokens=10 used=10 held=0s priority=interactive verdict=rate_limited status=429 code=rate_limit_exceeded provider=openai retry_after=1s err=boom"},
+		{"canceled", pacer.Event{Kind: pacer.Ended, End: pacer.Released, Verdict: classify.Verdict{Kind: classify.Canceled}, Err: context.Canceled}, slog.LevelInfo, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,7 +110,7 @@ func ExampleSlogObserver() {
 	}
 	ctx := context.Background()
 	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 1300}) // Debug: not shown
-	_ = p.StopQuota(ctx, time.Hour, 0)
+	_ = pacer.StopQuota(ctx, p, time.Hour, 0)
 	_, err = p.TryAcquire(ctx, pacer.Request{Tokens: 100})
 	_ = p.Resume(ctx)
 	_ = p.Pause(ctx, 2*time.Second)

@@ -36,7 +36,8 @@ import (
 // While Redis is down no call asks it: after the first connection-class
 // error (refused, reset, timed out, loading, cluster down) a probe asks it
 // every 200 ms in the background, and the first answer hands admission
-// back to the shared budget. The RedisDown and RedisUp events say when.
+// back to the shared budget. Redis events say when (Err set: lost; nil:
+// found again).
 // A lease admitted locally ends locally (LeaseInfo.Local): settling it,
 // releasing or canceling it never touches Redis, before or after Redis
 // comes back, so it is neither lost nor counted twice. Calls admitted
@@ -59,8 +60,8 @@ type Outage struct {
 	// FailFast makes a budget that fails closed detect Redis down as one
 	// with FailOpen does: after the first connection-class error, calls
 	// are refused at once instead of each waiting out the client's dials
-	// and retries, until the probe sees Redis answer, and the RedisDown
-	// and RedisUp events say when. A budget with FailOpen always does.
+	// and retries, until the probe sees Redis answer, and Redis events
+	// say when. A budget with FailOpen always does.
 	FailFast bool
 }
 

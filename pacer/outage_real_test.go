@@ -35,7 +35,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	type fleet struct {
 		p           *pacer.Pacer
 		local       atomic.Int64 // leases admitted locally
-		tripped, up atomic.Int64 // UnixNano of its RedisDown and RedisUp
+		tripped, up atomic.Int64 // UnixNano of its Redis events: lost, found again
 		shared      atomic.Int64 // UnixNano of its first shared admission of a call begun after the kill
 	}
 	var killed atomic.Int64
@@ -48,10 +48,10 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 		p, err := pacer.New(rdb, pacer.Config{Name: name, Limits: pacer.Limits{RPM: rpm},
 			Outage: pacer.Outage{FailOpen: []string{"rpm"}, Replicas: pacers},
 			Observe: func(e pacer.Event) {
-				switch e.Kind {
-				case pacer.RedisDown:
+				switch {
+				case e.Kind == pacer.Redis && e.Err != nil:
 					f.tripped.CompareAndSwap(0, time.Now().UnixNano())
-				case pacer.RedisUp:
+				case e.Kind == pacer.Redis:
 					f.up.CompareAndSwap(0, time.Now().UnixNano())
 				}
 			}})
@@ -114,7 +114,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	var total, bound float64
 	for i, f := range fs {
 		if f.tripped.Load() == 0 || f.up.Load() == 0 || f.shared.Load() == 0 {
-			t.Fatalf("Pacer %d: RedisDown at %d, RedisUp at %d, shared again at %d; want all three", i, f.tripped.Load(), f.up.Load(), f.shared.Load())
+			t.Fatalf("Pacer %d: Redis lost at %d, found at %d, shared again at %d; want all three", i, f.tripped.Load(), f.up.Load(), f.shared.Load())
 		}
 		// Its share's refill while it was local, from empty.
 		local := time.Duration(f.up.Load() - killed.Load())

@@ -35,11 +35,29 @@ func (k *kinds) count(kind pacer.EventKind) int {
 	defer k.mu.Unlock()
 	n := 0
 	for _, e := range k.events {
-		if e.Kind == kind {
+		if is(e, kind) {
 			n++
 		}
 	}
 	return n
+}
+
+// redisDown and redisUp stand for a Redis event with Err (Redis lost) and
+// one without (found again), for kinds' count and waitFor.
+const (
+	redisDown pacer.EventKind = -1 - iota
+	redisUp
+)
+
+// is says whether e is of kind, where kind may be redisDown or redisUp.
+func is(e pacer.Event, kind pacer.EventKind) bool {
+	switch kind {
+	case redisDown:
+		return e.Kind == pacer.Redis && e.Err != nil
+	case redisUp:
+		return e.Kind == pacer.Redis && e.Err == nil
+	}
+	return e.Kind == kind
 }
 
 // lost counts the Warning events that say the state was lost.
@@ -198,8 +216,8 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	if max := int(time.Since(start)/(40*time.Millisecond)) + 1; len(held) < 5 || len(held) > max {
 		t.Errorf("admitted %d in %v with Redis down; want 5 to %d (a quarter of RPM 6000)", len(held), time.Since(start), max)
 	}
-	if n := ev.count(pacer.RedisDown); n != 1 {
-		t.Errorf("%d RedisDown events; want 1", n)
+	if n := ev.count(redisDown); n != 1 {
+		t.Errorf("%d Redis-lost events; want 1", n)
 	}
 
 	// Redis answers again: the shared budget admits, within a second.
@@ -207,7 +225,7 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	ev.waitFor(t, pacer.RedisUp, 1, 5*time.Second)
+	ev.waitFor(t, redisUp, 1, 5*time.Second)
 	l, err := p.Acquire(ctx, pacer.Request{Tokens: 1})
 	if err != nil || l.Info().Local {
 		t.Fatalf("Acquire once Redis answers = %v, %v; want a shared lease", l, err)
@@ -309,7 +327,7 @@ func TestLocalAcquireWaits(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		_ = l.Release(ctx)
+		_ = l.Fail(ctx, serverError, nil)
 	}()
 	start := time.Now()
 	l2, err := p.Acquire(ctx, pacer.Request{MaxWait: 10 * time.Second})
@@ -367,8 +385,8 @@ func TestCircuitIgnoresScriptErrorsAndDeadlines(t *testing.T) {
 		cancel()
 	}
 	px.Hang(false)
-	if n := k.count(pacer.RedisDown); n != 0 {
-		t.Errorf("%d RedisDown events for a script error and deadlines; want 0", n)
+	if n := k.count(redisDown); n != 0 {
+		t.Errorf("%d Redis-lost events for a script error and deadlines; want 0", n)
 	}
 	if l, err := ph.Acquire(ctx, pacer.Request{}); err != nil || l.Info().Local {
 		t.Errorf("Acquire once the proxy answers = %v, %v; want a shared lease", l, err)
@@ -418,7 +436,7 @@ func TestCircuitSparesTheDial(t *testing.T) {
 }
 
 // A client closed while Redis is down ends the probe: the circuit closes
-// (RedisUp) and calls meet the closed client's error, rather than a
+// (a Redis event without Err) and calls meet the closed client's error, rather than a
 // goroutine probing for ever.
 func TestProbeEndsWithClosedClient(t *testing.T) {
 	t.Parallel()
@@ -435,9 +453,9 @@ func TestProbeEndsWithClosedClient(t *testing.T) {
 	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrUnavailable) {
 		t.Fatalf("TryAcquire with Redis down = %v; want ErrUnavailable", err)
 	}
-	k.waitFor(t, pacer.RedisDown, 1, time.Second)
+	k.waitFor(t, redisDown, 1, time.Second)
 	_ = rdb.Close()
-	k.waitFor(t, pacer.RedisUp, 1, 2*time.Second)
+	k.waitFor(t, redisUp, 1, 2*time.Second)
 	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("TryAcquire on a closed client = %v; want redis.ErrClosed", err)
 	}
@@ -451,11 +469,11 @@ func TestWritesFailFastWhileDown(t *testing.T) {
 	b.Mini.Close()
 	ctx := context.Background()
 	_, _ = p.TryAcquire(ctx, pacer.Request{})
-	ev.waitFor(t, pacer.RedisDown, 1, time.Second)
+	ev.waitFor(t, redisDown, 1, time.Second)
 	start := time.Now()
 	for name, err := range map[string]error{
 		"Pause":     p.Pause(ctx, time.Second),
-		"Throttled": p.Throttled(ctx, time.Second, classify.LimitTokens, pacer.Request{Tokens: 10}),
+		"Throttled": pacer.Throttle(ctx, p, time.Second, classify.LimitTokens, pacer.Request{Tokens: 10}),
 		"Sync":      p.Sync(ctx, classify.RateLimits{Tokens: classify.Window{Limit: 60_000, Remaining: 100, Reset: time.Second, HasLimit: true, HasRemaining: true, HasReset: true}}),
 	} {
 		if !errors.Is(err, pacer.ErrUnavailable) {

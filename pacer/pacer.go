@@ -118,7 +118,7 @@ func (p *Pacer) adopt(s *settings) {
 	s.budget = &leaseBudget{
 		Client: p.rdb, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
 		Limit: s.limits.Concurrency, BatchSlots: wire.Slots(s.limits.Concurrency, s.keep),
-		NoRefund: s.noRefund, Ended: p.ended, Failed: p.emit,
+		NoRefund: s.noRefund, Ended: p.ended, Pacer: p,
 	}
 	p.cur.Store(s)
 }
@@ -157,7 +157,7 @@ func (p *Pacer) ended(e ending) {
 			}
 		}
 	}
-	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Used: e.Used, Held: e.Held, End: e.How, Err: e.Err, Local: e.Local})
+	p.emit(Event{Kind: Ended, Tokens: e.Tokens, Priority: e.Priority, Used: e.Used, Held: e.Held, End: e.How, Err: e.Err, Verdict: e.Verdict, Local: e.Local})
 	if e.Probe && e.How == Settled {
 		p.probeSucceeded()
 	}

@@ -17,24 +17,22 @@ import (
 // turn wait the pause out too (a Group's calls are routed again instead);
 // those of other processes that had reserved one go at their turn.
 //
-// After a provider's 429, prefer Throttled, which also brings the tripped
-// bucket back in line with the provider.
+// After a provider's 429 on a leased call, call Lease.Fail instead: it
+// pauses the budget too, and also brings the tripped bucket back in line
+// with the provider. Pause is for a 429 without a lease.
 func (p *Pacer) Pause(ctx context.Context, d time.Duration) error {
 	return p.pauseFor(ctx, d, "", nil, false)
 }
 
-// Throttled tells the budget that the provider refused a call of r for its
-// rate limit and asked to wait d. It pauses every process for d, like
-// Pause, and lowers the bucket the provider named (limit; classify.LimitUnknown
-// lowers both the request and the token bucket) so that when the pause ends
-// it holds no more than r needs: a 429 means the budget believed in room the
-// provider did not have, and a pause alone would leave it as far ahead, with
-// the pause's refill banked on top. Package retry and the transport of
-// package pacerhttp call it on every rate-limit answer.
-func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.Limit, r Request) error {
-	if err := checkTokens("Throttled: ", r); err != nil {
-		return err
-	}
+// throttled tells the budget that the provider refused a call that
+// reserved use for its rate limit and asked to wait d (see Lease.Fail).
+// It pauses every process for d, like Pause, and lowers the bucket the
+// provider named (limit; classify.LimitUnknown lowers both the request and
+// the token bucket) so that when the pause ends it holds no more than the
+// call needs: a 429 means the budget believed in room the provider did not
+// have, and a pause alone would leave it as far ahead, with the pause's
+// refill banked on top.
+func (p *Pacer) throttled(ctx context.Context, d time.Duration, limit classify.Limit, use wire.Use) error {
 	// The provider's limits that answer 429 are per minute or shorter:
 	// the buckets of the unit it named, with a window of a minute or less,
 	// are lowered; day buckets never are.
@@ -53,7 +51,6 @@ func (p *Pacer) Throttled(ctx context.Context, d time.Duration, limit classify.L
 	// call's share (at most a full bucket); never less than minus one full
 	// bucket (see lua/pause.lua).
 	var args []any
-	use := p.callOf(p.s(), r).use
 	for _, b := range p.s().configured() {
 		// A sliding window has no TAT to lower: the pause holds it back.
 		if !lower[b.unit] || b.window > time.Minute || b.wb.Sub > 0 {

@@ -51,7 +51,7 @@ type Snapshot struct {
 	// Stopped is how long the budget stays stopped unless a probe
 	// succeeds or Resume ends it (0 if not stopped), and StoppedBy the
 	// kind of stop, as the refusals' errors.Is says it: ErrQuotaExhausted
-	// (StopQuota) or ErrStopped (Stop); nil if not stopped.
+	// (Lease.Fail) or ErrStopped (Stop); nil if not stopped.
 	Stopped   time.Duration
 	StoppedBy error
 	// MeanHold is the recent mean time a lease of this Pacer was held (from

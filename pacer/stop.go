@@ -9,46 +9,43 @@ import (
 	"github.com/llmpacer/llmpacer/lua"
 )
 
-// defaultProbeInterval is how often a quota-stopped budget lets one call
-// through to see whether the provider serves again, when StopQuota is
-// given no interval.
-const defaultProbeInterval = time.Minute
+// defaultQuotaProbe is how often a quota-stopped budget lets one call
+// through to see whether the provider serves again, when
+// Config.QuotaProbe is 0.
+const defaultQuotaProbe = time.Minute
 
-// StopQuota tells the budget that the provider's quota is exhausted
-// (credits, billing or a daily quota: retrying cannot help). Every process
-// then fails its calls at once with a *RefusedError that matches
-// ErrQuotaExhausted, sending nothing, for d (the provider's reset when it
-// names one; at most 7 days) or until one probe succeeds: every probe
-// interval (a minute if 0), one call that fits the budget goes
-// through, in whichever process asks first, and a probe that is settled
-// (the call succeeded) resumes the budget for every process. A probe
-// refused for the quota again should call StopQuota again. No probe goes
-// through while the budget is paused.
+// stopQuota tells the budget that the provider's quota is exhausted
+// (credits, billing or a daily quota: retrying cannot help; see
+// Lease.Fail). Every process then fails its calls at once with a
+// *RefusedError that matches ErrQuotaExhausted, sending nothing, for d
+// (the provider's reset when it names one; at most 7 days) or until one
+// probe succeeds: every Config.QuotaProbe, one call that fits the budget
+// goes through, in whichever process asks first, and a probe that is
+// settled (the call succeeded) resumes the budget for every process. A
+// probe refused for the quota again stops the budget again, through its
+// own Fail. No probe goes through while the budget is paused.
 //
 // A stop only grows: a shorter d than the stop in force keeps its end. A
 // stop wins over a pause: a paused budget that is stopped refuses its
 // calls with the stop, at once, never with the pause's wait.
-func (p *Pacer) StopQuota(ctx context.Context, d, probe time.Duration) error {
-	if probe == 0 {
-		probe = defaultProbeInterval
-	}
-	if probe < time.Millisecond || probe > maxDur {
-		return invalidf("StopQuota(%v, %v): the probe interval must be between 1ms and %v (0 for the default %v)", d, probe, maxDur, defaultProbeInterval)
-	}
-	return p.stop(ctx, d, probe, wireQuota)
+func (p *Pacer) stopQuota(ctx context.Context, d time.Duration) error {
+	return p.stop(ctx, d, p.s().quotaProbe, wireQuota)
 }
 
 // Stop refuses every call of the budget, in every process, for d (at most
 // 7 days), with a *RefusedError that matches ErrStopped: an operator's
 // brake, for an incident or a runaway job. Calls already admitted run on.
-// Resume ends the stop sooner. A stop only grows, as for StopQuota; while
-// it lasts, a StopQuota only extends it, and no probe lifts it. It wins
-// over a pause, as for StopQuota.
+// Resume ends the stop sooner. A stop only grows: a shorter d than the
+// stop in force keeps its end. While it lasts, a stop for an exhausted
+// quota (Lease.Fail) only extends it, and no probe lifts it. A stop wins
+// over a pause: a paused budget that is stopped refuses its calls with
+// the stop, at once, never with the pause's wait.
 func (p *Pacer) Stop(ctx context.Context, d time.Duration) error {
 	return p.stop(ctx, d, 0, wireStop)
 }
 
-// Resume ends a stop (Stop or StopQuota) now, for every process.
+// Resume ends a stop (Stop, or Lease.Fail's on an exhausted quota) now,
+// for every process.
 func (p *Pacer) Resume(ctx context.Context) error {
 	v, err := p.call(ctx, lua.Stop, []any{0, 0, wireStop}, nil)
 	if err != nil {

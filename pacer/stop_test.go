@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,16 +20,26 @@ func TestQuotaStopAndProbe(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		t.Parallel() // the real lanes sleep out two probe intervals each, side by side
 		ctx := context.Background()
-		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10000}})
-		c := newClock(b)
 		// On a real Redis the clock runs: the refusals must come before
 		// the probe is due, however loaded the machine.
 		probe := 300 * time.Millisecond
 		if b.Mini == nil {
 			probe = 2 * time.Second
 		}
-		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
-			t.Fatalf("StopQuota = %v", err)
+		ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100, TPM: 10000}, QuotaProbe: probe})
+		c := newClock(b)
+		// A call answered insufficient_quota stops every process, for the
+		// provider's reset (here an hour), through its lease's Fail.
+		quota := classify.Verdict{Kind: classify.QuotaExhausted, Status: 429, Code: "insufficient_quota", RetryAfter: time.Hour}
+		first, err := ps[0].Acquire(ctx, pacer.Request{Tokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Fail(ctx, quota, nil); err != nil {
+			t.Fatalf("Fail(quota) = %v", err)
+		}
+		if first.Info().State != pacer.Rejected {
+			t.Errorf("the quota-refused lease ended %v; want rejected", first.Info().State)
 		}
 		for i, p := range ps {
 			began := time.Now()
@@ -51,8 +62,8 @@ func TestQuotaStopAndProbe(t *testing.T) {
 		if s.StoppedBy != pacer.ErrQuotaExhausted || s.Stopped < 59*time.Minute {
 			t.Errorf("Snapshot: Stopped %v by %v; want about an hour by quota", s.Stopped, s.StoppedBy)
 		}
-		if s.Rate("tpm").Level != 10000 || s.Rate("rpm").Level != 100 {
-			t.Errorf("levels after refusals: RPM %v TPM %v; want both full: nothing charged", s.Rate("rpm").Level, s.Rate("tpm").Level)
+		if s.Rate("tpm").Level != 10000 || s.Rate("rpm").Level < 99-levelEps || s.Rate("rpm").Level > 100 {
+			t.Errorf("levels after refusals: RPM %v TPM %v; want TPM full and RPM 99: the quota-refused call counted as a request only, the refusals nothing", s.Rate("rpm").Level, s.Rate("tpm").Level)
 		}
 
 		// The probe interval passes: one call goes through, the next is
@@ -65,11 +76,9 @@ func TestQuotaStopAndProbe(t *testing.T) {
 		if _, err := ps[0].Acquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("a second call right after the probe = %v; want it refused", err)
 		}
-		// The probe failed for the quota again: stopped again.
-		if err := l.Reject(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := ps[1].StopQuota(ctx, time.Hour, probe); err != nil {
+		// The probe failed for the quota again: its Fail stops the budget
+		// again.
+		if err := l.Fail(ctx, quota, nil); err != nil {
 			t.Fatal(err)
 		}
 		c.advance(probe + 50*time.Millisecond)
@@ -135,7 +144,6 @@ func TestStopInvalid(t *testing.T) {
 	ctx := context.Background()
 	for _, err := range []error{
 		p.Stop(ctx, 0), p.Stop(ctx, -time.Second), p.Stop(ctx, 8*24*time.Hour),
-		p.StopQuota(ctx, time.Hour, -time.Second), p.StopQuota(ctx, 0, time.Second),
 	} {
 		if !errors.Is(err, pacer.ErrInvalid) {
 			t.Errorf("got %v; want ErrInvalid", err)
@@ -143,6 +151,12 @@ func TestStopInvalid(t *testing.T) {
 	}
 	if s := snap(t, p); s.Stopped != 0 {
 		t.Errorf("stopped %v after only invalid stops", s.Stopped)
+	}
+	for _, probe := range []time.Duration{-time.Second, time.Microsecond, 8 * 24 * time.Hour} {
+		cfg := pacer.Config{Name: "quota-probe", Limits: pacer.Limits{RPM: 10}, QuotaProbe: probe}
+		if _, err := pacer.New(b.Client(t), cfg); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "QuotaProbe") {
+			t.Errorf("New with QuotaProbe %v = %v; want ErrInvalid naming the field", probe, err)
+		}
 	}
 }
 
@@ -217,7 +231,7 @@ func TestOperatorStopOutlivesQuotaMachinery(t *testing.T) {
 		c := newClock(b)
 		const probe = 200 * time.Millisecond
 		// A probe admitted under a quota stop...
-		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+		if err := pacer.StopQuota(ctx, ps[0], time.Hour, probe); err != nil {
 			t.Fatal(err)
 		}
 		c.advance(probe + 50*time.Millisecond)
@@ -230,7 +244,7 @@ func TestOperatorStopOutlivesQuotaMachinery(t *testing.T) {
 		if err := ps[0].Stop(ctx, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+		if err := pacer.StopQuota(ctx, ps[0], time.Hour, probe); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Settle(ctx, 0); err != nil { // the probe succeeds
@@ -279,7 +293,7 @@ func TestStopReachesReservedTurns(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := p.StopQuota(ctx, time.Hour, time.Hour); err != nil {
+	if err := pacer.StopQuota(ctx, p, time.Hour, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -334,7 +348,7 @@ func TestStopWinsOverPause(t *testing.T) {
 			t.Fatal(err)
 		}
 		probe := 200 * time.Millisecond
-		if err := ps[0].StopQuota(ctx, time.Hour, probe); err != nil {
+		if err := pacer.StopQuota(ctx, ps[0], time.Hour, probe); err != nil {
 			t.Fatal(err)
 		}
 		c.advance(probe + probe/2)

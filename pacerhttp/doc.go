@@ -33,14 +33,14 @@
 //     provider's delay (the answer goes back to the SDK unchanged, and its
 //     retry waits in Acquire; a group transport first sends the call on to
 //     another deployment with room, see NewGroupTransport); an exhausted
-//     quota stops the budget in every
-//     process (their calls fail at once with an error matching
-//     pacer.ErrQuotaExhausted, sending nothing) until one probe succeeds;
-//     the lease of a failed call ends by pacer.Lease.Fail's rule, as in
-//     retry.Run: a 429, a 5xx (Anthropic's 529 overloaded included) or a
-//     network failure keeps the reservation; an exhausted quota or another
-//     4xx (but a 408, 409 or 425, which may have been processed) gives the
-//     tokens back;
+//     quota stops the budget in every process (their calls fail at once
+//     with an error matching pacer.ErrQuotaExhausted, sending nothing)
+//     until one probe (every pacer.Config.QuotaProbe) succeeds. All of it
+//     is pacer.Lease.Fail, as in retry.Run, which also ends the failed
+//     call's lease: a 429, a 5xx (Anthropic's 529 overloaded included) or
+//     a network failure keeps the reservation; an exhausted quota or
+//     another 4xx (but a 408, 409 or 425, which may have been processed)
+//     gives the tokens back;
 //   - follows the provider's rate-limit headers (pacer.Sync), so a caller
 //     outside the pacer on the same key is seen within one answer.
 //

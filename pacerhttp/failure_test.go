@@ -12,7 +12,6 @@ import (
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
-	"github.com/llmpacer/llmpacer/pacerhttp"
 	ooption "github.com/openai/openai-go/v3/option"
 )
 
@@ -201,15 +200,15 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 			probe = time.Second
 		}
 		r := newRig(t, b, wide, fakeprovider.Config{})
+		r.cfg.QuotaProbe = probe // a stop's probe interval: the budget's, not the transport's
 		p1, ev1 := r.pacer()
 		p2, ev2 := r.pacer()
 		ctx := context.Background()
-		opt := pacerhttp.WithQuotaProbe(probe)
 		// No SDK retries here: a transport error is a connection error to
 		// the SDK, which retries it after 0.5 s and 1 s; on a running clock
 		// a retry past the probe interval would be the probe, and the
 		// count of requests would depend on timing.
-		c1 := r.openaiAt(p1, "/v1/", []ooption.RequestOption{ooption.WithMaxRetries(0)}, opt)
+		c1 := r.openaiAt(p1, "/v1/", []ooption.RequestOption{ooption.WithMaxRetries(0)})
 
 		r.provider.StopQuota()
 		if _, err := c1.Chat.Completions.New(ctx, chatParams(10)); err == nil {
@@ -219,7 +218,7 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 			t.Fatalf("snapshot %+v, %v; want stopped by quota", s, err)
 		}
 		began := time.Now()
-		_, _, err := r.post(r.http(p2, opt), "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+		_, _, err := r.post(r.http(p2), "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
 		if !errors.Is(err, pacer.ErrQuotaExhausted) {
 			t.Fatalf("another process's call = %v; want ErrQuotaExhausted", err)
 		}
@@ -231,7 +230,7 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 			// with its default retries; on a stopped clock no probe comes
 			// due, and each retry is refused too.
 			denied := len(ev2.of(pacer.Denied))
-			c := r.openai(p2, opt)
+			c := r.openai(p2)
 			if _, err := c.Chat.Completions.New(ctx, chatParams(10)); !errors.Is(err, pacer.ErrQuotaExhausted) {
 				t.Fatalf("the other process's SDK call = %v; want ErrQuotaExhausted", err)
 			}
@@ -245,7 +244,7 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 
 		r.provider.ResumeQuota()
 		clk.advance(probe + probe/4)
-		c2 := r.openai(p2, opt) // default retries: the probe succeeds at once
+		c2 := r.openai(p2) // default retries: the probe succeeds at once
 		if _, err := c2.Chat.Completions.New(ctx, chatParams(10)); err != nil {
 			t.Fatalf("the probe after ResumeQuota = %v; want it through", err)
 		}
@@ -257,7 +256,7 @@ func TestQuotaStopsAndProbeResumesTheFleet(t *testing.T) {
 				s, err := p.Snapshot(ctx)
 				return err == nil && s.Stopped == 0
 			})
-			c := r.openai(p, opt)
+			c := r.openai(p)
 			if _, err := c.Chat.Completions.New(ctx, chatParams(10)); err != nil {
 				t.Errorf("process %d after the probe: %v; want the budget resumed", i+1, err)
 			}

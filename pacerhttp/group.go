@@ -175,7 +175,7 @@ func (t *transport) syncer(p *pacer.Pacer) *syncer {
 // has one.
 func (t *transport) cooldown(ctx context.Context, p *pacer.Pacer) {
 	if t.g != nil {
-		bounded(ctx, func(ctx context.Context) error { return t.g.Cooldown(ctx, p, 0) })
+		_ = t.g.Cooldown(ctx, p, 0) // reaches the fleet even when ctx is done
 	}
 }
 

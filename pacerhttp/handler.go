@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -37,7 +38,7 @@ import (
 // with a short plain-text body that names the kind of failure, never its
 // details (tell WithErrorLog to log those):
 //
-//   - the budget stopped (pacer.Pacer.StopQuota, pacer.Pacer.Stop) or paused by the
+//   - the budget stopped (pacer.Lease.Fail on an exhausted quota, pacer.Pacer.Stop) or paused by the
 //     provider's 429s: 503 Service Unavailable with Retry-After. The
 //     service, not the client, is short: a 429 would tell the client it
 //     sent too much;
@@ -120,7 +121,7 @@ type handler struct {
 // maxRoom bounds WithWaitingRoom, as pacer bounds Request.MaxWait.
 const maxRoom = 7 * 24 * time.Hour
 
-// endTimeout bounds the Release that ends a lease after the handler
+// endTimeout bounds the Fail that ends a lease after the handler
 // returns, on a context the client's disconnect does not cancel: a lease
 // left unended would hold its concurrency slot until its TTL.
 const endTimeout = 5 * time.Second
@@ -187,7 +188,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, l *pacer.Lease) 
 		stop()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), endTimeout)
 		defer cancel()
-		if err := l.Release(ctx); err != nil && !errors.Is(err, pacer.ErrLeaseExpired) {
+		// Unless h settled it, the lease ends keeping its reservation: a
+		// failure nothing is known of, which tells the budget nothing.
+		if err := l.Fail(ctx, classify.Verdict{}, nil); err != nil && !errors.Is(err, pacer.ErrLeaseExpired) {
 			h.log(r, fmt.Errorf("pacerhttp: releasing the request's lease: %w", err))
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
@@ -55,7 +56,7 @@ func BenchmarkHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := l.Release(ctx); err != nil {
+			if err := l.Fail(ctx, classify.Verdict{}, nil); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -20,8 +20,9 @@ const leaseKey handlerKey = 0
 //		pacerhttp.LeaseFrom(r.Context()).Settle(r.Context(), reply.Usage.TotalTokens)
 //	}
 //
-// Ending a lease twice changes the budget once, so the handler's Release
-// after a Settle is a no-op.
+// Ending a lease twice changes the budget once, so the handler's end
+// after a Settle is a no-op. A handler whose own call failed ends the lease
+// with Fail, which also pauses or stops the budget as the provider asks.
 func LeaseFrom(ctx context.Context) *pacer.Lease {
 	l, _ := ctx.Value(leaseKey).(*pacer.Lease)
 	return l

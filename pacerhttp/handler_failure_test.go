@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/llmpacer/llmpacer/pacerhttp"
@@ -70,8 +71,8 @@ func TestHandlerFailures(t *testing.T) {
 		{name: "stopped by an operator", cfg: pacer.Config{Limits: pacer.Limits{RPM: 10}}, opts: []pacerhttp.HandlerOption{budgetOnly},
 			before: func(p *pacer.Pacer, _ redistest.Backend) { p.Stop(ctx, 30*time.Second) },
 			status: 503, retryAfter: "30", problemType: "#temporary-reduced-capacity"},
-		{name: "quota stop", cfg: pacer.Config{Limits: pacer.Limits{RPM: 10}}, opts: []pacerhttp.HandlerOption{budgetOnly},
-			before: func(p *pacer.Pacer, _ redistest.Backend) { p.StopQuota(ctx, time.Hour, 20*time.Second) },
+		{name: "quota stop", cfg: pacer.Config{Limits: pacer.Limits{RPM: 10}, QuotaProbe: 20 * time.Second}, opts: []pacerhttp.HandlerOption{budgetOnly},
+			before: func(p *pacer.Pacer, _ redistest.Backend) { stopQuota(t, p) },
 			status: 503, retryAfter: "20", problemType: "#temporary-reduced-capacity"},
 		{name: "paused after the provider's 429", cfg: pacer.Config{Limits: pacer.Limits{RPM: 10}}, opts: []pacerhttp.HandlerOption{budgetOnly},
 			before: func(p *pacer.Pacer, _ redistest.Backend) { p.Pause(ctx, 8*time.Second) },
@@ -155,9 +156,7 @@ func TestHandlerFallbackOnStop(t *testing.T) {
 			got = why
 			io.WriteString(w, "served by the small model")
 		}))
-	if err := p.StopQuota(ctx, time.Hour, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	stopQuota(t, p)
 	resp, body := get(t, ctx, srv.URL, 0, -1)
 	if resp.StatusCode != 200 || body != "served by the small model" {
 		t.Errorf("answer = %d %q; want the fallback's", resp.StatusCode, body)
@@ -222,4 +221,18 @@ func TestHandlerLeaseLifetime(t *testing.T) {
 			t.Errorf("after the panic = %d %s; want the slot free", resp.StatusCode, body)
 		}
 	})
+}
+
+// stopQuota stops p's budget as a call answered insufficient_quota does:
+// through its lease's Fail, for an hour, probing every Config.QuotaProbe.
+func stopQuota(t *testing.T, p *pacer.Pacer) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := p.TryAcquire(ctx, pacer.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fail(ctx, classify.Verdict{Kind: classify.QuotaExhausted, Status: 429, RetryAfter: time.Hour}, nil); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -152,7 +152,7 @@ func (m *meter) finish(eof bool) {
 	case failure && !ok:
 		// An error event inside a 200 stream: answered as the same error
 		// before the stream began would be.
-		m.t.answer(m.ctx, v, m.p, m.l, m.tokens, v.Status)
+		m.t.answer(m.ctx, v, m.p, m.l, v.Status)
 	case ok:
 		// Input is all the prompt the provider processed (cache reads and
 		// writes included), so that input and output add up to the total;
@@ -162,17 +162,18 @@ func (m *meter) finish(eof bool) {
 		used := pacer.Usage{Input: total - out, Output: out}
 		// Read from the provider's cache, priced apart by Spend rates.
 		used.CachedInput = min(max(u.Cached, u.CacheRead, 0), used.Input)
-		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.SettleUsage(ctx, used) })
+		settle(m.ctx, m.l, func(ctx context.Context) error { return m.l.SettleUsage(ctx, used) })
 	case eof && !failure:
 		// A whole answer that reports no usage: the call succeeded, and
 		// the provider may have counted all it reserved. Settled at the
 		// reservation (never 0), so that a stopped budget's probe counts
 		// as the success it is.
-		end(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, m.l.Info().Tokens) })
+		settle(m.ctx, m.l, func(ctx context.Context) error { return m.l.Settle(ctx, m.l.Info().Tokens) })
 	default:
 		// A stream cut or closed early: the provider may have counted
-		// everything. Keep the reservation.
-		end(m.ctx, m.l, m.l.Release)
+		// everything. Keep the reservation: a failure nothing is known
+		// of, which tells the budget nothing.
+		_ = m.l.Fail(m.ctx, classify.Verdict{}, nil)
 	}
 }
 

@@ -1,8 +1,6 @@
 package pacerhttp
 
 import (
-	"time"
-
 	"github.com/llmpacer/llmpacer/estimate"
 )
 
@@ -31,14 +29,13 @@ type config struct {
 	maxBody          int64
 	includeUsage     bool
 	headerSync       bool
-	probe            time.Duration
 	estimateOpts     []estimate.Option
 }
 
 func defaults() config {
 	return config{
 		defaultMaxOutput: DefaultMaxOutput, defaultTokens: DefaultTokens, maxBody: DefaultMaxBody,
-		includeUsage: true, headerSync: true, probe: time.Minute,
+		includeUsage: true, headerSync: true,
 	}
 }
 
@@ -65,12 +62,6 @@ func WithIncludeUsage(on bool) Option { return func(c *config) { c.includeUsage 
 // budget when they report less room than it believes (default true; see
 // pacer.Sync).
 func WithHeaderSync(on bool) Option { return func(c *config) { c.headerSync = on } }
-
-// WithQuotaProbe sets how often a budget stopped for an exhausted quota
-// lets one call through to see whether the provider serves again (default a
-// minute, as pacer.StopQuota's). d must be at least 1ms: 0 is invalid here,
-// not the default.
-func WithQuotaProbe(d time.Duration) Option { return func(c *config) { c.probe = d } }
 
 // WithEstimateOptions passes options to every estimate.New the transport
 // makes: estimate.WithEncoding for Azure deployments whose names hide the

@@ -50,8 +50,6 @@ func (c config) check() error {
 		return fmt.Errorf("%w: pacerhttp.WithDefaultTokens(%d): must be positive", pacer.ErrInvalid, c.defaultTokens)
 	case c.maxBody <= 0:
 		return fmt.Errorf("%w: pacerhttp.WithMaxBody(%d): must be positive", pacer.ErrInvalid, c.maxBody)
-	case c.probe < time.Millisecond:
-		return fmt.Errorf("%w: pacerhttp.WithQuotaProbe(%v): must be at least 1ms", pacer.ErrInvalid, c.probe)
 	}
 	if _, err := estimate.New("", c.estimateOpts...); err != nil {
 		return fmt.Errorf("%w: pacerhttp.WithEstimateOptions: %v", pacer.ErrInvalid, err)
@@ -152,10 +150,10 @@ func (t *transport) send(ctx context.Context, at *attempt, out *http.Request, l 
 	k := keep(l)
 	resp, err := base.RoundTrip(out)
 	if err != nil {
-		// Sent or not, the provider may have counted it: keep the
+		// Sent or not, the provider may have counted it: Fail keeps the
 		// reservation, as for a timeout.
 		k.stop()
-		end(ctx, l, l.Release)
+		_ = l.Fail(ctx, classify.FromError(err), err)
 		if ctx.Err() == nil {
 			t.cooldown(ctx, p) // the deployment did not answer
 		}
@@ -171,7 +169,7 @@ func (t *transport) send(ctx context.Context, at *attempt, out *http.Request, l 
 		if rl != nil {
 			t.syncer(p).push(*rl)
 		}
-		return resp, t.failed(ctx, resp, p, l, at.tokens), true, nil
+		return resp, t.failed(ctx, resp, p, l), true, nil
 	}
 	stream := at.parsed && at.c.Stream || at.a == apiGeminiStream ||
 		strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
@@ -225,68 +223,38 @@ func (t *transport) prepare(req *http.Request, a api, urlModel string) (out *htt
 // failed answers a provider's refusal for the whole fleet, puts the part
 // read to classify it back, so that the SDK gets the answer unchanged, and
 // returns its verdict.
-func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pacer, l *pacer.Lease, tokens int64) classify.Verdict {
+func (t *transport) failed(ctx context.Context, resp *http.Response, p *pacer.Pacer, l *pacer.Lease) classify.Verdict {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, classify.MaxBodyBytes))
 	resp.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 	v := classify.FromHTTP(resp.StatusCode, resp.Header, head)
-	t.answer(ctx, v, p, l, tokens, resp.StatusCode)
+	t.answer(ctx, v, p, l, resp.StatusCode)
 	return v
 }
 
-// answer ends the lease of a failed call by pacer.Lease.Fail's rule, then
-// pauses or stops the budget p when the provider asks for it (or cools a
-// failing deployment down): before the SDK sees the answer, so that its
+// answer ends the lease of a failed call by pacer.Lease.Fail, which also
+// pauses or stops the budget when the provider asks for it, and cools a
+// failing deployment down: before the SDK sees the answer, so that its
 // retry meets the pause (or, in a group, goes to another deployment).
-func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, tokens int64, status int) {
-	end(ctx, l, func(ctx context.Context) error { return l.Fail(ctx, v, nil) })
-	switch {
-	case v.Kind == classify.RateLimited:
-		// Hold every process back for the provider's delay.
-		d := v.RetryAfter
-		if d <= 0 {
-			d = time.Second // as retry.Run pauses after a 429 that names no delay
-		}
-		bounded(ctx, func(ctx context.Context) error {
-			return p.Throttled(ctx, d, v.Limit, pacer.Request{Tokens: tokens})
-		})
-	case v.Kind == classify.QuotaExhausted:
-		bounded(ctx, func(ctx context.Context) error {
-			return p.StopQuota(ctx, classify.MaxRetryAfter, t.cfg.probe)
-		})
-	case status >= 500 || status == 0:
+func (t *transport) answer(ctx context.Context, v classify.Verdict, p *pacer.Pacer, l *pacer.Lease, status int) {
+	_ = l.Fail(ctx, v, nil)
+	if v.Kind != classify.RateLimited && v.Kind != classify.QuotaExhausted && (status >= 500 || status == 0) {
 		t.cooldown(ctx, p)
 	}
 }
 
-// bounded runs f with ctx, or if ctx is done with a short context of its
-// own: a pause or stop must reach the fleet even when the caller has given
-// up. A failure is dropped: the next answer of the kind tries again.
-func bounded(ctx context.Context, f func(context.Context) error) {
-	if ctx.Err() == nil {
-		_ = f(ctx)
-		return
-	}
-	// The caller has given up: not held for it.
-	go func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = f(c)
-	}()
-}
-
-// end ends a lease with f, with ctx: a lease whose end fails (Redis
+// settle settles a lease with f, with ctx: a lease whose end fails (Redis
 // unreachable, or ctx done) keeps trying in the background until it lands
 // or the lease expires (its reservation then stays charged, the safe
 // side), the same loop for every caller (see pacer.Lease.Settle). A
 // caller is never held past its context.
-func end(ctx context.Context, l *pacer.Lease, f func(context.Context) error) {
-	// An end the lease refuses (a usage it cannot take) must not leave it
-	// held: it is released instead, keeping its reservation.
+func settle(ctx context.Context, l *pacer.Lease, f func(context.Context) error) {
+	// A usage the lease refuses must not leave it held: it ends as a
+	// failure nothing is known of, keeping its reservation.
 	if err := f(ctx); errors.Is(err, pacer.ErrInvalid) {
-		_ = l.Release(ctx)
+		_ = l.Fail(ctx, classify.Verdict{}, nil)
 	}
 }
 

@@ -192,7 +192,6 @@ func TestBadTransportFailsClearly(t *testing.T) {
 	for name, rt := range map[string]http.RoundTripper{
 		"nil pacer":     pacerhttp.NewTransport(nil, nil),
 		"bad max body":  pacerhttp.NewTransport(p, nil, pacerhttp.WithMaxBody(0)),
-		"bad probe":     pacerhttp.NewTransport(p, nil, pacerhttp.WithQuotaProbe(-time.Second)),
 		"bad max out":   pacerhttp.NewTransport(p, nil, pacerhttp.WithDefaultMaxOutput(-1)),
 		"bad tokens":    pacerhttp.NewTransport(p, nil, pacerhttp.WithDefaultTokens(0)),
 		"nil option ok": nil,

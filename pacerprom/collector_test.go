@@ -42,20 +42,21 @@ func TestScriptedSequence(t *testing.T) {
 	}
 	// chat: tpm 6000 → 5000, rpm 60 → 59.
 	l1 := try(chat, pacer.Request{Tokens: 1000})
-	advance(time.Second)                                        // tpm 5100, rpm 60 (full)
-	must(t, l1.Settle(ctx, 600))                                // 400 back: tpm 5500; held 1 s
-	l2 := try(chat, pacer.Request{Tokens: 2000})                // tpm 3500, rpm 59
-	advance(time.Second)                                        // tpm 3600, rpm 60
-	must(t, l2.Settle(ctx, 2500))                               // 500 of debt: tpm 3100; held 1 s
-	must(t, try(chat, pacer.Request{Tokens: 500}).Release(ctx)) // tpm 2600, rpm 59; held 0
-	must(t, try(chat, pacer.Request{Tokens: 300}).Cancel(ctx))  // all back: tpm 2600, rpm 59
+	advance(time.Second)                                                              // tpm 5100, rpm 60 (full)
+	must(t, l1.Settle(ctx, 600))                                                      // 400 back: tpm 5500; held 1 s
+	l2 := try(chat, pacer.Request{Tokens: 2000})                                      // tpm 3500, rpm 59
+	advance(time.Second)                                                              // tpm 3600, rpm 60
+	must(t, l2.Settle(ctx, 2500))                                                     // 500 of debt: tpm 3100; held 1 s
+	must(t, try(chat, pacer.Request{Tokens: 500}).Fail(ctx, classify.Verdict{}, nil)) // released: tpm 2600, rpm 59; held 0
+	must(t, try(chat, pacer.Request{Tokens: 300}).Cancel(ctx))                        // all back: tpm 2600, rpm 59
 	if _, err := chat.TryAcquire(ctx, pacer.Request{Tokens: 3000}); !errors.Is(err, pacer.ErrNotYet) {
 		t.Fatalf("TryAcquire(3000 of 2600) = %v; want ErrNotYet", err)
 	}
 	try(chat, pacer.Request{Tokens: 100, Priority: pacer.Batch}) // held: tpm 2500, rpm 58, 1 slot
 	must(t, chat.Pause(ctx, 3*time.Second))
 
-	// batch: a call the provider refuses for good, then a quota stop.
+	// batch: a call the provider refuses for good, then a quota stop, then
+	// a 429 on a call admitted before the stop.
 	fail := errors.New("bad request")
 	_, err := retry.Run(ctx, batch, pacer.Request{Tokens: 50},
 		func(context.Context) (int, error) { return 0, fail }, nil,
@@ -64,32 +65,42 @@ func TestScriptedSequence(t *testing.T) {
 		t.Fatalf("Run(WithNoWait) = %v; want the call's error", err)
 	}
 	// The rejected call keeps its request (rpm 59) and gives its tokens
-	// back (tpd 86400).
-	must(t, batch.StopQuota(ctx, 10*time.Minute, 0))
+	// back (tpd 86400). So does a call out of quota (rpm 57, after the
+	// call the 429 answers below), which stops the budget.
+	limited := try(batch, pacer.Request{})
+	quota := errors.New("insufficient_quota")
+	_, err = retry.Run(ctx, batch, pacer.Request{},
+		func(context.Context) (int, error) { return 0, quota }, nil,
+		retry.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.QuotaExhausted, Status: 429} }), retry.WithNoWait())
+	if !errors.Is(err, quota) {
+		t.Fatalf("Run(quota) = %v; want the call's error", err)
+	}
 	if _, err := batch.TryAcquire(ctx, pacer.Request{Tokens: 10}); !errors.Is(err, pacer.ErrQuotaExhausted) {
 		t.Fatalf("TryAcquire() while stopped = %v; want ErrQuotaExhausted", err)
 	}
 	// A 429 on requests for 2 s: rpm is lowered to hold one request when
 	// the pause ends, so it reads 1 - 2 = -1 now.
-	must(t, batch.Throttled(ctx, 2*time.Second, classify.LimitRequests, pacer.Request{Tokens: 10}))
+	must(t, limited.Fail(ctx, classify.Verdict{Kind: classify.RateLimited, Status: 429, Limit: classify.LimitRequests, RetryAfter: 2 * time.Second}, nil))
 
 	compare(t, m, `
 # HELP llmpacer_admissions_total Leases granted (Admitted events).
 # TYPE llmpacer_admissions_total counter
-llmpacer_admissions_total{budget="batch",priority="interactive"} 1
+llmpacer_admissions_total{budget="batch",priority="interactive"} 3
 llmpacer_admissions_total{budget="chat",priority="batch"} 1
 llmpacer_admissions_total{budget="chat",priority="interactive"} 4
 # HELP llmpacer_denials_total Calls refused: wait bound too short, no room now for TryAcquire, or the budget stopped (Denied events).
 # TYPE llmpacer_denials_total counter
 llmpacer_denials_total{budget="batch",limit="quota",priority="interactive"} 1
 llmpacer_denials_total{budget="chat",limit="tpm",priority="interactive"} 1
-# HELP llmpacer_failures_total Calls that failed (retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Failed events).
+# HELP llmpacer_failures_total Calls that failed (Lease.Fail: retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Ended events with a Verdict).
 # TYPE llmpacer_failures_total counter
 llmpacer_failures_total{budget="batch",verdict="permanent"} 1
-# HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).
+llmpacer_failures_total{budget="batch",verdict="quota_exhausted"} 1
+llmpacer_failures_total{budget="batch",verdict="rate_limited"} 1
+# HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Lease.Fail), by the limit the 429 named (pause: none).
 # TYPE llmpacer_throttles_total counter
 llmpacer_throttles_total{budget="batch",limit="rpm"} 1
-# HELP llmpacer_pauses_total Pauses set or extended: Pause, and every 429 through Throttled (Paused events).
+# HELP llmpacer_pauses_total Pauses set or extended: Pause, and every 429 through Lease.Fail (Paused events).
 # TYPE llmpacer_pauses_total counter
 llmpacer_pauses_total{budget="batch",limit="rpm"} 1
 llmpacer_pauses_total{budget="chat",limit="pause"} 1
@@ -98,7 +109,8 @@ llmpacer_pauses_total{budget="chat",limit="pause"} 1
 llmpacer_stops_total{budget="batch",limit="quota"} 1
 # HELP llmpacer_leases_ended_total Leases ended, by how: settled, released, canceled, expired, rejected (Ended events).
 # TYPE llmpacer_leases_ended_total counter
-llmpacer_leases_ended_total{budget="batch",end="rejected"} 1
+llmpacer_leases_ended_total{budget="batch",end="rejected"} 2
+llmpacer_leases_ended_total{budget="batch",end="released"} 1
 llmpacer_leases_ended_total{budget="chat",end="canceled"} 1
 llmpacer_leases_ended_total{budget="chat",end="released"} 1
 llmpacer_leases_ended_total{budget="chat",end="settled"} 2
@@ -120,10 +132,10 @@ llmpacer_debt_tokens_total{budget="batch"} 0
 llmpacer_debt_tokens_total{budget="chat"} 500
 # HELP llmpacer_wait_seconds Time Acquire waited before a lease was granted.
 # TYPE llmpacer_wait_seconds histogram
-llmpacer_wait_seconds_bucket{budget="batch",priority="interactive",le="1"} 1
-llmpacer_wait_seconds_bucket{budget="batch",priority="interactive",le="+Inf"} 1
+llmpacer_wait_seconds_bucket{budget="batch",priority="interactive",le="1"} 3
+llmpacer_wait_seconds_bucket{budget="batch",priority="interactive",le="+Inf"} 3
 llmpacer_wait_seconds_sum{budget="batch",priority="interactive"} 0
-llmpacer_wait_seconds_count{budget="batch",priority="interactive"} 1
+llmpacer_wait_seconds_count{budget="batch",priority="interactive"} 3
 llmpacer_wait_seconds_bucket{budget="chat",priority="batch",le="1"} 1
 llmpacer_wait_seconds_bucket{budget="chat",priority="batch",le="+Inf"} 1
 llmpacer_wait_seconds_sum{budget="chat",priority="batch"} 0
@@ -134,11 +146,11 @@ llmpacer_wait_seconds_sum{budget="chat",priority="interactive"} 0
 llmpacer_wait_seconds_count{budget="chat",priority="interactive"} 4
 # HELP llmpacer_hold_seconds Time a lease was held, from its turn to its settle, release or rejection.
 # TYPE llmpacer_hold_seconds histogram
-llmpacer_hold_seconds_bucket{budget="batch",le="0.5"} 1
-llmpacer_hold_seconds_bucket{budget="batch",le="2"} 1
-llmpacer_hold_seconds_bucket{budget="batch",le="+Inf"} 1
+llmpacer_hold_seconds_bucket{budget="batch",le="0.5"} 3
+llmpacer_hold_seconds_bucket{budget="batch",le="2"} 3
+llmpacer_hold_seconds_bucket{budget="batch",le="+Inf"} 3
 llmpacer_hold_seconds_sum{budget="batch"} 0
-llmpacer_hold_seconds_count{budget="batch"} 1
+llmpacer_hold_seconds_count{budget="batch"} 3
 llmpacer_hold_seconds_bucket{budget="chat",le="0.5"} 1
 llmpacer_hold_seconds_bucket{budget="chat",le="2"} 3
 llmpacer_hold_seconds_bucket{budget="chat",le="+Inf"} 3
@@ -176,7 +188,7 @@ llmpacer_pause_remaining_seconds{budget="batch"} 2
 llmpacer_pause_remaining_seconds{budget="chat"} 3
 # HELP llmpacer_stop_remaining_seconds How long the budget stays stopped unless a probe succeeds or Resume ends it; 0 if not stopped.
 # TYPE llmpacer_stop_remaining_seconds gauge
-llmpacer_stop_remaining_seconds{budget="batch"} 600
+llmpacer_stop_remaining_seconds{budget="batch"} 86400
 llmpacer_stop_remaining_seconds{budget="chat"} 0
 # HELP llmpacer_stopped 1 while the budget is stopped by this kind of stop: quota (the provider's quota is exhausted) or stop (an operator's Stop).
 # TYPE llmpacer_stopped gauge
@@ -204,11 +216,13 @@ func TestUnnamedThrottleCounts(t *testing.T) {
 	ctx := context.Background()
 	m := pacerprom.New()
 	p := newPacer(t, b, pacer.Config{Name: "chat", Limits: pacer.Limits{RPM: 100}, Observe: m.Observe})
+	l, err := p.TryAcquire(ctx, pacer.Request{})
+	must(t, err)
 	must(t, p.Pause(ctx, time.Second))
-	must(t, p.Throttled(ctx, time.Second, classify.LimitUnknown, pacer.Request{}))
+	must(t, l.Fail(ctx, classify.Verdict{Kind: classify.RateLimited, Status: 429}, nil))
 	r := prometheus.NewPedanticRegistry()
 	must(t, r.Register(m))
-	want := `# HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).
+	want := `# HELP llmpacer_throttles_total Provider 429s, each pausing the budget (Paused events from Lease.Fail), by the limit the 429 named (pause: none).
 # TYPE llmpacer_throttles_total counter
 llmpacer_throttles_total{budget="chat",limit="pause"} 1
 `

@@ -3,6 +3,7 @@ package pacerprom
 import (
 	"errors"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -38,9 +39,9 @@ func newEventMetrics(cfg config) eventMetrics {
 		admissions: counter("admissions_total", "Leases granted (Admitted events).", "budget", "priority"),
 		waits:      counter("waits_total", "Sleeps in Acquire for a limit without room (Waiting events); a call may sleep more than once.", "budget", "limit", "priority"),
 		denials:    counter("denials_total", "Calls refused: wait bound too short, no room now for TryAcquire, or the budget stopped (Denied events).", "budget", "limit", "priority"),
-		failures:   counter("failures_total", "Calls that failed (retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Failed events).", "budget", "verdict"),
-		throttles:  counter("throttles_total", "Provider 429s, each pausing the budget (Paused events from Throttled), by the limit the 429 named (pause: none).", "budget", "limit"),
-		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Throttled (Paused events).", "budget", "limit"),
+		failures:   counter("failures_total", "Calls that failed (Lease.Fail: retry.Run and RunGroup, the pacerhttp transport), by what the failure means (Ended events with a Verdict).", "budget", "verdict"),
+		throttles:  counter("throttles_total", "Provider 429s, each pausing the budget (Paused events from Lease.Fail), by the limit the 429 named (pause: none).", "budget", "limit"),
+		pauses:     counter("pauses_total", "Pauses set or extended: Pause, and every 429 through Lease.Fail (Paused events).", "budget", "limit"),
 		stops:      counter("stops_total", "Stops set or extended: quota for an exhausted provider quota, stop for an operator's Stop (Paused events of a stop).", "budget", "limit"),
 		resumes:    counter("resumes_total", "Stops ended by Resume or by a probe that succeeded (Resumed events).", "budget"),
 		ended:      counter("leases_ended_total", "Leases ended, by how: settled, released, canceled, expired, rejected (Ended events).", "budget", "end"),
@@ -51,9 +52,9 @@ func newEventMetrics(cfg config) eventMetrics {
 		wait:       histogram("wait_seconds", "Time Acquire waited before a lease was granted.", cfg.waitBuckets, "budget", "priority"),
 		hold:       histogram("hold_seconds", "Time a lease was held, from its turn to its settle, release or rejection.", cfg.holdBuckets, "budget"),
 		local:      counter("local_admissions_total", "Leases granted by this process's share of the open limits while Redis was down (Admitted events with Local set); also counted in llmpacer_admissions_total.", "budget", "priority"),
-		outages:    counter("redis_down_total", "Times this process lost Redis and failed open or closed (RedisDown events).", "budget"),
+		outages:    counter("redis_down_total", "Times this process lost Redis and failed open or closed (Redis events with Err).", "budget"),
 		down: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmpacer_redis_down",
-			Help: "Whether this process has lost Redis: 1 between a RedisDown and the RedisUp that follows it, else 0."}, []string{"budget"}),
+			Help: "Whether this process has lost Redis: 1 between a Redis event with Err and the one without that follows it, else 0."}, []string{"budget"}),
 	}
 }
 
@@ -93,24 +94,24 @@ func (c *Collector) Observe(e pacer.Event) {
 		if e.Local {
 			m.local.WithLabelValues(lv(budget, e.Priority.String())...).Inc()
 		}
-	case pacer.RedisDown:
+	case pacer.Redis:
+		if e.Err == nil { // found again
+			m.down.WithLabelValues(budget).Set(0)
+			break
+		}
 		m.outages.WithLabelValues(lv(budget)...).Inc()
 		m.down.WithLabelValues(budget).Set(1)
-	case pacer.RedisUp:
-		m.down.WithLabelValues(budget).Set(0)
 	case pacer.Waiting:
 		m.waits.WithLabelValues(lv(budget, limitLabel(e), e.Priority.String())...).Inc()
 	case pacer.Denied:
 		m.denials.WithLabelValues(lv(budget, limitLabel(e), e.Priority.String())...).Inc()
-	case pacer.Failed:
-		m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
 	case pacer.Paused:
-		if e.Err != nil { // a stop: StopQuota or Stop
+		if e.Err != nil { // a stop: Lease.Fail on an exhausted quota, or Stop
 			m.stops.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
 			break
 		}
 		m.pauses.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
-		// Every provider 429 (Throttled) counts, also one that named no
+		// Every provider 429 (Lease.Fail) counts, also one that named no
 		// limit (limit "pause"); Pause by hand does not.
 		if e.Throttled {
 			m.throttles.WithLabelValues(lv(budget, limitLabel(e))...).Inc()
@@ -118,6 +119,11 @@ func (c *Collector) Observe(e pacer.Event) {
 	case pacer.Resumed:
 		m.resumes.WithLabelValues(lv(budget)...).Inc()
 	case pacer.Ended:
+		// A failed call's lease (Lease.Fail) carries its verdict, or at
+		// least its error; an expired lease's Err is only its expiry.
+		if e.Verdict != (classify.Verdict{}) || e.Err != nil && e.End != pacer.Expired {
+			m.failures.WithLabelValues(lv(budget, e.Verdict.Kind.String())...).Inc()
+		}
 		m.ended.WithLabelValues(lv(budget, e.End.String())...).Inc()
 		m.reserved.WithLabelValues(lv(budget)...).Add(float64(max(e.Tokens, 0)))
 		m.used.WithLabelValues(lv(budget)...).Add(float64(max(e.Used, 0)))

@@ -21,7 +21,7 @@ func TestOutageMetrics(t *testing.T) {
 		Outage: pacer.Outage{FailOpen: []string{"concurrency"}, Replicas: 2},
 		Observe: func(e pacer.Event) {
 			m.Observe(e)
-			if e.Kind == pacer.RedisUp {
+			if e.Kind == pacer.Redis && e.Err == nil { // Redis found again
 				up <- struct{}{}
 			}
 		}})
@@ -38,10 +38,10 @@ func TestOutageMetrics(t *testing.T) {
 # HELP llmpacer_local_admissions_total Leases granted by this process's share of the open limits while Redis was down (Admitted events with Local set); also counted in llmpacer_admissions_total.
 # TYPE llmpacer_local_admissions_total counter
 llmpacer_local_admissions_total{budget="chat",priority="interactive"} 2
-# HELP llmpacer_redis_down Whether this process has lost Redis: 1 between a RedisDown and the RedisUp that follows it, else 0.
+# HELP llmpacer_redis_down Whether this process has lost Redis: 1 between a Redis event with Err and the one without that follows it, else 0.
 # TYPE llmpacer_redis_down gauge
 llmpacer_redis_down{budget="chat"} 1
-# HELP llmpacer_redis_down_total Times this process lost Redis and failed open or closed (RedisDown events).
+# HELP llmpacer_redis_down_total Times this process lost Redis and failed open or closed (Redis events with Err).
 # TYPE llmpacer_redis_down_total counter
 llmpacer_redis_down_total{budget="chat"} 1
 `, "llmpacer_local_admissions_total", "llmpacer_redis_down", "llmpacer_redis_down_total")
@@ -49,10 +49,10 @@ llmpacer_redis_down_total{budget="chat"} 1
 	select {
 	case <-up:
 	case <-time.After(5 * time.Second):
-		t.Fatal("no RedisUp event within 5s of Redis answering")
+		t.Fatal("no Redis event without Err within 5s of Redis answering")
 	}
 	compare(t, m, `
-# HELP llmpacer_redis_down Whether this process has lost Redis: 1 between a RedisDown and the RedisUp that follows it, else 0.
+# HELP llmpacer_redis_down Whether this process has lost Redis: 1 between a Redis event with Err and the one without that follows it, else 0.
 # TYPE llmpacer_redis_down gauge
 llmpacer_redis_down{budget="chat"} 0
 `, "llmpacer_redis_down")

@@ -103,7 +103,7 @@ func TestObserveOddLabels(t *testing.T) {
 // them: units in names, _total on counters, help on every metric.
 func TestMetricsLint(t *testing.T) {
 	m := pacerprom.New()
-	for _, k := range []pacer.EventKind{pacer.Admitted, pacer.Waiting, pacer.Denied, pacer.Ended, pacer.Paused, pacer.Failed, pacer.Resumed} {
+	for _, k := range []pacer.EventKind{pacer.Admitted, pacer.Waiting, pacer.Denied, pacer.Ended, pacer.Paused, pacer.Redis, pacer.Resumed} {
 		m.Observe(pacer.Event{Kind: k, Name: "chat", Limit: "rpm", End: pacer.Settled})
 	}
 	m.Watch(newPacer(t, redistest.Mini(t), pacer.Config{Name: "chat", Limits: pacer.Limits{RPM: 60, Concurrency: 2}}))

@@ -3,10 +3,11 @@
 //
 // Run paces a call on a *pacer.Pacer: it acquires a lease, runs the call
 // while keeping the lease alive, settles the tokens the call used, and on a
-// failure ends the lease by pacer.Lease.Fail's rule. A 429 pauses the
-// whole fleet for the provider's delay (pacer.Pacer.Throttled) before the
-// retry; an overload or a 5xx is retried with capped exponential backoff;
-// an exhausted quota or a permanent refusal returns at once. RunGroup does
+// failure hands the verdict to pacer.Lease.Fail, which ends the lease and
+// tells the whole fleet. A 429 pauses every process for the provider's
+// delay before the retry; an overload or a 5xx is retried with capped
+// exponential backoff; an exhausted quota stops every process and returns
+// at once, and a permanent refusal returns at once. RunGroup does
 // the same on a *pacer.Group, and sends a failing deployment's retry to
 // another one at once.
 //

@@ -11,7 +11,7 @@ import (
 // send the call there (pick the client or the base URL that goes with it).
 //
 // Failures are answered as Run answers them, on the deployment that
-// failed: a 429 pauses its budget (pacer.Pacer.Throttled), so the retry
+// failed: a 429 pauses its budget (pacer.Lease.Fail), so the retry
 // goes to another deployment with room, if one has; an overload or a
 // transient failure (a 5xx, a broken connection) takes the deployment out
 // of the group for pacer.GroupConfig.Cooldown, for every process, and the

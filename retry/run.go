@@ -19,16 +19,16 @@ import (
 //  3. on success it settles the tokens usage reports (usage may be nil, or
 //     return a negative count, when the real usage is unknown: the whole
 //     reservation is then kept);
-//  4. on a failure it asks the classifier, and ends the lease as the
-//     verdict says (pacer.Lease.Fail): a call refused out of quota or for
-//     a 4xx gets its tokens back but stays counted as a request; a
+//  4. on a failure it asks the classifier, and hands the verdict to
+//     pacer.Lease.Fail, which ends the lease (a call refused out of quota
+//     or for a 4xx gets its tokens back but stays counted as a request; a
 //     rate-limited call, an overload, a 5xx or a timeout keeps the whole
-//     reservation (a 429 shows the budget was ahead of the provider; the
-//     others may have been processed and counted). Then:
-//     RateLimited pauses the shared budget for the provider's retry delay,
-//     so every process slows down, then retries after it (with jitter);
-//     Overloaded and Transient retry with capped exponential backoff;
-//     QuotaExhausted and Permanent return at once, as do ctx's errors.
+//     reservation) and tells every process: RateLimited pauses the shared
+//     budget for the provider's retry delay (Run's own when it names
+//     none), and QuotaExhausted stops it. Then RateLimited retries after
+//     the pause (with jitter); Overloaded and Transient retry with capped
+//     exponential backoff; QuotaExhausted and Permanent return at once, as
+//     do ctx's errors.
 //
 // The error is an *Error (errors.Is pacer.ErrQuotaExhausted, ErrPermanent,
 // ErrRateLimited, ErrExhausted as it applies), or an error from Acquire
@@ -49,9 +49,9 @@ import (
 // charges one request for up to three, and no other process hears of the
 // 429 until the SDK gives up. An insufficient_quota answer is sent three
 // times before Run can see that it must never be retried. Run instead takes
-// a new lease for each attempt, and a 429 pauses every process. Run returns
-// an exhausted quota to its caller and does not stop the budget: call
-// pacer.Pacer.StopQuota to stop every process, as the transport does.
+// a new lease for each attempt, and a 429 pauses every process. An
+// exhausted quota stops every process, as the transport does, until a
+// probe (every pacer.Config.QuotaProbe) succeeds.
 func Run[T any](ctx context.Context, p *pacer.Pacer, r pacer.Request, call func(context.Context) (T, error), usage func(T) int64, opts ...Option) (T, error) {
 	var zero T
 	if call == nil {
@@ -110,8 +110,8 @@ func run[T any](ctx context.Context, acquire acquirer, g *pacer.Group, r pacer.R
 			report(c, Attempt{N: attempt, Waited: waited, Took: took})
 			return v, nil
 		}
-		verdict := c.classifier(callErr)
-		endFailed(ctx, l, verdict, callErr)
+		verdict, delay := c.verdict(callErr, attempt)
+		told := endFailed(ctx, l, verdict, callErr)
 		report(c, Attempt{N: attempt, Waited: waited, Took: took, Verdict: verdict, Err: callErr})
 		last = &Error{Verdict: verdict, Attempts: attempt, Err: callErr}
 		if verdict.Kind == classify.Canceled && ctx.Err() != nil {
@@ -120,13 +120,10 @@ func run[T any](ctx context.Context, acquire acquirer, g *pacer.Group, r pacer.R
 		if !verdict.Retryable() {
 			return zero, last
 		}
-		delay := c.delay(attempt, verdict)
-		paused := false
-		if verdict.Kind == classify.RateLimited {
-			// The provider's limit is the fleet's: hold back every process,
-			// whether or not this one retries.
-			paused = p.Throttled(ctx, delay, verdict.Limit, r) == nil
-		} else if g != nil && failing(verdict) {
+		// Fail paused every process for a 429, whether or not this one
+		// retries: the provider's limit is the fleet's.
+		paused := verdict.Kind == classify.RateLimited && told
+		if g != nil && failing(verdict) {
 			// A failing deployment leaves the group for its cooldown, and
 			// the next attempt goes to another at once. A group that never
 			// cools down says so with an error: then back off.
@@ -178,11 +175,24 @@ func runOnce[T any](ctx context.Context, l *pacer.Lease, call func(context.Conte
 }
 
 // endFailed ends a failed call's lease by the one rule (pacer.Lease.Fail,
-// which also emits the Failed event), never waiting on Redis long.
-func endFailed(ctx context.Context, l *pacer.Lease, v classify.Verdict, err error) {
+// which also pauses or stops the budget as v says), never waiting on Redis
+// long. It says whether all of it landed.
+func endFailed(ctx context.Context, l *pacer.Lease, v classify.Verdict, err error) bool {
 	endCtx, cancel := endContext(ctx)
 	defer cancel()
-	_ = l.Fail(endCtx, v, err)
+	return l.Fail(endCtx, v, err) == nil
+}
+
+// verdict classifies a failed attempt n and returns the delay before the
+// next. A 429 that names no delay gets Run's own, in the verdict too, so
+// that the pause Fail sets waits as long as Run would.
+func (c config) verdict(err error, n int) (classify.Verdict, time.Duration) {
+	v := c.classifier(err)
+	d := c.delay(n, v)
+	if v.Kind == classify.RateLimited && v.RetryAfter <= 0 {
+		v.RetryAfter = d
+	}
+	return v, d
 }
 
 // endContext bounds the end of a lease: the call is over whatever ctx says
@@ -247,14 +257,10 @@ func tryRun[T any](ctx context.Context, acquire acquirer, g *pacer.Group, r pace
 		report(c, Attempt{N: 1, Took: took})
 		return v, nil
 	}
-	verdict := c.classifier(callErr)
+	verdict, _ := c.verdict(callErr, 1)
 	endFailed(ctx, l, verdict, callErr)
 	report(c, Attempt{N: 1, Took: took, Verdict: verdict, Err: callErr})
-	if verdict.Kind == classify.RateLimited {
-		d := c.delay(1, verdict)
-		verdict.RetryAfter = d
-		_ = p.Throttled(ctx, d, verdict.Limit, r)
-	} else if g != nil && failing(verdict) {
+	if g != nil && failing(verdict) {
 		_ = g.Cooldown(ctx, p, 0)
 	}
 	return zero, &Error{Verdict: verdict, Attempts: 1, Err: callErr}

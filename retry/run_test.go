@@ -250,8 +250,9 @@ func TestRunLatencyBudget(t *testing.T) {
 	}
 }
 
-// Every failed attempt emits one Failed event, from Lease.Fail, with the
-// request's tokens and the call's error; a success emits none.
+// Every failed attempt's lease ends with its failure, from Lease.Fail: one
+// Ended event with the verdict, the request's tokens and the call's error;
+// a success's Ended carries none.
 func TestRunFailedEvents(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
@@ -260,7 +261,7 @@ func TestRunFailedEvents(t *testing.T) {
 	p := newPacer(t, b, pacer.Config{
 		Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1000, RPM: 100},
 		Observe: func(e pacer.Event) {
-			if e.Kind == pacer.Failed {
+			if e.Kind == pacer.Ended && e.Verdict != (classify.Verdict{}) {
 				mu.Lock()
 				failed = append(failed, e)
 				mu.Unlock()
@@ -282,7 +283,7 @@ func TestRunFailedEvents(t *testing.T) {
 		t.Fatalf("Run(WithNoWait) = %v; want the call's error", err)
 	}
 	if e := take(); len(e) != 1 || e[0].Verdict.Kind != classify.Permanent || e[0].Tokens != 50 || !errors.Is(e[0].Err, boom) {
-		t.Errorf("Failed events = %+v; want one, permanent, 50 tokens, the call's error", e)
+		t.Errorf("failed Ended events = %+v; want one, permanent, 50 tokens, the call's error", e)
 	}
 
 	// Two transient failures, then a success: two events, one an attempt.
@@ -298,7 +299,50 @@ func TestRunFailedEvents(t *testing.T) {
 		t.Fatalf("Run = %v; want a success at the third attempt", err)
 	}
 	if e := take(); len(e) != 2 || e[0].Priority != pacer.Batch || e[1].Tokens != 20 || e[1].Verdict.Kind != classify.Transient {
-		t.Errorf("Failed events = %+v; want two, batch, 20 tokens, transient", e)
+		t.Errorf("failed Ended events = %+v; want two, batch, 20 tokens, transient", e)
+	}
+}
+
+// An exhausted quota stops the budget for every process: retry.Run hands
+// the verdict to Lease.Fail, as the transport of pacerhttp does (Run used
+// to return it without stopping anything).
+func TestRunQuotaStopsEveryPacer(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	cfg := pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100}, QuotaProbe: time.Hour}
+	ps := newPacers(t, b, 3, cfg)
+	quota := errors.New("insufficient_quota")
+	calls := 0
+	_, err := retry.Run(ctx, ps[0], pacer.Request{Tokens: 10}, func(context.Context) (int, error) { calls++; return 0, quota }, nil,
+		retry.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.QuotaExhausted, Status: 429} }))
+	if !errors.Is(err, quota) || !errors.Is(err, pacer.ErrQuotaExhausted) || calls != 1 {
+		t.Fatalf("Run = %v after %d calls; want the call's error, matching ErrQuotaExhausted, after one call", err, calls)
+	}
+	for i, p := range ps {
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 10}); !errors.Is(err, pacer.ErrQuotaExhausted) {
+			t.Errorf("pacer %d: TryAcquire after Run met an exhausted quota = %v; want ErrQuotaExhausted", i, err)
+		}
+	}
+}
+
+// A 429 that names no delay pauses the budget for Run's own delay: the
+// verdict Fail gets carries it, and the Attempt reports it.
+func TestRunRateLimitPausesForItsDelay(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	ps := newPacers(t, b, 2, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 100}})
+	var got []retry.Attempt
+	_, err := retry.Run(ctx, ps[0], pacer.Request{Tokens: 10}, func(context.Context) (int, error) { return 0, errors.New("429") }, nil,
+		retry.WithClassifier(func(error) classify.Verdict { return classify.Verdict{Kind: classify.RateLimited, Status: 429} }),
+		retry.WithRetries(0), retry.WithOnAttempt(func(a retry.Attempt) { got = append(got, a) }))
+	if !errors.Is(err, retry.ErrRateLimited) {
+		t.Fatalf("Run = %v; want ErrRateLimited", err)
+	}
+	if len(got) != 1 || got[0].Verdict.RetryAfter != time.Second {
+		t.Errorf("attempts %+v; want one whose verdict waits Run's default second", got)
+	}
+	if s := snap(t, ps[1]); s.Paused < 900*time.Millisecond || s.Paused > time.Second {
+		t.Errorf("the other process's budget paused %v; want about Run's second", s.Paused)
 	}
 }
 

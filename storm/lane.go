@@ -125,8 +125,8 @@ func runWorkers(ctx context.Context, calls []call, n int, stop func(error) bool,
 }
 
 // do runs one call as a user's code would: acquire, call, settle the
-// usage the answer reports; on a 429, release, pause the budget for the
-// delay the provider named, and try again.
+// usage the answer reports; on a 429, fail the lease, which pauses the
+// budget for the delay the provider named, and try again.
 func (ln *lane) do(ctx context.Context, c call) callResult {
 	r := callResult{call: c, start: time.Now()}
 	req := pacer.Request{Tenant: c.tenant, Model: c.model}
@@ -151,18 +151,26 @@ func (ln *lane) do(ctx context.Context, c call) callResult {
 			r.err = l.SettleUsage(context.WithoutCancel(ctx), pacer.Usage{Input: u.prompt, Output: u.output})
 			break
 		}
-		_ = l.Release(context.WithoutCancel(ctx))
+		// A 429 pauses the budget (Fail) for the delay the provider
+		// named; any other failure only ends the lease, keeping its
+		// reservation.
+		v := classify.Verdict{Kind: classify.Transient}
 		var ae *fakeprovider.APIError
-		if !errors.As(err, &ae) || ae.Response.StatusCode != http.StatusTooManyRequests || attempt == ln.retries {
+		limited := errors.As(err, &ae) && ae.Response.StatusCode == http.StatusTooManyRequests
+		if limited {
+			d, ok := retryAfter(ae)
+			if !ok {
+				d = 10 * time.Millisecond
+			}
+			v = classify.Verdict{Kind: classify.RateLimited, Status: http.StatusTooManyRequests, RetryAfter: d}
+		}
+		ferr := l.Fail(context.WithoutCancel(ctx), v, err)
+		if !limited || attempt == ln.retries {
 			r.err = err
 			break
 		}
-		d, ok := retryAfter(ae)
-		if !ok {
-			d = 10 * time.Millisecond
-		}
-		if err := ln.p.Pause(ctx, d); err != nil {
-			r.err = err
+		if ferr != nil {
+			r.err = ferr
 			break
 		}
 	}

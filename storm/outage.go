@@ -67,7 +67,7 @@ type outageResult struct {
 	AdmittedTokens int64   `json:"admitted_tokens_while_down"`
 	LocalBound     int64   `json:"local_bound_tokens"`
 	Refused        int64   `json:"refused_while_down"` // Acquires refused with ErrUnavailable
-	BackSeconds    float64 `json:"back_seconds"`       // from Redis answering to the last pod's RedisUp
+	BackSeconds    float64 `json:"back_seconds"`       // from Redis answering to the last pod's Redis event without Err
 }
 
 // outageRig runs a redis-down row: the pods' Pacers, and the outage.
@@ -133,7 +133,7 @@ func (r *outageRig) observe(e pacer.Event) {
 	case e.Kind == pacer.Admitted && e.Local:
 		r.admitted.Add(1)
 		r.tok.Add(e.Tokens)
-	case e.Kind == pacer.RedisUp:
+	case e.Kind == pacer.Redis && e.Err == nil: // Redis found again
 		r.mu.Lock()
 		r.lastUp = time.Now()
 		r.mu.Unlock()

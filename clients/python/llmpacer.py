@@ -79,7 +79,7 @@ INTERACTIVE, BATCH = "interactive", "batch"
 # Config.prices).
 REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND = "requests", "tokens", "input_tokens", "output_tokens", "spend"
 UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND)
-DEFAULT_PROBE_MS = 60_000  # stop_quota's probe interval when 0 (the default of Go's Pacer.StopQuota)
+DEFAULT_PROBE_MS = 60_000  # stop_quota's probe interval when 0 (the default of Go's Config.QuotaProbe)
 SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define", "route")
 # A Group's policies (pacer.Policy): the order a call is offered to its
 # deployments in.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
@@ -40,11 +41,14 @@ func TestPauseStopResume(t *testing.T) {
 			if l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil {
 				t.Errorf("%s: TryAcquire after resume = %v; want admitted", name, err)
 			} else {
-				_ = l.Release(ctx)
+				_ = l.Fail(ctx, classify.Verdict{Kind: classify.Transient}, nil)
 			}
 
 			// A quota stop, as the application sets it, lifted by resume.
-			if err := p.StopQuota(ctx, time.Hour, 0); err != nil {
+			quota := classify.Verdict{Kind: classify.QuotaExhausted, RetryAfter: time.Hour}
+			if l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil {
+				t.Fatal(err)
+			} else if err := l.Fail(ctx, quota, nil); err != nil {
 				t.Fatal(err)
 			}
 			r = runWith(t, env, "show", "-json", "-prefix", f.prefix, name)

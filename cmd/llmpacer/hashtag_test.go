@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 )
@@ -35,7 +36,7 @@ func TestHashTag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = l.Release(context.Background()) })
+			t.Cleanup(func() { _ = l.Fail(context.Background(), classify.Verdict{Kind: classify.Transient}, nil) })
 			return p
 		}
 		tenants := pacer.Tenants{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1_000, Window: time.Hour}}}

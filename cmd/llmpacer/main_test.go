@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/pacer"
 )
@@ -99,7 +100,7 @@ func newFixture(t *testing.T, b redistest.Backend) fixture {
 	}
 	t.Cleanup(func() {
 		for _, l := range f.held {
-			_ = l.Release(context.Background())
+			_ = l.Fail(context.Background(), classify.Verdict{Kind: classify.Transient}, nil)
 		}
 	})
 	return f

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/redistest"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/pacer"
@@ -33,7 +34,7 @@ func TestReadTenantAsPacerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Release(ctx)
+	defer l.Fail(ctx, classify.Verdict{Kind: classify.Transient}, nil)
 	want, err := app.TenantSnapshot(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/classify"
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/proxy"
 	"github.com/llmpacer/llmpacer/pacer"
@@ -152,7 +153,7 @@ func (a acquireFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := a.base.RoundTrip(req)
 	if err != nil {
-		_ = l.Release(req.Context())
+		_ = l.Fail(req.Context(), classify.FromError(err), err)
 		return nil, err
 	}
 	resp.Body = &settleAfter{rc: resp.Body, l: l, ctx: req.Context()}
