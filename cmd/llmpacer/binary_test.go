@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,20 +15,36 @@ import (
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
-// The built command, run as an operator runs it: exit codes, a stop the
-// application's Pacer obeys, and -watch ended by an interrupt.
+// asMainEnv, set, makes the test binary the command itself: TestMain
+// runs main, as TestBinary's processes need.
+const asMainEnv = "CMD_LLMPACER_AS_MAIN"
+
+// TestMain lets the test binary stand in for the built command (storm's
+// and pacer's tests start their workers the same way). It is the same
+// package main, built with the same flags (-race under README's command),
+// so TestBinary needs no go build of its own: one took a minute and more
+// of a loaded CI run, linking the SDKs again.
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// The command, run as an operator runs it (the test binary, see TestMain):
+// exit codes, a stop the application's Pacer obeys, and -watch ended by an
+// interrupt.
 func TestBinary(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("sends SIGINT")
 	}
-	bin := filepath.Join(t.TempDir(), "llmpacer")
-	args := append(append([]string{"build"}, raceFlags...), "-o", bin, ".")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		f := newFixture(t, b)
-		var env []string
+		env := []string{asMainEnv + "=1"}
 		for _, kv := range os.Environ() {
 			if !strings.HasPrefix(kv, "LLMPACER_") {
 				env = append(env, kv)
