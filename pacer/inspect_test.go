@@ -63,11 +63,19 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Rates) != 1 || got.Rates[0].Level > 3_801 {
-			t.Errorf("TenantSnapshot of the opened budget = %+v; want 5000-1200 tokens left of the tenant's rate", got)
+		if len(got.Rates) != 1 || got.Rates[0].Level > 3_801 || got.Rate("tokens/3600s") != got.Rates[0] {
+			t.Errorf("TenantSnapshot of the opened budget = %+v; want 5000-1200 tokens left of the tenant's rate, found by Rate", got)
+		}
+		// A tenant's snapshot names the budget and the tenant, and leaves
+		// the budget's own fields zero.
+		if got.Name != name || got.Tenant != "acme" || len(got.Shares) != 3 || got.InFlight != 0 || got.Concurrency != 0 || got.Paused != 0 || got.StoppedBy != nil {
+			t.Errorf("TenantSnapshot = %+v; want Name %q, Tenant acme, 3 shares, the budget's fields zero", got, name)
+		}
+		if own.Tenant != "" || own.Shares != nil {
+			t.Errorf("Snapshot: Tenant %q, Shares %v; want none for the budget's", own.Tenant, own.Shares)
 		}
 		approx = cmpopts.EquateApprox(0, 1+own.Rate("tpm").PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
-		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.TenantSnapshot{}, "Time")); diff != "" {
+		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.Snapshot{}, "Time")); diff != "" {
 			t.Errorf("TenantSnapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
 		}
 
