@@ -39,19 +39,6 @@ const (
 	MostRoom
 )
 
-// String names the policy: "fill-in-order", "spread" or "most-room".
-func (p Policy) String() string {
-	switch p {
-	case FillInOrder:
-		return "fill-in-order"
-	case Spread:
-		return "spread"
-	case MostRoom:
-		return "most-room"
-	}
-	return fmt.Sprintf("Policy(%d)", int(p))
-}
-
 // Deployment is one budget of a Group: a region, project or key with its
 // own limits, serving the same model as the group's others.
 type Deployment struct {
