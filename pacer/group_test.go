@@ -408,7 +408,7 @@ func TestGroupDefinitionsAndTenants(t *testing.T) {
 		if got := where("t3"); got != "b" {
 			t.Errorf("after a's redefinition: call on %s; want b", got)
 		}
-		if got := g.Deployments()[0].Pacer.Config().Limits.RPD; got != 2 {
+		if got := g.Config().Deployments[0].Pacer.Config().Limits.RPD; got != 2 {
 			t.Errorf("the group's a runs RPD %d; want the stored 2", got)
 		}
 	})
