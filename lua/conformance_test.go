@@ -268,7 +268,7 @@ func errName(err error) string {
 		return "superseded"
 	case errors.Is(err, pacer.ErrTooLarge):
 		return "too_large"
-	case errors.Is(err, pacer.ErrNotYet):
+	case errors.Is(err, pacer.ErrWaitTimeout):
 		return "not_yet"
 	case errors.Is(err, pacer.ErrWaitTimeout):
 		return "wait_timeout"

@@ -296,8 +296,9 @@ func rerouted(error) error { return errReroute }
 // TryAcquire admits r on the first deployment, in the Policy's order, that
 // has room for it now, and returns its lease and that deployment's Pacer.
 // It never waits: when no deployment has room, it returns a *RefusedError
-// (errors.Is ErrNotYet) with the shortest time until one might, having
-// charged nothing; when every deployment is stopped, one matching ErrStopped.
+// (errors.Is ErrWaitTimeout, Bound 0) with the shortest time until one
+// might, having charged nothing; when every deployment is stopped, one
+// matching ErrStopped.
 func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
 	r = r.withTotal()
 	for stale := 0; ; {
