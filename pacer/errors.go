@@ -12,7 +12,9 @@ import (
 // wrong and what to do.
 var (
 	// ErrInvalid reports bad input: a Config, Request or argument that can
-	// never be right. The wrapping message names the field and the fix.
+	// never be right, or a budget Open cannot run, as no definition of it
+	// is stored or the one stored cannot be used. The wrapping message
+	// names the field, or what is missing, and the fix.
 	ErrInvalid = errors.New("pacer: invalid argument")
 
 	// ErrTooLarge reports a request that can never fit: its tokens exceed a
@@ -55,10 +57,6 @@ var (
 	// longer held the budget's state, which this process had seen in use
 	// and not yet expired.
 	ErrStateLost = errors.New("pacer: Redis lost the budget's state while it was in use (a restart without persistence, a failover, or an eviction); the buckets restart empty and refill at their rate")
-
-	// ErrNotDefined reports that no definition of the budget is stored in
-	// Redis: Open has nothing to run.
-	ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
 
 	// ErrSuperseded reports that a definition was not stored because a
 	// newer one (a higher version) is stored already.

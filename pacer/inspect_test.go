@@ -120,8 +120,8 @@ func TestOpenHashTag(t *testing.T) {
 		if got := snap(t, app).Paused; got < 59*time.Second {
 			t.Errorf("the app's Paused = %v after a pause of a minute from the opened Pacer", got)
 		}
-		if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrNotDefined) {
-			t.Errorf("Open of the plain name = %v; want ErrNotDefined: another budget", err)
+		if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "no definition") {
+			t.Errorf("Open of the plain name = %v; want ErrInvalid saying no definition is stored: another budget", err)
 		}
 		for _, bad := range []string{"{" + cfg.HashTag + "}", "{}" + name, "{a}b}c"} {
 			if _, err := pacer.Open(ctx, b.Client(t), "", bad); !errors.Is(err, pacer.ErrInvalid) {
@@ -140,8 +140,9 @@ func TestOpenRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A budget in use without a stored definition has nothing to open.
-	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrNotDefined) || !strings.Contains(err.Error(), "Define") {
-		t.Errorf("Open of an undefined budget = %v; want ErrNotDefined saying to Define it", err)
+	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "no definition") ||
+		!strings.Contains(err.Error(), "Pacer.Define") || !strings.Contains(err.Error(), "prefix") {
+		t.Errorf("Open of an undefined budget = %v; want ErrInvalid saying none is stored, to Define it and to check the name and prefix", err)
 	}
 	if _, err := pacer.Open(ctx, b.Client(t), "", "a{b}"); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Open of a name with braces = %v; want ErrInvalid", err)
