@@ -1,11 +1,8 @@
 package lua_test
 
 import (
-	"bytes"
 	"context"
-	"runtime"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/llmpacer/llmpacer/pacer"
@@ -37,28 +34,9 @@ func (e vend) run(l *pacer.Lease) error {
 	case "cancel":
 		return l.Cancel(ctx)
 	case "keepalive":
-		// One tick of the keep-alive loop, a third of the lease TTL on.
-		// The loop stops on ErrLeaseExpired or once the lease has ended:
-		// a loop stopped on a lease still active, or one found expired,
-		// is what the vectors name "expired".
-		stop := l.KeepAlive(ctx)
-		time.Sleep(defaultLeaseTTL / 3)
-		synctest.Wait()
-		running := keepAliveRunning()
-		stop()
-		if st := l.Info().State; st == pacer.Expired || st == pacer.Active && !running {
-			return pacer.ErrLeaseExpired
-		}
-		return nil
+		return l.KeepAlive(ctx)
 	}
 	panic("unknown end " + e.How)
-}
-
-// keepAliveRunning says whether a keep-alive loop still runs in the
-// bubble.
-func keepAliveRunning() bool {
-	buf := make([]byte, 1<<20)
-	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("concurrency.KeepAlive"))
 }
 
 type settleCase struct {

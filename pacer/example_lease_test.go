@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A long call keeps its slot with KeepAlive; ending a lease twice
+// A long call keeps its slot with AutoKeepAlive; ending a lease twice
 // changes the budget once.
-func ExampleLease_KeepAlive() {
+func ExampleLease_AutoKeepAlive() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -26,7 +26,7 @@ func ExampleLease_KeepAlive() {
 	})
 	ctx := context.Background()
 	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 5000})
-	stop := l.KeepAlive(ctx)
+	stop := l.AutoKeepAlive(ctx)
 	time.Sleep(1300 * time.Millisecond) // a call longer than two TTLs
 	stop()
 	fmt.Println("still held:", l.Info().State)

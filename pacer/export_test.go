@@ -1,9 +1,6 @@
 package pacer
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // SplitGroup makes g try its deployments one script call each, as it does
 // when their budgets share no slot: the tests run both paths on one server.
@@ -15,9 +12,6 @@ func OneTrip(g *Group) bool { return g.one }
 // NotYet returns the error TryAcquire returns when limit has no room for
 // wait, for tests of what reads it.
 func NotYet(wait time.Duration, limit string) error { return notYet(wait, limit) }
-
-// Renew pushes l's expiry once, as each tick of Lease.KeepAlive does.
-func Renew(ctx context.Context, l *Lease) error { return l.renew(ctx) }
 
 // TooLong returns Acquire's error for a wait past bound.
 func TooLong(wait, bound time.Duration, limit string) error {
