@@ -87,7 +87,7 @@ func acquireReplyVectors(t *testing.T) any {
 			if err != nil {
 				c.Error = errName(err)
 				var re *pacer.RefusedError
-				if errors.As(err, &re) && (errors.Is(err, pacer.ErrNotYet) || errors.Is(err, pacer.ErrWaitTimeout)) {
+				if errors.As(err, &re) && errors.Is(err, pacer.ErrWaitTimeout) {
 					c.Limit = re.Limit
 				}
 				if wait, ok := pacer.RetryAfter(err); ok && c.Limit != "" {

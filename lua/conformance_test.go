@@ -255,6 +255,13 @@ func inBubble(t *testing.T, cfg pacer.Config, fn func(p *pacer.Pacer, f *fakeWir
 	})
 }
 
+// noWait says err is the refusal of a call that would not wait
+// (TryAcquire's): no room within a bound of 0.
+func noWait(err error) bool {
+	var re *pacer.RefusedError
+	return errors.As(err, &re) && re.Bound == 0 && !errors.Is(err, context.DeadlineExceeded)
+}
+
 // errName names an error the way the vectors do: the sentinel it matches.
 func errName(err error) string {
 	switch {
@@ -268,7 +275,7 @@ func errName(err error) string {
 		return "superseded"
 	case errors.Is(err, pacer.ErrTooLarge):
 		return "too_large"
-	case errors.Is(err, pacer.ErrNotYet):
+	case errors.Is(err, pacer.ErrWaitTimeout) && noWait(err):
 		return "not_yet"
 	case errors.Is(err, pacer.ErrWaitTimeout):
 		return "wait_timeout"

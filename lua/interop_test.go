@@ -98,12 +98,12 @@ func TestPythonSharesBudgetWithGo(t *testing.T) {
 	t.Logf("ran in %v", time.Since(began).Round(time.Millisecond))
 }
 
-// tryGo is TryAcquire, failing the test on anything but a lease or ErrNotYet.
+// tryGo is TryAcquire, failing the test on anything but a lease or ErrWaitTimeout.
 func tryGo(t *testing.T, p *pacer.Pacer, tokens int64) (*pacer.Lease, *pacer.RefusedError) {
 	t.Helper()
 	l, err := p.TryAcquire(context.Background(), pacer.Request{Tokens: tokens})
 	var ny *pacer.RefusedError
-	if err != nil && (!errors.As(err, &ny) || !errors.Is(err, pacer.ErrNotYet)) {
+	if err != nil && (!errors.As(err, &ny) || !errors.Is(err, pacer.ErrWaitTimeout)) {
 		t.Fatalf("Go TryAcquire(%d): %v", tokens, err)
 	}
 	return l, ny
@@ -164,7 +164,7 @@ func interopHashTag(t *testing.T, w *worker, p *pacer.Pacer) {
 		t.Fatalf("Python try 55 of a full 60: %s %s", a.Error, a.Message)
 	}
 	if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != "tpm" {
-		t.Fatalf("Go TryAcquire(40) after Python took 55 = %v, %v; want ErrNotYet for tpm", l, ny)
+		t.Fatalf("Go TryAcquire(40) after Python took 55 = %v, %v; want ErrWaitTimeout for tpm", l, ny)
 	}
 	pyEnd(t, w, a.Lease, "cancel", 0)
 	l, ny := tryGo(t, p, 40)
@@ -200,7 +200,7 @@ func interopRefunds(t *testing.T, w *worker, p *pacer.Pacer) {
 	goRefused := func(what string) {
 		t.Helper()
 		if l, ny := tryGo(t, p, 40); l != nil || ny.Limit != "tpm" {
-			t.Fatalf("Go TryAcquire(40) %s = %v, %v; want ErrNotYet for tpm", what, l, ny)
+			t.Fatalf("Go TryAcquire(40) %s = %v, %v; want ErrWaitTimeout for tpm", what, l, ny)
 		}
 	}
 	goAdmitted := func(what string) *pacer.Lease {
@@ -251,7 +251,7 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 		py, a0 = append(py, a.Lease), a
 	}
 	if l, ny := tryGo(t, p, 0); l != nil || ny.Limit != "concurrency" {
-		t.Fatalf("Go TryAcquire with both slots held by Python = %v, %v; want ErrNotYet for concurrency", l, ny)
+		t.Fatalf("Go TryAcquire with both slots held by Python = %v, %v; want ErrWaitTimeout for concurrency", l, ny)
 	}
 	if s, err := p.Snapshot(ctx); err != nil || s.InFlight != 2 {
 		t.Fatalf("Go Snapshot = %+v, %v; want Python's 2 leases in flight", s, err)
@@ -346,7 +346,7 @@ func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
 		t.Fatalf("Go Snapshot after Python's throttled = %+v, %v; want a pause of up to 10 s and at most 1000 tokens", s, err)
 	}
 	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != "" {
-		t.Fatalf("Go TryAcquire during Python's pause = %v, %v; want ErrNotYet for pause", l, ny)
+		t.Fatalf("Go TryAcquire during Python's pause = %v, %v; want ErrWaitTimeout for pause", l, ny)
 	}
 	if err := p.Pause(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -410,7 +410,7 @@ func interopRates(t *testing.T, w *worker, p *pacer.Pacer) {
 		case refusedBy == "" && err != nil:
 			t.Fatalf("Go TryAcquire(%+v) %s: %v; want admitted", r, what, err)
 		case refusedBy != "" && (!errors.As(err, &ny) || ny.Limit != refusedBy):
-			t.Fatalf("Go TryAcquire(%+v) %s = %v, %v; want ErrNotYet for %s", r, what, l, err, refusedBy)
+			t.Fatalf("Go TryAcquire(%+v) %s = %v, %v; want ErrWaitTimeout for %s", r, what, l, err, refusedBy)
 		}
 		return l
 	}

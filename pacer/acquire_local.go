@@ -51,7 +51,8 @@ func (d downCall) try() (*Lease, time.Duration, string, error) {
 	return l, 0, "", nil
 }
 
-// tryNow is TryAcquire while Redis is down: a lease, or an ErrNotYet refusal.
+// tryNow is TryAcquire while Redis is down: a lease, or a refusal for want
+// of room now.
 func (d downCall) tryNow() (*Lease, error) {
 	l, wait, short, err := d.try()
 	if l != nil || err != nil {

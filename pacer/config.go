@@ -137,8 +137,9 @@ type Config struct {
 	// or could not ask Redis about gets a Denied event that says how long
 	// and why, and a lease the budget does not count (LeaseInfo.Shadow), so
 	// it runs at once. Watch the Denied events (a call that would have
-	// waited is one wrapping ErrNotYet, which SlogObserver logs at Debug;
-	// pacerprom counts them all), then turn Shadow off.
+	// waited is one wrapping ErrWaitTimeout with a Bound of 0, which
+	// SlogObserver logs at Debug; pacerprom counts them all), then turn
+	// Shadow off.
 	Shadow bool
 
 	// Outage says which limits fail open while Redis is unreachable, and

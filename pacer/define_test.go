@@ -25,7 +25,7 @@ func admitAll(t *testing.T, p *pacer.Pacer) int {
 	t.Helper()
 	for n := 0; n < 1000; n++ {
 		_, err := p.TryAcquire(context.Background(), pacer.Request{})
-		if errors.Is(err, pacer.ErrNotYet) {
+		if errors.Is(err, pacer.ErrWaitTimeout) {
 			return n
 		}
 		if err != nil {
@@ -146,7 +146,7 @@ func TestDefineUnderLoad(t *testing.T) {
 				for range 10 {
 					if _, err := ps[g%4].TryAcquire(ctx, pacer.Request{}); err == nil {
 						admitted.Add(1)
-					} else if !errors.Is(err, pacer.ErrNotYet) {
+					} else if !errors.Is(err, pacer.ErrWaitTimeout) {
 						t.Error(err)
 					}
 				}

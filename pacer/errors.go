@@ -12,7 +12,9 @@ import (
 // wrong and what to do.
 var (
 	// ErrInvalid reports bad input: a Config, Request or argument that can
-	// never be right. The wrapping message names the field and the fix.
+	// never be right, or a budget Open cannot run, as no definition of it
+	// is stored or the one stored cannot be used. The wrapping message
+	// names the field, or what is missing, and the fix.
 	ErrInvalid = errors.New("pacer: invalid argument")
 
 	// ErrTooLarge reports a request that can never fit: its tokens exceed a
@@ -20,16 +22,14 @@ var (
 	ErrTooLarge = errors.New("pacer: request can never fit the budget")
 
 	// ErrWaitTimeout reports that no room would be found within the wait
-	// bound (Config.MaxWait, Request.MaxWait or the context's deadline). It
-	// is returned as soon as the script's answer shows the bound is too
-	// short, not after sleeping it out; RetryAfter says how long it would
-	// have taken.
+	// bound (Config.MaxWait, Request.MaxWait or the context's deadline):
+	// the *RefusedError's Bound. It is returned as soon as the script's
+	// answer shows the bound is too short, not after sleeping it out;
+	// RetryAfter says how long it would have taken. TryAcquire (and
+	// retry.Run WithNoWait) never wait: their refusal for want of room is
+	// this one with Bound 0, a job queue's normal answer; hand the job
+	// back to its queue and try again after RetryAfter(err).
 	ErrWaitTimeout = errors.New("pacer: no room within the wait bound")
-
-	// ErrNotYet reports that TryAcquire (or retry.Run WithNoWait) found no
-	// room now. Hand the job back to its queue and try again after
-	// RetryAfter(err).
-	ErrNotYet = errors.New("pacer: no room yet")
 
 	// ErrStopped reports a call refused because the budget is stopped: by
 	// Lease.Fail after the provider said its quota is exhausted (the error
@@ -57,10 +57,6 @@ var (
 	// longer held the budget's state, which this process had seen in use
 	// and not yet expired.
 	ErrStateLost = errors.New("pacer: Redis lost the budget's state while it was in use (a restart without persistence, a failover, or an eviction); the buckets restart empty and refill at their rate")
-
-	// ErrNotDefined reports that no definition of the budget is stored in
-	// Redis: Open has nothing to run.
-	ErrNotDefined = errors.New("pacer: no definition of the budget is stored")
 
 	// ErrSuperseded reports that a definition was not stored because a
 	// newer one (a higher version) is stored already.
@@ -94,10 +90,10 @@ func RetryAfter(err error) (wait time.Duration, ok bool) {
 // sent and nothing was charged. It matches one sentinel with errors.Is,
 // which says why:
 //
-//   - ErrNotYet: TryAcquire (or retry.Run WithNoWait) found no room now.
-//   - ErrWaitTimeout: Acquire would find room only after the wait bound
-//     (Bound); it also matches context.DeadlineExceeded when the bound was
-//     the context's deadline.
+//   - ErrWaitTimeout: no room within the wait bound (Bound): Acquire would
+//     find room only after it, or TryAcquire (or retry.Run WithNoWait),
+//     whose bound is 0, found no room now. It also matches
+//     context.DeadlineExceeded when the bound was the context's deadline.
 //   - ErrStopped: the budget is stopped, by Lease.Fail (then it also
 //     matches ErrQuotaExhausted) or by an operator's Stop. A stop is not a
 //     limit: Limit is "".
@@ -116,22 +112,30 @@ type RefusedError struct {
 	// does not know which limit the provider named, the Paused event
 	// does), and for an unreachable Redis when every limit fails closed.
 	Limit string
-	// Bound is the wait bound that the wait exceeded, for ErrWaitTimeout.
+	// Bound is the wait bound that the wait exceeded, for ErrWaitTimeout:
+	// 0 for a call that would not wait (TryAcquire).
 	Bound time.Duration
 	// Err is the Redis error that showed Redis unreachable, for
 	// ErrUnavailable; nil otherwise.
 	Err error
 
-	why      error // the sentinel: ErrNotYet, ErrWaitTimeout, ErrStopped or ErrUnavailable
+	why      error // the sentinel: ErrWaitTimeout, ErrStopped or ErrUnavailable
 	wait     time.Duration
 	quota    bool // a stop for an exhausted quota: also matches ErrQuotaExhausted
 	ctxBound bool // the context's deadline set Bound
 	tooLarge bool // larger than this process's share of an open limit
 }
 
-// notYet is TryAcquire's refusal: no room in limit for wait.
+// notYet is TryAcquire's refusal: no room in limit for wait, with a bound
+// of 0.
 func notYet(wait time.Duration, limit string) *RefusedError {
-	return &RefusedError{why: ErrNotYet, Limit: limit, wait: wait}
+	return &RefusedError{why: ErrWaitTimeout, Limit: limit, wait: wait}
+}
+
+// now says the refusal is of a call that would not wait (TryAcquire's):
+// no room now.
+func (e *RefusedError) now() bool {
+	return e.why == ErrWaitTimeout && e.Bound == 0 && !e.ctxBound
 }
 
 // unreachableErr is the refusal of a call while Redis is unreachable.
@@ -142,15 +146,20 @@ func unreachableErr(limit string, cause error, tooLarge bool) *RefusedError {
 // Error says why the call was refused and what would admit it.
 func (e *RefusedError) Error() string {
 	wait := e.wait.Round(time.Millisecond)
-	switch e.why {
-	case ErrWaitTimeout:
+	switch {
+	case e.now():
+		if e.Limit == "" {
+			return "pacer: no room yet: the budget is paused; retry after " + wait.String()
+		}
+		return "pacer: no room yet in " + e.Limit + "; retry after " + wait.String()
+	case e.why == ErrWaitTimeout:
 		return fmt.Sprintf("pacer: no room within the wait bound %v: %s needs %v more; raise MaxWait or the context deadline, or lower the load", e.Bound.Round(time.Millisecond), e.holder(), wait)
-	case ErrStopped:
+	case e.why == ErrStopped:
 		if e.quota {
 			return fmt.Sprintf("pacer: budget stopped: the provider's quota is exhausted; nothing sent; the next probe is due in %v (add credit or raise the quota, then Resume)", wait)
 		}
 		return fmt.Sprintf("pacer: budget stopped by an operator; nothing sent; the stop ends in %v unless Resume ends it sooner", wait)
-	case ErrUnavailable:
+	case e.why == ErrUnavailable:
 		switch {
 		case e.tooLarge:
 			return fmt.Sprintf("pacer: Redis is unreachable and the call exceeds this process's share of %s (Config.Outage): %v", e.Limit, e.Err)
@@ -159,10 +168,7 @@ func (e *RefusedError) Error() string {
 		}
 		return fmt.Sprintf("pacer: Redis is unreachable and %s fails closed (Config.Outage): %v", e.Limit, e.Err)
 	}
-	if e.Limit == "" {
-		return "pacer: no room yet: the budget is paused; retry after " + wait.String()
-	}
-	return "pacer: no room yet in " + e.Limit + "; retry after " + wait.String()
+	return "pacer: call refused"
 }
 
 // holder names what held a call back, for messages: its limit, or the
@@ -174,23 +180,25 @@ func (e *RefusedError) holder() string {
 	return e.Limit
 }
 
-// Is matches the sentinel that says why the call was refused, and
-// ErrQuotaExhausted for a quota stop and context.DeadlineExceeded for a
-// wait bounded by the context's deadline.
-func (e *RefusedError) Is(target error) bool {
-	switch {
-	case target == e.why:
-		return true
-	case target == ErrQuotaExhausted:
-		return e.why == ErrStopped && e.quota
-	case target == context.DeadlineExceeded:
-		return e.why == ErrWaitTimeout && e.ctxBound
+// Unwrap returns the sentinel that says why the call was refused, with
+// ErrQuotaExhausted for a quota stop, context.DeadlineExceeded for a wait
+// bounded by the context's deadline, and the Redis error of an
+// ErrUnavailable refusal: what errors.Is and errors.As match.
+func (e *RefusedError) Unwrap() []error {
+	var errs []error
+	if e.why != nil {
+		errs = append(errs, e.why)
 	}
-	return false
+	switch {
+	case e.why == ErrStopped && e.quota:
+		errs = append(errs, ErrQuotaExhausted)
+	case e.why == ErrWaitTimeout && e.ctxBound:
+		errs = append(errs, context.DeadlineExceeded)
+	case e.Err != nil:
+		errs = append(errs, e.Err)
+	}
+	return errs
 }
-
-// Unwrap returns the Redis error of an ErrUnavailable refusal, else nil.
-func (e *RefusedError) Unwrap() error { return e.Err }
 
 func (e *RefusedError) retryAfter() (time.Duration, bool) {
 	if e.why == ErrUnavailable {

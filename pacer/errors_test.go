@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +48,32 @@ func TestRetryAfter(t *testing.T) {
 			t.Errorf("%s: RetryAfter(%v) = %v, %v; want %v in [%v, %v]", c.name, c.err, d, ok, c.ok, c.min, c.max)
 		}
 	}
-	if !errors.Is(notYet, pacer.ErrNotYet) || !errors.Is(wait, pacer.ErrWaitTimeout) || !errors.Is(stopped, pacer.ErrStopped) {
-		t.Errorf("errors %v, %v, %v; want ErrNotYet, ErrWaitTimeout, ErrStopped", notYet, wait, stopped)
+	if !errors.Is(notYet, pacer.ErrWaitTimeout) || !errors.Is(wait, pacer.ErrWaitTimeout) || !errors.Is(stopped, pacer.ErrStopped) {
+		t.Errorf("errors %v, %v, %v; want ErrWaitTimeout, ErrWaitTimeout, ErrStopped", notYet, wait, stopped)
+	}
+	// TryAcquire's refusal is one of no room within a bound of 0; each
+	// refusal matches its own sentinel alone.
+	var re *pacer.RefusedError
+	if !errors.As(notYet, &re) || re.Bound != 0 || !strings.Contains(notYet.Error(), "no room yet in rpm; retry after") {
+		t.Errorf("TryAcquire's refusal = %v; want a *RefusedError with Bound 0 saying no room yet in rpm", notYet)
+	}
+	if !errors.As(wait, &re) || re.Bound != time.Millisecond || !strings.Contains(wait.Error(), "within the wait bound 1ms") {
+		t.Errorf("Acquire's refusal = %v; want a *RefusedError with Bound 1ms", wait)
+	}
+	for _, c := range []struct {
+		err  error
+		not  []error
+		name string
+	}{
+		{notYet, []error{pacer.ErrStopped, pacer.ErrQuotaExhausted, pacer.ErrUnavailable, context.DeadlineExceeded}, "not yet"},
+		{wait, []error{pacer.ErrStopped, context.DeadlineExceeded}, "wait"},
+		{stopped, []error{pacer.ErrWaitTimeout, pacer.ErrQuotaExhausted}, "an operator's stop"},
+	} {
+		for _, target := range c.not {
+			if errors.Is(c.err, target) {
+				t.Errorf("%s: errors.Is(%v, %v) = true; want false", c.name, c.err, target)
+			}
+		}
 	}
 }
 

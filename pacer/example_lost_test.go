@@ -44,7 +44,7 @@ func Example_stateLost() {
 
 	mr.FlushAll() // the state is lost
 	_, err = p.TryAcquire(ctx, pacer.Request{Tokens: 100})
-	fmt.Println("right after the loss:", errors.Is(err, pacer.ErrNotYet))
+	fmt.Println("right after the loss:", errors.Is(err, pacer.ErrWaitTimeout))
 	// Output:
 	// state lost - refills in 1m0s
 	// right after the loss: true

@@ -20,7 +20,7 @@ import (
 // second.
 func retryIn(err error, failures int) (time.Duration, bool) {
 	switch {
-	case errors.Is(err, pacer.ErrWaitTimeout), errors.Is(err, pacer.ErrNotYet):
+	case errors.Is(err, pacer.ErrWaitTimeout):
 		// Acquire found no room within MaxWait, or TryAcquire none now.
 		wait, _ := pacer.RetryAfter(err)
 		return jitter(wait), true

@@ -18,6 +18,11 @@ func OneTrip(g *Group) bool { return g.one }
 // wait, for tests of what reads it.
 func NotYet(wait time.Duration, limit string) error { return notYet(wait, limit) }
 
+// TooLong returns Acquire's error for a wait past bound.
+func TooLong(wait, bound time.Duration, limit string) error {
+	return bounds{bound: bound, deadline: time.Now().Add(bound)}.tooLong(wait, limit)
+}
+
 // Keys returns p's Redis keys in the scripts' order (KEYS[1] to KEYS[4]),
 // for tests that read or delete them.
 func Keys(p *Pacer) []string { return append([]string(nil), p.keys...) }

@@ -39,19 +39,6 @@ const (
 	MostRoom
 )
 
-// String names the policy: "fill-in-order", "spread" or "most-room".
-func (p Policy) String() string {
-	switch p {
-	case FillInOrder:
-		return "fill-in-order"
-	case Spread:
-		return "spread"
-	case MostRoom:
-		return "most-room"
-	}
-	return fmt.Sprintf("Policy(%d)", int(p))
-}
-
 // Deployment is one budget of a Group: a region, project or key with its
 // own limits, serving the same model as the group's others.
 type Deployment struct {
@@ -182,26 +169,16 @@ func hashTag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
-// Deployments returns the group's deployments, in the order given.
-func (g *Group) Deployments() []Deployment { return append([]Deployment(nil), g.ds...) }
-
-// Except returns a group of g's deployments other than ps, with g's
-// policy, weights and cooldown, or nil when none is left. A caller that
-// sends a failed call on elsewhere routes it with Except's TryAcquire, so
-// that no deployment gets the same call twice; the transport of package
-// pacerhttp does.
-func (g *Group) Except(ps ...*Pacer) *Group {
-	out := &Group{policy: g.policy, cooldown: g.cooldown, one: g.one}
-	for i, d := range g.ds {
-		if !slices.Contains(ps, d.Pacer) {
-			out.ds = append(out.ds, d)
-			out.weights = append(out.weights, g.weights[i])
-		}
-	}
-	if len(out.ds) == 0 {
-		return nil
-	}
-	return out
+// Config returns the group's GroupConfig, as NewGroup was given it, with
+// Cooldown's default filled in. The result is a copy: changing it changes
+// nothing in the group. A Group holds nothing else: a group made by
+// NewGroup from the result, or from a part of its deployments, routes as
+// this one does, as every deployment's state lives in its budget. A caller
+// that sends a failed call on elsewhere routes it with such a group of the
+// deployments not yet tried, so that none gets the same call twice; the
+// transport of package pacerhttp does.
+func (g *Group) Config() GroupConfig {
+	return GroupConfig{Deployments: slices.Clone(g.ds), Policy: g.policy, Cooldown: g.cooldown}
 }
 
 // order returns the order in which a call is offered to the deployments:
@@ -319,8 +296,9 @@ func rerouted(error) error { return errReroute }
 // TryAcquire admits r on the first deployment, in the Policy's order, that
 // has room for it now, and returns its lease and that deployment's Pacer.
 // It never waits: when no deployment has room, it returns a *RefusedError
-// (errors.Is ErrNotYet) with the shortest time until one might, having
-// charged nothing; when every deployment is stopped, one matching ErrStopped.
+// (errors.Is ErrWaitTimeout, Bound 0) with the shortest time until one
+// might, having charged nothing; when every deployment is stopped, one
+// matching ErrStopped.
 func (g *Group) TryAcquire(ctx context.Context, r Request) (*Lease, *Pacer, error) {
 	r = r.withTotal()
 	for stale := 0; ; {

@@ -87,8 +87,8 @@ func TestGroupFillsInOrder(t *testing.T) {
 		}
 		_, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var ny *pacer.RefusedError
-		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) < time.Hour {
-			t.Errorf("13th TryAcquire = %v; want ErrNotYet of hours (RPD)", err)
+		if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &ny) || retryAfter(ny) < time.Hour {
+			t.Errorf("13th TryAcquire = %v; want ErrWaitTimeout of hours (RPD)", err)
 		}
 		_, _, err = g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: 100 * time.Millisecond})
 		if !errors.Is(err, pacer.ErrWaitTimeout) {
@@ -202,7 +202,7 @@ func TestGroupSkipsPausedAndStopped(t *testing.T) {
 		// All out: the soonest back is c (3 s), before a (10 s); b never.
 		_, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1})
 		var ny *pacer.RefusedError
-		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != "" {
+		if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &ny) || retryAfter(ny) > 3*time.Second || retryAfter(ny) < 2*time.Second || ny.Limit != "" {
 			t.Errorf("all out: TryAcquire() = %v; want NotYet about 3s for a pause", err)
 		}
 		_, _, err = g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
@@ -317,8 +317,8 @@ func TestGroupMostRoom(t *testing.T) {
 		if n["a"] != 5 || n["b"] != 10 {
 			t.Errorf("calls per deployment %v; want a 5 (the outside caller took 15 of 20) and b 10", n)
 		}
-		if _, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrNotYet) {
-			t.Errorf("16th TryAcquire = %v; want ErrNotYet: both are full", err)
+		if _, _, err := g.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Errorf("16th TryAcquire = %v; want ErrWaitTimeout: both are full", err)
 		}
 	})
 }
@@ -408,7 +408,7 @@ func TestGroupDefinitionsAndTenants(t *testing.T) {
 		if got := where("t3"); got != "b" {
 			t.Errorf("after a's redefinition: call on %s; want b", got)
 		}
-		if got := g.Deployments()[0].Pacer.Config().Limits.RPD; got != 2 {
+		if got := g.Config().Deployments[0].Pacer.Config().Limits.RPD; got != 2 {
 			t.Errorf("the group's a runs RPD %d; want the stored 2", got)
 		}
 	})

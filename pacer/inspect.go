@@ -22,8 +22,8 @@ import (
 //
 // Open reads the definition once. A later Define is seen by opening the
 // budget again; Version says which definition a Pacer runs. Without a
-// stored definition Open returns an error that matches ErrNotDefined, and
-// with one that cannot be used, one that matches ErrInvalid.
+// stored definition, or with one that cannot be used, Open returns an
+// error that matches ErrInvalid and says which.
 func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (*Pacer, error) {
 	tag, name := wire.SplitTag(name)
 	// A placeholder limit lets New validate the name and build the keys;
@@ -37,7 +37,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, prefix, name string) (
 		return nil, err
 	}
 	if v == 0 {
-		return nil, fmt.Errorf("%w: %q under key prefix %q has none; store one with Pacer.Define, or give Config a Version", ErrNotDefined, p.local.Name, p.s().prefix)
+		return nil, fmt.Errorf("%w: no definition of %q is stored under key prefix %q, so Open has nothing to run: store one with Pacer.Define (or give Config a Version and make a call), or check the name and the prefix", ErrInvalid, name, p.s().prefix)
 	}
 	d, err := decodeDefinition(def)
 	var s settings

@@ -63,11 +63,19 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Rates) != 1 || got.Rates[0].Level > 3_801 {
-			t.Errorf("TenantSnapshot of the opened budget = %+v; want 5000-1200 tokens left of the tenant's rate", got)
+		if len(got.Rates) != 1 || got.Rates[0].Level > 3_801 || got.Rate("tokens/3600s") != got.Rates[0] {
+			t.Errorf("TenantSnapshot of the opened budget = %+v; want 5000-1200 tokens left of the tenant's rate, found by Rate", got)
+		}
+		// A tenant's snapshot names the budget and the tenant, and leaves
+		// the budget's own fields zero.
+		if got.Name != name || got.Tenant != "acme" || len(got.Shares) != 3 || got.InFlight != 0 || got.Concurrency != 0 || got.Paused != 0 || got.StoppedBy != nil {
+			t.Errorf("TenantSnapshot = %+v; want Name %q, Tenant acme, 3 shares, the budget's fields zero", got, name)
+		}
+		if own.Tenant != "" || own.Shares != nil {
+			t.Errorf("Snapshot: Tenant %q, Shares %v; want none for the budget's", own.Tenant, own.Shares)
 		}
 		approx = cmpopts.EquateApprox(0, 1+own.Rate("tpm").PerSecond*got.Time.Sub(want.Time).Abs().Seconds())
-		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.TenantSnapshot{}, "Time")); diff != "" {
+		if diff := cmp.Diff(want, got, approx, cmpopts.IgnoreFields(pacer.Snapshot{}, "Time")); diff != "" {
 			t.Errorf("TenantSnapshot of the opened budget differs from the app's (-app +opened):\n%s", diff)
 		}
 
@@ -112,8 +120,8 @@ func TestOpenHashTag(t *testing.T) {
 		if got := snap(t, app).Paused; got < 59*time.Second {
 			t.Errorf("the app's Paused = %v after a pause of a minute from the opened Pacer", got)
 		}
-		if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrNotDefined) {
-			t.Errorf("Open of the plain name = %v; want ErrNotDefined: another budget", err)
+		if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "no definition") {
+			t.Errorf("Open of the plain name = %v; want ErrInvalid saying no definition is stored: another budget", err)
 		}
 		for _, bad := range []string{"{" + cfg.HashTag + "}", "{}" + name, "{a}b}c"} {
 			if _, err := pacer.Open(ctx, b.Client(t), "", bad); !errors.Is(err, pacer.ErrInvalid) {
@@ -132,8 +140,9 @@ func TestOpenRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A budget in use without a stored definition has nothing to open.
-	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrNotDefined) || !strings.Contains(err.Error(), "Define") {
-		t.Errorf("Open of an undefined budget = %v; want ErrNotDefined saying to Define it", err)
+	if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "no definition") ||
+		!strings.Contains(err.Error(), "Pacer.Define") || !strings.Contains(err.Error(), "prefix") {
+		t.Errorf("Open of an undefined budget = %v; want ErrInvalid saying none is stored, to Define it and to check the name and prefix", err)
 	}
 	if _, err := pacer.Open(ctx, b.Client(t), "", "a{b}"); !errors.Is(err, pacer.ErrInvalid) {
 		t.Errorf("Open of a name with braces = %v; want ErrInvalid", err)

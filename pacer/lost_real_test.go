@@ -44,8 +44,8 @@ func TestStateLostInARealRestart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !errors.Is(got, pacer.ErrNotYet) {
-		t.Fatalf("TryAcquire after the restart = %v; want ErrNotYet: the budget restarts empty", got)
+	if !errors.Is(got, pacer.ErrWaitTimeout) {
+		t.Fatalf("TryAcquire after the restart = %v; want ErrWaitTimeout: the budget restarts empty", got)
 	}
 	if n := ev.lost(); n != 1 {
 		t.Errorf("%d state-lost Warnings; want 1", n)
@@ -55,8 +55,8 @@ func TestStateLostInARealRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrNotYet) {
-		t.Errorf("a process connecting after the restart = %v; want ErrNotYet: the budget restarted empty", err)
+	if _, err := other.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrWaitTimeout) {
+		t.Errorf("a process connecting after the restart = %v; want ErrWaitTimeout: the budget restarted empty", err)
 	}
 }
 

@@ -51,14 +51,14 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 		}
 		loseState(t, rdb, ps[0])
 		_, err := ps[1].TryAcquire(ctx, pacer.Request{Tokens: 100})
-		if !errors.Is(err, pacer.ErrNotYet) {
-			t.Fatalf("TryAcquire after the state was lost = %v; want ErrNotYet: the buckets restart empty", err)
+		if !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Fatalf("TryAcquire after the state was lost = %v; want ErrWaitTimeout: the buckets restart empty", err)
 		}
 		if n := ev[1].lost(); n != 1 {
 			t.Errorf("%d state-lost Warnings from the process that found the loss; want 1", n)
 		}
-		if _, err := ps[0].TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrNotYet) {
-			t.Errorf("the other process after the loss = %v; want ErrNotYet", err)
+		if _, err := ps[0].TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Errorf("the other process after the loss = %v; want ErrWaitTimeout", err)
 		}
 		if n := ev[0].lost(); n != 0 {
 			t.Errorf("%d state-lost Warnings from the process that found the budget restarted; want 0", n)

@@ -15,7 +15,8 @@ import (
 //
 // Levels say who should look:
 //   - Debug: admissions, waits, leases ended as expected, and TryAcquire's
-//     ErrNotYet (a job queue's normal answer, not a failure);
+//     refusal for want of room (ErrWaitTimeout with a Bound of 0: a job
+//     queue's normal answer, not a failure);
 //   - Info: pauses and resumes, calls whose own context ended, and Redis
 //     answering again (a Redis event without Err);
 //   - Warn: denials, stops (an exhausted quota or an operator's Stop),
@@ -49,7 +50,7 @@ func slogLevel(e Event) (slog.Level, string) {
 	case Waiting:
 		return slog.LevelDebug, "llmpacer: call waiting"
 	case Denied:
-		if errors.Is(e.Err, ErrNotYet) {
+		if r := (*RefusedError)(nil); errors.As(e.Err, &r) && r.now() {
 			return slog.LevelDebug, "llmpacer: no room yet"
 		}
 		return slog.LevelWarn, "llmpacer: call denied"

@@ -31,6 +31,7 @@ func TestSlogObserverLevels(t *testing.T) {
 		{"waiting", pacer.Event{Kind: pacer.Waiting, Tokens: 10, Limit: "tpm", Wait: time.Second}, slog.LevelDebug, "budget=b tokens=10 priority=interactive limit=tpm wait=1s"},
 		{"denied", pacer.Event{Kind: pacer.Denied, Tokens: 10, Priority: pacer.Batch, Limit: "rpm", Wait: 2 * time.Minute, Err: boom}, slog.LevelWarn, "budget=b tokens=10 priority=batch limit=rpm retry_after=2m0s err=boom"},
 		{"not yet", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: "rpm", Wait: time.Second, Err: pacer.NotYet(time.Second, "rpm")}, slog.LevelDebug, ""},
+		{"no room within the bound", pacer.Event{Kind: pacer.Denied, Tokens: 10, Limit: "rpm", Wait: time.Minute, Err: pacer.TooLong(time.Minute, time.Second, "rpm")}, slog.LevelWarn, ""},
 		{"settled", pacer.Event{Kind: pacer.Ended, End: pacer.Settled, Tokens: 10, Used: 7, Held: time.Second}, slog.LevelDebug, "budget=b end=settled tokens=10 used=7 held=1s"},
 		{"expired", pacer.Event{Kind: pacer.Ended, End: pacer.Expired, Tokens: 10, Used: 10, Err: pacer.ErrLeaseExpired}, slog.LevelWarn, ""},
 		{"paused", pacer.Event{Kind: pacer.Paused, Limit: "tpm", Wait: time.Second}, slog.LevelInfo, "budget=b limit=tpm pause=1s"},

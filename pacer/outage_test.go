@@ -201,7 +201,7 @@ func TestFailOpenAdmitsLocalShare(t *testing.T) {
 	start := time.Now()
 	// The first call trips the circuit and finds the local share empty.
 	if l, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 1}); l != nil || err != nil || wait <= 0 || wait > 40*time.Millisecond {
-		t.Fatalf("TryAcquire as Redis is lost = %v, %v, %v; want ErrNotYet for at most 40ms (an empty share)", l, wait, err)
+		t.Fatalf("TryAcquire as Redis is lost = %v, %v, %v; want ErrWaitTimeout for at most 40ms (an empty share)", l, wait, err)
 	}
 	var held []*pacer.Lease
 	// A second from now: the first call waited out go-redis's retries.
@@ -275,7 +275,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 		t.Fatalf("Acquire(500) with Redis down = %v, %v; want a local lease", l, err)
 	}
 	if l2, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 400}); l2 != nil || err != nil || wait <= 0 {
-		t.Fatalf("TryAcquire(400) with the local share spent = %v, %v, %v; want ErrNotYet", l2, wait, err)
+		t.Fatalf("TryAcquire(400) with the local share spent = %v, %v, %v; want ErrWaitTimeout", l2, wait, err)
 	}
 	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 501}); !errors.Is(err, pacer.ErrUnavailable) {
 		t.Errorf("TryAcquire(501) beyond the local share of 500 = %v; want ErrUnavailable", err)
@@ -291,7 +291,7 @@ func TestLocalSettleRefunds(t *testing.T) {
 		t.Fatalf("TryAcquire(400) after settling 100 of 500 = %v, %v; want a local lease", l, err)
 	}
 	if l2, wait, err := tryAcquire(p, ctx, pacer.Request{Tokens: 400}); l2 != nil || err != nil || wait <= 0 {
-		t.Fatalf("TryAcquire(400) with the refund spent = %v, %v, %v; want ErrNotYet", l2, wait, err)
+		t.Fatalf("TryAcquire(400) with the refund spent = %v, %v, %v; want ErrWaitTimeout", l2, wait, err)
 	}
 	// Two local slots of four: the third waits for one.
 	l2, err := p.TryAcquire(ctx, pacer.Request{Tokens: 0})
@@ -299,8 +299,8 @@ func TestLocalSettleRefunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ny *pacer.RefusedError
-	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || ny.Limit != "concurrency" {
-		t.Fatalf("a third call with 2 local slots held = %v; want ErrNotYet for concurrency", err)
+	if _, err := p.TryAcquire(ctx, pacer.Request{}); !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &ny) || ny.Limit != "concurrency" {
+		t.Fatalf("a third call with 2 local slots held = %v; want ErrWaitTimeout for concurrency", err)
 	}
 	if err := l2.Cancel(ctx); err != nil {
 		t.Fatal(err)
@@ -422,7 +422,7 @@ func TestCircuitSparesTheDial(t *testing.T) {
 			before, start := dials.Load(), time.Now()
 			const calls = 2000
 			for range calls {
-				if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil && !errors.Is(err, pacer.ErrUnavailable) && !errors.Is(err, pacer.ErrNotYet) {
+				if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); err != nil && !errors.Is(err, pacer.ErrUnavailable) && !errors.Is(err, pacer.ErrWaitTimeout) {
 					t.Fatalf("TryAcquire with Redis down = %v", err)
 				}
 			}

@@ -14,12 +14,12 @@ import (
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
-// notYet returns err's ErrNotYet *RefusedError, failing the test if it is not one.
+// notYet returns err's ErrWaitTimeout *RefusedError, failing the test if it is not one.
 func notYet(t *testing.T, what string, err error) *pacer.RefusedError {
 	t.Helper()
 	var ny *pacer.RefusedError
-	if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) {
-		t.Fatalf("%s = %v; want a *RefusedError matching ErrNotYet", what, err)
+	if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &ny) {
+		t.Fatalf("%s = %v; want a *RefusedError matching ErrWaitTimeout", what, err)
 	}
 	return ny
 }
@@ -314,8 +314,8 @@ func TestSpendRate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.TryAcquire(ctx, pacer.Request{Input: 100_000, Output: 10_000, Model: "gpt-4o"}); !errors.Is(err, pacer.ErrNotYet) {
-			t.Fatalf("a call whose worst case passes the cap while the first is in flight = %v; want ErrNotYet", err)
+		if _, err := p.TryAcquire(ctx, pacer.Request{Input: 100_000, Output: 10_000, Model: "gpt-4o"}); !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Fatalf("a call whose worst case passes the cap while the first is in flight = %v; want ErrWaitTimeout", err)
 		}
 		// It used 100k input (40k cached) and 20k output: 150,000 + 50,000
 		// + 200,000 = 400,000 µ$; 350,000 come back.

@@ -53,8 +53,8 @@ func TestShadowNeverHolds(t *testing.T) {
 		if shadows != 3 || len(denied) != 3 || ended != 2 {
 			t.Fatalf("%d shadow leases, %d Denied, %d Ended; want 3, 3 and 2 (only counted leases end)", shadows, len(denied), ended)
 		}
-		if denied[0].Limit != "rpm" || !errors.Is(denied[0].Err, pacer.ErrNotYet) || denied[0].Wait <= 0 {
-			t.Errorf("Denied %+v; want rpm, ErrNotYet and how long the call would have waited", denied[0])
+		if denied[0].Limit != "rpm" || !errors.Is(denied[0].Err, pacer.ErrWaitTimeout) || denied[0].Wait <= 0 {
+			t.Errorf("Denied %+v; want rpm, ErrWaitTimeout and how long the call would have waited", denied[0])
 		}
 		if s := snap(t, p); s.Rate("rpm").Level > 0.1 {
 			t.Errorf("RPM level %.2f; want the two counted calls to have used it", s.Rate("rpm").Level)

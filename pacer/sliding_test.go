@@ -142,8 +142,8 @@ func TestSlidingRefund(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500}); !errors.Is(err, pacer.ErrNotYet) {
-			t.Fatalf("500 more = %v; want ErrNotYet", err)
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 500}); !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Fatalf("500 more = %v; want ErrWaitTimeout", err)
 		}
 		if err := l.Settle(ctx, 300); err != nil {
 			t.Fatal(err)

@@ -30,16 +30,35 @@ type RateState struct {
 }
 
 // Snapshot is a budget's state at one moment, as an operator needs to see
-// it: each limit's level and capacity, slots held and any pause.
+// it: each limit's level and capacity, slots held and any pause; or one
+// tenant's (Pacer.TenantSnapshot): its own rates and its shares of the
+// budget's.
+//
+// A budget's snapshot leaves Tenant and Shares zero. A tenant's sets Name,
+// Tenant, Time, Rates and Shares, and leaves the budget's own fields zero
+// (InFlight, Concurrency, Paused, Stopped, StoppedBy, MeanHold): read the
+// budget's Snapshot for those.
 type Snapshot struct {
+	// Name is the budget's name.
 	Name string
+	// Tenant is the tenant read, for a tenant's snapshot; "" for the
+	// budget's.
+	Tenant string
 	// Time is the moment read, on the Redis clock.
 	Time time.Time
 
 	// Rates holds every rate limit of the budget: those of Limits' four
 	// fields the budget has (RPM, TPM, RPD, TPD, in that order), then
-	// Config.Rates' others, in order. Rate looks one up by name.
+	// Config.Rates' others, in order. For a tenant, they are the tenant's
+	// own rates (Config.Tenants.Rates), in order. Rate looks one up by
+	// name.
 	Rates []RateState
+	// Shares are a tenant's shares of the budget's rates, in the order of
+	// the budget's Rates: each Rate is the share's, and a Level below what
+	// a call needs means the tenant's calls yield to tenants within their
+	// share. Nil for the budget's snapshot, or a budget without
+	// Config.Tenants.Share.
+	Shares []RateState
 
 	// InFlight counts the concurrency slots held by leases not yet ended
 	// or expired, those of queued waiters a freed slot admitted included
@@ -60,9 +79,10 @@ type Snapshot struct {
 	MeanHold time.Duration
 }
 
-// Rate returns the state of the rate whose Rate.Name is name (such as
-// "tpm" or "tokens/3600s"), or the zero RateState if the budget has no
-// such rate.
+// Rate returns the state of the rate in Rates whose Rate.Name is name
+// (such as "tpm" or "tokens/3600s"), or the zero RateState if there is no
+// such rate: the budget's rate, or a tenant's own rate in a tenant's
+// snapshot.
 func (s Snapshot) Rate(name string) RateState {
 	for _, r := range s.Rates {
 		if r.Rate.Name() == name {

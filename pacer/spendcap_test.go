@@ -50,8 +50,8 @@ func capStorm(t *testing.T, ps []*pacer.Pacer, used pacer.Usage) (admitted, spen
 			l, err := ps[i%len(ps)].TryAcquire(ctx, capRequest)
 			tried.Done()
 			if err != nil {
-				if !errors.Is(err, pacer.ErrNotYet) {
-					t.Errorf("TryAcquire = %v; want admitted or ErrNotYet", err)
+				if !errors.Is(err, pacer.ErrWaitTimeout) {
+					t.Errorf("TryAcquire = %v; want admitted or ErrWaitTimeout", err)
 				}
 				return
 			}
@@ -198,7 +198,7 @@ func TestSpendCapBoundByConcurrency(t *testing.T) {
 				defer wg.Done()
 				l, err := ps[i%len(ps)].Acquire(ctx, pacer.Request{Input: capRequest.Input, Output: capRequest.Output, Model: capModel, MaxWait: 10 * time.Second})
 				if err != nil {
-					if !errors.Is(err, pacer.ErrWaitTimeout) && !errors.Is(err, pacer.ErrNotYet) {
+					if !errors.Is(err, pacer.ErrWaitTimeout) {
 						t.Errorf("Acquire = %v; want admitted, or refused for want of spend", err)
 					}
 					return
@@ -290,8 +290,8 @@ func TestTenantSpendCapWithoutBudgetSpend(t *testing.T) {
 	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "a"}); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
-	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "a"}); !errors.Is(err, pacer.ErrNotYet) {
-		t.Fatalf("second call of 600 on a cap of 1,000 with 600 spent: %v, want ErrNotYet", err)
+	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "a"}); !errors.Is(err, pacer.ErrWaitTimeout) {
+		t.Fatalf("second call of 600 on a cap of 1,000 with 600 spent: %v, want ErrWaitTimeout", err)
 	}
 	if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 600, Tenant: "b"}); err != nil {
 		t.Fatalf("another tenant's call: %v", err)

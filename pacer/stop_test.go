@@ -54,8 +54,8 @@ func TestQuotaStopAndProbe(t *testing.T) {
 			if took := time.Since(began); took > 2*time.Second {
 				t.Errorf("pacer %d: Acquire took %v to refuse; want at once", i, took)
 			}
-			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrNotYet) {
-				t.Errorf("pacer %d: TryAcquire while stopped = %v; want a *RefusedError matching ErrStopped, not ErrNotYet", i, err)
+			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100}); !errors.Is(err, pacer.ErrStopped) || errors.Is(err, pacer.ErrWaitTimeout) {
+				t.Errorf("pacer %d: TryAcquire while stopped = %v; want a *RefusedError matching ErrStopped, not ErrWaitTimeout", i, err)
 			}
 		}
 		s := snap(t, ps[1])
@@ -202,8 +202,8 @@ func TestSyncLowersToTheProvidersRoom(t *testing.T) {
 		if err := p.Sync(ctx, rl); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1000}); !errors.Is(err, pacer.ErrNotYet) {
-			t.Errorf("TryAcquire after the provider reported no tokens = %v; want ErrNotYet", err)
+		if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1000}); !errors.Is(err, pacer.ErrWaitTimeout) {
+			t.Errorf("TryAcquire after the provider reported no tokens = %v; want ErrWaitTimeout", err)
 		}
 		near("TPM level after remaining 0", snap(t, p).Rate("tpm").Level, 0)
 	})

@@ -136,34 +136,22 @@ func (p *Pacer) tenantKey(id string) string {
 	return wire.TenantKey(p.tag, wire.TenantHash(id))
 }
 
-// TenantSnapshot is one tenant's state at one moment.
-type TenantSnapshot struct {
-	Tenant string
-	// Time is the moment read, on the Redis clock.
-	Time time.Time
-	// Rates are the tenant's own rates (Config.Tenants.Rates), in order.
-	Rates []RateState
-	// Shares are the tenant's shares of the budget's rates, in the order
-	// of the budget's Snapshot.Rates:
-	// each Rate is the share's, and a Level below what a call needs means
-	// the tenant's calls yield to tenants within their share.
-	Shares []RateState
-}
-
-// TenantSnapshot reads tenant's state in the budget without changing it.
-// A tenant never seen, or idle long enough for its state to expire, reads
-// full.
-func (p *Pacer) TenantSnapshot(ctx context.Context, tenant string) (TenantSnapshot, error) {
+// TenantSnapshot reads tenant's state in the budget without changing it:
+// a Snapshot with Tenant set, Rates the tenant's own rates
+// (Config.Tenants.Rates) and Shares its shares of the budget's rates; the
+// fields of the budget as a whole are left zero (see Snapshot). A tenant
+// never seen, or idle long enough for its state to expire, reads full.
+func (p *Pacer) TenantSnapshot(ctx context.Context, tenant string) (Snapshot, error) {
 	if len(tenant) > maxTenantLen {
-		return TenantSnapshot{}, invalidf("TenantSnapshot: the tenant id is %d bytes long: use at most %d", len(tenant), maxTenantLen)
+		return Snapshot{}, invalidf("TenantSnapshot: the tenant id is %d bytes long: use at most %d", len(tenant), maxTenantLen)
 	}
 	return p.tenantSnapshot(ctx, p.tenantKey(tenant), tenant)
 }
 
 // tenantSnapshot reads the tenant whose hash is key, named tenant.
-func (p *Pacer) tenantSnapshot(ctx context.Context, key, tenant string) (TenantSnapshot, error) {
+func (p *Pacer) tenantSnapshot(ctx context.Context, key, tenant string) (Snapshot, error) {
 	if p.s().withTenant == nil {
-		return TenantSnapshot{}, invalidf("TenantSnapshot: Config.Tenants is empty: the budget has no tenants")
+		return Snapshot{}, invalidf("TenantSnapshot: Config.Tenants is empty: the budget has no tenants")
 	}
 	fields := make([]any, len(p.s().tenants))
 	for i, b := range p.s().tenants {
@@ -172,23 +160,23 @@ func (p *Pacer) tenantSnapshot(ctx context.Context, key, tenant string) (TenantS
 	keys := []string{key, p.keys[1], p.keys[2]}
 	v, err := p.callKeys(ctx, keys, lua.Snapshot, fields, nil)
 	if err != nil {
-		return TenantSnapshot{}, err
+		return Snapshot{}, err
 	}
 	a, ok := v.([]any)
 	if !ok || len(a) != 3+len(fields) {
-		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s().name, wire.ErrReply, v)
+		return Snapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s().name, wire.ErrReply, v)
 	}
 	now, ok := a[0].(int64)
 	if !ok {
-		return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s().name, wire.ErrReply, v)
+		return Snapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w: %v", p.s().name, wire.ErrReply, v)
 	}
-	s := TenantSnapshot{Tenant: tenant, Time: time.UnixMicro(now)}
+	s := Snapshot{Name: p.s().name, Tenant: tenant, Time: time.UnixMicro(now)}
 	budget := p.s().configured()
 	for i, b := range p.s().tenants {
 		str, _ := a[3+i].(string)
 		st, err := b.state(now, str)
 		if err != nil {
-			return TenantSnapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w", p.s().name, err)
+			return Snapshot{}, fmt.Errorf("pacer: tenant snapshot of %q: %w", p.s().name, err)
 		}
 		if i < len(p.s().tenantRates) {
 			st.Rate = p.s().tenantRates[i]

@@ -75,7 +75,7 @@ func TestTenantNewcomerLeavesTheFloor(t *testing.T) {
 				switch {
 				case err == nil:
 					heavy++
-				case errors.Is(err, pacer.ErrNotYet):
+				case errors.Is(err, pacer.ErrWaitTimeout):
 				default:
 					t.Fatalf("step %d: heavy TryAcquire = %v", step, err)
 				}
@@ -122,7 +122,7 @@ func TestTenantHeavyLeavesRoomForABunch(t *testing.T) {
 			for range 3 {
 				if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: "heavy"}); err == nil {
 					heavy++
-				} else if !errors.Is(err, pacer.ErrNotYet) {
+				} else if !errors.Is(err, pacer.ErrWaitTimeout) {
 					t.Fatalf("heavy TryAcquire = %v", err)
 				}
 			}

@@ -141,8 +141,8 @@ func TestTenantHostileIDs(t *testing.T) {
 			}
 		}
 		for _, id := range ids {
-			if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: id}); !errors.Is(err, pacer.ErrNotYet) {
-				t.Errorf("tenant %.20q's second call = %v; want ErrNotYet (1 an hour)", id, err)
+			if _, err := p.TryAcquire(ctx, pacer.Request{Tenant: id}); !errors.Is(err, pacer.ErrWaitTimeout) {
+				t.Errorf("tenant %.20q's second call = %v; want ErrWaitTimeout (1 an hour)", id, err)
 			}
 		}
 		s := snap(t, p)
@@ -205,7 +205,7 @@ func TestTenantsNeverOversubscribe(t *testing.T) {
 					switch {
 					case err == nil:
 						per[tenant].Add(1)
-					case !errors.Is(err, pacer.ErrNotYet):
+					case !errors.Is(err, pacer.ErrWaitTimeout):
 						t.Error(err)
 					}
 				}

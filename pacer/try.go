@@ -10,10 +10,10 @@ import (
 )
 
 // TryAcquire admits r only if every limit has room now. It never waits: it
-// returns a lease, or a *RefusedError (errors.Is ErrNotYet) that says how
-// long until r could be admitted (assuming no other caller takes the room
-// first), having charged nothing. It returns ErrTooLarge for a request that
-// can never fit.
+// returns a lease, or a *RefusedError (errors.Is ErrWaitTimeout, with a
+// Bound of 0) that says how long until r could be admitted (assuming no
+// other caller takes the room first), having charged nothing. It returns
+// ErrTooLarge for a request that can never fit.
 //
 // In a shadow budget (Config.Shadow) Acquire and TryAcquire never refuse
 // for want of room or Redis: they report the refusal as a Denied event and
@@ -27,7 +27,7 @@ func (p *Pacer) TryAcquire(ctx context.Context, r Request) (*Lease, error) {
 		return nil, ctx.Err() // the caller gave up: nothing to let run
 	}
 	// A shadow budget reports the refusal and lets the call run.
-	if !errors.Is(err, ErrNotYet) && !errors.Is(err, ErrStopped) { // those emitted Denied already
+	if !errors.Is(err, ErrWaitTimeout) && !errors.Is(err, ErrStopped) { // those emitted Denied already
 		p.emit(Event{Kind: Denied, Tokens: r.Tokens, Priority: r.Priority, Err: err})
 	}
 	now := time.Now()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/llmpacer/llmpacer/classify"
@@ -53,9 +54,11 @@ type target struct {
 //
 // A call refused by a deployment (a 429, an exhausted quota, an overload
 // or another 5xx: an answer that comes before any body) is sent on at once
-// to another deployment that has room now (Group.Except's TryAcquire),
-// before the SDK sees the refusal: the SDK would wait out the Retry-After
-// and then be routed back to the deployment whose pause had just ended.
+// to another deployment that has room now (the TryAcquire of a group of
+// the deployments not yet tried, made with pacer.NewGroup from
+// Group.Config), before the SDK sees the refusal: the SDK would wait out
+// the Retry-After and then be routed back to the deployment whose pause
+// had just ended.
 // Each deployment gets the call at most once per attempt; the refused
 // lease ends by pacer.Lease.Fail's rule and the next deployment's is a new
 // one. Only when no other deployment has room, or all have refused the
@@ -70,8 +73,10 @@ type target struct {
 // pacer.ErrInvalid.
 func NewGroupTransport(g *pacer.Group, targets map[string]Target, base http.RoundTripper, opts ...Option) http.RoundTripper {
 	var first *pacer.Pacer
+	var cfg pacer.GroupConfig
 	if g != nil {
-		first = g.Deployments()[0].Pacer
+		cfg = g.Config()
+		first = cfg.Deployments[0].Pacer
 	}
 	rt := NewTransport(first, base, opts...)
 	t := rt.(*transport)
@@ -81,7 +86,7 @@ func NewGroupTransport(g *pacer.Group, targets map[string]Target, base http.Roun
 	}
 	t.g, t.to = g, map[*pacer.Pacer]*target{}
 	names := map[string]bool{}
-	for _, d := range g.Deployments() {
+	for _, d := range cfg.Deployments {
 		name := d.Pacer.Config().Name
 		names[name] = true
 		tg := &target{base: t.base}
@@ -202,7 +207,7 @@ func (t *transport) elsewhere(ctx context.Context, at *attempt, v classify.Verdi
 		}
 		out.Body = body
 	}
-	g := t.g.Except(tried...)
+	g := t.untried(tried)
 	if g == nil {
 		return nil, nil, nil, nil
 	}
@@ -216,6 +221,21 @@ func (t *transport) elsewhere(ctx context.Context, at *attempt, v classify.Verdi
 	tg := t.to[p]
 	tg.rewrite(out)
 	return l, p, tg.base, out
+}
+
+// untried returns a group of the transport's deployments other than tried,
+// with its group's policy, weights and cooldown, or nil when none is left.
+func (t *transport) untried(tried []*pacer.Pacer) *pacer.Group {
+	cfg := t.g.Config()
+	cfg.Deployments = slices.DeleteFunc(cfg.Deployments, func(d pacer.Deployment) bool { return slices.Contains(tried, d.Pacer) })
+	if len(cfg.Deployments) == 0 {
+		return nil
+	}
+	g, err := pacer.NewGroup(cfg) // a part of a valid group: valid
+	if err != nil {
+		return nil
+	}
+	return g
 }
 
 // deploymentFailed says whether a verdict is the deployment's, not the

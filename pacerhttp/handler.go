@@ -80,7 +80,8 @@ type Refusal struct {
 	// Request is what the request would have reserved.
 	Request pacer.Request
 	// Err is the pacer's answer: a *pacer.RefusedError matching
-	// pacer.ErrNotYet, pacer.ErrWaitTimeout or pacer.ErrStopped.
+	// pacer.ErrWaitTimeout (Bound 0 when the handler does not wait) or
+	// pacer.ErrStopped.
 	Err error
 }
 

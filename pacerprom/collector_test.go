@@ -49,8 +49,8 @@ func TestScriptedSequence(t *testing.T) {
 	must(t, l2.Settle(ctx, 2500))                                                     // 500 of debt: tpm 3100; held 1 s
 	must(t, try(chat, pacer.Request{Tokens: 500}).Fail(ctx, classify.Verdict{}, nil)) // released: tpm 2600, rpm 59; held 0
 	must(t, try(chat, pacer.Request{Tokens: 300}).Cancel(ctx))                        // all back: tpm 2600, rpm 59
-	if _, err := chat.TryAcquire(ctx, pacer.Request{Tokens: 3000}); !errors.Is(err, pacer.ErrNotYet) {
-		t.Fatalf("TryAcquire(3000 of 2600) = %v; want ErrNotYet", err)
+	if _, err := chat.TryAcquire(ctx, pacer.Request{Tokens: 3000}); !errors.Is(err, pacer.ErrWaitTimeout) {
+		t.Fatalf("TryAcquire(3000 of 2600) = %v; want ErrWaitTimeout", err)
 	}
 	try(chat, pacer.Request{Tokens: 100, Priority: pacer.Batch}) // held: tpm 2500, rpm 58, 1 slot
 	must(t, chat.Pause(ctx, 3*time.Second))

@@ -65,7 +65,7 @@ func ExampleWithNoWait() {
 			callModel, func(r reply) int64 { return tokens }, // used all it reserved
 			retry.WithNoWait())
 		switch {
-		case errors.Is(err, pacer.ErrNotYet):
+		case errors.Is(err, pacer.ErrWaitTimeout):
 			wait, _ := pacer.RetryAfter(err)
 			fmt.Printf("job %d: back to the queue for %v\n", i, wait.Round(time.Hour))
 		case err != nil:

@@ -82,8 +82,8 @@ func WithOnAttempt(f func(Attempt)) Option { return func(c *config) { c.onAttemp
 // only if the budget (a deployment) has room now, as pacer's TryAcquire
 // admits, and never sleeps, for room or to back off, so it makes one
 // attempt whatever WithRetries says. If there is no room it returns a
-// *pacer.RefusedError (errors.Is pacer.ErrNotYet) with the time until
-// there will be, having charged nothing: hand the job back to the queue
+// *pacer.RefusedError (errors.Is pacer.ErrWaitTimeout, with a Bound of 0)
+// with the time until there will be, having charged nothing: hand the job back to the queue
 // with that delay. A call answered RateLimited pauses the shared budget
 // and comes back as an *Error whose RetryAfter says when to try again;
 // other failures are *Errors as without the option.

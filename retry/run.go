@@ -32,8 +32,8 @@ import (
 //
 // The error is an *Error (errors.Is pacer.ErrQuotaExhausted, ErrPermanent,
 // ErrRateLimited, ErrExhausted as it applies), or an error from Acquire
-// (pacer.ErrTooLarge, pacer.ErrWaitTimeout, pacer.ErrStopped,
-// pacer.ErrUnavailable, pacer.ErrInvalid, pacer.ErrNotYet with WithNoWait,
+// (pacer.ErrTooLarge, pacer.ErrWaitTimeout, with a Bound of 0 for
+// WithNoWait, pacer.ErrStopped, pacer.ErrUnavailable, pacer.ErrInvalid,
 // ctx's error). For job queues, WithNoWait makes Run send the call only if the
 // budget has room now, once, and never sleep.
 //

@@ -194,8 +194,8 @@ func TestRunNoWaitNotYet(t *testing.T) {
 		before := snap(t, p)
 		_, err := retry.Run(ctx, p, pacer.Request{Tokens: 800}, call, usage.Total, retry.WithNoWait())
 		var ny *pacer.RefusedError
-		if !errors.Is(err, pacer.ErrNotYet) || !errors.As(err, &ny) || retryAfter(ny) <= 0 {
-			t.Fatalf("Run(WithNoWait) with no room = %v; want ErrNotYet with a delay", err)
+		if !errors.Is(err, pacer.ErrWaitTimeout) || !errors.As(err, &ny) || retryAfter(ny) <= 0 {
+			t.Fatalf("Run(WithNoWait) with no room = %v; want ErrWaitTimeout with a delay", err)
 		}
 		after := snap(t, p)
 		if calls.Load() != 1 || !near(after.Rate("tpd").Level, before.Rate("tpd").Level, 1) || !near(after.Rate("rpd").Level, before.Rate("rpd").Level, 0.01) {

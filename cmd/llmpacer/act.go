@@ -39,10 +39,11 @@ func act(ctx context.Context, o options, rdb redis.UniversalClient, where string
 		return &notFoundError{fmt.Sprintf("no budget %q under prefix %q on %s: llmpacer list shows the budgets there (names are case-sensitive)%s", name, o.prefix, where, hint)}
 	}
 	p, err := pacer.Open(ctx, rdb, o.prefix, name)
-	if errors.Is(err, pacer.ErrNotDefined) || errors.Is(err, pacer.ErrInvalid) {
-		// Pause, Stop and Resume change only the budget's pause and stop
-		// fields, whatever its definition: a placeholder limit, never
-		// written, lets pacer open a budget that has none.
+	if errors.Is(err, pacer.ErrInvalid) {
+		// No definition stored, or one no process can use. Pause, Stop and
+		// Resume change only the budget's pause and stop fields, whatever
+		// its definition: a placeholder limit, never written, lets pacer
+		// open a budget that has none.
 		t, bare := wire.SplitTag(name)
 		p, err = pacer.New(rdb, pacer.Config{Name: bare, KeyPrefix: o.prefix, HashTag: t, Limits: pacer.Limits{RPM: 1}})
 	}

@@ -75,8 +75,8 @@ func TestPauseStopResume(t *testing.T) {
 			if after.Paused < 15*time.Second {
 				t.Errorf("%s: Paused after pause -for 20s = %v", name, after.Paused)
 			}
-			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrNotYet) {
-				t.Errorf("%s: TryAcquire while paused = %v; want ErrNotYet", name, err)
+			if _, err := p.TryAcquire(ctx, pacer.Request{Tokens: 1}); !errors.Is(err, pacer.ErrWaitTimeout) {
+				t.Errorf("%s: TryAcquire while paused = %v; want ErrWaitTimeout", name, err)
 			}
 			// Only the pause and stop changed: the buckets are as they were,
 			// but for their refill on the Redis clock since (the call

@@ -115,11 +115,11 @@ func (r reader) read(ctx context.Context, name string, hashes []string) budget {
 	case err == nil:
 		err = r.readDefined(ctx, p, &b)
 	case errors.Is(err, pacer.ErrInvalid):
-		// A stored definition no process can use: say so, and show what
-		// the state says without it.
-		unusable = err
-		fallthrough
-	case errors.Is(err, pacer.ErrNotDefined):
+		// No definition stored, or one no process can use: the latter is
+		// said. Either way the state is shown as it reads without one.
+		if defined, derr := r.defined(ctx, name); derr != nil || defined {
+			unusable = err
+		}
 		p, err = nil, r.readRaw(ctx, &b)
 	}
 	if err == nil && r.o.tenants > 0 && len(hashes) > 0 {
@@ -132,6 +132,14 @@ func (r reader) read(ctx context.Context, name string, hashes []string) budget {
 		b.Error = err.Error()
 	}
 	return b
+}
+
+// defined says whether a definition of budget name is stored: whether its
+// definition key (wire.DefinitionSuffix) exists. pacer.Open's ErrInvalid
+// means no definition when none is.
+func (r reader) defined(ctx context.Context, name string) (bool, error) {
+	n, err := r.rdb.Exists(ctx, wire.Keys(tag(r.o.prefix, name))[3]).Result()
+	return n > 0, err
 }
 
 // readDefined reads a budget through its stored definition.

@@ -57,7 +57,7 @@ func TestReadTenantAsPacerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := pacer.TenantSnapshot{Tenant: "acme", Time: want.Time, Rates: rates, Shares: shares}
+	got := pacer.Snapshot{Name: want.Name, Tenant: "acme", Time: want.Time, Rates: rates, Shares: shares}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("readTenant differs from pacer's TenantSnapshot (-pacer +llmpacer):\n%s", diff)
 	}

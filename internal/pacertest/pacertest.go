@@ -106,7 +106,7 @@ const LevelEps = 0.01
 // the time until room, or an error.
 func TryAcquire(p *pacer.Pacer, ctx context.Context, r pacer.Request) (*pacer.Lease, time.Duration, error) {
 	l, err := p.TryAcquire(ctx, r)
-	if errors.Is(err, pacer.ErrNotYet) {
+	if errors.Is(err, pacer.ErrWaitTimeout) {
 		return nil, RetryAfter(err), nil
 	}
 	return l, 0, err

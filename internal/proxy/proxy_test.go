@@ -157,8 +157,8 @@ func TestOneCallAtATimeUntilLimitsKnown(t *testing.T) {
 	if st := prov.Stats(); st.OK != 4 || st.MaxInFlight != 1 {
 		t.Errorf("provider: %d OK, at most %d in flight; want 4 OK one at a time", st.OK, st.MaxInFlight)
 	}
-	if _, err := pacer.Open(context.Background(), b.Client(t), prefix, proxy.BudgetName("openai", secret, "gpt-4o-mini")); !errors.Is(err, pacer.ErrNotDefined) {
-		t.Errorf("pacer.Open = %v, want ErrNotDefined: no header stated a limit", err)
+	if _, err := pacer.Open(context.Background(), b.Client(t), prefix, proxy.BudgetName("openai", secret, "gpt-4o-mini")); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "no definition") {
+		t.Errorf("pacer.Open = %v, want ErrInvalid saying no definition is stored: no header stated a limit", err)
 	}
 }
 

@@ -97,7 +97,7 @@ func (b *bench) group(ctx context.Context) error {
 		}
 		for i := 0; i < n; i++ {
 			l, err := f()
-			if err != nil && !errors.Is(err, pacer.ErrNotYet) {
+			if err != nil && !errors.Is(err, pacer.ErrWaitTimeout) {
 				return 0, err
 			}
 			if l != nil {
