@@ -387,7 +387,7 @@ var errPausedTurn = errors.New("pacer: the turn was paused")
 // background.
 //
 // A pause may last longer than the lease: the lease is kept alive through
-// it (see Lease.KeepAlive), so the call still holds its lease, and its
+// it (renewed as Lease.KeepAlive does), so the call still holds its lease, and its
 // slot, when it starts.
 //
 // A call a Group routed here (see acquisition.away) does not wait a pause
@@ -428,7 +428,7 @@ func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duratio
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
-			if keep && l.KeepAlive(ctx) != nil {
+			if keep && l.renew(ctx) != nil {
 				// Expired, or Redis failing: the call goes at the pause's
 				// end as it would have, and does not ask again.
 				alive = false

@@ -660,7 +660,7 @@ func TestKeysAlwaysCarryATTL(t *testing.T) {
 		if err := p.Pause(ctx, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.KeepAlive(ctx); err != nil {
+		if err := pacer.Renew(ctx, l); err != nil {
 			t.Fatal(err)
 		}
 		check("a keepalive during a long pause", set, 30*time.Second)

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A long call keeps its slot with AutoKeepAlive; ending a lease twice
+// A long call keeps its slot with KeepAlive; ending a lease twice
 // changes the budget once.
-func ExampleLease_AutoKeepAlive() {
+func ExampleLease_KeepAlive() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -27,7 +27,7 @@ func ExampleLease_AutoKeepAlive() {
 	})
 	ctx := context.Background()
 	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 5000})
-	stop := l.AutoKeepAlive(ctx)
+	stop := l.KeepAlive(ctx)
 	time.Sleep(1300 * time.Millisecond) // a call longer than two TTLs
 	stop()
 	fmt.Println("still held:", l.Info().State)

@@ -18,6 +18,9 @@ func OneTrip(g *Group) bool { return g.one }
 // wait, for tests of what reads it.
 func NotYet(wait time.Duration, limit string) error { return notYet(wait, limit) }
 
+// Renew pushes l's expiry once, as each tick of Lease.KeepAlive does.
+func Renew(ctx context.Context, l *Lease) error { return l.renew(ctx) }
+
 // TooLong returns Acquire's error for a wait past bound.
 func TooLong(wait, bound time.Duration, limit string) error {
 	return bounds{bound: bound, deadline: time.Now().Add(bound)}.tooLong(wait, limit)

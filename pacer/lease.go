@@ -445,10 +445,10 @@ func verb(how LeaseState) string {
 	return map[LeaseState]string{Settled: "settle", Released: "release", Canceled: "cancel", Rejected: "reject", Expired: "expire"}[how]
 }
 
-// KeepAlive pushes the lease's expiry to one lease TTL from now, so a long
-// call keeps its concurrency slot. It returns ErrLeaseExpired if the lease already
-// expired, and nil without a Redis call if it has ended.
-func (l *Lease) KeepAlive(ctx context.Context) error {
+// renew pushes the lease's expiry to one lease TTL from now, once (see
+// KeepAlive). It returns ErrLeaseExpired if the lease already expired, and
+// nil without a Redis call if it has ended.
+func (l *Lease) renew(ctx context.Context) error {
 	// The call turn is held across the call, so that a renewal and an end
 	// do not interleave: the expiry a failed end is judged by must be
 	// current.
@@ -464,7 +464,7 @@ func (l *Lease) KeepAlive(ctx context.Context) error {
 	return err
 }
 
-// keepAliveLocked is KeepAlive with the call turn held. expired says the
+// keepAliveLocked is renew with the call turn held. expired says the
 // renewal found the lease expired, and marked it so.
 func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 	switch l.end {
@@ -506,17 +506,22 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 	return true, ErrLeaseExpired
 }
 
-// AutoKeepAlive keeps the lease alive in the background, renewing it every
-// third of the lease TTL, until stop is called, ctx is done, or the lease
-// ends or expires. A renewal that fails because Redis is briefly unreachable
-// is retried at the next tick. Call stop when the call returns:
+// KeepAlive keeps a long call's lease, and its concurrency slot, from
+// expiring: in the background, it pushes the lease's expiry to one lease
+// TTL from now every third of the TTL, until stop is called, ctx is done,
+// or the lease ends or expires. A renewal that fails because Redis is
+// briefly unreachable is retried at the next tick. Call stop when the call
+// returns; stop waits for the loop, so no renewal runs after it returns:
 //
-//	stop := l.AutoKeepAlive(ctx)
+//	stop := l.KeepAlive(ctx)
 //	reply, err := callModel(ctx)
 //	stop()
-func (l *Lease) AutoKeepAlive(ctx context.Context) (stop func()) {
+//
+// To stop keeping it alive on a rule of your own (a stream whose reader
+// went idle), cancel ctx.
+func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 	return concurrency.KeepAlive(ctx, l.b.TTL/3, func(ctx context.Context) bool {
-		err := l.KeepAlive(ctx)
+		err := l.renew(ctx)
 		return !errors.Is(err, ErrLeaseExpired) && l.Info().State == Active
 	})
 }

@@ -143,7 +143,7 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := kept.AutoKeepAlive(ctx)
+		stop := kept.KeepAlive(ctx)
 		if b.Mini != nil {
 			for range 7 { // 1.4 s: more than two TTLs
 				for deadline := time.Now().Add(30 * time.Second); kept.Info().Expiry.Before(now.Add(keptTTL)); time.Sleep(time.Millisecond) {
@@ -647,11 +647,11 @@ func TestKeepAliveHandsExpiredSlot(t *testing.T) {
 	}()
 	<-queued
 	c.advance(ttl / 2)
-	if err := kept.KeepAlive(ctx); err != nil {
+	if err := pacer.Renew(ctx, kept); err != nil {
 		t.Fatal(err)
 	}
 	c.advance(ttl/2 + 10*time.Millisecond) // the abandoned lease expired
-	if err := kept.KeepAlive(ctx); err != nil {
+	if err := pacer.Renew(ctx, kept); err != nil {
 		t.Fatal(err)
 	}
 	if s := snap(t, holder); s.InFlight != 2 {

@@ -184,7 +184,7 @@ func (h *handler) acquire(ctx context.Context, req pacer.Request) (*pacer.Lease,
 
 // serve runs the wrapped handler holding l, and releases l after it.
 func (h *handler) serve(w http.ResponseWriter, r *http.Request, l *pacer.Lease) {
-	stop := l.AutoKeepAlive(r.Context())
+	stop := l.KeepAlive(r.Context())
 	defer func() {
 		stop()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), endTimeout)

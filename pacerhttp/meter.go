@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
-	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -181,41 +180,64 @@ func (m *meter) finish(eof bool) {
 // for its answer, and then while the caller reads the body. A body the
 // caller stops reading without closing it stops renewing after two idle
 // renewal periods, and the lease then expires (its reservation kept). The
-// loop is concurrency.KeepAlive, as for Lease.AutoKeepAlive; only the idle
-// rule is the transport's own.
+// loop is the lease's own (Lease.KeepAlive); the idle rule is the
+// transport's, told to it by canceling the loop's context.
 type keeper struct {
-	waiting atomic.Bool // no answer yet: the provider is working, never idle
-	active  atomic.Bool
-	idle    int // renewal periods without a read; the loop's alone
-	stop    func()
+	stopLoop func()
+	cancel   context.CancelFunc // ends the loop: the caller went idle
+	idle     time.Duration      // two renewal periods
+	last     atomic.Int64       // when the caller last read, in Unix ns
+	mu       sync.Mutex         // guards timer and done
+	timer    *time.Timer        // the idle rule's, from the answer on
+	done     bool               // stopped: the idle timer arms no more
 }
 
 // keep starts keeping l alive.
 func keep(l *pacer.Lease) *keeper {
-	k := &keeper{}
-	k.waiting.Store(true)
-	k.active.Store(true)
-	every := max(time.Until(l.Info().Expiry)/3, 10*time.Millisecond)
-	k.stop = concurrency.KeepAlive(context.Background(), every, func(ctx context.Context) bool {
-		// A slow model may take minutes to answer: only the caller's
-		// reading of the body can go idle.
-		if k.active.Swap(false) || k.waiting.Load() {
-			k.idle = 0
-		} else if k.idle++; k.idle >= 2 {
-			return false
-		}
-		err := l.KeepAlive(ctx)
-		return err == nil || time.Now().Before(l.Info().Expiry) // else expired: nothing left to keep
-	})
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &keeper{cancel: cancel, idle: 2 * max(time.Until(l.Info().Expiry)/3, 10*time.Millisecond)}
+	k.stopLoop = l.KeepAlive(ctx)
 	return k
 }
 
 // answered records that the answer's headers have arrived: from now on
-// the caller's reading keeps the lease alive.
+// only the caller's reading keeps the lease alive. A slow model may take
+// minutes to answer: until then the lease is never idle.
 func (k *keeper) answered() {
-	k.active.Store(true)
-	k.waiting.Store(false)
+	k.touch()
+	k.mu.Lock()
+	if !k.done {
+		k.timer = time.AfterFunc(k.idle, k.check)
+	}
+	k.mu.Unlock()
 }
 
 // touch records that the body is being read.
-func (k *keeper) touch() { k.active.Store(true) }
+func (k *keeper) touch() { k.last.Store(time.Now().UnixNano()) }
+
+// check runs when the idle bound may have passed: it ends the loop if the
+// caller has not read since, or looks again when it would have.
+func (k *keeper) check() {
+	left := k.idle - time.Since(time.Unix(0, k.last.Load()))
+	if left <= 0 {
+		k.cancel()
+		return
+	}
+	k.mu.Lock()
+	if !k.done {
+		k.timer.Reset(left)
+	}
+	k.mu.Unlock()
+}
+
+// stop stops keeping the lease alive, and waits for the loop to end.
+func (k *keeper) stop() {
+	k.mu.Lock()
+	k.done = true
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.mu.Unlock()
+	k.cancel()
+	k.stopLoop()
+}

@@ -154,7 +154,7 @@ func run[T any](ctx context.Context, acquire acquirer, g *pacer.Group, r pacer.R
 // keeps ending itself in the background until Redis answers (or its TTL
 // ends, keeping its reservation).
 func runOnce[T any](ctx context.Context, l *pacer.Lease, call func(context.Context) (T, error), usage func(T) int64) (T, error, time.Duration) {
-	stop := l.AutoKeepAlive(ctx)
+	stop := l.KeepAlive(ctx)
 	start := time.Now()
 	v, err := call(ctx)
 	took := time.Since(start)
