@@ -22,8 +22,8 @@ It needs only a Redis client with ``register_script`` (redis-py's
     lease = p.acquire(tokens=1300)      # waits until every limit has room
     try:
         reply = call_model()
-    except RateLimitError as e:         # the provider's 429: pause every process
-        lease.fail(llmpacer.RATE_LIMITED, retry_after=seconds_from(e))
+    except ProviderRateLimit as e:      # the provider's 429: pause every process
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=e.retry_after_seconds)
         raise
     except Exception:
         lease.fail(llmpacer.TRANSIENT)  # the provider may have counted it
