@@ -370,15 +370,15 @@ class TestFail(unittest.TestCase):
         self.assertEqual(lease.info().state, "rejected")
 
     def test_quota_probe_and_retry_after(self):
-        p, fake = FakeRedis(), Clock()
+        fake, clock = FakeRedis(), Clock()
         cfg = llmpacer.Config(name="q", limits=llmpacer.Limits(rpm=10), quota_probe_ms=5000)
-        pc = llmpacer.Pacer(p, cfg, _clock=fake, _sleep=fake.sleep)
-        p.replies.append(admitted(pc, NOW_US))
-        lease = pc.try_acquire(1)
-        p.take()
-        p.replies += [[1, NOW_US + 1000], [30_000, NOW_US + 1000]]
+        p = llmpacer.Pacer(fake, cfg, _clock=clock, _sleep=clock.sleep)
+        fake.replies.append(admitted(p, NOW_US))
+        lease = p.try_acquire(1)
+        fake.take()
+        fake.replies += [[1, NOW_US + 1000], [30_000, NOW_US + 1000]]
         lease.fail(llmpacer.QUOTA_EXHAUSTED, retry_after=30)
-        self.assertEqual(p.take()[1]["args"], ["30000", "5000", "quota"])
+        self.assertEqual(fake.take()[1]["args"], ["30000", "5000", "quota"])
 
     def test_refused_gives_tokens_back(self):
         for kind, status, how, state in [(llmpacer.PERMANENT, 400, "_reject", "rejected"),
