@@ -25,8 +25,8 @@ import (
 //     ends, by the Redis clock; waiters of both sides are admitted by the
 //     slots freed in the order they queued; a Python keep-alive moves its
 //     lease's expiry;
-//   - pauses: each side's pause (and Python's report of a 429, which also
-//     lowers the token bucket) holds the other side's calls back;
+//   - pauses: each side's pause (and Python's Lease.fail of a 429, which
+//     also lowers the token bucket) holds the other side's calls back;
 //   - rates: on an hourly token rate beside input and output rates, each
 //     side's split reservation is room the other is refused for, by the
 //     rate that lacks most, and each side's give-backs (by input and
@@ -331,19 +331,24 @@ func interopSlots(t *testing.T, w *worker, rdb redis.UniversalClient, p *pacer.P
 }
 
 // interopPauses: a pause set by either side holds the other back, and
-// Python's report of a provider's 429 lowers the token bucket Go sees. The
+// Python's fail of a call the provider refused with a 429 lowers the token
+// bucket Go sees. The
 // pauses are long (10 and 20 s) so that the checks hold however slow the
 // machine; nothing waits them out.
 func interopPauses(t *testing.T, w *worker, p *pacer.Pacer) {
 	ctx := context.Background()
-	if a := w.do(map[string]any{"op": "throttled", "budget": "pause", "seconds": 10, "limit": "tokens", "tokens": 1000}); a.Error != "" || a.Remaining != 10_000 {
-		t.Fatalf("Python throttled(10 s, tokens, 1000) = %+v; want 10000 ms remaining", a)
+	a := pyTry(w, "pause", 1000)
+	if a.Error != "" {
+		t.Fatalf("Python try 1000 = %+v", a)
+	}
+	if f := w.do(map[string]any{"op": "fail", "lease": a.Lease, "kind": "rate_limited", "retry_after": 10, "limit": "tokens"}); f.Error != "" || f.State != "released" {
+		t.Fatalf("Python fail(rate_limited, 10 s, tokens) = %+v; want the lease released", f)
 	}
 	// The token bucket (60,000 and full before) is lowered to hold the
 	// refused call's 1000 tokens when the pause ends, and less until then.
 	s, err := p.Snapshot(ctx)
-	if err != nil || s.Paused <= 0 || s.Paused > 10*time.Second || s.Rate("tpm").Level > 1000 {
-		t.Fatalf("Go Snapshot after Python's throttled = %+v, %v; want a pause of up to 10 s and at most 1000 tokens", s, err)
+	if err != nil || s.Paused <= time.Second || s.Paused > 10*time.Second || s.Rate("tpm").Level > 1000 {
+		t.Fatalf("Go Snapshot after Python's rate-limited fail = %+v, %v; want a pause of over 1 s (the fail's 10, not the default), up to 10 s, and at most 1000 tokens", s, err)
 	}
 	if l, ny := tryGo(t, p, 1); l != nil || ny.Limit != "" {
 		t.Fatalf("Go TryAcquire during Python's pause = %v, %v; want ErrWaitTimeout for pause", l, ny)

@@ -79,6 +79,27 @@ func TestPythonClientVectors(t *testing.T) {
 	t.Logf("%s", out)
 }
 
+// The Python client's Lease.fail and Lease.keep_alive on a real Redis, two
+// Pacers as two processes (clients/python/test_redis.py): a rate-limited
+// fail pauses the budget for the other, a quota fail stops it, a refused
+// call's fail gives its tokens back, a second fail changes nothing, and
+// keep_alive renews the lease until its stop, which ends its thread.
+func TestPythonClientFail(t *testing.T) {
+	py := findPython(t, true)
+	b := redistest.Real(t)
+	cmd := exec.Command(py, "-m", "unittest", "-v", "test_redis")
+	cmd.Dir = pythonDir
+	cmd.Env = append(pythonEnv(), "LLMPACER_REDIS_ADDR="+b.Addrs[0], "LLMPACER_PY_BUDGET="+redistest.Name(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 -m unittest test_redis in clients/python: %v\n%s", err, out)
+	}
+	if bytes.Contains(out, []byte("skipped")) {
+		t.Fatalf("test_redis skipped a test:\n%s", out)
+	}
+	t.Logf("%s", out)
+}
+
 // worker is a running clients/python/interop_worker.py.
 type worker struct {
 	t      *testing.T

@@ -9,17 +9,19 @@ stdout. Commands run one at a time, in order:
   {"op": "try" | "acquire", "budget", "tokens", "input", "output", "priority", "max_wait_ms"}
       -> {"lease": handle, "start_us", "charged_us", "expiry_ms", "waited_ms"}
   {"op": "end", "lease", "how": settle|settle_usage|release|reject|cancel, "used", "input", "output"}
-      -> {"state", "end_us"}  (end_us: the end on the Redis clock; 0 for cancel)
-  {"op": "keepalive", "lease"} -> {"expiry_ms"}
+      -> {"state", "end_us"}  (end_us: the end on the Redis clock; 0 for cancel;
+      release and reject are Lease.fail's two ends: a transient failure, a 400)
+  {"op": "fail", "lease", "kind", "retry_after", "limit", "status"} -> {"state", "end_us"}
+  {"op": "keepalive", "lease"} -> {"expiry_ms"}  (one renewal, as a tick of keep_alive)
   {"op": "pause", "budget", "seconds"} -> {"remaining_ms"}
-  {"op": "throttled", "budget", "seconds", "limit", "tokens"} -> {"remaining_ms"}
   {"op": "snapshot", "budget"} -> {"time_us", "in_flight", "paused_ms", "levels": {field: level}}
   {"op": "load", "budget", "seconds", "threads", "seed", "ends"} -> {"calls": [...]}
   {"op": "tenant_load", "budget", "tenants", "threads", "seed", "model", "seconds", "start_unix_ms"} -> {"tenant_calls": [...]}
   {"op": "group_try", "budgets": [key, ...], "policy", "tokens", "tenant"} -> {"lease", "chosen": key}
   {"op": "quit"}
 
-A refusal answers {"error": "not_yet" | "wait_timeout" | ..., "wait_ms", "limit"}.
+A refusal answers {"error": "not_yet" | "wait_timeout" | ..., "wait_ms", "limit"}: "not_yet"
+for try_acquire's (a WaitTimeoutError with bound_ms 0).
 """
 
 import json
@@ -55,9 +57,18 @@ def end(lease, how, used, input=0, output=0):
         lease.settle(used)
     elif how == "settle_usage":
         lease.settle_usage(input, output)
+    elif how == "release":
+        lease.fail(llmpacer.TRANSIENT)  # keeps the reservation
+    elif how == "reject":
+        lease.fail(llmpacer.PERMANENT, status=400)  # refused: the tokens go back
     else:
         getattr(lease, how)()
-    return lease.start_us + lease.held_us if lease.held_us else 0
+    return ended_at(lease)
+
+
+def ended_at(lease):
+    held = lease.info().held_us
+    return lease.start_us + held if held else 0
 
 
 def resend(p):
@@ -132,7 +143,7 @@ def tenant_load(p, tenants, threads, seed, model, seconds, start_unix_ms):
             inp, out = rng.randint(100, 300), rng.randint(50, 150)
             try:
                 lease = p.try_acquire(input=inp, output=out, model=model, tenant=tenant)
-            except llmpacer.NotYetError:
+            except llmpacer.WaitTimeoutError:
                 return
             used = rng.randint(0, out)
             lease.settle_usage(inp, used)
@@ -177,22 +188,24 @@ def main():
                 h = f"py{len(leases) + 1}"
                 leases[h] = lease
                 out = {"lease": h, "start_us": lease.start_us, "charged_us": lease.charged_us, "slot_us": lease.slot_us,
-                       "expiry_ms": lease.expiry_ms, "waited_ms": (time.monotonic() - t0) * 1000}
+                       "expiry_ms": lease.info().expiry_ms, "waited_ms": (time.monotonic() - t0) * 1000}
             elif op == "end":
                 lease = leases[cmd["lease"]]
                 if cmd.get("resent"):
                     resend(lease._pacer)
                 out = {"end_us": end(lease, cmd["how"], cmd.get("used", 0), cmd.get("input", 0), cmd.get("output", 0)),
-                       "state": lease.state}
+                       "state": lease.info().state}
+            elif op == "fail":
+                lease = leases[cmd["lease"]]
+                lease.fail(cmd["kind"], retry_after=cmd.get("retry_after", 0), limit=cmd.get("limit", "unknown"),
+                           status=cmd.get("status", 0))
+                out = {"end_us": ended_at(lease), "state": lease.info().state}
             elif op == "keepalive":
                 lease = leases[cmd["lease"]]
-                lease.keepalive()
-                out = {"expiry_ms": lease.expiry_ms}
+                lease._renew()
+                out = {"expiry_ms": lease.info().expiry_ms}
             elif op == "pause":
                 out = {"remaining_ms": pacers[cmd["budget"]].pause(cmd["seconds"])}
-            elif op == "throttled":
-                p = pacers[cmd["budget"]]
-                out = {"remaining_ms": p.throttled(cmd["seconds"], cmd["limit"], cmd["tokens"])}
             elif op == "snapshot":
                 s = pacers[cmd["budget"]].snapshot()
                 out = {"time_us": s.time_us, "in_flight": s.in_flight, "paused_ms": s.paused_ms,
@@ -210,10 +223,8 @@ def main():
                 out = tenant_load(pacers[cmd["budget"]], cmd["tenants"], cmd["threads"], cmd["seed"], cmd.get("model", ""), cmd["seconds"], cmd["start_unix_ms"])
             else:
                 out = {"error": "unknown op " + op}
-        except llmpacer.NotYetError as e:
-            out = {"error": "not_yet", "wait_ms": e.retry_after_ms, "limit": e.limit}
         except llmpacer.WaitTimeoutError as e:
-            out = {"error": "wait_timeout", "wait_ms": e.wait_ms, "limit": e.limit}
+            out = {"error": "not_yet" if e.bound_ms == 0 else "wait_timeout", "wait_ms": e.wait_ms, "limit": e.limit}
         except Exception as e:  # noqa: BLE001: reported to the Go test, which fails on it
             out = {"error": type(e).__name__, "message": str(e)}
         print(json.dumps(out), flush=True)

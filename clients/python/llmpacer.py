@@ -22,8 +22,11 @@ It needs only a Redis client with ``register_script`` (redis-py's
     lease = p.acquire(tokens=1300)      # waits until every limit has room
     try:
         reply = call_model()
+    except ProviderRateLimit as e:      # the provider's 429: pause every process
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=e.retry_after_seconds)
+        raise
     except Exception:
-        lease.release()                 # the provider may have counted it
+        lease.fail(llmpacer.TRANSIENT)  # the provider may have counted it
         raise
     lease.settle(reply.usage.total_tokens)
 
@@ -35,6 +38,10 @@ client does and this one does not: a process that pauses the budget does
 not make its own reserved turns wait the pause out, a Group's call waiting
 for its turn is not routed again when a pause or stop takes it back, and
 there are no events, Run helper, tenant snapshots, shadow or outage modes.
+The names follow the Go package's, in snake case: Lease.fail (Fail),
+Lease.keep_alive (KeepAlive), Lease.info (Info), retry_after (RetryAfter);
+the failure kinds (RATE_LIMITED and the rest) are classify.Kind's names,
+as Go's Verdict would carry them.
 
 Slots (a concurrency limit) are shared first come, first served with every
 process, through the slot queue the scripts keep in Redis. A waiter's
@@ -79,7 +86,17 @@ INTERACTIVE, BATCH = "interactive", "batch"
 # Config.prices).
 REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND = "requests", "tokens", "input_tokens", "output_tokens", "spend"
 UNITS = (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, SPEND)
-DEFAULT_PROBE_MS = 60_000  # stop_quota's probe interval when 0 (the default of Go's Config.QuotaProbe)
+DEFAULT_PROBE_MS = 60_000  # a quota stop's probe interval when Config.quota_probe_ms is 0 (as Go's Config.QuotaProbe)
+# What a failed call's verdict says, as classify.Kind's String() names it:
+# Lease.fail's kind.
+OK, RATE_LIMITED, QUOTA_EXHAUSTED, OVERLOADED, TRANSIENT, PERMANENT, CANCELED = (
+    "ok", "rate_limited", "quota_exhausted", "overloaded", "transient", "permanent", "canceled")
+KINDS = (OK, RATE_LIMITED, QUOTA_EXHAUSTED, OVERLOADED, TRANSIENT, PERMANENT, CANCELED)
+# Which provider limit a 429 named, as classify.Limit's String() names it:
+# Lease.fail's limit.
+LIMITS = ("unknown", REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS)
+_THROTTLE_DEFAULT_S = 1.0  # a 429's pause when it names no delay (Go's throttleDefault)
+_MAX_RETRY_AFTER_S = 24 * 3600.0  # a quota stop's length when it names none (classify.MaxRetryAfter)
 SCRIPTS = ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define", "route")
 # A Group's policies (pacer.Policy): the order a call is offered to its
 # deployments in.
@@ -127,14 +144,6 @@ class LeaseExpiredError(LlmpacerError):
     """The lease expired before it ended: its reservation stays charged."""
 
 
-class NotYetError(LlmpacerError):
-    """try_acquire found no room now; retry after retry_after_ms."""
-
-    def __init__(self, retry_after_ms: int, limit: str):
-        super().__init__(f"llmpacer: no room now; {limit} has room in {retry_after_ms} ms")
-        self.retry_after_ms, self.limit = retry_after_ms, limit
-
-
 class StoppedError(LlmpacerError):
     """The budget is stopped: its quota is exhausted (limit "quota") or an
     operator stopped it (limit "stop"). Nothing was sent or charged; ask
@@ -155,11 +164,34 @@ class SupersededError(LlmpacerError):
 
 
 class WaitTimeoutError(LlmpacerError):
-    """acquire would find room only after its wait bound."""
+    """No room within the wait bound: acquire would find room only after
+    bound_ms, or try_acquire, whose bound_ms is 0, found none now (Go's
+    ErrWaitTimeout; a job queue's normal answer: hand the job back and try
+    again after retry_after(err)). limit held the call back; wait_ms is
+    how long until it has room. Nothing was sent or charged."""
 
     def __init__(self, wait_ms: int, bound_ms: int, limit: str):
-        super().__init__(f"llmpacer: no room within {bound_ms} ms: {limit} needs {wait_ms} ms")
+        if bound_ms == 0:
+            msg = f"llmpacer: no room yet in {limit}; retry after {wait_ms} ms"
+        else:
+            msg = f"llmpacer: no room within the wait bound {bound_ms} ms: {limit} needs {wait_ms} ms more; raise max_wait_ms or lower the load"
+        super().__init__(msg)
         self.wait_ms, self.bound_ms, self.limit = wait_ms, bound_ms, limit
+
+
+def retry_after(err: BaseException) -> float | None:
+    """How long err says to wait before trying again, in seconds; None if it says nothing.
+
+    As Go's pacer.RetryAfter: the wait of a WaitTimeoutError (for a
+    try_acquire's refusal, until the limit has room) and of a StoppedError
+    (until the next probe is due or the stop ends). Any other error has
+    no wait.
+    """
+    if isinstance(err, WaitTimeoutError):
+        return err.wait_ms / 1000
+    if isinstance(err, StoppedError):
+        return err.retry_after_ms / 1000
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,6 +342,10 @@ class Config:
     # As pacer.Config.Version: a positive version is stored in Redis at
     # the first call if none newer is; 0 follows what is stored.
     version: int = 0
+    # As pacer.Config.QuotaProbe: how often a budget that Lease.fail stopped
+    # for an exhausted quota lets one call through (0: a minute). Each
+    # process's own, not part of a stored definition.
+    quota_probe_ms: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1284,6 +1320,7 @@ class Pacer:
                         # The pending lease claimed its slot at its turn.
                         pending._claimed(rep.expiry_ms, rep.now_us)
                         lease, pending = pending, None
+                        lease._waited_ms = (self._clock() - began) / 1e6
                         return lease
                     lease = self._lease(lease_id, call, rep, rep.now_us + rep.wait_ms * 1000, began)
                     if rep.wait_ms > 0:
@@ -1292,6 +1329,7 @@ class Pacer:
                         except BaseException:
                             _cancel_quietly(lease)  # nobody will make the call
                             raise
+                    lease._waited_ms = (self._clock() - began) / 1e6
                     return lease
                 if rep.code in (ADMITTED, ALREADY):
                     # Admitted with a later turn but no slot: sleep until the
@@ -1327,7 +1365,7 @@ class Pacer:
 
     def try_acquire(self, tokens: int = 0, priority: str = INTERACTIVE, *, input: int = 0, output: int = 0,
                     model: str = "", tenant: str = "") -> "Lease":
-        """Admit the call only if every limit has room now; else raise NotYetError.
+        """Admit the call only if every limit has room now; else raise WaitTimeoutError with bound_ms 0.
 
         tokens, input, output, model and tenant as for acquire.
         """
@@ -1347,7 +1385,7 @@ class Pacer:
             raise TooLargeError(f"llmpacer: {call.use.tokens} tokens exceed the {rep.reason} bucket's capacity")
         if rep.reason in _STOPS:
             raise StoppedError(rep.wait_ms, rep.reason)
-        raise NotYetError(rep.wait_ms, rep.reason)
+        raise WaitTimeoutError(rep.wait_ms, 0, rep.reason)
 
     def _lease(self, lease_id: str, call: _Call, rep: AcquireReply, start_us: int, first_sent: int) -> "Lease":
         charged = rep.now_us
@@ -1419,27 +1457,33 @@ class Pacer:
         """
         return self._pause(seconds, [])
 
-    def throttled(self, seconds: float, limit: str = "unknown", tokens: int = 0, *, input: int = 0, output: int = 0,
-                  model: str = "") -> int:
-        """Report a provider's 429 for a call of tokens: pause, and lower the buckets it names.
+    def _throttled_for(self, seconds: float, limit: str = "unknown", tokens: int = 0, *, input: int = 0, output: int = 0,
+                       model: str = "") -> int:
+        """_throttled for a call of tokens (input, output and model as for
+        acquire) rather than a lease's reservation: the conformance
+        vectors' "throttled" case, which Go records through Lease.Fail."""
+        if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
+        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
+                or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
+            raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
+        return self._throttled(seconds, limit, _reserved(tokens, input, output, self.settings.weight(model), None))
+
+    def _throttled(self, seconds: float, limit: str, use: "_Use") -> int:
+        """A provider's 429 for a call that reserved use (weighed, priced):
+        pause every process, and lower the buckets the 429 names (see
+        Lease.fail). Returns the pause in force, in ms.
 
         limit is what the provider says ran out: "requests", "tokens",
         "input_tokens" or "output_tokens", or "unknown" (all). The buckets
         lowered are those of a minute or shorter counting it: requests;
         tokens, input and output tokens for "tokens"; tokens and input (or
         output) tokens for "input_tokens" ("output_tokens"). Day buckets and
-        other long ones never are, nor spend rates. input, output and model
-        (its weight) as for acquire.
+        other long ones never are, nor spend rates.
         """
-        if type(tokens) is not int or not 0 <= tokens <= _MAX_TOKENS:
-            raise InvalidError(f"llmpacer: tokens = {tokens!r}: must be an int between 0 and {_MAX_TOKENS}")
-        if type(input) is not int or type(output) is not int or not 0 <= input <= _MAX_TOKENS \
-                or not 0 <= output <= _MAX_TOKENS or input + output > _MAX_TOKENS:
-            raise InvalidError(f"llmpacer: input = {input!r}, output = {output!r}: each must be an int between 0 and {_MAX_TOKENS}, and their sum too")
         lower = {REQUESTS: (REQUESTS,), TOKENS: (TOKENS, INPUT_TOKENS, OUTPUT_TOKENS),
                  INPUT_TOKENS: (TOKENS, INPUT_TOKENS), OUTPUT_TOKENS: (TOKENS, OUTPUT_TOKENS)}.get(
             limit, (REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS))
-        use = _reserved(tokens, input, output, self.settings.weight(model), None)
         args = []
         for b in self.settings.buckets:
             # A sliding window has no TAT to lower: the pause holds it back.
@@ -1509,8 +1553,8 @@ class Pacer:
                 stopped_ms, stopped_by = left, m[4]
         return Snapshot(now_us, paused_ms, in_flight, self.settings.concurrency, levels, stopped_ms, stopped_by)
 
-    def stop_quota(self, seconds: float, probe_seconds: float = 0) -> int:
-        """Stop the budget because the provider's quota is exhausted.
+    def _stop_quota(self, seconds: float, probe_seconds: float = 0) -> int:
+        """Stop the budget because the provider's quota is exhausted (see Lease.fail).
 
         Every process's calls are refused with StoppedError (limit "quota"),
         sending nothing, for seconds or until a probe succeeds: every
@@ -1537,6 +1581,15 @@ class Pacer:
         return _ints(self._run("stop", [us // 1000, every // 1000, kind]), 2)[0]
 
 
+def _refused(kind: str, status: int) -> bool:
+    # The provider turned the call away before any work (Go's refused): out
+    # of quota, or a 3xx or 4xx that is no rate limit and no passing
+    # failure (a kind OK comes from a client that saw a redirect).
+    if kind == QUOTA_EXHAUSTED:
+        return True
+    return kind in (PERMANENT, OK) and 300 <= status < 500
+
+
 def _cancel_quietly(lease: "Lease") -> None:
     try:
         lease.cancel()
@@ -1544,14 +1597,34 @@ def _cancel_quietly(lease: "Lease") -> None:
         pass
 
 
+@dataclasses.dataclass(frozen=True)
+class LeaseInfo:
+    """A lease as Lease.info reads it, as Go's pacer.LeaseInfo."""
+
+    id: str  # the member of the budget's lease set in Redis
+    # "active" until the lease ends, then "settled", "released",
+    # "rejected", "canceled" or "expired" (Go's LeaseState names).
+    state: str
+    tokens: int  # reserved, unweighed (input and output together when split)
+    start_us: int  # when the call's turn began, on the Redis clock
+    # When its slot expires unless kept alive or ended, as of the last
+    # admission or renewal, on the Redis clock.
+    expiry_ms: int
+    waited_ms: float  # how long acquire waited for it
+    # From the turn to the end on the Redis clock: 0 until the lease is
+    # settled or failed, and 0 for one canceled or expired.
+    held_us: int
+
+
 class Lease:
     """One admitted call's claim on the budget. End it exactly once.
 
-    settle (the call's real usage), release (it failed: the provider may have
-    counted it), reject (refused before any work) or cancel (never sent).
-    Ending is idempotent: once ended, further calls change nothing. If Redis
-    fails, the error is raised and the lease stays held, so it may be ended
-    again; unended, it expires after the lease TTL and keeps its reservation.
+    settle (the call's real usage), fail (the call failed: see fail) or
+    cancel (never sent). Ending is idempotent: once ended, further calls
+    change nothing. If Redis fails, the error is raised and the lease stays
+    held, so it may be ended again; unended, it expires after the lease TTL
+    and keeps its reservation. keep_alive keeps a long call's lease from
+    expiring.
     """
 
     def __init__(self, pacer: Pacer, lease_id: str, call: _Call, start_us: int, expiry_ms: int, charged_us: int):
@@ -1578,6 +1651,9 @@ class Lease:
         self._state = "active"
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
+        self._waited_ms = 0.0  # set by acquire once it returns the lease
+        self._failed = False  # fail told the budget (once)
+        self._keepers: list = []  # the stop events of its keep_alive threads
         # The one call a stopped budget let through: settled, it resumes the
         # budget for every process.
         self.probe = False
@@ -1587,23 +1663,11 @@ class Lease:
         with self._mu:
             self._expiry_ms, self.slot_us = expiry_ms, now_us
 
-    @property
-    def state(self) -> str:
-        """active, then settled, released, rejected, canceled or expired."""
+    def info(self) -> LeaseInfo:
+        """The lease as it stands: its state, reservation, times (see LeaseInfo)."""
         with self._mu:
-            return self._state
-
-    @property
-    def expiry_ms(self) -> int:
-        """When the lease expires unless kept alive or ended (Redis clock, ms)."""
-        with self._mu:
-            return self._expiry_ms
-
-    @property
-    def held_us(self) -> int:
-        """From the turn to the end, for a settled, released or rejected lease; else 0."""
-        with self._mu:
-            return self._held_us
+            return LeaseInfo(self.id, self._state, self.tokens or self.input + self.output, self.start_us,
+                             self._expiry_ms, self._waited_ms, self._held_us)
 
     def settle(self, used: int) -> None:
         """End the lease with the tokens the call used: the rest goes back, an overrun is debt.
@@ -1645,11 +1709,72 @@ class Lease:
                      max(u.spend, r.spend))
         self._finish("settled", u)
 
-    def release(self) -> None:
+    def fail(self, kind: str, *, retry_after: float = 0.0, limit: str = "unknown", status: int = 0) -> None:
+        """The one thing to do after a failed call, as Go's Lease.Fail: end
+        the lease and tell every process of the budget what the provider said.
+
+        kind is the failure's verdict, one of KINDS (RATE_LIMITED,
+        QUOTA_EXHAUSTED, OVERLOADED, TRANSIENT, PERMANENT, CANCELED, or OK
+        for an answer that is no failure, such as a redirect); retry_after
+        the seconds the provider asked to wait (0: it named none); limit
+        the limit a 429 named, one of LIMITS; status the HTTP status (0:
+        none).
+
+        The lease ends by the failure: a call refused as it stood (kind
+        QUOTA_EXHAUSTED, or a 3xx or 4xx status of kind PERMANENT or OK)
+        generated nothing, so its tokens go back and its request stays
+        counted ("rejected"); any other keeps the whole reservation
+        ("released"): the provider may have counted it.
+
+        And the budget hears of it, in every process, once however often
+        fail is called: RATE_LIMITED pauses it for retry_after (a second
+        if 0) and lowers the buckets of the limit named (all per-minute
+        ones for "unknown") to this call's reservation; QUOTA_EXHAUSTED
+        stops it for retry_after (24 hours if 0): every call is refused
+        with StoppedError, but one every Config.quota_probe_ms, whose
+        settle resumes the budget. A fail after the lease ended otherwise
+        still tells the budget. The end is tried again on every call, as
+        settle's is; an error ending it is raised after the budget is
+        told.
+        """
+        if kind not in KINDS:
+            raise InvalidError(f"llmpacer: fail({kind!r}): kind must be one of {', '.join(KINDS)}")
+        if limit not in LIMITS:
+            raise InvalidError(f"llmpacer: fail(limit={limit!r}): limit must be one of {', '.join(LIMITS)}")
+        if not (isinstance(retry_after, (int, float)) and 0 <= retry_after < math.inf) or type(status) is not int:
+            raise InvalidError(f"llmpacer: fail(retry_after={retry_after!r}, status={status!r}): retry_after must be seconds, 0 or more; status an int")
+        with self._mu:
+            first, self._failed = not self._failed, True
+        err = None
+        try:
+            if _refused(kind, status):
+                self._reject()
+            else:
+                self._release()
+        except Exception as e:  # raised once the budget is told
+            err = e
+        if first:
+            try:
+                self._tell(kind, retry_after, limit)
+            except Exception as e:
+                if err is None:
+                    err = e
+        if err is not None:
+            raise err
+
+    def _tell(self, kind: str, retry_after: float, limit: str) -> None:
+        # Pass a failed call's verdict on to the budget (see fail).
+        p = self._pacer
+        if kind == RATE_LIMITED:
+            p._throttled(retry_after or _THROTTLE_DEFAULT_S, limit, self._reserved)
+        elif kind == QUOTA_EXHAUSTED:
+            p._stop_quota(retry_after or _MAX_RETRY_AFTER_S, p.config.quota_probe_ms / 1000)
+
+    def _release(self) -> None:
         """End the lease of a call that failed, keeping its whole reservation charged."""
         self._finish("released", self._reserved)
 
-    def reject(self) -> None:
+    def _reject(self) -> None:
         """End the lease of a call refused before any work: its tokens go back, its request stays."""
         self._finish("rejected", _Use(0))
 
@@ -1662,6 +1787,7 @@ class Lease:
             end, err = self._finish_locked(how, used)
             held = self._held_us
         if end is not None:
+            self._stop_keepers()
             self._pacer._ended(held)
             if end == "settled" and self.probe:
                 try:
@@ -1708,8 +1834,64 @@ class Lease:
         self._tried = self._tried or how
         return None, ReplyError(f"llmpacer: settle {self.id}: unexpected code {code}")
 
-    def keepalive(self) -> None:
-        """Push the expiry to one lease TTL from now, so a long call keeps its slot."""
+    def keep_alive(self) -> Callable[[], None]:
+        """Keep a long call's lease, and its slot, from expiring, as Go's Lease.KeepAlive.
+
+        A daemon thread pushes the lease's expiry to one lease TTL from now
+        every third of the TTL, until the returned stop is called or the
+        lease ends or expires. A renewal that fails because Redis is
+        briefly unreachable is tried again at the next tick. Call stop when
+        the call returns; it waits for the thread, so no renewal runs after
+        it returns:
+
+            stop = lease.keep_alive()
+            try:
+                reply = call_model()
+            finally:
+                stop()
+        """
+        interval = self._call.settings.lease_ttl_ms / 3000
+        done = threading.Event()
+        with self._mu:
+            if self._state != "active":
+                done.set()
+            self._keepers.append(done)
+
+        def run():
+            while not done.wait(interval):
+                try:
+                    self._renew()
+                except LeaseExpiredError:
+                    return
+                except Exception:  # Redis briefly unreachable: the next tick tries again
+                    continue
+                if self.info().state != "active":
+                    return
+
+        t = threading.Thread(target=run, name=f"llmpacer-keep-alive-{self.id}", daemon=True)
+        t.start()
+
+        def stop() -> None:
+            done.set()
+            if t is not threading.current_thread():
+                t.join()
+            with self._mu:
+                if done in self._keepers:
+                    self._keepers.remove(done)
+
+        stop.thread = t  # for tests: the thread stop ends
+        return stop
+
+    def _stop_keepers(self) -> None:
+        # The lease ended: its keep-alive threads stop at once rather than
+        # at their next tick.
+        with self._mu:
+            ks, self._keepers = self._keepers, []
+        for k in ks:
+            k.set()
+
+    def _renew(self) -> None:
+        """Push the expiry to one lease TTL from now, once (keep_alive's tick)."""
         with self._mu:
             if self._state == "expired":
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
@@ -1731,6 +1913,7 @@ class Lease:
                 # end attempt finds out which.
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} not found")
             self._state = "expired"
+        self._stop_keepers()
         self._pacer._ended(0)
         raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
 
@@ -1833,7 +2016,7 @@ class Group:
                     model: str = "", tenant: str = "") -> "tuple[Lease, Pacer]":
         """Admit the call on the first deployment, in the policy's order, with
         room now; returns its lease and that deployment's Pacer. Raises
-        NotYetError (the shortest wait) or StoppedError (every deployment
+        WaitTimeoutError with bound_ms 0 (the shortest wait) or StoppedError (every deployment
         stopped) without charging anything."""
         req = (tokens, priority, 0, input, output, model, tenant)
         stale, sent = 0, self.deployments[0].pacer._clock()
@@ -1849,7 +2032,7 @@ class Group:
             raise TooLargeError(f"llmpacer: {call.use.tokens} tokens exceed the {rep.reason} bucket's capacity on every deployment")
         if rep.reason in _STOPS:
             raise StoppedError(rep.wait_ms, rep.reason)
-        raise NotYetError(rep.wait_ms, rep.reason)
+        raise WaitTimeoutError(rep.wait_ms, 0, rep.reason)
 
     def acquire(self, tokens: int = 0, priority: str = INTERACTIVE, max_wait_ms: int = 0, *, input: int = 0,
                 output: int = 0, model: str = "", tenant: str = "") -> "tuple[Lease, Pacer]":
@@ -1891,6 +2074,8 @@ __all__ = [
     "Config", "Limits", "Rate", "Pacer", "Group", "Deployment", "Tenants", "Price", "SPEND",
     "FILL_IN_ORDER", "SPREAD", "MOST_ROOM", "SupersededError", "StoppedError", "default_input_margin", "definition_json", "Lease", "Snapshot", "BucketState", "Bucket", "Settings", "AcquireReply",
     "INTERACTIVE", "BATCH", "REQUESTS", "TOKENS", "INPUT_TOKENS", "OUTPUT_TOKENS", "UNITS", "DEFAULT_BATCH_FLOOR", "DEFAULT_LEASE_TTL_MS", "DEFAULT_MAX_WAIT_MS", "DEFAULT_KEY_PREFIX",
-    "LlmpacerError", "InvalidError", "TooLargeError", "NotYetError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",
+    "LlmpacerError", "InvalidError", "TooLargeError", "WaitTimeoutError", "LeaseExpiredError", "ReplyError",
     "settings", "source", "lua_dir", "new_id", "corrections", "decode_acquire",
+    "retry_after", "LeaseInfo", "OK", "RATE_LIMITED", "QUOTA_EXHAUSTED", "OVERLOADED", "TRANSIENT", "PERMANENT",
+    "CANCELED", "KINDS", "LIMITS",
 ]

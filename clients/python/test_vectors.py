@@ -113,8 +113,11 @@ def pacer(name):
 
 
 def err_name(e):
-    for cls, name in [(llmpacer.TooLargeError, "too_large"), (llmpacer.NotYetError, "not_yet"),
-                      (llmpacer.WaitTimeoutError, "wait_timeout"), (llmpacer.LeaseExpiredError, "expired"),
+    # The vectors name try_acquire's refusal (a WaitTimeoutError with
+    # bound_ms 0, Go's ErrWaitTimeout with Bound 0) "not_yet".
+    if isinstance(e, llmpacer.WaitTimeoutError) and e.bound_ms == 0:
+        return "not_yet"
+    for cls, name in [(llmpacer.TooLargeError, "too_large"), (llmpacer.WaitTimeoutError, "wait_timeout"), (llmpacer.LeaseExpiredError, "expired"),
                       (llmpacer.InvalidError, "invalid"), (llmpacer.ReplyError, "bad_reply"), (Lost, "redis")]:
         if isinstance(e, cls):
             return name
@@ -207,15 +210,14 @@ class TestAcquire(unittest.TestCase):
                     lease = call(p, c["request"])
                 except llmpacer.LlmpacerError as e:
                     got = {"error": err_name(e)}
-                    if isinstance(e, llmpacer.NotYetError):
-                        got.update(wait_ms=e.retry_after_ms, limit=e.limit)
                     if isinstance(e, llmpacer.WaitTimeoutError):
                         got.update(wait_ms=e.wait_ms, limit=e.limit)
+                        self.assertEqual(llmpacer.retry_after(e), e.wait_ms / 1000)
                 else:
                     fake.replies.append([1, NOW_US])
                     calls = fake.take()
                     lease.cancel()
-                    got = {"lease": {"start_us": lease.start_us, "expiry_ms": lease.expiry_ms,
+                    got = {"lease": {"start_us": lease.start_us, "expiry_ms": lease.info().expiry_ms,
                                      "charged_us": int(fake.take()[0]["args"][1])}}
                     fake.calls = calls
                 want = {k: c[k] for k in ("error", "wait_ms", "limit", "lease") if k in c}
@@ -261,8 +263,9 @@ class TestLease(unittest.TestCase):
                     except Exception as x:  # noqa: BLE001: named below
                         e = err_name(x)
                     calls = fake.take()
-                    got = {"called": bool(calls), "error": e, "state": lease.state, "held_us": lease.held_us,
-                           "expiry_ms": lease.expiry_ms}
+                    info = lease.info()
+                    got = {"called": bool(calls), "error": e, "state": info.state, "held_us": info.held_us,
+                           "expiry_ms": info.expiry_ms}
                     if calls:
                         got["args"] = calls[0]["args"]
                     want = {k: st.get(k, "") for k in ("called", "error", "state", "held_us", "expiry_ms", "args") if k in st or k == "error"}
@@ -270,13 +273,21 @@ class TestLease(unittest.TestCase):
 
 
 def end(lease, e):
+    """End lease as the vector's "how" says: settle, settle_usage, cancel,
+    keepalive (one renewal, as a tick of keep_alive), or by fail: "release"
+    a failure that keeps the reservation (a transient one), "reject" a
+    refusal (a 400)."""
     how = e["how"]
     if how == "settle":
         lease.settle(e.get("used", 0))
     elif how == "settle_usage":
         lease.settle_usage(e.get("input", 0), e.get("output", 0), e.get("cached_input", 0))
     elif how == "keepalive":
-        lease.keepalive()
+        lease._renew()
+    elif how == "release":
+        lease.fail(llmpacer.TRANSIENT)
+    elif how == "reject":
+        lease.fail(llmpacer.PERMANENT, status=400)
     else:
         getattr(lease, how)()
 
@@ -299,16 +310,181 @@ class TestPause(unittest.TestCase):
                     elif c["call"] == "stop":
                         p.stop(c["d_us"] / 1e6)
                     elif c["call"] == "stop_quota":
-                        p.stop_quota(c["d_us"] / 1e6, c.get("probe_us", 0) / 1e6)
+                        p._stop_quota(c["d_us"] / 1e6, c.get("probe_us", 0) / 1e6)
                     elif c["call"] == "resume":
                         p.resume()
                     else:
-                        p.throttled(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0), input=c.get("input", 0), output=c.get("output", 0),
-                                    model=c.get("model", ""))
+                        p._throttled_for(c["d_us"] / 1e6, c["limit"], c.get("tokens", 0), input=c.get("input", 0),
+                                         output=c.get("output", 0), model=c.get("model", ""))
                 except llmpacer.LlmpacerError as e:
                     self.assertEqual(err_name(e), c.get("error"))
                     continue
                 self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
+
+
+class TestFail(unittest.TestCase):
+    """Lease.fail's script calls, as Go's Lease.Fail makes them: the end
+    (settle.lua), then the pause or stop (pause.lua, stop.lua), once."""
+
+    def lease(self, tokens=1300):
+        p, fake = pacer("basic")
+        fake.replies.append(admitted(p, NOW_US))
+        lease = p.try_acquire(tokens)
+        fake.take()
+        return p, fake, lease
+
+    def end_args(self, how):
+        # The settle of a twin lease ended by _release or _reject.
+        _, fake, twin = self.lease()
+        fake.replies.append([1, NOW_US + 1000])
+        getattr(twin, how)()
+        return fake.take()[0]["args"]
+
+    def test_rate_limited_releases_and_pauses(self):
+        _, fake, lease = self.lease()
+        fake.replies += [[1, NOW_US + 1000], [2000, NOW_US + 1000]]
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=2, limit="tokens")
+        calls = fake.take()
+        self.assertEqual([c["script"] for c in calls], ["settle", "pause"])
+        self.assertEqual(calls[0]["args"], self.end_args("_release"))
+        # The tpm bucket lowered to the lease's 1300 tokens (as pause.json's
+        # throttled case for 1300 tokens and "tokens").
+        self.assertEqual(calls[1]["args"], ["2000", "tpm", "59610000", "120000000"])
+        self.assertEqual(lease.info().state, "released")
+
+    def test_rate_limited_without_delay_pauses_a_second(self):
+        _, fake, lease = self.lease()
+        fake.replies += [[1, NOW_US + 1000], [1000, NOW_US + 1000]]
+        lease.fail(llmpacer.RATE_LIMITED)
+        calls = fake.take()
+        self.assertEqual(calls[1]["args"], ["1000", "rpm", "59880000", "120000000", "tpm", "59610000", "120000000"])
+
+    def test_quota_rejects_and_stops(self):
+        _, fake, lease = self.lease()
+        fake.replies += [[1, NOW_US + 1000], [86_400_000, NOW_US + 1000]]
+        lease.fail(llmpacer.QUOTA_EXHAUSTED, status=429)
+        calls = fake.take()
+        self.assertEqual([c["script"] for c in calls], ["settle", "stop"])
+        self.assertEqual(calls[0]["args"], self.end_args("_reject"))
+        self.assertEqual(calls[1]["args"], ["86400000", "60000", "quota"])
+        self.assertEqual(lease.info().state, "rejected")
+
+    def test_quota_probe_and_retry_after(self):
+        fake, clock = FakeRedis(), Clock()
+        cfg = llmpacer.Config(name="q", limits=llmpacer.Limits(rpm=10), quota_probe_ms=5000)
+        p = llmpacer.Pacer(fake, cfg, _clock=clock, _sleep=clock.sleep)
+        fake.replies.append(admitted(p, NOW_US))
+        lease = p.try_acquire(1)
+        fake.take()
+        fake.replies += [[1, NOW_US + 1000], [30_000, NOW_US + 1000]]
+        lease.fail(llmpacer.QUOTA_EXHAUSTED, retry_after=30)
+        self.assertEqual(fake.take()[1]["args"], ["30000", "5000", "quota"])
+
+    def test_refused_gives_tokens_back(self):
+        for kind, status, how, state in [(llmpacer.PERMANENT, 400, "_reject", "rejected"),
+                                         (llmpacer.OK, 302, "_reject", "rejected"),
+                                         (llmpacer.PERMANENT, 500, "_release", "released"),
+                                         (llmpacer.PERMANENT, 0, "_release", "released"),
+                                         (llmpacer.TRANSIENT, 408, "_release", "released"),
+                                         (llmpacer.OVERLOADED, 529, "_release", "released")]:
+            with self.subTest(f"{kind} {status}"):
+                _, fake, lease = self.lease()
+                fake.replies.append([1, NOW_US + 1000])
+                lease.fail(kind, status=status)
+                calls = fake.take()
+                self.assertEqual([c["args"] for c in calls], [self.end_args(how)])
+                self.assertEqual(lease.info().state, state)
+        self.assertNotEqual(self.end_args("_reject"), self.end_args("_release"))
+
+    def test_second_fail_changes_nothing(self):
+        _, fake, lease = self.lease()
+        fake.replies += [[1, NOW_US + 1000], [2000, NOW_US + 1000]]
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=2)
+        fake.take()
+        for kind in (llmpacer.RATE_LIMITED, llmpacer.QUOTA_EXHAUSTED, llmpacer.PERMANENT):
+            lease.fail(kind, status=400)  # no reply queued: any script call fails the test
+        self.assertEqual(fake.take(), [])
+        self.assertEqual(lease.info().state, "released")
+
+    def test_fail_after_settle_still_tells(self):
+        _, fake, lease = self.lease()
+        fake.replies += [[1, NOW_US + 1000], [2000, NOW_US + 1000]]
+        lease.settle(100)
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=2, limit="requests")
+        self.assertEqual([c["script"] for c in fake.take()], ["settle", "pause"])
+        self.assertEqual(lease.info().state, "settled")
+
+    def test_lost_end_is_tried_again_but_tells_once(self):
+        _, fake, lease = self.lease()
+        fake.replies += [LOST, [2000, NOW_US + 1000]]
+        with self.assertRaises(Lost):
+            lease.fail(llmpacer.RATE_LIMITED, retry_after=2)
+        self.assertEqual([c["script"] for c in fake.take()], ["settle", "pause"])
+        fake.replies.append([1, NOW_US + 1000])
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=2)
+        self.assertEqual([c["script"] for c in fake.take()], ["settle"])
+        self.assertEqual(lease.info().state, "released")
+
+    def test_invalid(self):
+        _, fake, lease = self.lease()
+        for kw in ({"kind": "throttled"}, {"kind": llmpacer.RATE_LIMITED, "limit": "tpm"},
+                   {"kind": llmpacer.RATE_LIMITED, "retry_after": -1}):
+            with self.assertRaises(llmpacer.InvalidError):
+                lease.fail(kw.pop("kind"), **kw)
+        self.assertEqual(fake.take(), [])
+        self.assertEqual(lease.info().state, "active")
+
+    def test_retry_after(self):
+        self.assertEqual(llmpacer.retry_after(llmpacer.WaitTimeoutError(1500, 0, "tpm")), 1.5)
+        self.assertEqual(llmpacer.retry_after(llmpacer.StoppedError(2000, "quota")), 2.0)
+        self.assertIsNone(llmpacer.retry_after(llmpacer.TooLargeError("x")))
+        self.assertIsNone(llmpacer.retry_after(ValueError("x")))
+
+
+class TestKeepAlive(unittest.TestCase):
+    def test_stop_ends_the_thread(self):
+        p, fake = pacer("basic")
+        fake.replies.append(admitted(p, NOW_US))
+        lease = p.try_acquire(1)
+        fake.take()
+        stop = lease.keep_alive()
+        self.assertTrue(stop.thread.is_alive())
+        self.assertTrue(stop.thread.daemon)
+        stop()
+        self.assertFalse(stop.thread.is_alive())
+        stop()  # a second stop is harmless
+        self.assertEqual(fake.take(), [])  # the first renewal was due in 200 s
+
+    def test_renews_until_the_lease_ends(self):
+        fake, clock = FakeRedis(), Clock()
+        cfg = llmpacer.Config(name="k", limits=llmpacer.Limits(rpm=10), lease_ttl_ms=30)  # a renewal every 10 ms
+        p = llmpacer.Pacer(fake, cfg, _clock=clock, _sleep=clock.sleep)
+        fake.replies.append(admitted(p, NOW_US))
+        lease = p.try_acquire(1)
+        fake.take()
+        fake.replies += [[1, NOW_US, 1_767_225_700_000 + i] for i in range(1000)]
+        stop = lease.keep_alive()
+        for _ in range(500):  # up to 5 s
+            if lease.info().expiry_ms >= 1_767_225_700_001:
+                break
+            stop.thread.join(0.01)
+        self.assertGreaterEqual(lease.info().expiry_ms, 1_767_225_700_001, "two renewals within 5 s")
+        with lease._mu:  # a renewal calls the fake under it
+            fake.replies[:] = [[1, NOW_US + 1000]]
+        lease.cancel()
+        stop.thread.join(5)
+        self.assertFalse(stop.thread.is_alive(), "the thread ends with the lease")
+        self.assertEqual(lease.info().state, "canceled")
+        stop()
+
+    def test_ended_lease_starts_no_renewal(self):
+        p, fake = pacer("basic")
+        fake.replies += [admitted(p, NOW_US), [1, NOW_US + 1000]]
+        lease = p.try_acquire(1)
+        lease.cancel()
+        stop = lease.keep_alive()
+        stop.thread.join(5)
+        self.assertFalse(stop.thread.is_alive())
 
 
 class TestDefine(unittest.TestCase):
