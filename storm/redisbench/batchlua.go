@@ -1,7 +1,9 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/llmpacer/llmpacer/lua"
@@ -156,6 +158,25 @@ end
 if vpexp then rcall('PEXPIRE', VS, vpexp) end
 `
 
+var (
+	//go:embed batch_acquire.lua
+	batchAcquireSrc string
+	//go:embed batch_settle.lua
+	batchSettleSrc string
+)
+
+// batchHand returns the hand-written shared-read batch script for name
+// ("acquire" or "settle"): the prelude (with settle.lua's step functions,
+// for settle) and batch_<name>.lua.
+func batchHand(name string) string {
+	if name == "acquire" {
+		src := lua.Source("acquire")
+		return src[:strings.Index(src, "-- acquire.lua:")] + batchAcquireSrc
+	}
+	src := lua.Source("settle")
+	return src[:strings.Index(src, batchMarkers["settle"])] + batchSettleSrc
+}
+
 // batchSource returns the batch script for name ("acquire" or "settle"):
 // crude, or shared (with deferLeases: the lease set's writes held too).
 func batchSource(name string, shared, deferLeases bool) string {
@@ -169,6 +190,14 @@ func batchSource(name string, shared, deferLeases bool) string {
 	var b strings.Builder
 	if shared {
 		fmt.Fprintf(&b, vcallSrc, map[bool]string{true: "true", false: "false"}[deferLeases])
+		switch os.Getenv("BATCH_VARIANT") {
+		case "pass":
+			b.WriteString("vcall = function(...) return rcall(...) end\n")
+		case "time":
+			b.WriteString("local vc0 = vcall\nvcall = function(c, ...) if c == 'TIME' then return vc0(c) end return rcall(c, ...) end\n")
+		case "noargv":
+			b.WriteString("vcall = function(c, k, ...) if c == 'TIME' then return rcall(c) end return rcall(c, k, ...) end\n")
+		}
 		steps = strings.ReplaceAll(steps, "redis.call(", "vcall(")
 		main = strings.ReplaceAll(main, "redis.call(", "vcall(")
 	} else {
