@@ -67,6 +67,9 @@ func (b *bench) batch(ctx context.Context) error {
 			{"hand-written shared read (one TIME, ZMSCORE, HMGET, ZADD or ZREM, HSET)", redis.NewScript(batchHand("acquire")), redis.NewScript(batchHand("settle")), true, []int{1, 2, 4, 8, 16}},
 			{"shared read by a redis.call wrapper (one TIME, HMGET, HSET, ZADD, ZREM)", redis.NewScript(batchSource("acquire", true, !conc)), redis.NewScript(batchSource("settle", true, !conc)), true, []int{1, 2, 4, 8, 16}},
 		}
+		if os.Getenv("BATCH_K32") != "" { // the hand-written build at k = 32 too (the asymptote)
+			kinds[2].ks = append(kinds[2].ks, 32)
+		}
 		for _, kd := range kinds {
 			for _, k := range kd.ks {
 				if f := os.Getenv("BATCH_ONLY"); f != "" && f != fmt.Sprintf("%s:%d", kd.name[:4], k) {
