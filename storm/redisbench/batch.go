@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"time"
 
@@ -28,7 +27,10 @@ import (
 //     settles of the oldest (64 to 128 in flight), each in calls of k.
 //
 // Beside them the Pacer's own pair (runner, as iregimes) and the GCRA
-// yardstick, in the same run.
+// yardstick, in the same run. BATCH_ONLY=<first 4 letters of a build>:<k>
+// (e.g. hand:16) runs one row per regime; BATCH_K32=1 adds k = 32 to the
+// hand-written build; -callgrind-pid -1 is a dry run on a plain Redis
+// (every count 1), to check the scripts run.
 func (b *bench) batch(ctx context.Context) error {
 	if b.cgPID == 0 {
 		return fmt.Errorf("-callgrind-pid is required: the pid of a redis-server run under valgrind --tool=callgrind")
@@ -138,9 +140,6 @@ func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script,
 	if ra.args == nil || rs.args == nil {
 		return nil, fmt.Errorf("batch: the Pacer's acquire and settle were not recorded")
 	}
-	if os.Getenv("BATCH_STACKS") != "" {
-		fmt.Println("recorded", ra.keys, ra.args, rs.keys, rs.args)
-	}
 	d := &driver{b: b, r: r, ak: ra.keys, aa: ra.args, sk: rs.keys, sa: rs.args, acq: acq, set: set, batched: batched}
 	d.fields = []string{"rpm", "tpm"}
 	if r.cfg.Limits.RPD > 0 {
@@ -199,10 +198,7 @@ func (d *driver) settle(ctx context.Context, k int) error {
 		groups[i] = a
 	}
 	d.fifo = d.fifo[k:]
-	if os.Getenv("BATCH_STACKS") != "" {
-		m, _ := d.b.rdb.HGetAll(ctx, d.ak[0]).Result()
-		fmt.Println("stacks", len(m["rpm.h"]), len(m["tpm.h"]), m["rpm"], m["tpm"], m["xp"])
-	}
+
 	replies, err := d.run(ctx, d.set, d.sk, groups)
 	if err != nil {
 		return err
@@ -305,20 +301,6 @@ func (d *driver) measure(ctx context.Context, k int) (acq, set, pair float64, er
 			return 0, 0, 0, err
 		}
 		acq += v / rounds
-		if os.Getenv("BATCH_DUMP") != "" && round == 0 {
-			exec.Command("callgrind_control", "-z", strconv.Itoa(d.b.cgPID)).Run()
-			for i := 0; i < phase/k; i++ {
-				if err := d.acquire(ctx, k); err != nil {
-					return 0, 0, 0, err
-				}
-			}
-			exec.Command("callgrind_control", "-d", "acquire", strconv.Itoa(d.b.cgPID)).Run()
-			for i := 0; i < phase/k; i++ {
-				if err := d.settle(ctx, k); err != nil {
-					return 0, 0, 0, err
-				}
-			}
-		}
 		v, err = d.b.measureN(phase)(nil2(func() error {
 			for i := 0; i < phase/k; i++ {
 				if err := d.settle(ctx, k); err != nil {

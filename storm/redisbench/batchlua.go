@@ -3,7 +3,6 @@ package main
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/llmpacer/llmpacer/lua"
@@ -190,14 +189,6 @@ func batchSource(name string, shared, deferLeases bool) string {
 	var b strings.Builder
 	if shared {
 		fmt.Fprintf(&b, vcallSrc, map[bool]string{true: "true", false: "false"}[deferLeases])
-		switch os.Getenv("BATCH_VARIANT") {
-		case "pass":
-			b.WriteString("vcall = function(...) return rcall(...) end\n")
-		case "time":
-			b.WriteString("local vc0 = vcall\nvcall = function(c, ...) if c == 'TIME' then return vc0(c) end return rcall(c, ...) end\n")
-		case "noargv":
-			b.WriteString("vcall = function(c, k, ...) if c == 'TIME' then return rcall(c) end return rcall(c, k, ...) end\n")
-		}
 		steps = strings.ReplaceAll(steps, "redis.call(", "vcall(")
 		main = strings.ReplaceAll(main, "redis.call(", "vcall(")
 	} else {
