@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
 )
 
 // With -procs N, each lane of the tenants scenario runs in N OS processes
@@ -38,6 +40,7 @@ func runTenantProcs(ctx context.Context, pl *plan, be *backend, i int, name, url
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	forgetLane(be, name, pl.tenantLanes[i])
 	kids := make([]*child, pl.procs)
 	for k := range kids {
 		spec := childSpec{Scenario: pl.name, Row: strconv.Itoa(i), Proc: k, Procs: pl.procs, URL: url, Redis: be.addr, Budget: name}
@@ -81,6 +84,19 @@ func runTenantProcs(ctx context.Context, pl *plan, be *backend, i int, name, url
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// forgetLane has be's cleanup delete the keys that the children write for
+// budget name and the tenants of calls: this process sends them no
+// script, so its hook never sees them.
+func forgetLane(be *backend, name string, calls []call) {
+	tag := wire.KeyTag(wire.DefaultPrefix, name, "")
+	for _, k := range wire.Keys(tag) {
+		be.keys.Store(k, struct{}{})
+	}
+	for _, c := range calls {
+		be.keys.Store(wire.TenantKey(tag, wire.TenantHash(c.tenant)), struct{}{})
+	}
 }
 
 // runTenantChild is a child's part of a tenants lane (see above).
