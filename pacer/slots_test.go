@@ -512,6 +512,10 @@ func TestDeadWaiterHoldsItsSlotOnlyItsTTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Kept alive until its settle: on a loaded machine the waiter's
+		// queueing and death below took longer than the 1 s TTL, and the
+		// settle found the lease expired.
+		stopKeepAlive := held.KeepAlive(ctx)
 		// The dying process: queued, then its client closes, so it can
 		// neither listen nor leave.
 		rdb := b.Client(t)
@@ -543,6 +547,7 @@ func TestDeadWaiterHoldsItsSlotOnlyItsTTL(t *testing.T) {
 			t.Fatal("the dying waiter's Acquire succeeded on a closed client")
 		}
 		next := newPacer(t, b, cfg)
+		stopKeepAlive()
 		settled := time.Now()
 		if err := held.Settle(ctx, 0); err != nil {
 			t.Fatal(err)
