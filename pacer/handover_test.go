@@ -176,6 +176,15 @@ func TestHandOverUnderQueuedDefinition(t *testing.T) {
 			return v
 		}
 		charged := tat()
+		then, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The hand-over charged this bucket, not version 2's: 1,000 tokens,
+		// 36 s of it ahead of the clock.
+		if ahead := charged - then.UnixMicro(); ahead < 30_000_000 {
+			t.Errorf("%s is %d µs ahead of the clock after the hand-over; want about 36,000,000: the bucket that took the waiter's tokens", field, ahead)
+		}
 		if err := w.Cancel(ctx); err != nil {
 			t.Fatalf("the handed lease's Cancel = %v", err)
 		}
