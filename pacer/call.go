@@ -184,7 +184,7 @@ func (c *call) acquireOnce(ctx context.Context, id string, maxWait time.Duration
 	p := c.p
 	v, err := p.callKeys(ctx, c.keys, lua.Acquire, c.args(id, maxWait, ticket), func(v any) {
 		if rep, err := wire.DecodeAcquire(v); err == nil {
-			c.undoLate(rep, id, maxWait, ticket, began)
+			c.undoLate(rep, id, maxWait, began)
 		}
 	})
 	if err != nil {
@@ -199,16 +199,19 @@ func (c *call) acquireOnce(ctx context.Context, id string, maxWait time.Duration
 }
 
 // undoLate undoes an acquire whose reply came after the caller gave up:
-// it gives the lease back, or leaves the slot queue. (A caller that sent a
-// ticket was queued before, and leaves by itself: see
-// acquisition.abandon.)
-func (c *call) undoLate(rep wire.AcquireReply, id string, maxWait time.Duration, ticket int64, began time.Time) {
+// it gives the lease back, or leaves the slot queue. A caller that sent a
+// ticket was queued before and also leaves by itself (see
+// acquisition.abandon), but that leave and this ask go on two connections
+// in no set order: a leave that lands first finds nobody queued, and the
+// ask then queues the caller again, so a queued reply always leaves (a
+// second leave finds nobody and changes nothing).
+func (c *call) undoLate(rep wire.AcquireReply, id string, maxWait time.Duration, began time.Time) {
 	switch {
 	case rep.Code == wire.Admitted || rep.Code == wire.Already:
 		ad := c.admitAs(id)
 		ad.Start, ad.Expiry, ad.ChargedUs, ad.TurnMs, ad.Quiet = rep.Now, rep.Expiry, chargedAt(rep, began), rep.TurnMs(), true
 		c.p.giveBack(c.open(ad))
-	case rep.Ticket != 0 && ticket == 0:
+	case rep.Ticket != 0:
 		c.leave(id, rep.Ticket, time.Now().Add(maxWait))
 	}
 }

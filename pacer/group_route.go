@@ -71,7 +71,7 @@ func (g *Group) routeOnce(ctx context.Context, id string, cs []*call, bound time
 		// The reply came after the caller gave up: undo it where it was
 		// made.
 		if k, rep, err := decodeRoute(v, len(cs)); err == nil {
-			cs[k].undoLate(rep, id, bound, 0, began)
+			cs[k].undoLate(rep, id, bound, began)
 		}
 	})
 	if err != nil {
