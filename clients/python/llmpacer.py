@@ -22,10 +22,12 @@ It needs only a Redis client with ``register_script`` (redis-py's
     lease = p.acquire(tokens=1300)      # waits until every limit has room
     try:
         reply = call_model()
-    except ProviderRateLimit as e:      # the provider's 429: pause every process
-        lease.fail(llmpacer.RATE_LIMITED, retry_after=e.retry_after_seconds)
+    except ProviderRateLimit as e:      # a 429: pause every process
+        # (insufficient_quota is QUOTA_EXHAUSTED, a stop; see the README
+        # for a full mapping of statuses and the retry-after headers)
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=e.retry_after_seconds, status=429)
         raise
-    except Exception:
+    except BaseException:
         lease.fail(llmpacer.TRANSIENT)  # the provider may have counted it
         raise
     lease.settle(reply.usage.total_tokens)
