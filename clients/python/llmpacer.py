@@ -22,10 +22,12 @@ It needs only a Redis client with ``register_script`` (redis-py's
     lease = p.acquire(tokens=1300)      # waits until every limit has room
     try:
         reply = call_model()
-    except ProviderRateLimit as e:      # the provider's 429: pause every process
-        lease.fail(llmpacer.RATE_LIMITED, retry_after=e.retry_after_seconds)
+    except ProviderRateLimit as e:      # a 429: pause every process
+        # (insufficient_quota is QUOTA_EXHAUSTED, a stop; see the README
+        # for a full mapping of statuses and the retry-after headers)
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=e.retry_after_seconds, status=429)
         raise
-    except Exception:
+    except BaseException:
         lease.fail(llmpacer.TRANSIENT)  # the provider may have counted it
         raise
     lease.settle(reply.usage.total_tokens)
@@ -738,6 +740,10 @@ def settings(c: Config) -> Settings:
         raise InvalidError(f"llmpacer: lease_ttl_ms = {c.lease_ttl_ms}: must be between 1 and {_MAX_DURATION_MS}")
     if not 0 <= c.max_wait_ms <= _MAX_DURATION_MS:
         raise InvalidError(f"llmpacer: max_wait_ms = {c.max_wait_ms}: must be between 0 and {_MAX_DURATION_MS}")
+    # Checked here, as Go's New does, not first in a fail after the lease
+    # ended, where it would keep the quota stop from being sent.
+    if type(c.quota_probe_ms) is not int or c.quota_probe_ms != 0 and not 1 <= c.quota_probe_ms <= _MAX_DURATION_MS:
+        raise InvalidError(f"llmpacer: quota_probe_ms = {c.quota_probe_ms!r}: must be an int between 1 and {_MAX_DURATION_MS} (0 for the default {DEFAULT_PROBE_MS})")
     # The four of limits in the scripts' order, a rate that is one of them
     # in its place; then the other rates, in the order given.
     four = [("limits." + f, f, getattr(lim, f), 0, w, u, False) for f, w, u in _SPECS]
@@ -1647,7 +1653,13 @@ class Lease:
         self.turn_ms = 0
         self._pacer = pacer
         self._expiry_ms = expiry_ms
+        # _mu guards the fields below and is never held across a Redis
+        # call, so info never waits on Redis. _op orders this lease's
+        # script calls (a renewal, an end) and is held across them: an end
+        # and a renewal never cross, and each reads the state the other
+        # left.
         self._mu = threading.Lock()
+        self._op = threading.Lock()
         self._state = "active"
         self._tried = None  # how an attempt to end it whose reply was lost tried
         self._held_us = 0
@@ -1718,7 +1730,8 @@ class Lease:
         for an answer that is no failure, such as a redirect); retry_after
         the seconds the provider asked to wait (0: it named none); limit
         the limit a 429 named, one of LIMITS; status the HTTP status (0:
-        none).
+        none). retry_after is clamped to 24 hours (classify.MaxRetryAfter)
+        and, when not 0, raised to at least a millisecond.
 
         The lease ends by the failure: a call refused as it stood (kind
         QUOTA_EXHAUSTED, or a 3xx or 4xx status of kind PERMANENT or OK)
@@ -1743,6 +1756,11 @@ class Lease:
             raise InvalidError(f"llmpacer: fail(limit={limit!r}): limit must be one of {', '.join(LIMITS)}")
         if not (isinstance(retry_after, (int, float)) and 0 <= retry_after < math.inf) or type(status) is not int:
             raise InvalidError(f"llmpacer: fail(retry_after={retry_after!r}, status={status!r}): retry_after must be seconds, 0 or more; status an int")
+        # As classify caps a verdict's RetryAfter, and a pause or stop is at
+        # least a millisecond: checked before the end, so the tell after it
+        # cannot fail on its argument.
+        if retry_after:
+            retry_after = min(max(float(retry_after), 0.001), _MAX_RETRY_AFTER_S)
         with self._mu:
             first, self._failed = not self._failed, True
         err = None
@@ -1783,8 +1801,9 @@ class Lease:
         self._finish("canceled", _Use(0))
 
     def _finish(self, how: str, used: _Use) -> None:
+        with self._op:
+            end, err = self._end(how, used)
         with self._mu:
-            end, err = self._finish_locked(how, used)
             held = self._held_us
         if end is not None:
             self._stop_keepers()
@@ -1797,10 +1816,19 @@ class Lease:
         if err is not None:
             raise err
 
-    def _finish_locked(self, how: str, used: _Use):
-        if self._state == "expired":
+    def _set(self, **fields) -> None:
+        # Write fields under _mu, for info's readers; the writer holds _op.
+        with self._mu:
+            for k, v in fields.items():
+                setattr(self, k, v)
+
+    def _end(self, how: str, used: _Use):
+        # Under _op: no other end or renewal changes the state meanwhile.
+        with self._mu:
+            state, tried, expiry_ms = self._state, self._tried, self._expiry_ms
+        if state == "expired":
             return None, LeaseExpiredError(f"llmpacer: lease {self.id} expired")
-        if self._state != "active":
+        if state != "active":
             return None, None
         c = self._call
         args = [self.id, self.charged_us, c.settings.concurrency, _batch_slots(c.settings)]
@@ -1811,12 +1839,11 @@ class Lease:
         except Exception as e:
             # The script may have run: a later attempt that finds the lease
             # gone knows this one ended it.
-            self._tried = self._tried or how
+            self._set(_tried=tried or how)
             return None, e
         if code == 1:
-            self._state = how
-            if how != "canceled" and now_us > self.start_us:
-                self._held_us = now_us - self.start_us
+            held = now_us - self.start_us if how != "canceled" and now_us > self.start_us else 0
+            self._set(_state=how, _held_us=held)
             return how, None
         if code == 2 or code == 0:
             # Not found within a minute of the expiry: an attempt whose reply
@@ -1825,13 +1852,13 @@ class Lease:
             # after a timeout (its Retry), when only the last reply arrives.
             # Past the expiry with no attempt lost, the keys may have expired
             # with the lease: that is an expiry.
-            if code == 0 and now_us < (self._expiry_ms + _REAP_AFTER_MS) * 1000 and (
-                    self._tried or now_us < self._expiry_ms * 1000):
-                self._state = self._tried or how
-                return self._state, None
-            self._state = "expired"
+            if code == 0 and now_us < (expiry_ms + _REAP_AFTER_MS) * 1000 and (
+                    tried or now_us < expiry_ms * 1000):
+                self._set(_state=tried or how)
+                return tried or how, None
+            self._set(_state="expired")
             return "expired", LeaseExpiredError(f"llmpacer: lease {self.id} expired before it ended")
-        self._tried = self._tried or how
+        self._set(_tried=tried or how)
         return None, ReplyError(f"llmpacer: settle {self.id}: unexpected code {code}")
 
     def keep_alive(self) -> Callable[[], None]:
@@ -1840,9 +1867,13 @@ class Lease:
         A daemon thread pushes the lease's expiry to one lease TTL from now
         every third of the TTL, until the returned stop is called or the
         lease ends or expires. A renewal that fails because Redis is
-        briefly unreachable is tried again at the next tick. Call stop when
-        the call returns; it waits for the thread, so no renewal runs after
-        it returns:
+        briefly unreachable is tried again at the next tick. The Redis
+        client's socket timeout (redis-py's socket_timeout) bounds a
+        renewal: set one, or a renewal on a hung connection hangs its
+        thread, and an end of the lease waits for it. Call stop when the
+        call returns; it waits for the thread, at most one renewal interval,
+        so no renewal runs after it returns unless one hangs that long
+        (stop returns anyway, and the hung renewal is the last):
 
             stop = lease.keep_alive()
             try:
@@ -1860,7 +1891,7 @@ class Lease:
         def run():
             while not done.wait(interval):
                 try:
-                    self._renew()
+                    self._renew(done)
                 except LeaseExpiredError:
                     return
                 except Exception:  # Redis briefly unreachable: the next tick tries again
@@ -1874,7 +1905,7 @@ class Lease:
         def stop() -> None:
             done.set()
             if t is not threading.current_thread():
-                t.join()
+                t.join(interval)  # not for ever: a renewal may hang on Redis
             with self._mu:
                 if done in self._keepers:
                     self._keepers.remove(done)
@@ -1890,12 +1921,17 @@ class Lease:
         for k in ks:
             k.set()
 
-    def _renew(self) -> None:
-        """Push the expiry to one lease TTL from now, once (keep_alive's tick)."""
-        with self._mu:
-            if self._state == "expired":
+    def _renew(self, done: threading.Event | None = None) -> None:
+        """Push the expiry to one lease TTL from now, once (keep_alive's tick).
+
+        Skipped once done (its keep_alive's stop) is set, or the lease ended.
+        """
+        with self._op:
+            with self._mu:
+                state, tried = self._state, self._tried
+            if state == "expired":
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")
-            if self._state != "active":
+            if state != "active" or done is not None and done.is_set():
                 return
             # The definition the lease was charged under (Go's lease
             # Budget), on the budget's keys.
@@ -1906,13 +1942,13 @@ class Lease:
                 args += [s.concurrency, _batch_slots(s)]
             res = _ints(self._pacer._run("keepalive", args, s.keys), 3)
             if res[0] != 0:
-                self._expiry_ms = res[2]
+                self._set(_expiry_ms=res[2])
                 return
-            if self._tried:
+            if tried:
                 # An end whose reply was lost may have removed it: the next
                 # end attempt finds out which.
                 raise LeaseExpiredError(f"llmpacer: lease {self.id} not found")
-            self._state = "expired"
+            self._set(_state="expired")
         self._stop_keepers()
         self._pacer._ended(0)
         raise LeaseExpiredError(f"llmpacer: lease {self.id} expired")

@@ -116,14 +116,48 @@ class FailAndKeepAlive(unittest.TestCase):
         self.assertEqual(lease.info().state, "settled")
 
     def test_keep_alive_ends_with_the_lease(self):
-        p1, _ = self.pacers(limits=llmpacer.Limits(rpm=100), lease_ttl_ms=3000)
+        # A renewal every 200 s: only the end's prompt stop ends the thread
+        # within the test, not its next tick.
+        p1, _ = self.pacers(limits=llmpacer.Limits(rpm=100), lease_ttl_ms=600_000)
+        renewals, run = [], p1._scripts["keepalive"]
+        p1._scripts["keepalive"] = lambda **kw: renewals.append(kw) or run(**kw)
         lease = p1.try_acquire(1)
         stop = lease.keep_alive()
         lease.cancel()
-        stop.thread.join(10)
-        self.assertFalse(stop.thread.is_alive(), "the keep-alive thread outlived its lease")
+        stop.thread.join(0.5)
+        self.assertFalse(stop.thread.is_alive(), "the keep-alive thread outlived its lease by 0.5 s")
         stop()
+        self.assertEqual(renewals, [], "a renewal after the end")
 
+    def test_huge_retry_after_stops_for_a_day(self):
+        # Clamped to 24 hours (classify.MaxRetryAfter), not refused after
+        # the lease ended.
+        p1, p2 = self.pacers(limits=llmpacer.Limits(tpm=60_000), quota_probe_ms=600_000)
+        lease = p1.try_acquire(1000)
+        lease.fail(llmpacer.QUOTA_EXHAUSTED, retry_after=1e12)
+        self.assertEqual(lease.info().state, "rejected")
+        s = p2.snapshot()
+        self.assertEqual(s.stopped_by, "quota")
+        self.assertTrue(86_000_000 < s.stopped_ms <= 86_400_000, s.stopped_ms)
+
+    def test_huge_retry_after_pauses_for_a_day(self):
+        p1, p2 = self.pacers(limits=llmpacer.Limits(tpm=60_000))
+        p1.try_acquire(1000).fail(llmpacer.RATE_LIMITED, retry_after=1e12)
+        self.assertTrue(86_000_000 < p2.snapshot().paused_ms <= 86_400_000)
+
+    def test_tiny_retry_after_pauses_a_millisecond(self):
+        p1, p2 = self.pacers(limits=llmpacer.Limits(tpm=60_000))
+        lease = p1.try_acquire(1000)
+        lease.fail(llmpacer.RATE_LIMITED, retry_after=1e-9)
+        self.assertEqual(lease.info().state, "released")
+        self.assertLessEqual(p2.snapshot().paused_ms, 1)
+
+    def test_tiny_retry_after_stops_a_millisecond(self):
+        p1, p2 = self.pacers(limits=llmpacer.Limits(rpm=100), quota_probe_ms=1)
+        lease = p1.try_acquire(1)
+        lease.fail(llmpacer.QUOTA_EXHAUSTED, retry_after=1e-9)
+        self.assertEqual(lease.info().state, "rejected")
+        self.assertLessEqual(p2.snapshot().stopped_ms, 1)
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,6 +10,8 @@ bubble). Run: python3 -m unittest -v (no Redis, no redis-py needed).
 
 import hashlib
 import json
+import threading
+import time
 import unittest
 from pathlib import Path
 
@@ -63,9 +65,14 @@ class FakeRedis:
     def __init__(self):
         self.calls, self.replies, self.ids = [], [], {}
         self.by_source = {llmpacer.source(n): n for n in llmpacer.SCRIPTS}
+        self.scripts = {n: self._script(n) for n in llmpacer.SCRIPTS}
 
     def register_script(self, src):
         name = self.by_source[src]
+        # Looked up at each call, so a test may swap in its own.
+        return lambda keys=(), args=(): self.scripts[name](keys, args)
+
+    def _script(self, name):
 
         def run(keys=(), args=()):
             args = [str(a) for a in args]
@@ -322,6 +329,18 @@ class TestPause(unittest.TestCase):
                 self.assertEqual([x["args"] for x in fake.take()], [c["args"]])
 
 
+class TestQuotaProbeConfig(unittest.TestCase):
+    def test_checked_with_the_settings(self):
+        # As Go's New: a bad probe interval fails the Pacer, not the fail
+        # after a lease ended (which would never send the stop).
+        base = {"name": "q", "limits": llmpacer.Limits(rpm=10)}
+        for v in (-1, 0.5, 1.0, True, "1000", 7 * 24 * 3600 * 1000 + 1):
+            with self.subTest(v), self.assertRaisesRegex(llmpacer.InvalidError, "quota_probe_ms"):
+                llmpacer.settings(llmpacer.Config(**base, quota_probe_ms=v))
+        for v in (0, 1, 7 * 24 * 3600 * 1000):
+            llmpacer.settings(llmpacer.Config(**base, quota_probe_ms=v))
+
+
 class TestFail(unittest.TestCase):
     """Lease.fail's script calls, as Go's Lease.Fail makes them: the end
     (settle.lua), then the pause or stop (pause.lua, stop.lua), once."""
@@ -379,6 +398,22 @@ class TestFail(unittest.TestCase):
         fake.replies += [[1, NOW_US + 1000], [30_000, NOW_US + 1000]]
         lease.fail(llmpacer.QUOTA_EXHAUSTED, retry_after=30)
         self.assertEqual(fake.take()[1]["args"], ["30000", "5000", "quota"])
+
+    def test_retry_after_is_clamped(self):
+        # At most 24 hours (classify.MaxRetryAfter), at least 1 ms when not
+        # 0: the pause or stop after the end never fails on its argument.
+        for kind, ra, script, want in [(llmpacer.RATE_LIMITED, 1e12, "pause", "86400000"),
+                                       (llmpacer.RATE_LIMITED, 1e-9, "pause", "1"),
+                                       (llmpacer.QUOTA_EXHAUSTED, 1e12, "stop", "86400000"),
+                                       (llmpacer.QUOTA_EXHAUSTED, 30 * 24 * 3600, "stop", "86400000"),
+                                       (llmpacer.QUOTA_EXHAUSTED, 1e-9, "stop", "1")]:
+            with self.subTest(f"{kind} {ra}"):
+                _, fake, lease = self.lease()
+                fake.replies += [[1, NOW_US + 1000], [int(want), NOW_US + 1000]]
+                lease.fail(kind, retry_after=ra)
+                calls = fake.take()
+                self.assertEqual([c["script"] for c in calls], ["settle", script])
+                self.assertEqual(calls[1]["args"][0], want)
 
     def test_refused_gives_tokens_back(self):
         for kind, status, how, state in [(llmpacer.PERMANENT, 400, "_reject", "rejected"),
@@ -469,13 +504,60 @@ class TestKeepAlive(unittest.TestCase):
                 break
             stop.thread.join(0.01)
         self.assertGreaterEqual(lease.info().expiry_ms, 1_767_225_700_001, "two renewals within 5 s")
-        with lease._mu:  # a renewal calls the fake under it
-            fake.replies[:] = [[1, NOW_US + 1000]]
-        lease.cancel()
-        stop.thread.join(5)
-        self.assertFalse(stop.thread.is_alive(), "the thread ends with the lease")
-        self.assertEqual(lease.info().state, "canceled")
         stop()
+        self.assertFalse(stop.thread.is_alive())
+
+    def test_the_end_stops_the_thread_at_once(self):
+        # A renewal every 200 s: the thread is asleep in its wait when the
+        # lease ends, and must not wait for its tick to notice.
+        for how in ("cancel", "settle", "fail"):
+            with self.subTest(how):
+                p, fake = pacer("basic")
+                fake.replies.append(admitted(p, NOW_US))
+                lease = p.try_acquire(1)
+                fake.take()
+                stop = lease.keep_alive()
+                fake.replies.append([1, NOW_US + 1000])
+                if how == "fail":
+                    lease.fail(llmpacer.TRANSIENT)
+                else:
+                    getattr(lease, how)(*(() if how == "cancel" else (1,)))
+                stop.thread.join(0.5)
+                self.assertFalse(stop.thread.is_alive(), "the thread ends with the lease")
+                self.assertEqual([c["script"] for c in fake.take()], ["settle"], "no renewal after the end")
+                stop()
+                self.assertEqual(fake.take(), [])
+
+    def test_hung_renewal_blocks_neither_info_nor_stop(self):
+        # A renewal every 100 ms, the first of which hangs on Redis.
+        fake, clock = FakeRedis(), Clock()
+        cfg = llmpacer.Config(name="k", limits=llmpacer.Limits(rpm=10), lease_ttl_ms=300)
+        p = llmpacer.Pacer(fake, cfg, _clock=clock, _sleep=clock.sleep)
+        fake.replies.append(admitted(p, NOW_US))
+        lease = p.try_acquire(1)
+        fake.take()
+        run, entered, release = fake.scripts["keepalive"], threading.Event(), threading.Event()
+
+        def hang(keys=(), args=()):
+            entered.set()
+            release.wait(30)
+            return run(keys, args)
+
+        fake.scripts["keepalive"] = hang
+        fake.replies.append([1, NOW_US, 1_767_225_700_000])
+        stop = lease.keep_alive()
+        self.addCleanup(release.set)
+        self.assertTrue(entered.wait(10), "no renewal within 10 s")
+        t0 = time.monotonic()
+        self.assertEqual(lease.info().state, "active")
+        stop()  # waits one interval (0.1 s) for the hung renewal, then returns
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertTrue(stop.thread.is_alive(), "the renewal still hangs")
+        release.set()
+        stop.thread.join(5)
+        self.assertFalse(stop.thread.is_alive())
+        self.assertEqual(lease.info().expiry_ms, 1_767_225_700_000)
+        self.assertEqual([c["script"] for c in fake.take()], ["keepalive"], "one renewal, none after stop")
 
     def test_ended_lease_starts_no_renewal(self):
         p, fake = pacer("basic")
