@@ -59,6 +59,12 @@ type bench struct {
 	dur   time.Duration
 	names int
 	cgPID int // a redis-server under callgrind, for the instr part
+	// dumps: with -profile, callgrind writes each measured round's counts
+	// to a file of its own (callgrind_control -d), for callgrind_annotate.
+	dumps bool
+	label string // the dump's name: what is being measured
+	// regime: with -only iregimes, only this regime (1 to 4; 0: all).
+	regime int
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -67,8 +73,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dur := fs.Duration("d", 2*time.Second, "duration of each throughput run")
 	only := fs.String("only", "", "comma-separated parts to run: regimes,throughput,cost,growth,saturated,expiry,memory,tenants,group (default all), or instr, anatomy, pairs, iregimes, levers, batch (under callgrind)")
 	cgPID := fs.Int("callgrind-pid", 0, "with -only instr, anatomy, pairs, iregimes, levers, batch or group: the pid of a redis-server run under valgrind --tool=callgrind")
+	dumps := fs.Bool("profile", false, "with -callgrind-pid and -only iregimes: callgrind also dumps each measured round's counts to a file of its own, named for the regime (see its --callgrind-out-file), for callgrind_annotate")
+	sources := fs.String("sources", "", "write acquire.lua and settle.lua as sent, and their SHA1s in shas, to this directory (for lineprof/lineprof.lua), and exit")
+	regime := fs.Int("regime", 0, "with -only iregimes: only this regime, 1 to 4 (buckets full, in use, every limit, a tenant); 0 runs all")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *sources != "" {
+		return writeSources(*sources, out)
 	}
 	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "localhost:") && !strings.HasPrefix(*addr, "[::1]:") {
 		return fmt.Errorf("-redis %s: benchmarks run against loopback addresses only", *addr)
@@ -80,7 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	info, _ := rdb.Info(ctx, "server").Result()
 	fmt.Fprintf(out, "redis %s, GOMAXPROCS %s\n\n", field(info, "redis_version"), os.Getenv("GOMAXPROCS"))
-	b := &bench{rdb: rdb, out: out, dur: *dur, cgPID: *cgPID}
+	b := &bench{rdb: rdb, out: out, dur: *dur, cgPID: *cgPID, dumps: *dumps, regime: *regime}
 	parts := []struct {
 		name string
 		f    func(context.Context) error

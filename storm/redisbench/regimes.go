@@ -309,6 +309,7 @@ func (b *bench) iregimes(ctx context.Context) error {
 	if err := warmYardstick(ctx, rate); err != nil {
 		return err
 	}
+	b.label = "allow"
 	base, err := measure(func() error { return rate(ctx) })
 	if err != nil {
 		return err
@@ -317,7 +318,11 @@ func (b *bench) iregimes(ctx context.Context) error {
 	fmt.Fprintln(b.out, "| script | k instructions | ratio to redis_rate Allow | stack bytes after |")
 	fmt.Fprintln(b.out, "|---|---:|---:|---:|")
 	fmt.Fprintf(b.out, "| redis_rate v10 allowN (writes its key) | %.1f | 1.00 | |\n", base/1000)
-	for _, r := range regimes(20) {
+	for i, r := range regimes(20) {
+		if b.regime != 0 && b.regime != i+1 {
+			continue
+		}
+		b.label = fmt.Sprintf("regime%d", i+1)
 		v, u, err := b.regimeInstr(ctx, r, measure)
 		if err != nil {
 			return err
@@ -380,7 +385,15 @@ func (b *bench) measureN(n int) func(func() error) (float64, error) {
 				return 0, err
 			}
 		}
-		return b.dumpInstr(n)
+		v, err := b.dumpInstr(n)
+		if err == nil && b.dumps {
+			// Dumping zeroes the counts too: the next round starts with -z
+			// anyway.
+			if out, err := exec.Command("callgrind_control", "-d", b.label, strconv.Itoa(b.cgPID)).CombinedOutput(); err != nil {
+				return 0, fmt.Errorf("callgrind_control -d: %w: %s", err, out)
+			}
+		}
+		return v, err
 	}
 }
 
