@@ -110,6 +110,45 @@ local byte, char, sub = string.byte, string.char, string.sub
 -- (s + 0) rather than tonumber(s), which parses twice: each saves about a
 -- thousand instructions.
 local floor, ceil, max, sqrt = math.floor, math.ceil, math.max, math.sqrt
+-- The give-back stacks' integers (see sh below) are 7-byte big-endian,
+-- written and read by Redis's struct library: one call into C, where the
+-- same work in Lua arithmetic took two to three times the instructions
+-- (docs/results.md, issue 23, round 8). A server without the library
+-- (miniredis, which the tests run on too) gets the same bytes from the Lua
+-- pk and upk below, made only there, for the three formats the scripts
+-- use: '>I7', '>I7I7' (an entry) and '>BxxxxxBI7' (a header).
+local pk, upk
+local lib = rawget(_G, 'struct')
+if lib then
+  pk, upk = lib.pack, lib.unpack
+else
+  local function seven(v)
+    local b7 = v % 256; v = (v - b7) / 256
+    local b6 = v % 256; v = (v - b6) / 256
+    local b5 = v % 256; v = (v - b5) / 256
+    local b4 = v % 256; v = (v - b4) / 256
+    local b3 = v % 256; v = (v - b3) / 256
+    local b2 = v % 256
+    return (v - b2) / 256, b2, b3, b4, b5, b6, b7
+  end
+  local function int(s, p)
+    local b1, b2, b3, b4, b5, b6, b7 = byte(s, p, p + 6)
+    return (((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6) * 256 + b7
+  end
+  pk = function(f, x, y, z)
+    if f == '>I7' then return char(seven(x)) end
+    if f == '>I7I7' then return char(seven(x)) .. char(seven(y)) end
+    if f == '>BxxxxxBI7' then return char(x, 0, 0, 0, 0, 0, y) .. char(seven(z)) end
+    error('pk: format ' .. f)
+  end
+  upk = function(f, s, p)
+    p = p or 1
+    if f == '>I7' then return int(s, p), p + 7 end
+    if f == '>I7I7' then return int(s, p), int(s, p + 7), p + 14 end
+    if f == '>BxxxxxBI7' then return byte(s, p), byte(s, p + 6), int(s, p + 7), p + 14 end
+    error('upk: format ' .. f)
+  end
+end
 -- The sentinel score of the lease set and the slot queue (see cover); and
 -- PENDING, the offset of pending leases (see above), which LIVE leaves out
 -- of a count: ZCOUNT leases (now LIVE counts the slots held.
@@ -227,7 +266,7 @@ end
 -- itself has no upvalues (what they need comes as arguments, as for glib),
 -- and a script pays for one bare closure, not for two with theirs.
 local function clib(dec, enc)
-  local byte, sub, sqrt = string.byte, string.sub, math.sqrt
+  local sub, sqrt = string.sub, math.sqrt
   -- flat returns the m entries of stack s (header o bytes, F, A) as a stack
   -- without a header: each headroom written out.
   local function flat(s, m, f, a, o)
@@ -246,9 +285,8 @@ local function clib(dec, enc)
   local function compact(s, m)
     local hd = {}
     for k = 1, m do
-      local p = 14 * k - 6
-      local d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 6)
-      hd[k] = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+      local _, d = dec(s, k, 0)
+      hd[k] = d
     end
     local i = hd[1] == 0 and 2 or 1
     local q = sqrt(sqrt(sqrt(sqrt(sqrt(hd[m] / hd[i])))))
@@ -271,57 +309,33 @@ end
 -- blib returns the stack's codec, sh, dec, enc and head (below), and,
 -- given clib, pushx, push's slow path. Only a push that removes entries
 -- or compacts, and a settle that gives back, need them; the common push
--- (below) decodes and encodes inline. So blib has no upvalues (clib comes
--- as an argument), and a script that never calls it pays for one bare
--- closure, not for five with theirs.
-local function blib(clib)
-  local byte, char, sub, MAXH = string.byte, string.char, string.sub, 64
+-- (below) calls pk and upk itself. So blib has no upvalues (clib, pk and
+-- upk come as arguments), and a script that never calls it pays for one
+-- bare closure, not for five with theirs.
+local function blib(clib, pk, upk)
+  local byte, sub, MAXH = string.byte, string.sub, 64
   -- sh returns the entry count of stack s, F, A and the header's length.
   local function sh(s)
     if byte(s, 1) ~= 255 then return #s / 14, 0, 0, 0 end
-    local f, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
-    return (#s - 14) / 14, f, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+    local _, f, a = upk('>BxxxxxBI7', s)
+    return (#s - 14) / 14, f, a, 14
   end
 
   -- dec returns entry k (from 1) of the give-back stack s, its header o
-  -- bytes long: its time and stored value. Every value is below 2^53, so
-  -- the arithmetic is exact.
+  -- bytes long: its time and stored value.
   local function dec(s, k, o)
-    local p = o + 14 * k - 13
-    local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, p, p + 13)
-    return (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7,
-      (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+    local t, d = upk('>I7I7', s, o + 14 * k - 13)
+    return t, d
   end
 
-  -- enc returns the entry for time t and value d (integers below 2^53:
-  -- each step divides exactly, with no call to floor).
-  local function enc(t, d)
-    local t7 = t % 256; t = (t - t7) / 256
-    local t6 = t % 256; t = (t - t6) / 256
-    local t5 = t % 256; t = (t - t5) / 256
-    local t4 = t % 256; t = (t - t4) / 256
-    local t3 = t % 256; t = (t - t3) / 256
-    local t2 = t % 256
-    local d7 = d % 256; d = (d - d7) / 256
-    local d6 = d % 256; d = (d - d6) / 256
-    local d5 = d % 256; d = (d - d5) / 256
-    local d4 = d % 256; d = (d - d4) / 256
-    local d3 = d % 256; d = (d - d3) / 256
-    local d2 = d % 256
-    return char((t - t2) / 256, t2, t3, t4, t5, t6, t7, (d - d2) / 256, d2, d3, d4, d5, d6, d7)
-  end
+  -- enc returns the entry for time t and value d (integers below 2^53).
+  local function enc(t, d) return pk('>I7I7', t, d) end
 
   -- head returns the header for F frozen entries and offset A ('' for A 0:
   -- no header, every entry live).
   local function head(f, a)
     if a == 0 then return '' end
-    local a7 = a % 256; a = (a - a7) / 256
-    local a6 = a % 256; a = (a - a6) / 256
-    local a5 = a % 256; a = (a - a5) / 256
-    local a4 = a % 256; a = (a - a4) / 256
-    local a3 = a % 256; a = (a - a3) / 256
-    local a2 = a % 256
-    return char(255, 0, 0, 0, 0, 0, f, (a - a2) / 256, a2, a3, a4, a5, a6, a7)
+    return pk('>BxxxxxBI7', 255, f, a)
   end
 
   if not clib then return sh, dec, enc, head end
@@ -359,22 +373,22 @@ end
 -- more go (all of them when d is 0); at MAXH entries, it is compacted
 -- first (see above). Only the entries that go are read, and the others
 -- copied as they are. The usual case, nothing going (a bucket's TAT
--- running ahead) or an empty stack, is decoded and encoded here, inline:
--- each function it called cost a closure every script run. The others
--- go to pushx (see blib).
+-- running ahead) or an empty stack, reads and writes its entries here
+-- with pk and upk: a function of the codec would cost a closure every
+-- script run. The others go to pushx (see blib).
 local function push(s, us, d)
   local m, f, a, e, w = 0, 0, 0, us, 0
   if s and s ~= '' then
     local n, o = #s, 0
     if byte(s, 1) == 255 then
-      local f1, a1, a2, a3, a4, a5, a6, a7 = byte(s, 7, 14)
-      f, a, o = f1, (((((a1 * 256 + a2) * 256 + a3) * 256 + a4) * 256 + a5) * 256 + a6) * 256 + a7, 14
+      local _
+      _, f, a = upk('>BxxxxxBI7', s)
+      o = 14
     end
     m = (n - o) / 14
     if m > 0 then
-      local t1, t2, t3, t4, t5, t6, t7, d1, d2, d3, d4, d5, d6, d7 = byte(s, n - 13, n)
-      local t = (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7
-      w = (((((d1 * 256 + d2) * 256 + d3) * 256 + d4) * 256 + d5) * 256 + d6) * 256 + d7
+      local t
+      t, w = upk('>I7I7', s, n - 13)
       if t - us >= 0 then e = t + 1 end
     end
   end
@@ -386,27 +400,12 @@ local function push(s, us, d)
     if m < MAXH and w - (m > f and a or 0) - d < 0 then
       x = d + a
     else
-      local _, _, _, _, pushx = blib(clib)
+      local _, _, _, _, pushx = blib(clib, pk, upk)
       return pushx(s, us, d)
     end
   end
-  -- The entry as blib's enc makes it, written out here so that the
-  -- usual push makes no closure: a change to one is a change to both.
-  local t7 = e % 256; e = (e - t7) / 256
-  local t6 = e % 256; e = (e - t6) / 256
-  local t5 = e % 256; e = (e - t5) / 256
-  local t4 = e % 256; e = (e - t4) / 256
-  local t3 = e % 256; e = (e - t3) / 256
-  local t2 = e % 256
-  local d7 = x % 256; x = (x - d7) / 256
-  local d6 = x % 256; x = (x - d6) / 256
-  local d5 = x % 256; x = (x - d5) / 256
-  local d4 = x % 256; x = (x - d4) / 256
-  local d3 = x % 256; x = (x - d3) / 256
-  local d2 = x % 256
-  local c = char((e - t2) / 256, t2, t3, t4, t5, t6, t7, (x - d2) / 256, d2, d3, d4, d5, d6, d7)
-  if m > 0 and d ~= 0 then return s .. c end
-  return c
+  if m > 0 and d ~= 0 then return s .. pk('>I7I7', e, x) end
+  return pk('>I7I7', e, x)
 end
 
 -- Strict sliding windows. A sliding rate's field is named '~<g>:<name>',

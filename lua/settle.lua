@@ -107,15 +107,13 @@ local function givetat(field, tat, s, r, t, us)
   local first, lo, m2, f, a, ho = 0, 1, 0, 0, 0, 0
   if byte(field, 1) ~= 37 then
     -- The first event after t: a binary search, the times increasing.
-    if not sh then sh, dec, enc, head = blib() end
+    if not sh then sh, dec, enc, head = blib(nil, pk, upk) end
     m2, f, a, ho = sh(s)
     local hi = m2 + 1
     while lo < hi do
       local mid = floor((lo + hi) / 2)
-      -- Entry mid's time: dec's first half, inline.
-      local p = ho + 14 * mid - 13
-      local t1, t2, t3, t4, t5, t6, t7 = byte(s, p, p + 6)
-      if (((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6) * 256 + t7 - t > 0 then
+      -- Entry mid's time.
+      if upk('>I7', s, ho + 14 * mid - 13) - t > 0 then
         hi = mid
       else
         lo = mid + 1
