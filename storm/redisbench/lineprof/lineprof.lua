@@ -17,7 +17,12 @@
 --
 -- This is a measuring tool, not a model of Redis: it implements only the
 -- commands and options these scripts send, and zsets without ordering
--- structures.
+-- structures. It replays the capture faithfully, but the capture is not
+-- the run it watched: MONITOR makes each call dearer, so the clock moves
+-- further between calls, and state shaped by it (where in a give-back
+-- stack a settle finds its first event) differs from an unwatched run's.
+-- It shows where the VM's work is; callgrind on an unwatched run says
+-- what a change is worth (docs/results.md, issue 23, round 8).
 local monfile, dir, mode = arg[1], arg[2], arg[3]
 
 local db = {}
