@@ -161,6 +161,10 @@ func TestGrantsConcurrent(t *testing.T) {
 	var woke atomic.Int64
 	var wg sync.WaitGroup
 	var calls listenerCalls
+	// The waiters wait until woken or told to stop, not on a timer of
+	// their own: on a loaded machine a delivery may come long after a
+	// waiter registered.
+	stop := make(chan struct{})
 	for i := range 100 {
 		wg.Add(1)
 		go func() {
@@ -170,7 +174,7 @@ func TestGrantsConcurrent(t *testing.T) {
 			select {
 			case <-ch:
 				woke.Add(1)
-			case <-time.After(300 * time.Millisecond):
+			case <-stop:
 			}
 		}()
 	}
@@ -178,9 +182,15 @@ func TestGrantsConcurrent(t *testing.T) {
 	for i := range 60 {
 		calls.deliver(fmt.Sprint(i))
 	}
+	// Every one of the 60 is woken, at its delivery or, registered after
+	// it, at once; the other 40 never (a wrong wake-up shows as more than
+	// 60 in the 50 ms after the 60th).
+	for deadline := time.Now().Add(10 * time.Second); woke.Load() < 60 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
 	wg.Wait()
-	// Every one of the 60 was woken, at its delivery or, registered after
-	// it, at once; the other 40 only by their own timers.
 	if got := woke.Load(); got != 60 {
 		t.Errorf("woken = %d; want 60 (one per grant)", got)
 	}

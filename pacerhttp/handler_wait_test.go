@@ -106,7 +106,17 @@ func TestHandlerClientDisconnect(t *testing.T) {
 			}
 			io.WriteString(w, "ok")
 		})
-		p, err := pacer.New(b.Client(t), pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1}})
+		// waiting hears that a caller waits for the slot (B, below).
+		waiting := make(chan struct{}, 1)
+		observe := func(e pacer.Event) {
+			if e.Kind == pacer.Waiting {
+				select {
+				case waiting <- struct{}{}:
+				default:
+				}
+			}
+		}
+		p, err := pacer.New(b.Client(t), pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{Concurrency: 1}, Observe: observe})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,12 +150,22 @@ func TestHandlerClientDisconnect(t *testing.T) {
 			}
 			bDone <- err
 		}()
-		time.Sleep(300 * time.Millisecond) // B is in the room by now, or will join it after A
+		// B leaves once it waits in the room (a sleep stood for this, and
+		// on a loaded machine B could leave before it reached the server).
+		select {
+		case <-waiting:
+		case <-time.After(10 * time.Second):
+			t.Fatal("B never waited for the slot")
+		}
 		leave()
 		if err := <-bDone; !errors.Is(err, context.Canceled) {
 			t.Errorf("B = %v; want its own cancellation", err)
 		}
-		<-bLeft
+		select {
+		case <-bLeft:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler never answered B after it left")
+		}
 		if len(running) != 0 {
 			t.Fatal("B's handler ran: its wait outlived its client")
 		}
