@@ -227,11 +227,13 @@ func TestGroupWaitsOnSoonest(t *testing.T) {
 			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 6, Window: time.Minute, Burst: 1}}},   // a request every 10 s
 			pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Requests, Limit: 150, Window: time.Minute, Burst: 1}}}) // every 400 ms
 		g := newGroup(t, pacer.FillInOrder, split, ps...)
+		var onB pacer.LeaseInfo
 		for _, want := range []string{"a", "b"} {
 			l, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1})
 			if err != nil || p != ps[want[0]-'a'] {
 				t.Fatalf("Acquire() = %v on %v; want deployment %s", err, p, want)
 			}
+			onB = l.Info()
 			_ = l.Settle(ctx, 1)
 		}
 		start := time.Now()
@@ -241,7 +243,13 @@ func TestGroupWaitsOnSoonest(t *testing.T) {
 			t.Fatalf("third Acquire() = %v on %v; want the 400 ms deployment", err, p)
 		}
 		_ = l.Settle(ctx, 1)
-		if took < 200*time.Millisecond || took > 2*time.Second {
+		// Its turn on b, read on the Redis clock: at least 400 ms after b's
+		// first call (a loaded machine may take longer between the two, and
+		// then the turn is later still). On a, it would be 10 s.
+		if gap := l.Info().Start.Sub(onB.Start); gap < 390*time.Millisecond {
+			t.Errorf("third call's turn %v after b's first; want b's 400 ms", gap)
+		}
+		if took > 4*time.Second {
 			t.Errorf("third Acquire took %v; want its turn on b, about 400 ms", took)
 		}
 	})

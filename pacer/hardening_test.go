@@ -374,8 +374,10 @@ func TestAcquireCanceledWhileRedisHangs(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("Acquire = %v; want context.Canceled", err)
 		}
-		if d := time.Since(canceled); d > time.Second {
-			t.Errorf("Acquire returned %v after its context ended; want at once", d)
+		// At once, not after the give-back's own 2 s timeout (1.8 s leaves
+		// a loaded machine room, and still tells the two apart).
+		if d := time.Since(canceled); d > 1800*time.Millisecond {
+			t.Errorf("Acquire returned %v after its context ended; want at once, not after the give-back's 2 s", d)
 		}
 		px.Drop(false)
 		for deadline := time.Now().Add(15 * time.Second); snap(t, direct).InFlight != 1; time.Sleep(50 * time.Millisecond) {
