@@ -82,6 +82,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *sources != "" {
 		return writeSources(*sources, out)
 	}
+	if *regime < 0 || *regime > 4 {
+		return fmt.Errorf("-regime %d: want 1 to 4 (buckets full, in use, every limit, a tenant), or 0 for all", *regime)
+	}
 	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "localhost:") && !strings.HasPrefix(*addr, "[::1]:") {
 		return fmt.Errorf("-redis %s: benchmarks run against loopback addresses only", *addr)
 	}
