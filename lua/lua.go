@@ -21,6 +21,7 @@ package lua
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,6 +37,8 @@ var (
 	acquireSrc string
 	//go:embed settle.lua
 	settleSrc string
+	//go:embed settles.lua
+	settlesSrc string
 	//go:embed keepalive.lua
 	keepAliveSrc string
 	//go:embed pause.lua
@@ -58,6 +61,9 @@ var (
 	Acquire = redis.NewScript(Source("acquire"))
 	// Settle ends a lease: settle, release or cancel (settle.lua).
 	Settle = redis.NewScript(Source("settle"))
+	// Settles ends several leases of one budget, each as Settle would,
+	// in one call (settles.lua, with settle.lua inside: see Source).
+	Settles = redis.NewScript(Source("settles"))
 	// KeepAlive pushes a live lease's expiry later (keepalive.lua).
 	KeepAlive = redis.NewScript(Source("keepalive"))
 	// Pause makes every caller wait at least a given time (pause.lua).
@@ -75,6 +81,9 @@ var (
 	Route = redis.NewScript(Source("route"))
 )
 
+// settleMain begins settle.lua's main block (see Source).
+const settleMain = "-- The main block (settles.lua runs it as the function settle1"
+
 // prelude is the prelude as sent: prelude.lua, then sliding.lua as the
 // body of `local function slib()` and slots.lua as the body of `local
 // function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)`, each
@@ -86,8 +95,8 @@ var prelude = preludeSrc +
 	"local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\n" + slotsSrc + "end\n"
 
 // Source returns the full text sent to Redis for the named script
-// ("acquire", "settle", "keepalive", "pause", "stop", "snapshot", "define"
-// or "route"): the prelude (above), a newline, then the script. It returns
+// ("acquire", "settle", "settles", "keepalive", "pause", "stop",
+// "snapshot", "define" or "route"): the prelude (above), a newline, then the script. It returns
 // "" for any other name.
 //
 // "route" is the exception: acquire runs there once per budget, on each
@@ -96,11 +105,19 @@ var prelude = preludeSrc +
 // route.lua follows it. Inside it the prelude's helpers see the budget's
 // keys, and acquire's text, the one copy of its computation, runs
 // unchanged.
+//
+// "settles" is built alike: settle.lua's functions, then its main block
+// (from the line that begins it) as the body of `local function
+// settle1(KEYS, ARGV)`, then settles.lua, which calls settle1 for any
+// settle it does not run itself and settle.lua's givetat for those it does.
 func Source(name string) string {
 	var s string
 	switch name {
 	case "route":
 		return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + routeSrc
+	case "settles":
+		head, main, _ := strings.Cut(settleSrc, settleMain)
+		return prelude + "\n" + head + "local function settle1(KEYS, ARGV)\n" + settleMain + main + "\nend\n" + settlesSrc
 	case "acquire":
 		s = acquireSrc
 	case "settle":

@@ -503,7 +503,65 @@ func (r *runner) leave(w acquireArgs) {
 // ended or not); b picks the lease; c the tokens used (bits 0-2: as
 // reserved, fewer, more, or far more, which runs into the debt cap). The
 // corrections are those package pacer sends for each way a lease ends.
+//
+// k (the op byte's high nibble) below 8 sends one settle.lua call. From 8
+// the step ends k - 7 leases at once, as a Pacer's group commit does: the
+// picks without a tenant in one settles.lua call, the i-th with b, c and
+// a's mode moved by i, then each tenant's pick alone; the model ends them
+// one by one, in the order sent, each at its reply's clock.
 func (r *runner) settle(s step) {
+	if s.k < 8 {
+		e := r.ending(s)
+		e.finish(r, r.evalKeys(e.keys, lua.Settle, e.args...))
+		return
+	}
+	var batch, alone []*end
+	for i := range int(s.k) - 7 {
+		v := s
+		v.a = s.a&^3 | (s.a+byte(i))&3
+		v.b = s.b&0x8000 | (s.b+uint16(i)*0x35)&0x7fff
+		v.c = s.c + uint16(i)*0x2f9
+		if e := r.ending(v); e.tkey == "" {
+			batch = append(batch, e)
+		} else {
+			alone = append(alone, e)
+		}
+	}
+	var args []any
+	for _, e := range batch {
+		args = append(args, len(e.args))
+		args = append(args, e.args...)
+	}
+	if len(batch) > 0 {
+		got := r.evalKeys(r.keys, lua.Settles, args...)
+		r.check(len(got) == len(batch), "settles: %d replies for %d settles: %v", len(got), len(batch), got)
+		for i, e := range batch {
+			rep, _ := got[min(i, len(got)-1)].([]any)
+			e.finish(r, rep)
+		}
+		r.seen["settles"]++
+	}
+	for _, e := range alone {
+		e.finish(r, r.evalKeys(e.keys, lua.Settle, e.args...))
+	}
+}
+
+// end is one lease's settle as the runner sends it.
+type end struct {
+	l               *lease
+	mode            string
+	how             int
+	charged, turnMs int64
+	u               model.Usage
+	deltas          []model.Delta
+	limit, bslots   int64
+	args            []any
+	keys            []string
+	tkey            string
+}
+
+// ending reads the settle step s describes (see settle).
+func (r *runner) ending(s step) *end {
 	l := r.pick(s.a&0xc0 == 0xc0, s.b)
 	mode := [...]string{"settle", "release", "cancel", "reject"}[s.a&3]
 	charged, turnMs := l.charged, l.turnMs
@@ -530,28 +588,35 @@ func (r *runner) settle(s step) {
 	how := map[string]int{"settle": model.Settled, "release": model.Released, "cancel": model.Canceled, "reject": model.Rejected}[strings.Fields(mode)[0]]
 	deltas := r.config(l.tenant).Deltas(how, l.req, turnMs, u)
 	limit, bslots := r.slots()
-	args := wire.SettleArgs(l.id, charged, limit, bslots, deltas)
 	keys, tkey := r.keysOf(l.tenant)
-	got := r.evalKeys(keys, lua.Settle, args...)
+	return &end{l: l, mode: mode, how: how, charged: charged, turnMs: turnMs, u: u, deltas: deltas, limit: limit, bslots: bslots,
+		args: wire.SettleArgs(l.id, charged, limit, bslots, deltas), keys: keys, tkey: tkey}
+}
+
+// finish checks e's reply got against the model, which it ends the lease
+// in, and notes what the lease gave back.
+func (e *end) finish(r *runner, got []any) {
+	r.t.Helper()
+	l := e.l
 	us := r.replyNow(got, 1, true)
 	before := r.m.Snapshot(us, r.all...).Values
-	want := r.m.SettleTenant(us, l.id, tkey, charged, limit, bslots, deltas)
-	if l.tenant > 0 && want == 1 && len(deltas) > 0 {
+	want := r.m.SettleTenant(us, l.id, e.tkey, e.charged, e.limit, e.bslots, e.deltas)
+	if l.tenant > 0 && want == 1 && len(e.deltas) > 0 {
 		r.seen["tenant settle"]++
 	}
-	r.countGiveBack(before, deltas, want)
-	r.logf("  settle %s %s reserved=%+v used=%+v charged=%d turn=%d %v = %v; model %d", l.id, mode, l.req, u, charged, turnMs, deltas, got, want)
-	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, mode, got, want)
+	r.countGiveBack(before, e.deltas, want)
+	r.logf("  settle %s %s reserved=%+v used=%+v charged=%d turn=%d %v = %v; model %d", l.id, e.mode, l.req, e.u, e.charged, e.turnMs, e.deltas, got, want)
+	r.check(len(got) == 2 && got[0] == int64(want), "settle %s %s = %v; model says {%d now}", l.id, e.mode, got, want)
 	l.open = false
 	r.waiting = slices.DeleteFunc(r.waiting, func(w acquireArgs) bool { return w.id == l.id })
 	if want == 1 {
-		for _, d := range deltas {
+		for _, d := range e.deltas {
 			if d.Us < 0 {
 				l.used[d.Field] = max(0, l.used[d.Field]+d.Us)
 			}
 		}
 	}
-	r.seen[fmt.Sprintf("%s %d", mode, want)]++
+	r.seen[fmt.Sprintf("%s %d", e.mode, want)]++
 }
 
 // keepAlive reads a's bits 6-7 (both set: any lease, ended or not), b (the

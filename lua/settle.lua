@@ -193,6 +193,8 @@ local function correct(st, pass, fields, delta, caps, m, t, us, now)
   end
 end
 
+-- The main block (settles.lua runs it as the function settle1: see
+-- Source in lua.go).
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 local id, charged = ARGV[1], ARGV[2] + 0
 local limit = ARGV[3]

@@ -51,3 +51,16 @@ func StopQuota(ctx context.Context, p *Pacer, d, probe time.Duration) error {
 	}
 	return p.stop(ctx, d, probe, wireQuota)
 }
+
+// SettleCounts returns the settles p's leases sent by group commit, and
+// the script calls that carried them (see settler).
+func SettleCounts(p *Pacer) (settles, calls int64) {
+	return p.settles.calls.Load(), p.settles.batches.Load()
+}
+
+// QueuedSettles returns how many settles wait for p's settle in flight.
+func QueuedSettles(p *Pacer) int {
+	p.settles.mu.Lock()
+	defer p.settles.mu.Unlock()
+	return len(p.settles.queue)
+}

@@ -371,7 +371,20 @@ func (l *Lease) finishLocked(ctx context.Context, how LeaseState, used wire.Use)
 		buckets, keys = l.b.WithTenant, append(keys[:len(keys):len(keys)], l.a.TenantKey)
 	}
 	cs := wire.Corrections(buckets, l.reserved(), used, how == Canceled, l.a.TurnMs)
-	v, err := wire.Run(ctx, lua.Settle, l.b.Client, keys, wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs), nil)
+	args := wire.SettleArgs(l.a.ID, l.a.ChargedUs, l.b.Limit, l.b.BatchSlots, cs)
+	var v any
+	var err error
+	l.mu.Lock()
+	alone := l.retrying || l.a.TenantKey != "" || l.b.Settler == nil
+	l.mu.Unlock()
+	if alone {
+		// A tenant's lease names a key of its own, which a batch does not
+		// send; a retry goes alone, so that a settle that fails again
+		// fails no other.
+		v, err = wire.Run(ctx, lua.Settle, l.b.Client, keys, args, nil)
+	} else {
+		v, err = l.b.Settler.run(ctx, args)
+	}
 	var res []int64
 	if err == nil {
 		res, err = wire.Int64s(v, 2)

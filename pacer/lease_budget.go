@@ -33,6 +33,9 @@ type leaseBudget struct {
 	// Pacer is the budget's Pacer, which Lease.Fail tells what the
 	// provider said (a pause, a stop).
 	Pacer *Pacer
+	// Settler sends the settles of leases without a tenant, several in one
+	// script call when they arrive together (nil: each alone).
+	Settler *settler
 }
 
 // ending is what a lease reports when it ends.

@@ -131,6 +131,17 @@ func TestDayBucketLedger(t *testing.T) {
 		refilled := s.Time.Sub(time.UnixMicro(used.first.Load()))
 		checkLedger(t, "TPD", s.Rate("tpd"), used.tokens.Load(), refilled)
 		checkLedger(t, "RPD", s.Rate("rpd"), used.requests.Load(), refilled)
+		// The books hold with the settles sent by group commit: with 50
+		// goroutines a Pacer, some arrive while another is in flight.
+		var settles, sent int64
+		for _, p := range ps {
+			s, c := pacer.SettleCounts(p)
+			settles, sent = settles+s, sent+c
+		}
+		t.Logf("%d settles in %d script calls", settles, sent)
+		if settles != int64(pacers*goroutines*calls) || sent >= settles {
+			t.Errorf("%d settles in %d script calls; want %d settles, in fewer calls", settles, sent, pacers*goroutines*calls)
+		}
 	})
 }
 

@@ -70,6 +70,8 @@ type Pacer struct {
 	// budget's keys kept until: a state found missing before then was
 	// lost, not expired (see lost.go).
 	seen atomic.Int64
+	// settles sends the budget's settles, by group commit (see settler).
+	settles *settler
 }
 
 // New returns a Pacer for the budget cfg describes, on rdb: a
@@ -95,6 +97,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: wire.Keys(tag)}
+	p.settles = &settler{client: sc, keys: p.keys}
 	p.adopt(&s)
 	if s.outage.circuit {
 		p.out = newCircuit(p)
@@ -118,7 +121,7 @@ func (p *Pacer) adopt(s *settings) {
 	s.budget = &leaseBudget{
 		Client: p.rdb, Keys: p.keys, Buckets: s.wireBuckets, WithTenant: s.withTenant, TTL: s.leaseTTL,
 		Limit: s.limits.Concurrency, BatchSlots: wire.Slots(s.limits.Concurrency, s.keep),
-		NoRefund: s.noRefund, Ended: p.ended, Pacer: p,
+		NoRefund: s.noRefund, Ended: p.ended, Pacer: p, Settler: p.settles,
 	}
 	p.cur.Store(s)
 }
