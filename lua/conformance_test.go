@@ -96,13 +96,13 @@ func scriptVectors(*testing.T) any {
 		Bytes int    `json:"bytes"`
 	}
 	var out []script
-	for _, name := range []string{"acquire", "settle", "settles", "keepalive", "pause", "stop", "snapshot", "define", "route"} {
+	for _, name := range []string{"acquire", "acquires", "settle", "settles", "keepalive", "pause", "stop", "snapshot", "define", "route"} {
 		src := lua.Source(name)
 		sum := sha1.Sum([]byte(src))
 		out = append(out, script{name, hex.EncodeToString(sum[:]), len(src)})
 	}
 	return map[string]any{
-		"comment": "lua.Source(name) = the prelude + \"\\n\" + <name>.lua's bytes; the prelude = prelude.lua's bytes (with its final newline) + \"local function slib()\\n\" + sliding.lua + \"end\\n\" + \"local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\\n\" + slots.lua + \"end\\n\". route and settles are built otherwise: see their sections of docs/lua-contract.md. EVALSHA names a script by the SHA-1 of that text.",
+		"comment": "lua.Source(name) = the prelude + \"\\n\" + <name>.lua's bytes; the prelude = prelude.lua's bytes (with its final newline) + \"local function slib()\\n\" + sliding.lua + \"end\\n\" + \"local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\\n\" + slots.lua + \"end\\n\". route, acquires and settles are built otherwise: see their sections of docs/lua-contract.md. EVALSHA names a script by the SHA-1 of that text.",
 		"scripts": out,
 	}
 }

@@ -39,6 +39,8 @@ var (
 	settleSrc string
 	//go:embed settles.lua
 	settlesSrc string
+	//go:embed acquires.lua
+	acquiresSrc string
 	//go:embed keepalive.lua
 	keepAliveSrc string
 	//go:embed pause.lua
@@ -59,6 +61,9 @@ var (
 var (
 	// Acquire admits a call against every limit, all or nothing (acquire.lua).
 	Acquire = redis.NewScript(Source("acquire"))
+	// Acquires admits several calls of one budget, each as Acquire would,
+	// in one call (acquires.lua, with acquire.lua inside: see Source).
+	Acquires = redis.NewScript(Source("acquires"))
 	// Settle ends a lease: settle, release or cancel (settle.lua).
 	Settle = redis.NewScript(Source("settle"))
 	// Settles ends several leases of one budget, each as Settle would,
@@ -95,8 +100,8 @@ var prelude = preludeSrc +
 	"local function glib(cover, push, slib, PENDING, LIVE, BATCH, SK)\n" + slotsSrc + "end\n"
 
 // Source returns the full text sent to Redis for the named script
-// ("acquire", "settle", "settles", "keepalive", "pause", "stop",
-// "snapshot", "define" or "route"): the prelude (above), a newline, then the script. It returns
+// ("acquire", "acquires", "settle", "settles", "keepalive", "pause",
+// "stop", "snapshot", "define" or "route"): the prelude (above), a newline, then the script. It returns
 // "" for any other name.
 //
 // "route" is the exception: acquire runs there once per budget, on each
@@ -105,6 +110,11 @@ var prelude = preludeSrc +
 // route.lua follows it. Inside it the prelude's helpers see the budget's
 // keys, and acquire's text, the one copy of its computation, runs
 // unchanged.
+//
+// "acquires" is the prelude, a newline, then the prelude and acquire.lua
+// as the body of `local function acquire1(KEYS, ARGV)` (as route's acq),
+// then acquires.lua, which calls acquire1 for any call it does not admit
+// itself, with the prelude's helpers for those it does.
 //
 // "settles" is built alike: settle.lua's functions, then its main block
 // (from the line that begins it) as the body of `local function
@@ -115,6 +125,8 @@ func Source(name string) string {
 	switch name {
 	case "route":
 		return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + routeSrc
+	case "acquires":
+		return prelude + "\n" + "local function acquire1(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + acquiresSrc
 	case "settles":
 		head, main, _ := strings.Cut(settleSrc, settleMain)
 		return prelude + "\n" + head + "local function settle1(KEYS, ARGV)\n" + settleMain + main + "\nend\n" + settlesSrc

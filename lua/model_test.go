@@ -80,6 +80,7 @@ func TestScriptsMatchModel(t *testing.T) {
 				seen[k] += n
 			}
 		}
+		t.Logf("seen %v", seen)
 		// The steps must reach every kind of reply, or the comparison
 		// proves little.
 		for _, kind := range []string{"acquire 1", "acquire 1 later bucket", "acquire 1 later sliding", "acquire 2",
@@ -91,7 +92,7 @@ func TestScriptsMatchModel(t *testing.T) {
 			"handed 1", "handed 2", "handed 0", "handed tenant 0", "handed claim", "leave 0", "leave 1", "settle 1", "settle 0", "settle usage 1", "release 1", "cancel 1",
 			"keepalive 1", "keepalive 0", "keepalive gives", "leave gives", "claim gives", "giveback all", "giveback part", "giveback none", "sliding giveback",
 			"sliding debt", "spend corrected", "settle mixed", "stack merged", "stack popped", "throttle", "lowering",
-			"stop quota", "stop stop", "resume", "acquire 3", "define 1", "define 0", "tenant acquire 1", "settles",
+			"stop quota", "stop stop", "resume", "acquire 3", "define 1", "define 0", "tenant acquire 1", "settles", "acquires",
 			"tenant acquire 0", "tenant acquire -1", "over share 1", "over share 0", "over share waits", "tenant settle"} {
 			if seen[kind] == 0 {
 				t.Errorf("no %q reply in %v", kind, seen)

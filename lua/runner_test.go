@@ -106,6 +106,14 @@ type runner struct {
 	// version is the definition's version the callers run (sent when the
 	// scenario is versioned).
 	version int64
+	// twin is a second miniredis (on a miniredis lane) that each batch's
+	// calls run on one by one, from a copy of the keys: the batch must
+	// leave every key, field, score and TTL as they do (see batchTwin).
+	twin *miniredis.Miniredis
+	trdb *redis.Client
+	// slack is how many µs past the clock a reply's may lie: a batch's
+	// calls may each take a µs of their own (see replyNow).
+	slack int64
 }
 
 // runScenario runs data's scenario on l and the model, and returns how
@@ -217,6 +225,8 @@ func (r *runner) do(s step) {
 		r.reconfigure(s.a)
 	case s.op == opClock && s.a&0x80 != 0:
 		r.define(s.a, s.b)
+	case s.op == opClock && s.a&0x40 != 0:
+		r.acquires(s)
 	}
 }
 
@@ -292,6 +302,88 @@ func (r *runner) keysOf(tenant int) ([]string, string) {
 }
 
 func (r *runner) acquire(c acquireArgs) {
+	q := r.sending(c)
+	// The waiters queued after the caller: one handed a slot by this
+	// call is one the caller left free slots to as it left the queue.
+	after := map[string]bool{}
+	if c.ticket != 0 {
+		q := r.queued()
+		if i := slices.IndexFunc(q, func(e entry) bool { return e.id == c.id }); i >= 0 {
+			for _, e := range q[i+1:] {
+				after[e.id] = true
+			}
+		}
+	}
+	q.finish(r, r.evalKeys(q.keys, lua.Acquire, q.args...), after)
+}
+
+// acquires reads a's bits 0-2 (3 to 10 calls) and c's bit 0 (one of them
+// an earlier call resent) from a step of opClock with a's bit 6 (and not
+// 7): it sends several new calls at once, as a Pacer's group commit does,
+// the i-th read from the step as newCall reads one, with a, b, c and k
+// moved by i. The calls without a tenant go in one acquires.lua call,
+// then each tenant's alone; the model admits them one by one, in the
+// order sent, each at its reply's clock.
+func (r *runner) acquires(s step) {
+	var batch, alone []*asking
+	n := 3 + int(s.a&7)
+	for i := range n {
+		v := s
+		v.op = byte(i) % 4
+		v.a = s.a ^ byte(i*0x3b)
+		v.b = s.b + uint16(i)*0x1f3
+		v.c = s.c + uint16(i)*0x77
+		v.k = (s.k + byte(i)) % 15
+		c := r.newCall(v)
+		if i == n-1 && s.c&1 != 0 && len(r.calls) > 0 {
+			c = r.calls[int(s.b)%len(r.calls)]
+		}
+		if q := r.sending(c); q.tkey == "" {
+			batch = append(batch, q)
+		} else {
+			alone = append(alone, q)
+		}
+	}
+	var args []any
+	for _, q := range batch {
+		args = append(args, len(q.args))
+		args = append(args, q.args...)
+	}
+	if len(batch) > 0 {
+		var calls [][]any
+		for _, q := range batch {
+			calls = append(calls, q.args)
+		}
+		twin := r.batchTwin(lua.Acquire, calls, 2)
+		got := r.evalKeys(r.keys, lua.Acquires, args...)
+		twin(got)
+		r.check(len(got) == len(batch), "acquires: %d replies for %d calls: %v", len(got), len(batch), got)
+		r.slack = int64(len(batch))
+		for i, q := range batch {
+			rep, _ := got[min(i, len(got)-1)].([]any)
+			q.finish(r, rep, nil)
+		}
+		r.slack = 0
+		r.seen["acquires"]++
+	}
+	for _, q := range alone {
+		q.finish(r, r.evalKeys(q.keys, lua.Acquire, q.args...), map[string]bool{})
+	}
+}
+
+// asking is an acquire as the runner sends it.
+type asking struct {
+	c             acquireArgs
+	a             wire.Acquire
+	cs            []model.Charge
+	args          []any
+	keys          []string
+	tkey          string
+	limit, bslots int64
+}
+
+// sending makes c's acquire, and records c as sent.
+func (r *runner) sending(c acquireArgs) *asking {
 	limit, bslots := r.slots()
 	cs := r.config(c.tenant).Charges(c.req, c.batch, r.sc.floor)
 	keys, tkey := r.keysOf(c.tenant)
@@ -305,12 +397,20 @@ func (r *runner) acquire(c acquireArgs) {
 		// batch floor of the budget.
 		a.OverShare, a.KeepPPM = true, r.sc.floor*1000
 	}
-	args := a.Args()
+	return &asking{c: c, a: a, cs: cs, args: a.Args(), keys: keys, tkey: tkey, limit: limit, bslots: bslots}
+}
+
+// finish checks q's reply got against the model, which it admits the call
+// in, and follows the call's lease. after are the waiters queued after the
+// caller before the call (nil: not known, in a batch: then the checks of
+// the slot queue's order are left to the model's state).
+func (q *asking) finish(r *runner, got []any, after map[string]bool) {
+	r.t.Helper()
+	c, a, cs, tkey, limit, bslots := q.c, q.a, q.cs, q.tkey, q.limit, q.bslots
 	// What the model held for this caller before: a pending lease; and
 	// every bucket field of the budget and of the tenant.
 	wasPending := r.m.Pending(c.id)
 	fieldsBefore := r.bucketFields(tkey)
-	got := r.evalKeys(keys, lua.Acquire, args...)
 	us := r.replyNow(got, 2, true)
 	over := r.overShare(us, tkey, cs)
 	now := us / 1000
@@ -326,25 +426,16 @@ func (r *runner) acquire(c acquireArgs) {
 			}
 		}
 	}
-	// The waiters queued after the caller: one handed a slot by this
-	// call is one the caller left free slots to as it left the queue.
-	after := map[string]bool{}
-	if c.ticket != 0 {
-		q := r.queued()
-		if i := slices.IndexFunc(q, func(e entry) bool { return e.id == c.id }); i >= 0 {
-			for _, e := range q[i+1:] {
-				after[e.id] = true
-			}
-		}
-	}
 	want := r.m.Acquire(us, model.Call{ID: c.id, Batch: c.batch, MaxWait: c.maxWait, TTL: c.ttl,
 		Limit: limit, BatchSlots: bslots, Spacing: c.spacing, Ticket: c.ticket, Charges: cs,
 		Tenant: tkey, OverShare: a.OverShare, KeepPPM: a.KeepPPM, Versioned: a.Versioned, Version: a.Version})
-	for _, e := range r.queued() {
-		delete(after, e.id)
-	}
-	if len(after) > 0 {
-		r.seen["claim gives"]++
+	if after != nil {
+		for _, e := range r.queued() {
+			delete(after, e.id)
+		}
+		if len(after) > 0 {
+			r.seen["claim gives"]++
+		}
 	}
 	r.logf("  acquire %+v v%d over=%v at %d = %v; model %+v", c, r.version, over, us, got, want)
 	r.check(len(got) == 7 && got[0] == int64(want.Code) && got[1] == want.Wait && got[3] == want.Reason &&
@@ -370,7 +461,7 @@ func (r *runner) acquire(c acquireArgs) {
 		r.checkSlidingWait(c, us, want, waits)
 	}
 	r.track(c, want, us, cs, wasPending)
-	if limit > 0 && want.Code == 1 && want.Ticket == 0 {
+	if limit > 0 && want.Code == 1 && want.Ticket == 0 && after != nil {
 		r.checkTaker(c, us)
 	}
 }
@@ -533,17 +624,107 @@ func (r *runner) settle(s step) {
 		args = append(args, e.args...)
 	}
 	if len(batch) > 0 {
+		var calls [][]any
+		for _, e := range batch {
+			calls = append(calls, e.args)
+		}
+		twin := r.batchTwin(lua.Settle, calls, 1)
 		got := r.evalKeys(r.keys, lua.Settles, args...)
+		twin(got)
 		r.check(len(got) == len(batch), "settles: %d replies for %d settles: %v", len(got), len(batch), got)
+		r.slack = int64(len(batch))
 		for i, e := range batch {
 			rep, _ := got[min(i, len(got)-1)].([]any)
 			e.finish(r, rep)
 		}
+		r.slack = 0
 		r.seen["settles"]++
 	}
 	for _, e := range alone {
 		e.finish(r, r.evalKeys(e.keys, lua.Settle, e.args...))
 	}
+}
+
+// batchTwin copies every key of the lane's to the twin miniredis, and
+// returns a function that, given a batch's replies got, runs calls one by
+// one there, each with script at the clock its reply gave (got[i][at],
+// in µs), and checks the replies, and the lane's keys after the batch,
+// against theirs: every field, member, score and TTL, where the model
+// compares the fields it models. Nothing on a real Redis lane, whose
+// clock runs.
+func (r *runner) batchTwin(script *redis.Script, calls [][]any, at int) func(got []any) {
+	if r.lane.mini == nil {
+		return func([]any) {}
+	}
+	ctx := context.Background()
+	if r.twin == nil {
+		r.twin = miniredis.NewMiniRedis()
+		if err := r.twin.Start(); err != nil {
+			r.fail("twin: %v", err)
+		}
+		r.t.Cleanup(r.twin.Close)
+		r.trdb = redis.NewClient(&redis.Options{Addr: r.twin.Addr()})
+		r.t.Cleanup(func() { r.trdb.Close() })
+	}
+	r.twin.FlushAll()
+	// (miniredis's DUMP takes strings only: each key is copied by type.)
+	for _, k := range r.lane.allKeys() {
+		switch typ := r.lane.rdb.Type(ctx, k).Val(); typ {
+		case "none":
+			continue
+		case "hash":
+			r.trdb.HSet(ctx, k, r.lane.rdb.HGetAll(ctx, k).Val())
+		case "zset":
+			r.trdb.ZAdd(ctx, k, r.lane.rdb.ZRangeWithScores(ctx, k, 0, -1).Val()...)
+		default:
+			r.fail("twin: key %s is a %s", k, typ)
+		}
+		if ttl := r.lane.rdb.PTTL(ctx, k).Val(); ttl > 0 {
+			r.trdb.PExpire(ctx, k, ttl)
+		}
+	}
+	return func(got []any) {
+		r.t.Helper()
+		var want []any
+		for i, c := range calls {
+			us := r.now * 1000
+			if i < len(got) {
+				if rep, _ := got[i].([]any); at < len(rep) {
+					us, _ = rep[at].(int64)
+				}
+			}
+			r.twin.SetTime(time.UnixMicro(us))
+			v, err := script.Run(ctx, r.trdb, r.keys, c...).Slice()
+			if err != nil {
+				r.fail("twin: %v\nargs %v", err, c)
+			}
+			want = append(want, v)
+		}
+		r.check(fmt.Sprint(got) == fmt.Sprint(want), "batch replies %v; one by one %v", got, want)
+		a, b := keyDump(r.lane.rdb, r.lane.allKeys()), keyDump(r.trdb, r.lane.allKeys())
+		r.check(a == b, "after a batch:\n%s\none by one:\n%s", a, b)
+	}
+}
+
+// keyDump prints keys as they stand: each hash's fields, each sorted
+// set's members and scores, each key's TTL.
+func keyDump(rdb redis.UniversalClient, keys []string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	for _, k := range keys {
+		typ := rdb.Type(ctx, k).Val()
+		fmt.Fprintf(&b, "%s %s ttl %v\n", k, typ, rdb.PTTL(ctx, k).Val())
+		switch typ {
+		case "hash":
+			h := rdb.HGetAll(ctx, k).Val()
+			for _, f := range slices.Sorted(maps.Keys(h)) {
+				fmt.Fprintf(&b, "  %s=%q\n", f, h[f])
+			}
+		case "zset":
+			fmt.Fprintf(&b, "  %v\n", rdb.ZRangeWithScores(ctx, k, 0, -1).Val())
+		}
+	}
+	return b.String()
 }
 
 // end is one lease's settle as the runner sends it.
@@ -1062,7 +1243,10 @@ func (r *runner) replyNow(got []any, i int, micro bool) int64 {
 	if micro {
 		want *= 1000
 	}
-	r.check(ok && (r.lane.mini == nil || now == want), "reply %v: clock at [%d]; want %d", got, i, want)
+	// A batch's calls may each take a µs of their own after the clock
+	// (see acquires.lua): up to slack µs.
+	n, _ := now.(int64)
+	r.check(ok && (r.lane.mini == nil || n >= want && n <= want+r.slack), "reply %v: clock at [%d]; want %d", got, i, want)
 	v := now.(int64)
 	r.last = v
 	if micro {

@@ -83,12 +83,15 @@ local function fast(a, score)
   end
   local fields, back, m = {}, {}, 0
   for k = 5, #a, 2 do
-    local b = byte(a[k], 1)
-    if b == 126 or b == 64 or b == 37 then return false end
+    local f = a[k]
+    local b = byte(f, 1)
+    -- A field named twice in one settle is corrected from the value read
+    -- before either correction (see correct in settle.lua): settle1's.
+    if b == 126 or b == 64 or b == 37 or back[f] then return false end
     local v = a[k + 1] + 0
     if v >= 0 then return false end
     m = m + 1
-    fields[m], back[m] = a[k], -v
+    fields[m], back[m], back[f] = f, -v, true
   end
   return true, fields, back, m
 end

@@ -182,11 +182,23 @@ func (c *call) args(id string, maxWait time.Duration, ticket int64) []any {
 // less the time since the call began.
 func (c *call) acquireOnce(ctx context.Context, id string, maxWait time.Duration, ticket int64, began time.Time) (wire.AcquireReply, int64, error) {
 	p := c.p
-	v, err := p.callKeys(ctx, c.keys, lua.Acquire, c.args(id, maxWait, ticket), func(v any) {
+	late := func(v any) {
 		if rep, err := wire.DecodeAcquire(v); err == nil {
 			c.undoLate(rep, id, maxWait, began)
 		}
-	})
+	}
+	var v any
+	var err error
+	if ticket == 0 && len(c.keys) == len(p.keys) {
+		// A first attempt charged to the budget alone: by group commit
+		// (a tenant's names its own key, which a batch does not send).
+		v, err = p.acquires.run(ctx, c.args(id, maxWait, ticket), late)
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("pacer: redis on %q: %w", p.s().name, err)
+		}
+	} else {
+		v, err = p.callKeys(ctx, c.keys, lua.Acquire, c.args(id, maxWait, ticket), late)
+	}
 	if err != nil {
 		return wire.AcquireReply{}, 0, err
 	}

@@ -53,9 +53,15 @@ func StopQuota(ctx context.Context, p *Pacer, d, probe time.Duration) error {
 }
 
 // SettleCounts returns the settles p's leases sent by group commit, and
-// the script calls that carried them (see settler).
+// the script calls that carried them (see batcher).
 func SettleCounts(p *Pacer) (settles, calls int64) {
-	return p.settles.calls.Load(), p.settles.batches.Load()
+	return p.settles.calls.Load(), p.settles.sent.Load()
+}
+
+// AcquireCounts returns the acquires p sent by group commit, and the
+// script calls that carried them.
+func AcquireCounts(p *Pacer) (acquires, calls int64) {
+	return p.acquires.calls.Load(), p.acquires.sent.Load()
 }
 
 // QueuedSettles returns how many settles wait for p's settle in flight.
@@ -63,4 +69,10 @@ func QueuedSettles(p *Pacer) int {
 	p.settles.mu.Lock()
 	defer p.settles.mu.Unlock()
 	return len(p.settles.queue)
+}
+
+// SetGroupStall sets how long p's queued calls wait before each opens a
+// lane of its own (see batcher), before p makes any call.
+func SetGroupStall(p *Pacer, d time.Duration) {
+	p.acquires.stall, p.settles.stall = d, d
 }

@@ -383,7 +383,7 @@ func (l *Lease) finishLocked(ctx context.Context, how LeaseState, used wire.Use)
 		// fails no other.
 		v, err = wire.Run(ctx, lua.Settle, l.b.Client, keys, args, nil)
 	} else {
-		v, err = l.b.Settler.run(ctx, args)
+		v, err = l.b.Settler.run(ctx, args, nil)
 	}
 	var res []int64
 	if err == nil {

@@ -35,7 +35,7 @@ type leaseBudget struct {
 	Pacer *Pacer
 	// Settler sends the settles of leases without a tenant, several in one
 	// script call when they arrive together (nil: each alone).
-	Settler *settler
+	Settler *batcher
 }
 
 // ending is what a lease reports when it ends.

@@ -131,16 +131,18 @@ func TestDayBucketLedger(t *testing.T) {
 		refilled := s.Time.Sub(time.UnixMicro(used.first.Load()))
 		checkLedger(t, "TPD", s.Rate("tpd"), used.tokens.Load(), refilled)
 		checkLedger(t, "RPD", s.Rate("rpd"), used.requests.Load(), refilled)
-		// The books hold with the settles sent by group commit: with 50
-		// goroutines a Pacer, some arrive while another is in flight.
-		var settles, sent int64
+		// The books hold with the calls sent by group commit: with 50
+		// goroutines a Pacer, some arrive while others are in flight.
+		var settles, sent, acquires, asked int64
 		for _, p := range ps {
 			s, c := pacer.SettleCounts(p)
 			settles, sent = settles+s, sent+c
+			a, c := pacer.AcquireCounts(p)
+			acquires, asked = acquires+a, asked+c
 		}
-		t.Logf("%d settles in %d script calls", settles, sent)
-		if settles != int64(pacers*goroutines*calls) || sent >= settles {
-			t.Errorf("%d settles in %d script calls; want %d settles, in fewer calls", settles, sent, pacers*goroutines*calls)
+		t.Logf("%d settles in %d script calls, %d acquires in %d", settles, sent, acquires, asked)
+		if want := int64(pacers * goroutines * calls); settles != want || sent >= settles || acquires != want || asked >= acquires {
+			t.Errorf("%d settles in %d script calls, %d acquires in %d; want %d of each, in fewer calls", settles, sent, acquires, asked, want)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/internal/cluster"
 	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -70,8 +71,10 @@ type Pacer struct {
 	// budget's keys kept until: a state found missing before then was
 	// lost, not expired (see lost.go).
 	seen atomic.Int64
-	// settles sends the budget's settles, by group commit (see settler).
-	settles *settler
+	// acquires and settles send the budget's first attempts at an
+	// admission and its leases' ends, by group commit (see batcher), but
+	// for a tenant's.
+	acquires, settles *batcher
 }
 
 // New returns a Pacer for the budget cfg describes, on rdb: a
@@ -97,14 +100,17 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	// On a Cluster, sc reloads the slot map when a node fails (a failover).
 	sc := cluster.Scripter(rdb)
 	p := &Pacer{rdb: sc, sub: rdb, tag: tag, local: cfg, keys: wire.Keys(tag)}
-	p.settles = &settler{client: sc, keys: p.keys}
 	p.adopt(&s)
 	if s.outage.circuit {
 		p.out = newCircuit(p)
 		sc = watched{Scripter: sc, c: p.out}
 		p.rdb = sc
-		p.adopt(&s) // its leases end through the watched client
 	}
+	// Group commit runs its script calls on p.rdb too: the circuit sees
+	// their errors.
+	p.acquires = newBatcher(sc, p.keys, lua.Acquire, lua.Acquires, true)
+	p.settles = newBatcher(sc, p.keys, lua.Settle, lua.Settles, false)
+	p.adopt(&s) // its leases end through p.rdb and p.settles
 	// Slot grants are listened for whatever the definition: one stored
 	// later may set a concurrency limit.
 	p.grants = concurrency.NewGrants(p.listen, p.granted, linger)

@@ -99,9 +99,9 @@ KINDS = (OK, RATE_LIMITED, QUOTA_EXHAUSTED, OVERLOADED, TRANSIENT, PERMANENT, CA
 LIMITS = ("unknown", REQUESTS, TOKENS, INPUT_TOKENS, OUTPUT_TOKENS)
 _THROTTLE_DEFAULT_S = 1.0  # a 429's pause when it names no delay (Go's throttleDefault)
 _MAX_RETRY_AFTER_S = 24 * 3600.0  # a quota stop's length when it names none (classify.MaxRetryAfter)
-SCRIPTS = ("acquire", "settle", "settles", "keepalive", "pause", "stop", "snapshot", "define", "route")
+SCRIPTS = ("acquire", "acquires", "settle", "settles", "keepalive", "pause", "stop", "snapshot", "define", "route")
 # settles.lua's text holds settle.lua's main block, from this line on, as
-# a function (see source). This client settles one lease a call.
+# a function (see source). This client sends one call a script call.
 _SETTLE_MAIN = "-- The main block (settles.lua runs it as the function settle1"
 # A Group's policies (pacer.Policy): the order a call is offered to its
 # deployments in.
@@ -896,8 +896,10 @@ def lua_dir() -> Path:
 
 def source(name: str, directory: str | os.PathLike | None = None) -> str:
     """The full text sent for a script: the prelude, a newline, <name>.lua
-    (for "route", acquire as a function, then route.lua; for "settles",
-    settle.lua's main block as a function, then settles.lua: lua.Source's).
+    (for "route", acquire as a function, then route.lua; for "acquires",
+    the prelude, then acquire as a function, then acquires.lua; for
+    "settles", settle.lua's main block as a function, then settles.lua:
+    lua.Source's).
     The prelude is prelude.lua, then sliding.lua as the body of slib and
     slots.lua as the body of glib (see lua.go).
 
@@ -917,6 +919,9 @@ def source(name: str, directory: str | os.PathLike | None = None) -> str:
         # acquire, with the prelude, as a function of its keys and
         # arguments, which route.lua calls once per deployment.
         return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + read("acquire") + "\nend\n" + read("route")
+    if name == "acquires":
+        return (prelude + "\n" + "local function acquire1(KEYS, ARGV)\n" + prelude + "\n" + read("acquire")
+                + "\nend\n" + read("acquires"))
     if name == "settles":
         head, main = read("settle").split(_SETTLE_MAIN, 1)
         return (prelude + "\n" + head + "local function settle1(KEYS, ARGV)\n" + _SETTLE_MAIN + main

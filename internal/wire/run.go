@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -40,3 +41,19 @@ func Run(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, 
 		return nil, ctx.Err()
 	}
 }
+
+// Group commit (see package pacer's batcher): a Pacer keeps at most
+// GroupFlight acquire script calls, and as many settle ones, in flight on
+// its budget; the calls that arrive meanwhile go together in the next, at
+// most GroupMax in one. One in flight makes the most of each script call
+// (docs/results.md, "Under load"); a batch's Redis cost a call falls
+// little past 16 (issue 23, round 7), and its arguments grow with it. A
+// call that has waited GroupStall opens one more lane beside those in
+// flight, so that a script call stuck on a dead connection holds the
+// others back no longer. A Pacer reads these when made: storm/redisbench
+// sets them to measure calls sent alone beside calls sent together, in
+// one process.
+var (
+	GroupMax, GroupFlight = 32, 1
+	GroupStall            = 50 * time.Millisecond
+)

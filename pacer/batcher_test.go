@@ -10,21 +10,22 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
 )
 
-// settleHook holds the first lone settle (settle.lua) until release
-// closes, so that the settles after it queue behind it and go together;
-// and it makes the first batch (settles.lua) lose its reply after it ran,
-// with fail as the error.
+// settleHook holds every lone settle (settle.lua) until release closes,
+// counting them in held, so that the settles after them queue and go
+// together; and it makes the first batch (settles.lua) lose its reply
+// after it ran, with fail as the error.
 type settleHook struct {
-	held, release chan struct{}
-	holdOnce      sync.Once
-	lost          atomic.Bool
-	fail          error
-	batches       atomic.Int64 // settles.lua calls that reached Redis
+	release chan struct{}
+	held    atomic.Int64
+	lost    atomic.Bool
+	fail    error
+	batches atomic.Int64 // settles.lua calls that reached Redis
 }
 
 func (h *settleHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -42,12 +43,8 @@ func (h *settleHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		sha, _ := args[1].(string)
 		switch {
 		case sha == lua.Settle.Hash() || strings.EqualFold(cmd.Name(), "eval") && sha == lua.Source("settle"):
-			first := false
-			h.holdOnce.Do(func() { first = true })
-			if first {
-				close(h.held)
-				<-h.release
-			}
+			h.held.Add(1)
+			<-h.release
 		case sha == lua.Settles.Hash() || strings.EqualFold(cmd.Name(), "eval") && sha == lua.Source("settles"):
 			h.batches.Add(1)
 			err := next(ctx, cmd)
@@ -94,12 +91,14 @@ func settleBatchLosesNothing(t *testing.T, b redistest.Backend, fail error) {
 	ctx := context.Background()
 	const n = 40
 	rdb := b.Client(t)
-	h := &settleHook{held: make(chan struct{}), release: make(chan struct{}), fail: fail}
+	h := &settleHook{release: make(chan struct{}), fail: fail}
 	rdb.AddHook(h)
 	p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPD: 10_000, TPD: 8_000_000}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The settles held stall on purpose: no lane opens beside them.
+	pacer.SetGroupStall(p, time.Hour)
 	leases := make([]*pacer.Lease, n)
 	for i := range leases {
 		if leases[i], err = p.Acquire(ctx, pacer.Request{Tokens: 1000}); err != nil {
@@ -107,17 +106,25 @@ func settleBatchLosesNothing(t *testing.T, b redistest.Backend, fail error) {
 		}
 	}
 	first := leases[0].Info().Start
-	// The first settle goes alone and is held; the rest queue behind it.
+	// The first settles go alone, as many as may be in flight, and are
+	// held; the rest queue behind them.
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	settle := func(i int) {
 		defer wg.Done()
 		errs[i] = leases[i].Settle(ctx, int64(100+i))
 	}
-	wg.Add(1)
-	go settle(0)
-	<-h.held
-	// One caller gives up while it waits behind the settle in flight.
+	flight := wire.GroupFlight
+	deadline := time.Now().Add(10 * time.Second)
+	for i := range flight {
+		wg.Add(1)
+		go settle(n - 1 - i)
+		// One at a time: two that come together go together.
+		for h.held.Load() < int64(i+1) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// One caller gives up while it waits behind the settles in flight.
 	gone, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -127,12 +134,13 @@ func settleBatchLosesNothing(t *testing.T, b redistest.Backend, fail error) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Settle held its caller %v past its ctx's 50 ms", took)
 	}
-	for i := 2; i < n; i++ {
-		wg.Add(1)
-		go settle(i)
+	for i := 0; i < n-flight; i++ {
+		if i != 1 {
+			wg.Add(1)
+			go settle(i)
+		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for pacer.QueuedSettles(p) < n-2 && time.Now().Before(deadline) {
+	for pacer.QueuedSettles(p) < n-flight-1 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	close(h.release)
@@ -152,7 +160,7 @@ func settleBatchLosesNothing(t *testing.T, b redistest.Backend, fail error) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if s := l.Info().State; s != pacer.Settled {
-			t.Errorf("lease %d ended %v; want Settled", i, s)
+			t.Errorf("lease %d ended %v; want Settled (its Settle: %v)", i, s, errs[i])
 		}
 		used += int64(100 + i)
 	}
@@ -165,4 +173,60 @@ func settleBatchLosesNothing(t *testing.T, b redistest.Backend, fail error) {
 	checkLedger(t, "RPD", s.Rate("rpd"), n, refilled)
 	settles, calls := pacer.SettleCounts(p)
 	t.Logf("%d settles in %d script calls", settles, calls)
+}
+
+// A script call stuck in flight (a dead connection that go-redis waits on)
+// holds the Pacer's other settles back for no longer than the stall
+// (wire.GroupStall): each queued settle then opens a lane of its own.
+func TestSettleStuckInFlightHoldsNoOther(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		rdb := b.Client(t)
+		h := &settleHook{release: make(chan struct{})}
+		rdb.AddHook(h)
+		p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1_000_000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var leases []*pacer.Lease
+		for range 6 {
+			l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases = append(leases, l)
+		}
+		stuck := make(chan error, 1)
+		go func() { stuck <- leases[0].Settle(ctx, 10) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for h.held.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		// Let the rest through, but for the one stuck: the hook holds lone
+		// settles only, and these go in batches, or alone once held ones
+		// are counted.
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, l := range leases[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				if err := l.Settle(c, 10); err != nil {
+					t.Errorf("Settle behind a stuck one = %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		// A lane opens after wire.GroupStall; a loaded machine adds its
+		// delays, well under the 5 s each settle allowed.
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("the settles behind a stuck one took %v", took)
+		}
+		close(h.release)
+		if err := <-stuck; err != nil {
+			t.Errorf("the stuck Settle = %v", err)
+		}
+	})
 }

@@ -1,0 +1,211 @@
+-- acquires.lua: admit several calls of one budget in one script call, each
+-- exactly as acquire.lua would alone, in the order sent: the k acquires of
+-- a batch are the k single acquires run one after another, each a µs after
+-- the one before (or at the clock, for one that acquire.lua runs itself:
+-- below), as each reply's now_us says. A Pacer sends one when calls of a budget
+-- arrive while its previous acquire is in flight (group commit); a lone
+-- call goes to acquire.lua. Both scripts share a budget.
+--
+-- KEYS[1..4] as acquire's. There is no KEYS[5]: a tenant's call goes
+--            alone, to acquire.lua.
+-- ARGV       k groups, each the count n of its arguments, then acquire.lua's
+--            ARGV for one call (n of them).
+--
+-- Returns the k replies, in order, each acquire.lua's.
+--
+-- The common call (a first attempt, ticket 0, on the budget's own buckets,
+-- none of them sliding, that every bucket has room for now, with a slot
+-- free and nobody queued for one, its definition's version the state's
+-- copy, no stop or pause in force, the state not lost, its id new) is
+-- admitted on the state read once: one TIME, one ZMSCORE of the ids, one
+-- HMGET of the fields the batch reads (and ZCARD and ZCOUNT under a
+-- concurrency limit), and at the end one HSET and one ZADD, the keys'
+-- expiry moved as acquire's cover would. Its arithmetic is acquire.lua's
+-- own, written for that one path (room's and admit's, with the prelude's
+-- push). Any other call writes what came before, then runs acquire.lua,
+-- prelude and all, as the function acquire1 on the state as it is; the
+-- batch then reads the clock and the state again. Either way the replies
+-- and the state are those of the singles.
+
+local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
+local keys = {state, leases, queue, KEYS[4]}
+
+-- The groups: calls[c] is call c's ARGV.
+local calls, c, i = {}, 0, 1
+while i <= #ARGV do
+  local n = ARGV[i] + 0
+  c = c + 1
+  calls[c] = {unpack(ARGV, i + 1, i + n)}
+  i = i + n + 1
+end
+
+local us, now
+local function clock()
+  local t = redis.call('TIME')
+  us = t[1] * 1000000 + t[2]
+  now = floor(us / 1000)
+end
+
+-- What the batch holds between two writes: the lease scores of calls from
+-- base on (ZMSCORE), the ids admitted, the hash fields read (false:
+-- missing) and those changed, in order, the leases to add, whether the
+-- keys' expiry moved, and under a concurrency limit whether anyone waits
+-- for a slot and the slots held (nil: not yet read).
+local scores, base
+local ids = {}
+local got, dirty, nd = {}, {}, 0
+local added, na, moved = {}, 0, false
+local waiters, slots
+
+local function write()
+  if nd > 0 then
+    local args = {}
+    for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], got[dirty[x]] end
+    redis.call('HSET', state, unpack(args, 1, 2 * nd))
+  end
+  if na > 0 then redis.call('ZADD', leases, 'NX', unpack(added, 1, na)) end
+  if moved then
+    -- As cover: the sentinels, and the keys kept until xp.
+    local ttl = fmt('%d', got.xp - now)
+    redis.call('ZADD', leases, SENTINEL, '~', SENTINEL, WIDE)
+    redis.call('PEXPIRE', leases, ttl)
+    redis.call('ZADD', queue, SENTINEL, '~')
+    redis.call('PEXPIRE', queue, ttl)
+    redis.call('PEXPIRE', state, ttl)
+  end
+  got, dirty, nd, added, na, moved, ids = {}, {}, 0, {}, 0, false, {}
+  scores, waiters, slots = nil, nil, nil
+end
+
+local function set(f, v)
+  if not dirty[f] then
+    nd = nd + 1
+    dirty[nd], dirty[f] = f, true
+  end
+  got[f] = v
+end
+
+-- read makes sure got holds the fields named in want[1..w].
+local function read(want, w)
+  local need, nn = {}, 0
+  for x = 1, w do
+    if got[want[x]] == nil then
+      nn = nn + 1
+      need[nn] = want[x]
+    end
+  end
+  if nn > 0 then
+    local h = redis.call('HMGET', state, unpack(need, 1, nn))
+    for x = 1, nn do got[need[x]] = h[x] end
+  end
+end
+
+-- fast says whether call a (its id's score, or false) is the common call,
+-- and returns its bucket count, their TATs after the charge and before
+-- it (see room in acquire.lua), and xr (the xp it reads).
+local function fast(a, score)
+  if score or ids[a[1]] or a[8] ~= '0' then return false end
+  local n = floor((#a - 8) / 3)
+  local want, named = {'xp', 'pause', 'qs'}, {}
+  for k = 1, n do
+    local f = a[8 + k]
+    local b = byte(f, 1)
+    -- A field named twice in one call is charged from the value read
+    -- before either charge (see admit in acquire.lua): acquire1's.
+    if b == 126 or b == 64 or b == 37 or named[f] then return false end
+    want[2 + 2 * k], want[3 + 2 * k], named[f] = f, f .. '.h', true
+  end
+  local myv = KEYS[4] and a[9 + 3 * n]
+  if myv then want[4 + 2 * n] = 'dv' end
+  read(want, myv and 4 + 2 * n or 3 + 2 * n)
+  if myv and got.dv ~= myv then return false end
+  local xr = (got.xp or 0) + 0
+  local lf = myv and a[10 + 3 * n]
+  if lf then
+    local sp = string.find(lf, ' ', 1, true) or #lf + 1
+    local f = string.sub(lf, 1, sp - 1) + 0
+    if f - now > 1000 and xr < f then return false end
+  end
+  if got.qs then
+    local u = string.match(got.qs, '^(%d+) %d+ %d+ %a+$')
+    if u and u + 0 > now then return false end
+  end
+  if got.pause and got.pause + 0 > now then return false end
+  local tats, froms = {}, {}
+  for k = 1, n do
+    local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+    if charge > allow then return false end
+    local tat = got[a[8 + k]]
+    tat = tat and tat + 0 or us
+    if tat - us < 0 then tat = us end
+    froms[k], tats[k] = tat, tat + charge
+    if tats[k] - us - allow > 0 then return false end
+  end
+  if a[5] ~= '0' then
+    if waiters == nil then waiters = redis.call('ZCARD', queue) > 1 end
+    if waiters then return false end
+    if not slots then slots = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE) end
+    if math.min(a[5] - slots, 100) <= 0 or a[2] == '1' and slots - a[6] >= 0 then return false end
+  end
+  return true, n, tats, froms, xr
+end
+
+local replies, last = {}, nil
+clock()
+for x = 1, c do
+  local a = calls[x]
+  local id = a[1]
+  -- Each call its own µs, as singles have (each runs longer than one):
+  -- a give-back from a lease charged in the µs of a later charge is
+  -- bounded by that charge (see prelude.lua), so one µs for all would cut
+  -- every refund of a batch short by the charges after its own.
+  if last and us - last <= 0 then
+    us = last + 1
+    if floor(us / 1000) ~= now then
+      write() -- a new ms: what the state holds is read again for it
+      now = floor(us / 1000)
+    end
+  end
+  if not scores then
+    local all = {}
+    for y = x, c do all[y - x + 1] = calls[y][1] end
+    scores, base = redis.call('ZMSCORE', leases, unpack(all)), x - 1
+  end
+  local ok, n, tats, froms, xr = fast(a, scores[x - base])
+  if not ok then
+    write()
+    replies[x] = acquire1(keys, a)
+    last = replies[x][3]
+    clock()
+  else
+    -- admit: the lease holds its slot from now (see acquire.lua).
+    local expiry = now + a[4]
+    na = na + 2
+    added[na - 1], added[na], ids[id] = fmt('%d', expiry), id, true
+    if slots then slots = slots + 1 end
+    if now % 16 == 0 then
+      local expired = redis.call('ZCOUNT', leases, '-inf', fmt('%d', now - REAP_AFTER))
+      if expired > 0 then
+        redis.call('ZREMRANGEBYRANK', leases, '0', fmt('%d', math.min(expired, 100) - 1))
+      end
+      local stale = redis.call('ZRANGEBYSCORE', leases, fmt('%d', PENDING),
+        fmt('%d', PENDING + now - REAP_AFTER), 'LIMIT', '0', '100')
+      if stale[1] then redis.call('ZREM', leases, unpack(stale)) end
+    end
+    local ms = expiry
+    for k = 1, n do
+      local f = a[8 + k]
+      set(f, fmt('%d', tats[k]))
+      set(f .. '.h', push(got[f .. '.h'], us, max(froms[k] - us, 0)))
+      if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+    end
+    local need = ceil(ms) + 1000
+    if need > xr then
+      set('xp', fmt('%d', need + ceil((need - now) / 4)))
+      moved = true
+    end
+    replies[x], last = {1, 0, us, '', expiry, 0, xr}, us
+  end
+end
+write()
+return replies

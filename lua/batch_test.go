@@ -1,0 +1,167 @@
+package lua_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/lua"
+	"github.com/redis/go-redis/v9"
+)
+
+// batchKeys are the keys of the budget the batch cases run on.
+var batchKeys = []string{"{llmpacer:batch}:s", "{llmpacer:batch}:l", "{llmpacer:batch}:q", "{llmpacer:batch}:d"}
+
+// twinBatch sets up two miniredis alike at clock (µs), runs calls on one
+// in one call of many, and on the other one by one with one, each at the
+// µs the batch's reply gave it (reply[at]), and fails unless the replies
+// and every key (fields, members, scores, TTLs) end the same. It returns
+// the replies.
+func twinBatch(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *redis.Script, at int, calls ...[]any) []any {
+	t.Helper()
+	ctx := context.Background()
+	var replies, dumps [2]string
+	var batch []any
+	for i := range 2 {
+		m := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		defer rdb.Close()
+		m.SetTime(time.UnixMicro(clock))
+		setup(rdb)
+		var got []any
+		if i == 0 {
+			var args []any
+			for _, c := range calls {
+				args = append(append(args, len(c)), c...)
+			}
+			v, err := many.Run(ctx, rdb, batchKeys, args...).Slice()
+			if err != nil {
+				t.Fatalf("batch: %v", err)
+			}
+			got, batch = v, v
+		} else {
+			for j, c := range calls {
+				if rep, _ := batch[j].([]any); at < len(rep) {
+					us, _ := rep[at].(int64)
+					m.SetTime(time.UnixMicro(us))
+				}
+				v, err := one.Run(ctx, rdb, batchKeys, c...).Result()
+				if err != nil {
+					t.Fatalf("one by one: %v", err)
+				}
+				got = append(got, v)
+			}
+		}
+		replies[i], dumps[i] = fmt.Sprint(got), keyDump(rdb, batchKeys)
+	}
+	if replies[0] != replies[1] || dumps[0] != dumps[1] {
+		t.Errorf("batch: %s\n%s\none by one: %s\n%s", replies[0], dumps[0], replies[1], dumps[1])
+	}
+	return batch
+}
+
+// A batch of admissions on a millisecond divisible by 16 reaps expired
+// leases and stale pending ones, at most 100 of each a call, as each
+// single acquire does: three calls, 350 expired leases and 150 stale
+// pending ones.
+func TestAcquiresReapAsSingles(t *testing.T) {
+	const us = 1_700_000_000_000_000 // now = us/1000, divisible by 16
+	now := int64(us / 1000)
+	setup := func(rdb redis.Cmdable) {
+		ctx := context.Background()
+		for i := range 350 {
+			rdb.ZAdd(ctx, batchKeys[1], redis.Z{Score: float64(now - 70_000 - int64(i)), Member: fmt.Sprintf("old%d", i)})
+		}
+		for i := range 150 {
+			rdb.ZAdd(ctx, batchKeys[1], redis.Z{Score: float64(1_000_000_000_000_000 + now - 70_000 - int64(i)), Member: fmt.Sprintf("stale%d", i)})
+		}
+	}
+	var calls [][]any
+	for i := range 3 {
+		a := wire.Acquire{ID: fmt.Sprintf("c%d", i), TTL: time.Minute, Limit: 10, BatchSlots: 8, Spacing: 1,
+			Charges: []wire.Charge{{Field: "rpm", Charge: 1000, Allow: 60_000_000}}}
+		calls = append(calls, a.Args())
+	}
+	got := twinBatch(t, us, setup, lua.Acquire, lua.Acquires, 2, calls...)
+	for i, v := range got {
+		if r, _ := v.([]any); len(r) == 0 || r[0] != int64(1) {
+			t.Errorf("call %d = %v; want admitted", i, v)
+		}
+	}
+}
+
+// Admitted now only while every bucket has room now: a call that would
+// wait 1 µs at its clock (a µs after the call before it) is not (it is
+// refused, with max wait 0), after one that fits to the µs; and a field
+// named twice in one call (which no
+// Pacer sends) is charged as acquire.lua charges it.
+func TestAcquiresRoomAsSingles(t *testing.T) {
+	const us = 1_700_000_000_123_456
+	const charge, allow = 1000, 60_000_000
+	setup := func(rdb redis.Cmdable) {
+		rdb.HSet(context.Background(), batchKeys[0], "rpm", us+allow-2*charge+2)
+	}
+	call := func(id string, fields ...string) []any {
+		a := wire.Acquire{ID: id, TTL: time.Minute}
+		for _, f := range fields {
+			a.Charges = append(a.Charges, wire.Charge{Field: f, Charge: charge, Allow: allow})
+		}
+		return a.Args()
+	}
+	got := twinBatch(t, us, setup, lua.Acquire, lua.Acquires, 2, call("a", "rpm"), call("b", "rpm"), call("c", "tpm", "tpm"))
+	want := []int64{1, 0, 1}
+	for i, v := range got {
+		if r, _ := v.([]any); len(r) == 0 || r[0] != want[i] {
+			t.Errorf("call %d = %v; want code %d", i, v, want[i])
+		}
+	}
+}
+
+// A settle that names a field twice (which no Pacer sends) is corrected as
+// settle.lua corrects it: from the value read before either correction.
+func TestSettlesFieldTwiceAsSingles(t *testing.T) {
+	const us = 1_700_000_000_123_456
+	setup := func(rdb redis.Cmdable) {
+		ctx := context.Background()
+		rdb.HSet(ctx, batchKeys[0], "xp", us/1000+600_000, "rpm", us+50_000_000)
+		rdb.ZAdd(ctx, batchKeys[1], redis.Z{Score: float64(us/1000 + 10_000), Member: "a"}, redis.Z{Score: float64(us/1000 + 10_000), Member: "b"})
+	}
+	twinBatch(t, us, setup, lua.Settle, lua.Settles, 1,
+		[]any{"a", us - 1000, 0, 1, "rpm", -3_000_000, "rpm", -4_000_000},
+		[]any{"b", us - 1000, 0, 1, "rpm", -3_000_000})
+}
+
+// A batch whose calls' µs cross into the next ms counts the slots held
+// in that ms: a lease that expires there frees its slot for the call
+// after, as it does for a single acquire then. Each call of a batch has
+// a µs of its own, after the one before.
+func TestAcquiresNextMsAsSingles(t *testing.T) {
+	const now = 1_700_000_000_123
+	setup := func(rdb redis.Cmdable) {
+		rdb.ZAdd(context.Background(), batchKeys[1], redis.Z{Score: now + 1, Member: "ending"})
+	}
+	call := func(id string) []any {
+		a := wire.Acquire{ID: id, TTL: time.Minute, Limit: 2, BatchSlots: 2, Spacing: 1,
+			Charges: []wire.Charge{{Field: "rpm", Charge: 1000, Allow: 60_000_000}}}
+		return a.Args()
+	}
+	got := twinBatch(t, now*1000+999, setup, lua.Acquire, lua.Acquires, 2, call("a"), call("b"), call("c"))
+	want := []int64{1, 1, 0}
+	var us [3]int64
+	for i, v := range got {
+		r, _ := v.([]any)
+		if len(r) < 3 || r[0] != want[i] {
+			t.Errorf("call %d = %v; want code %d", i, v, want[i])
+			continue
+		}
+		us[i], _ = r[2].(int64)
+	}
+	// (The third, which acquire.lua refuses itself, reads the clock: on
+	// miniredis, still at the first's µs.)
+	if us[1] != us[0]+1 {
+		t.Errorf("the second call at %d µs, the first at %d: want the µs after", us[1], us[0])
+	}
+}

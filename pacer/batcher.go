@@ -1,0 +1,190 @@
+package pacer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/redis/go-redis/v9"
+)
+
+// batcher sends one script's calls on one budget by group commit. While
+// wire.GroupFlight of its script calls are in flight, the calls that
+// arrive wait, and the next script call to go carries up to
+// wire.GroupMax of them, in the order they came (many: acquires.lua or
+// settles.lua, which run each exactly as the single script would, in
+// order); a lone call goes by one (acquire.lua or settle.lua). A batch
+// shares what a call costs Redis before and after its own arithmetic (the
+// script call, the clock, the state's read and write), so the more calls
+// arrive at once, the less each costs. A call waits only while others are
+// in flight; at a light load every call goes at once, alone. One that has
+// waited wire.GroupStall opens a lane of its own beside those in flight:
+// a script call stuck on a dead connection (go-redis may wait for it up
+// to its read timeout, or forever without one) holds the budget's other
+// calls back for no longer than that.
+type batcher struct {
+	client    redis.Scripter
+	keys      []string // the budget's KEYS: state hash, lease set, slot queue, definition
+	one, many *redis.Script
+	max       int           // the most calls a script call carries
+	flight    int           // the most script calls in flight at once, but for stalls
+	stall     time.Duration // how long a call waits before it opens a lane of its own
+	// resend: a batch Redis answered with an error (not a failure to
+	// reach it) is sent again, one call at a time, so that one call's
+	// error is its own (acquires: a call admitted before the error is
+	// then answered 2, admitted before). Settles do not: each caller
+	// retries alone, and reads the later 0 as a reply lost (see
+	// Lease.finishLocked), which a resend here would hide from it.
+	resend bool
+
+	mu    sync.Mutex
+	busy  int // script calls in flight
+	queue []*batchCall
+
+	// calls and sent count the calls sent and the script calls that sent
+	// them (for tests and measurements).
+	calls, sent atomic.Int64
+}
+
+// newBatcher returns the batcher of one and many on keys.
+func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, resend bool) *batcher {
+	return &batcher{client: client, keys: keys, one: one, many: many, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
+		stall: wire.GroupStall, resend: resend}
+}
+
+// batchCall is one call waiting for its script call.
+type batchCall struct {
+	args []any
+	done chan batchReply // buffered: send never waits for the caller
+	// state is 0 while queued, 1 once taken to be sent, 2 once its caller
+	// left (its ctx ended) before: it is then not sent.
+	state atomic.Int32
+}
+
+type batchReply struct {
+	v   any
+	err error
+}
+
+// run sends the script's args (one call's) and returns its reply, or ctx's
+// error as soon as ctx is done. A reply that arrives after that, of a call
+// sent before, is passed to late, if not nil (see wire.Run).
+func (b *batcher) run(ctx context.Context, args []any, late func(any)) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &batchCall{args: args, done: make(chan batchReply, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	start := b.busy < b.flight
+	if start {
+		b.busy++
+	}
+	b.mu.Unlock()
+	var stalled <-chan time.Time
+	if start {
+		go b.drain()
+	} else if b.stall > 0 {
+		t := time.NewTimer(b.stall)
+		defer t.Stop()
+		stalled = t.C
+	}
+	for {
+		select {
+		case r := <-c.done:
+			return r.v, r.err
+		case <-stalled:
+			// Still queued: the calls in flight may be stuck. One lane
+			// more takes this call, and those behind it.
+			stalled = nil
+			if c.state.Load() == 0 {
+				b.mu.Lock()
+				b.busy++
+				b.mu.Unlock()
+				go b.drain()
+			}
+		case <-ctx.Done():
+			if !c.state.CompareAndSwap(0, 2) && late != nil {
+				go func() {
+					if r := <-c.done; r.err == nil {
+						late(r.v)
+					}
+				}()
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// drain sends the queue, up to max calls a script call, until it is
+// empty.
+func (b *batcher) drain() {
+	for {
+		b.mu.Lock()
+		var batch []*batchCall
+		n := 0
+		for _, c := range b.queue {
+			n++
+			if c.state.CompareAndSwap(0, 1) {
+				batch = append(batch, c)
+				if len(batch) == b.max {
+					break
+				}
+			}
+		}
+		b.queue = b.queue[n:]
+		if len(batch) == 0 {
+			if len(b.queue) == 0 {
+				b.queue = nil
+			}
+			b.busy--
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.send(batch)
+	}
+}
+
+// send sends batch by one script call and hands each call its reply.
+func (b *batcher) send(batch []*batchCall) {
+	// The script call carries no caller's deadline: each caller waits on
+	// its own ctx, and go-redis bounds the call by its read timeout.
+	ctx := context.Background()
+	b.sent.Add(1)
+	b.calls.Add(int64(len(batch)))
+	if len(batch) == 1 {
+		v, err := b.one.Run(ctx, b.client, b.keys, batch[0].args...).Result()
+		batch[0].done <- batchReply{v, err}
+		return
+	}
+	var args []any
+	for _, c := range batch {
+		args = append(args, len(c.args))
+		args = append(args, c.args...)
+	}
+	v, err := b.many.Run(ctx, b.client, b.keys, args...).Result()
+	var reply redis.Error
+	if b.resend && errors.As(err, &reply) {
+		for _, c := range batch {
+			v, err := b.one.Run(ctx, b.client, b.keys, c.args...).Result()
+			c.done <- batchReply{v, err}
+		}
+		return
+	}
+	vs, _ := v.([]any)
+	if err == nil && len(vs) != len(batch) {
+		err = fmt.Errorf("%w: %d replies for %d calls", wire.ErrReply, len(vs), len(batch))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.done <- batchReply{nil, err}
+		} else {
+			c.done <- batchReply{vs[i], nil}
+		}
+	}
+}

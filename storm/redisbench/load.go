@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmpacer/llmpacer/internal/wire"
+	"github.com/llmpacer/llmpacer/pacer"
+)
+
+// load: the regimes of issue 23 under the load they name, 64 goroutines
+// at once (four Pacers of 16, four processes as far as Redis can tell),
+// each keeping one lease in flight: it acquires a lease of 100 tokens,
+// then settles its previous one at 60. Each regime runs with its calls
+// sent alone (wire.GroupMax = 1, as before group commit) and by group
+// commit with 1 (the default) and 2 script calls of each kind in flight,
+// and redis_rate's Allow runs from the same 64 goroutines. Per pair (per
+// call for Allow): Redis time (INFO commandstats usec of EVALSHA and
+// EVAL) and the server's CPU (INFO cpu, user + sys), over rounds of
+// loadPairs; the median of loadRounds, the scripts in turn within a
+// round. Also the calls a script call carried, and pairs a second (a
+// figure of this machine, not of Redis).
+const loadPairs, loadRounds, loadGoroutines, loadPacers = 12000, 5, 64, 4
+
+func (b *bench) load(ctx context.Context) error {
+	allow, drop := b.yardstick()
+	defer drop(ctx)
+	if err := warmYardstick(ctx, allow); err != nil {
+		return err
+	}
+	type setup struct {
+		r regime
+		m loadMode
+		u *loadRunner
+	}
+	var ss []setup
+	for _, r := range regimes(1) {
+		for _, m := range loadModes {
+			u, err := b.newLoadRunner(ctx, r, m)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.name, err)
+			}
+			defer u.close(ctx)
+			ss = append(ss, setup{r, m, u})
+		}
+	}
+	type figs struct{ usec, cpu, perCall, rate []float64 }
+	allowF := figs{}
+	per := make([]figs, len(ss))
+	for round := 0; round < loadRounds; round++ {
+		m, err := b.loadRound(ctx, func(int) error { return allow(ctx) }, false)
+		if err != nil {
+			return err
+		}
+		allowF.usec, allowF.cpu = append(allowF.usec, m.usec), append(allowF.cpu, m.cpu)
+		for i, s := range ss {
+			if err := s.u.push(ctx); err != nil {
+				return err
+			}
+			m, err := b.loadRound(ctx, s.u.pair, true)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.r.name, err)
+			}
+			f := &per[i]
+			f.usec, f.cpu, f.perCall, f.rate = append(f.usec, m.usec), append(f.cpu, m.cpu), append(f.perCall, m.perCall), append(f.rate, m.rate)
+		}
+	}
+	bu, bc := median(allowF.usec), median(allowF.cpu)
+	fmt.Fprintf(b.out, "## Under load (issue 23): %d goroutines (%d Pacers of %d), each with one lease in flight; per pair, median of %d rounds of %d\n",
+		loadGoroutines, loadPacers, loadGoroutines/loadPacers, loadRounds, loadPairs)
+	fmt.Fprintln(b.out, "| regime | calls sent | Redis µs | ratio to Allow | server CPU µs | ratio to Allow | calls a script call | pairs/s |")
+	fmt.Fprintln(b.out, "|---|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(b.out, "| redis_rate v10 Allow, one call (writes its key) | | %.2f | 1.00 | %.2f | 1.00 | | |\n", bu, bc)
+	for i, s := range ss {
+		f := per[i]
+		u, c := median(f.usec), median(f.cpu)
+		fmt.Fprintf(b.out, "| %s | %s | %.2f | %.2fx | %.2f | %.2fx | %.2f | %.0f |\n", s.r.name, s.m.name, u, u/bu, c, c/bc, median(f.perCall), median(f.rate))
+	}
+	return nil
+}
+
+// loadMode is how a regime's Pacers send their calls: wire.GroupMax and
+// wire.GroupFlight when they are made.
+type loadMode struct {
+	name        string
+	max, flight int
+}
+
+var loadModes = []loadMode{
+	{"alone", 1, 1 << 20},
+	{"group commit, 1 in flight (default)", 32, 1},
+	{"group commit, 2 in flight", 32, 2},
+}
+
+// loadMeasure is one round's figures, per pair (or call).
+type loadMeasure struct {
+	usec, cpu float64
+	perCall   float64 // calls (two a pair) a script call carried
+	rate      float64
+}
+
+// loadRound runs f loadPairs times from loadGoroutines goroutines (f's
+// argument is the goroutine's index) and returns the server's cost per
+// call of f. pairs says f is an acquire and a settle.
+func (b *bench) loadRound(ctx context.Context, f func(int) error, pairs bool) (loadMeasure, error) {
+	var m loadMeasure
+	if err := b.reset(ctx); err != nil {
+		return m, err
+	}
+	cpu0, err := b.serverCPU(ctx)
+	if err != nil {
+		return m, err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, loadGoroutines)
+	start := time.Now()
+	for g := 0; g < loadGoroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < loadPairs/loadGoroutines; i++ {
+				if err := f(g); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for _, err := range errs {
+		if err != nil {
+			return m, err
+		}
+	}
+	n := float64(loadPairs / loadGoroutines * loadGoroutines)
+	cpu1, err := b.serverCPU(ctx)
+	if err != nil {
+		return m, err
+	}
+	usec, calls, err := b.scriptStats(ctx)
+	if err != nil {
+		return m, err
+	}
+	m.usec, m.cpu, m.rate = usec/n, (cpu1-cpu0)*1e6/n, n/took.Seconds()
+	if pairs && calls > 0 {
+		m.perCall = 2 * n / float64(calls)
+	}
+	return m, nil
+}
+
+// scriptStats returns the usec and calls of EVALSHA and EVAL since the
+// last reset (a Pacer sends EVAL once for a script Redis had not loaded).
+func (b *bench) scriptStats(ctx context.Context) (float64, int64, error) {
+	info, err := b.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	var usec float64
+	var calls int64
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
+		}
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(strings.TrimSpace(rest), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				c, _ := strconv.ParseInt(v, 10, 64)
+				calls += c
+			case "usec":
+				u, _ := strconv.ParseFloat(v, 64)
+				usec += u
+			}
+		}
+	}
+	return usec, calls, nil
+}
+
+// serverCPU returns the server's CPU seconds so far, user and system.
+func (b *bench) serverCPU(ctx context.Context) (float64, error) {
+	info, err := b.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	user, err1 := strconv.ParseFloat(field(info, "used_cpu_user"), 64)
+	sys, err2 := strconv.ParseFloat(field(info, "used_cpu_sys"), 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("INFO cpu: no used_cpu_user or used_cpu_sys")
+	}
+	return user + sys, nil
+}
+
+// loadRunner is one regime's budget under load: its Pacers, each
+// goroutine's lease in flight, and the TATs kept ahead of the clock.
+type loadRunner struct {
+	runner // the TATs' push, on the first Pacer's keys
+	ps     []*pacer.Pacer
+	held   []*pacer.Lease
+	calls  []int // each goroutine's pairs so far, for its tenant
+}
+
+// newLoadRunner makes r's budget and its Pacers, sending as m says, and
+// fills its leases in flight and stacks.
+func (b *bench) newLoadRunner(ctx context.Context, r regime, m loadMode) (*loadRunner, error) {
+	max, flight := wire.GroupMax, wire.GroupFlight
+	wire.GroupMax, wire.GroupFlight = m.max, m.flight
+	defer func() { wire.GroupMax, wire.GroupFlight = max, flight }()
+	b.names++
+	cfg := r.cfg
+	cfg.Name = fmt.Sprintf("load%d-%d", time.Now().UnixNano(), b.names)
+	u := &loadRunner{held: make([]*pacer.Lease, loadGoroutines), calls: make([]int, loadGoroutines)}
+	for range loadPacers {
+		p, err := b.pacer(cfg)
+		if err != nil {
+			return nil, err
+		}
+		u.ps = append(u.ps, p)
+	}
+	u.runner = runner{b: b, r: r, p: u.ps[0]}
+	warm(ctx, u.ps[0])
+	if err := u.push(ctx); err != nil {
+		return nil, err
+	}
+	// Two pairs a goroutine, and a call for each tenant: leases in flight,
+	// stacks and tenants' hashes filled.
+	for round := 0; round < 2+r.tenants/loadGoroutines+1; round++ {
+		for g := range loadGoroutines {
+			if err := u.pair(g); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return u, nil
+}
+
+// pair acquires a lease for goroutine g and settles its previous one.
+func (u *loadRunner) pair(g int) error {
+	ctx := context.Background()
+	req := pacer.Request{Tokens: 100}
+	if u.r.tenants > 0 {
+		req.Tenant = tenantID((g + loadGoroutines*u.calls[g]) % u.r.tenants)
+		u.calls[g]++
+	}
+	l, err := u.ps[g%loadPacers].TryAcquire(ctx, req)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return fmt.Errorf("%s: refused a call", u.r.name)
+	}
+	old := u.held[g]
+	u.held[g] = l
+	if old != nil {
+		return old.Settle(ctx, 60)
+	}
+	return nil
+}
+
+func (u *loadRunner) close(ctx context.Context) {
+	for _, l := range u.held {
+		if l != nil {
+			_ = l.Settle(ctx, 60)
+		}
+	}
+	u.b.dropTenants(ctx, u.p, u.r.tenants)
+	u.b.rdb.Del(ctx, keysOf(u.p)...)
+}
