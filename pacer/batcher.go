@@ -58,6 +58,10 @@ func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, r
 
 // batchCall is one call waiting for its script call.
 type batchCall struct {
+	// ctx is the caller's, without its deadline or cancellation: its
+	// values (a trace, a hook's) go with the script call that carries it
+	// first.
+	ctx  context.Context
 	args []any
 	done chan batchReply // buffered: send never waits for the caller
 	// state is 0 while queued, 1 once taken to be sent, 2 once its caller
@@ -77,7 +81,7 @@ func (b *batcher) run(ctx context.Context, args []any, late func(any)) (any, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &batchCall{args: args, done: make(chan batchReply, 1)}
+	c := &batchCall{ctx: context.WithoutCancel(ctx), args: args, done: make(chan batchReply, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	start := b.busy < b.flight
@@ -153,8 +157,9 @@ func (b *batcher) drain() {
 // send sends batch by one script call and hands each call its reply.
 func (b *batcher) send(batch []*batchCall) {
 	// The script call carries no caller's deadline: each caller waits on
-	// its own ctx, and go-redis bounds the call by its read timeout.
-	ctx := context.Background()
+	// its own ctx, and go-redis bounds the call by its read timeout. It
+	// carries the first caller's values.
+	ctx := batch[0].ctx
 	b.sent.Add(1)
 	b.calls.Add(int64(len(batch)))
 	if len(batch) == 1 {
@@ -171,7 +176,7 @@ func (b *batcher) send(batch []*batchCall) {
 	var reply redis.Error
 	if b.resend && errors.As(err, &reply) {
 		for _, c := range batch {
-			v, err := b.one.Run(ctx, b.client, b.keys, c.args...).Result()
+			v, err := b.one.Run(c.ctx, b.client, b.keys, c.args...).Result()
 			c.done <- batchReply{v, err}
 		}
 		return

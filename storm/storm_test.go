@@ -63,8 +63,10 @@ func TestDefaultScenarioShort(t *testing.T) {
 	if shared.Seconds < floor || shared.Seconds > floor*1.5 {
 		t.Errorf("shared budget took %.3f s; want between the floor %.3f s and half again as long", shared.Seconds, floor)
 	}
-	if shared.RedisPerJob < 2 || shared.RedisPerJob > 3 {
-		t.Errorf("shared budget sent %.2f Redis commands per job; want 2 (acquire, settle) plus a few NOSCRIPT reloads", shared.RedisPerJob)
+	// Two script calls a job (acquire, settle), fewer when group commit
+	// carries several jobs' in one, plus a few NOSCRIPT reloads.
+	if shared.RedisPerJob <= 0 || shared.RedisPerJob > 3 {
+		t.Errorf("shared budget sent %.2f Redis commands per job; want at most 2 (acquire, settle; fewer by group commit) plus a few NOSCRIPT reloads", shared.RedisPerJob)
 	}
 
 	data, err := os.ReadFile(svg)
