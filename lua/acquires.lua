@@ -144,7 +144,9 @@ local function fast(a, score)
   if a[5] ~= '0' then
     if waiters == nil then waiters = redis.call('ZCARD', queue) > 1 end
     if waiters then return false end
-    if not slots then slots = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE) end
+    -- The slots held: those stored, and those this batch admitted and
+    -- writes at the end (each live and not pending).
+    if not slots then slots = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE) + na / 2 end
     if math.min(a[5] - slots, 100) <= 0 or a[2] == '1' and slots - a[6] >= 0 then return false end
   end
   return true, n, tats, froms, xr

@@ -165,3 +165,23 @@ func TestAcquiresNextMsAsSingles(t *testing.T) {
 		t.Errorf("the second call at %d µs, the first at %d: want the µs after", us[1], us[0])
 	}
 }
+
+// Calls of one batch with different concurrency limits (which no Pacer
+// sends: one definition, one limit) count the slots the batch's earlier
+// admissions hold: a call without a limit, then one with a limit of 1,
+// which that first admission fills.
+func TestAcquiresSlotsOfEarlierCallsAsSingles(t *testing.T) {
+	const us = 1_700_000_000_123_456
+	call := func(id string, limit int64) []any {
+		a := wire.Acquire{ID: id, TTL: time.Minute, Limit: limit, BatchSlots: limit, Spacing: 1,
+			Charges: []wire.Charge{{Field: "rpm", Charge: 1000, Allow: 60_000_000}}}
+		return a.Args()
+	}
+	got := twinBatch(t, us, func(redis.Cmdable) {}, lua.Acquire, lua.Acquires, 2, call("a", 0), call("b", 1))
+	want := []int64{1, 0}
+	for i, v := range got {
+		if r, _ := v.([]any); len(r) == 0 || r[0] != want[i] {
+			t.Errorf("call %d = %v; want code %d", i, v, want[i])
+		}
+	}
+}

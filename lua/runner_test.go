@@ -362,12 +362,25 @@ func (r *runner) acquires(s step) {
 		for i, q := range batch {
 			rep, _ := got[min(i, len(got)-1)].([]any)
 			q.finish(r, rep, nil)
+			r.queuedToo()
 		}
 		r.slack = 0
 		r.seen["acquires"]++
 	}
 	for _, q := range alone {
 		q.finish(r, r.evalKeys(q.keys, lua.Acquire, q.args...), map[string]bool{})
+		r.queuedToo()
+	}
+}
+
+// queuedToo adds to r.before the waiters queued since the step began: in
+// a step of several calls, one may queue and a later one hand it a slot,
+// and checkSlots must know it as queued.
+func (r *runner) queuedToo() {
+	for _, e := range r.queued() {
+		if !slices.ContainsFunc(r.before, func(b entry) bool { return b.id == e.id }) {
+			r.before = append(r.before, e)
+		}
 	}
 }
 

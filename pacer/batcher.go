@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/cluster"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -22,10 +23,11 @@ import (
 // script call, the clock, the state's read and write), so the more calls
 // arrive at once, the less each costs. A call waits only while others are
 // in flight; at a light load every call goes at once, alone. One that has
-// waited wire.GroupStall opens a lane of its own beside those in flight:
-// a script call stuck on a dead connection (go-redis may wait for it up
-// to its read timeout, or forever without one) holds the budget's other
-// calls back for no longer than that.
+// waited wire.GroupStall opens a lane of its own beside those in flight,
+// and a script call in flight that long counts no more against
+// GroupFlight: a call stuck on a dead connection (go-redis may wait for it
+// up to its read timeout, or forever without one) holds the budget's
+// other calls back once, for no longer than that.
 type batcher struct {
 	client    redis.Scripter
 	keys      []string // the budget's KEYS: state hash, lease set, slot queue, definition
@@ -42,7 +44,7 @@ type batcher struct {
 	resend bool
 
 	mu    sync.Mutex
-	busy  int // script calls in flight
+	lanes map[*lane]struct{} // the drains running
 	queue []*batchCall
 
 	// calls and sent count the calls sent and the script calls that sent
@@ -53,7 +55,31 @@ type batcher struct {
 // newBatcher returns the batcher of one and many on keys.
 func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, resend bool) *batcher {
 	return &batcher{client: client, keys: keys, one: one, many: many, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
-		stall: wire.GroupStall, resend: resend}
+		stall: wire.GroupStall, resend: resend, lanes: map[*lane]struct{}{}}
+}
+
+// lane is one drain: a goroutine that sends the queue, one script call at
+// a time, until it is empty. since is when its script call in flight was
+// sent (zero between two), under the batcher's mu: a lane in flight for
+// longer than the stall counts no more against flight.
+type lane struct{ since time.Time }
+
+// active returns the lanes not stalled. The caller holds mu.
+func (b *batcher) active(now time.Time) int {
+	n := 0
+	for l := range b.lanes {
+		if l.since.IsZero() || now.Sub(l.since) < b.stall || b.stall <= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// open starts a lane. The caller holds mu.
+func (b *batcher) open() {
+	l := &lane{}
+	b.lanes[l] = struct{}{}
+	go b.drain(l)
 }
 
 // batchCall is one call waiting for its script call.
@@ -84,15 +110,13 @@ func (b *batcher) run(ctx context.Context, args []any, late func(any)) (any, err
 	c := &batchCall{ctx: context.WithoutCancel(ctx), args: args, done: make(chan batchReply, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
-	start := b.busy < b.flight
+	start := b.active(time.Now()) < b.flight
 	if start {
-		b.busy++
+		b.open()
 	}
 	b.mu.Unlock()
 	var stalled <-chan time.Time
-	if start {
-		go b.drain()
-	} else if b.stall > 0 {
+	if !start && b.stall > 0 {
 		t := time.NewTimer(b.stall)
 		defer t.Stop()
 		stalled = t.C
@@ -107,9 +131,8 @@ func (b *batcher) run(ctx context.Context, args []any, late func(any)) (any, err
 			stalled = nil
 			if c.state.Load() == 0 {
 				b.mu.Lock()
-				b.busy++
+				b.open()
 				b.mu.Unlock()
-				go b.drain()
 			}
 		case <-ctx.Done():
 			if !c.state.CompareAndSwap(0, 2) && late != nil {
@@ -124,9 +147,9 @@ func (b *batcher) run(ctx context.Context, args []any, late func(any)) (any, err
 	}
 }
 
-// drain sends the queue, up to max calls a script call, until it is
-// empty.
-func (b *batcher) drain() {
+// drain sends the queue as lane l, up to max calls a script call, until
+// it is empty.
+func (b *batcher) drain(l *lane) {
 	for {
 		b.mu.Lock()
 		var batch []*batchCall
@@ -145,12 +168,16 @@ func (b *batcher) drain() {
 			if len(b.queue) == 0 {
 				b.queue = nil
 			}
-			b.busy--
+			delete(b.lanes, l)
 			b.mu.Unlock()
 			return
 		}
+		l.since = time.Now()
 		b.mu.Unlock()
 		b.send(batch)
+		b.mu.Lock()
+		l.since = time.Time{}
+		b.mu.Unlock()
 	}
 }
 
@@ -173,8 +200,10 @@ func (b *batcher) send(batch []*batchCall) {
 		args = append(args, c.args...)
 	}
 	v, err := b.many.Run(ctx, b.client, b.keys, args...).Result()
+	// (Not one that says the server cannot serve: the circuit has
+	// tripped on it, and k calls more would only wait on it.)
 	var reply redis.Error
-	if b.resend && errors.As(err, &reply) {
+	if b.resend && errors.As(err, &reply) && !cluster.Unreachable(err) {
 		for _, c := range batch {
 			v, err := b.one.Run(c.ctx, b.client, b.keys, c.args...).Result()
 			c.done <- batchReply{v, err}

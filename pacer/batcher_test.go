@@ -16,12 +16,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// settleHook holds every lone settle (settle.lua) until release closes,
-// counting them in held, so that the settles after them queue and go
-// together; and it makes the first batch (settles.lua) lose its reply
-// after it ran, with fail as the error.
+// settleHook holds every lone settle (settle.lua), or the first hold of
+// them, until release closes, counting them in held, so that the settles
+// after them queue and go together; and it makes the first batch
+// (settles.lua) lose its reply after it ran, with fail as the error.
 type settleHook struct {
 	release chan struct{}
+	hold    int64 // hold only the first hold lone settles (0: all)
 	held    atomic.Int64
 	lost    atomic.Bool
 	fail    error
@@ -43,8 +44,9 @@ func (h *settleHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		sha, _ := args[1].(string)
 		switch {
 		case sha == lua.Settle.Hash() || strings.EqualFold(cmd.Name(), "eval") && sha == lua.Source("settle"):
-			h.held.Add(1)
-			<-h.release
+			if n := h.held.Add(1); h.hold == 0 || n <= h.hold {
+				<-h.release
+			}
 		case sha == lua.Settles.Hash() || strings.EqualFold(cmd.Name(), "eval") && sha == lua.Source("settles"):
 			h.batches.Add(1)
 			err := next(ctx, cmd)
@@ -176,20 +178,24 @@ func settleBatchLosesNothing(t *testing.T, b redistest.Backend, fail error) {
 }
 
 // A script call stuck in flight (a dead connection that go-redis waits on)
-// holds the Pacer's other settles back for no longer than the stall
-// (wire.GroupStall): each queued settle then opens a lane of its own.
+// holds the Pacer's other settles back for no longer than the stall (300
+// ms here): a queued settle then opens a lane of its own, and the stuck
+// call counts no more against the one in flight, so later settles go at
+// once, not each after a stall of its own.
 func TestSettleStuckInFlightHoldsNoOther(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client(t)
-		h := &settleHook{release: make(chan struct{})}
+		h := &settleHook{release: make(chan struct{}), hold: 1}
 		rdb.AddHook(h)
 		p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{TPM: 1_000_000}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		const stall = 300 * time.Millisecond
+		pacer.SetGroupStall(p, stall)
 		var leases []*pacer.Lease
-		for range 6 {
+		for range 11 {
 			l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
 			if err != nil {
 				t.Fatal(err)
@@ -207,7 +213,7 @@ func TestSettleStuckInFlightHoldsNoOther(t *testing.T) {
 		// are counted.
 		var wg sync.WaitGroup
 		start := time.Now()
-		for _, l := range leases[1:] {
+		for _, l := range leases[1:6] {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -219,10 +225,20 @@ func TestSettleStuckInFlightHoldsNoOther(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		// A lane opens after wire.GroupStall; a loaded machine adds its
-		// delays, well under the 5 s each settle allowed.
-		if took := time.Since(start); took > 4*time.Second {
-			t.Errorf("the settles behind a stuck one took %v", took)
+		// A lane opens after the stall; a loaded machine adds its delays,
+		// well under the 5 s each settle allowed.
+		if took := time.Since(start); took < stall || took > 4*time.Second {
+			t.Errorf("the settles behind a stuck one took %v; want the stall, %v, and not much more", took, stall)
+		}
+		// One by one now: each goes at once. Five stalls would take 1.5 s.
+		start = time.Now()
+		for _, l := range leases[6:] {
+			if err := l.Settle(ctx, 10); err != nil {
+				t.Errorf("Settle after a stuck one = %v", err)
+			}
+		}
+		if took := time.Since(start); took > 2*stall {
+			t.Errorf("five settles one by one beside a stuck one took %v; want each at once, not after a stall", took)
 		}
 		close(h.release)
 		if err := <-stuck; err != nil {
