@@ -46,11 +46,12 @@ func Run(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, 
 // GroupFlight acquire script calls, and as many settle ones, in flight on
 // its budget; the calls that arrive meanwhile go together in the next, at
 // most GroupMax in one. One in flight makes the most of each script call
-// (docs/results.md, "Under load"); a batch's Redis cost a call falls
+// (docs/results.md, issue 23, round 9); a batch's Redis cost a call falls
 // little past 16 (issue 23, round 7), and its arguments grow with it. A
 // call that has waited GroupStall opens one more lane beside those in
-// flight, so that a script call stuck on a dead connection holds the
-// others back no longer. A Pacer reads these when made: storm/redisbench
+// flight, and a script call in flight that long counts no more against
+// GroupFlight, so that one stuck on a dead connection holds the others
+// back no longer. A Pacer reads these when made: storm/redisbench
 // sets them to measure calls sent alone beside calls sent together, in
 // one process.
 var (
