@@ -27,77 +27,30 @@
 -- batch then reads the clock and the state again. Either way the replies
 -- and the state are those of the singles.
 
-local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
-local keys = {state, leases, queue, KEYS[4]}
-
--- The groups: calls[c] is call c's ARGV.
-local calls, c, i = {}, 0, 1
-while i <= #ARGV do
-  local n = ARGV[i] + 0
-  c = c + 1
-  calls[c] = {unpack(ARGV, i + 1, i + n)}
-  i = i + n + 1
-end
-
-local us, now
-local function clock()
-  local t = redis.call('TIME')
-  us = t[1] * 1000000 + t[2]
-  now = floor(us / 1000)
-end
-
--- What the batch holds between two writes: the lease scores of calls from
--- base on (ZMSCORE), the ids admitted, the hash fields read (false:
--- missing) and those changed, in order, the leases to add, whether the
--- keys' expiry moved, and under a concurrency limit whether anyone waits
--- for a slot and the slots held (nil: not yet read).
+-- What the batch holds between two writes, besides the state hash's
+-- fields (see batch.lua): the lease scores of calls from base on
+-- (ZMSCORE), the ids admitted, the leases to add, whether the keys'
+-- expiry moved, and under a concurrency limit whether anyone waits for a
+-- slot and the slots held (nil: not yet read).
 local scores, base
 local ids = {}
-local got, dirty, nd = {}, {}, 0
 local added, na, moved = {}, 0, false
 local waiters, slots
 
 local function write()
-  if nd > 0 then
-    local args = {}
-    for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], got[dirty[x]] end
-    redis.call('HSET', state, unpack(args, 1, 2 * nd))
-  end
+  local ttl = moved and fmt('%d', got.xp - now)
+  hset()
   if na > 0 then redis.call('ZADD', leases, 'NX', unpack(added, 1, na)) end
   if moved then
     -- As cover: the sentinels, and the keys kept until xp.
-    local ttl = fmt('%d', got.xp - now)
     redis.call('ZADD', leases, SENTINEL, '~', SENTINEL, WIDE)
     redis.call('PEXPIRE', leases, ttl)
     redis.call('ZADD', queue, SENTINEL, '~')
     redis.call('PEXPIRE', queue, ttl)
     redis.call('PEXPIRE', state, ttl)
   end
-  got, dirty, nd, added, na, moved, ids = {}, {}, 0, {}, 0, false, {}
+  added, na, moved, ids = {}, 0, false, {}
   scores, waiters, slots = nil, nil, nil
-end
-
-local function set(f, v)
-  if not dirty[f] then
-    nd = nd + 1
-    dirty[nd], dirty[f] = f, true
-  end
-  got[f] = v
-end
-
--- read makes sure got holds the fields named in want[1..w].
-local function read(want, w)
-  local need, nn = {}, 0
-  for x = 1, w do
-    if got[want[x]] == nil then
-      nn = nn + 1
-      need[nn] = want[x]
-    end
-  end
-  if nn > 0 then
-    local h = redis.call('HMGET', state, unpack(need, 1, nn))
-    for x = 1, nn do got[need[x]] = h[x] end
-  end
 end
 
 -- fast says whether call a (its id's score, or false) is the common call,

@@ -41,6 +41,8 @@ var (
 	settlesSrc string
 	//go:embed acquires.lua
 	acquiresSrc string
+	//go:embed batch.lua
+	batchSrc string
 	//go:embed keepalive.lua
 	keepAliveSrc string
 	//go:embed pause.lua
@@ -113,23 +115,25 @@ var prelude = preludeSrc +
 //
 // "acquires" is the prelude, a newline, then the prelude and acquire.lua
 // as the body of `local function acquire1(KEYS, ARGV)` (as route's acq),
-// then acquires.lua, which calls acquire1 for any call it does not admit
-// itself, with the prelude's helpers for those it does.
+// then batch.lua (what the two batch scripts share) and acquires.lua,
+// which calls acquire1 for any call it does not admit itself, with the
+// prelude's helpers for those it does.
 //
 // "settles" is built alike: settle.lua's functions, then its main block
 // (from the line that begins it) as the body of `local function
-// settle1(KEYS, ARGV)`, then settles.lua, which calls settle1 for any
-// settle it does not run itself and settle.lua's givetat for those it does.
+// settle1(KEYS, ARGV)`, then batch.lua and settles.lua, which calls
+// settle1 for any settle it does not run itself and settle.lua's givetat
+// for those it does.
 func Source(name string) string {
 	var s string
 	switch name {
 	case "route":
 		return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + routeSrc
 	case "acquires":
-		return prelude + "\n" + "local function acquire1(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + acquiresSrc
+		return prelude + "\n" + "local function acquire1(KEYS, ARGV)\n" + prelude + "\n" + acquireSrc + "\nend\n" + batchSrc + acquiresSrc
 	case "settles":
 		head, main, _ := strings.Cut(settleSrc, settleMain)
-		return prelude + "\n" + head + "local function settle1(KEYS, ARGV)\n" + settleMain + main + "\nend\n" + settlesSrc
+		return prelude + "\n" + head + "local function settle1(KEYS, ARGV)\n" + settleMain + main + "\nend\n" + batchSrc + settlesSrc
 	case "acquire":
 		s = acquireSrc
 	case "settle":

@@ -22,51 +22,19 @@
 -- state as it is, and the batch reads the clock and the state again after
 -- it. Either way the replies and the state are those of the singles.
 
-local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
-local keys = {state, leases, queue, KEYS[4]}
-
--- The groups: calls[c] is call c's ARGV.
-local calls, c, i = {}, 0, 1
-while i <= #ARGV do
-  local n = ARGV[i] + 0
-  c = c + 1
-  calls[c] = {unpack(ARGV, i + 1, i + n)}
-  i = i + n + 1
-end
-
-local us, now
-local function clock()
-  local t = redis.call('TIME')
-  us = t[1] * 1000000 + t[2]
-  now = floor(us / 1000)
-end
-
--- What the batch holds between two writes: the lease scores of calls from
--- base on (ZMSCORE), the hash fields read (false: missing) and those
--- changed, in order, the leases ended, and whether the slot queue holds
--- waiters (nil: not yet read).
+-- What the batch holds between two writes, besides the state hash's
+-- fields (see batch.lua): the lease scores of calls from base on
+-- (ZMSCORE), the leases ended, and whether the slot queue holds waiters
+-- (nil: not yet read).
 local scores, base
-local got, dirty, nd = {}, {}, 0
 local ended, ne, gone = {}, 0, {}
 local waiters
 
 local function write()
   if ne > 0 then redis.call('ZREM', leases, unpack(ended, 1, ne)) end
-  if nd > 0 then
-    local args = {}
-    for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], got[dirty[x]] end
-    redis.call('HSET', state, unpack(args, 1, 2 * nd))
-  end
-  got, dirty, nd, ended, ne, gone = {}, {}, 0, {}, 0, {}
+  hset()
+  ended, ne, gone = {}, 0, {}
   scores, waiters = nil, nil
-end
-
-local function set(f, v)
-  if not dirty[f] then
-    nd = nd + 1
-    dirty[nd], dirty[f] = f, true
-  end
-  got[f] = v
 end
 
 -- fast says whether call a (whose lease's score is score) is the common
@@ -120,17 +88,9 @@ for x = 1, c do
   else
     ne = ne + 1
     ended[ne], gone[id] = id, true
-    local need, nn = {}, 0
-    for k = 1, m do
-      if got[fields[k]] == nil then
-        need[nn + 1], need[nn + 2] = fields[k], fields[k] .. '.h'
-        nn = nn + 2
-      end
-    end
-    if nn > 0 then
-      local h = redis.call('HMGET', state, unpack(need, 1, nn))
-      for y = 1, nn do got[need[y]] = h[y] end
-    end
+    local want = {}
+    for k = 1, m do want[2 * k - 1], want[2 * k] = fields[k], fields[k] .. '.h' end
+    read(want, 2 * m)
     local t = math.min(a[2] + 0, us)
     for k = 1, m do
       local f = fields[k]

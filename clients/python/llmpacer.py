@@ -897,9 +897,9 @@ def lua_dir() -> Path:
 def source(name: str, directory: str | os.PathLike | None = None) -> str:
     """The full text sent for a script: the prelude, a newline, <name>.lua
     (for "route", acquire as a function, then route.lua; for "acquires",
-    the prelude, then acquire as a function, then acquires.lua; for
-    "settles", settle.lua's main block as a function, then settles.lua:
-    lua.Source's).
+    the prelude, then acquire as a function, then batch.lua and
+    acquires.lua; for "settles", settle.lua's main block as a function,
+    then batch.lua and settles.lua: lua.Source's).
     The prelude is prelude.lua, then sliding.lua as the body of slib and
     slots.lua as the body of glib (see lua.go).
 
@@ -921,11 +921,11 @@ def source(name: str, directory: str | os.PathLike | None = None) -> str:
         return "local function acq(KEYS, ARGV)\n" + prelude + "\n" + read("acquire") + "\nend\n" + read("route")
     if name == "acquires":
         return (prelude + "\n" + "local function acquire1(KEYS, ARGV)\n" + prelude + "\n" + read("acquire")
-                + "\nend\n" + read("acquires"))
+                + "\nend\n" + read("batch") + read("acquires"))
     if name == "settles":
         head, main = read("settle").split(_SETTLE_MAIN, 1)
         return (prelude + "\n" + head + "local function settle1(KEYS, ARGV)\n" + _SETTLE_MAIN + main
-                + "\nend\n" + read("settles"))
+                + "\nend\n" + read("batch") + read("settles"))
     return prelude + "\n" + read(name)
 
 
