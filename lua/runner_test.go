@@ -344,24 +344,15 @@ func (r *runner) acquires(s step) {
 			alone = append(alone, q)
 		}
 	}
-	var args []any
-	for _, q := range batch {
-		args = append(args, len(q.args))
-		args = append(args, q.args...)
-	}
 	if len(batch) > 0 {
 		var calls [][]any
 		for _, q := range batch {
 			calls = append(calls, q.args)
 		}
-		twin := r.batchTwin(lua.Acquire, calls, 2)
-		got := r.evalKeys(r.keys, lua.Acquires, args...)
-		twin(got)
-		r.check(len(got) == len(batch), "acquires: %d replies for %d calls: %v", len(got), len(batch), got)
+		got := r.sendBatch(lua.Acquire, lua.Acquires, 2, calls)
 		r.slack = int64(len(batch))
 		for i, q := range batch {
-			rep, _ := got[min(i, len(got)-1)].([]any)
-			q.finish(r, rep, nil)
+			q.finish(r, got[i], nil)
 			r.queuedToo()
 		}
 		r.slack = 0
@@ -631,24 +622,15 @@ func (r *runner) settle(s step) {
 			alone = append(alone, e)
 		}
 	}
-	var args []any
-	for _, e := range batch {
-		args = append(args, len(e.args))
-		args = append(args, e.args...)
-	}
 	if len(batch) > 0 {
 		var calls [][]any
 		for _, e := range batch {
 			calls = append(calls, e.args)
 		}
-		twin := r.batchTwin(lua.Settle, calls, 1)
-		got := r.evalKeys(r.keys, lua.Settles, args...)
-		twin(got)
-		r.check(len(got) == len(batch), "settles: %d replies for %d settles: %v", len(got), len(batch), got)
+		got := r.sendBatch(lua.Settle, lua.Settles, 1, calls)
 		r.slack = int64(len(batch))
 		for i, e := range batch {
-			rep, _ := got[min(i, len(got)-1)].([]any)
-			e.finish(r, rep)
+			e.finish(r, got[i])
 		}
 		r.slack = 0
 		r.seen["settles"]++
@@ -656,6 +638,28 @@ func (r *runner) settle(s step) {
 	for _, e := range alone {
 		e.finish(r, r.evalKeys(e.keys, lua.Settle, e.args...))
 	}
+}
+
+// sendBatch sends calls (each one's ARGV) in one call of many, checked
+// against one by one with one on the twin (see batchTwin; at is where a
+// reply holds its clock), and returns the replies, one a call.
+func (r *runner) sendBatch(one, many *redis.Script, at int, calls [][]any) [][]any {
+	r.t.Helper()
+	var args []any
+	for _, c := range calls {
+		args = append(append(args, len(c)), c...)
+	}
+	twin := r.batchTwin(one, calls, at)
+	got := r.evalKeys(r.keys, many, args...)
+	twin(got)
+	r.check(len(got) == len(calls), "%d replies for %d calls: %v", len(got), len(calls), got)
+	reps := make([][]any, len(calls))
+	for i := range reps {
+		if i < len(got) {
+			reps[i], _ = got[i].([]any)
+		}
+	}
+	return reps
 }
 
 // batchTwin copies every key of the lane's to the twin miniredis, and
