@@ -6,21 +6,25 @@
 -- arrive while its previous acquire is in flight (group commit); a lone
 -- call goes to acquire.lua. Both scripts share a budget.
 --
--- KEYS[1..4] as acquire's. There is no KEYS[5]: a tenant's call goes
---            alone, to acquire.lua.
--- ARGV       k groups, each the count n of its arguments, then acquire.lua's
---            ARGV for one call (n of them).
+-- KEYS[1..4] as acquire's (all four: KEYS[4] too).
+-- KEYS[5..]  the hashes of the tenants of the batch's calls, each once.
+-- ARGV       k groups, each t, the index in KEYS of its call's tenant's
+--            hash (0: none), then the count n of its arguments, then
+--            acquire.lua's ARGV for one call (n of them), which runs with
+--            KEYS[t] as its KEYS[5].
 --
 -- Returns the k replies, in order, each acquire.lua's.
 --
--- The common call (a first attempt, ticket 0, on the budget's own buckets,
--- none of them sliding, that every bucket has room for now, with a slot
+-- The common call (a first attempt, ticket 0, none of its buckets sliding
+-- (a tenant's and its shares included), that every bucket has room for
+-- now (under the share kept, for an interactive call over its tenant's), with a slot
 -- free and nobody queued for one, its definition's version the state's
 -- copy, no stop or pause in force, the state not lost, its id new) is
 -- admitted on the state read once: one TIME, one ZMSCORE of the ids, one
--- HMGET of the fields the batch reads (and ZCARD and ZCOUNT under a
--- concurrency limit), and at the end one HSET and one ZADD, the keys'
--- expiry moved as acquire's cover would. Its arithmetic is acquire.lua's
+-- HMGET of the fields the batch reads (and one of each tenant's, and ZCARD
+-- and ZCOUNT under a concurrency limit), and at the end one HSET and one
+-- ZADD (and one HSET of each tenant's), the keys' expiry moved as
+-- acquire's cover and tcover would. Its arithmetic is acquire.lua's
 -- own, written for that one path (room's and admit's, with the prelude's
 -- push). Any other call writes what came before, then runs acquire.lua,
 -- prelude and all, as the function acquire1 on the state as it is; the
@@ -53,24 +57,42 @@ local function write()
   scores, waiters, slots = nil, nil, nil
 end
 
--- fast says whether call a (its id's score, or false) is the common call,
--- and returns its bucket count, their TATs after the charge and before
--- it (see room in acquire.lua), and xr (the xp it reads).
-local function fast(a, score)
+-- fast says whether call a (its id's score, or false; tk its tenant's
+-- hash, or false) is the common call, and returns its bucket count, their
+-- TATs after the charge and before it (see room in acquire.lua), xr (the
+-- xp it reads) and its tenant's fields (tg).
+local function fast(a, score, tk)
   if score or ids[a[1]] or a[8] ~= '0' then return false end
   local n = floor((#a - 8) / 3)
-  local want, named = {'xp', 'pause', 'qs'}, {}
+  local want, named, w = {'xp', 'pause', 'qs'}, {}, 3
+  local twant, tw = tk and {'xp'}, 1
   for k = 1, n do
     local f = a[8 + k]
     local b = byte(f, 1)
     -- A field named twice in one call is charged from the value read
     -- before either charge (see admit in acquire.lua): acquire1's.
-    if b == 126 or b == 64 or b == 37 or named[f] then return false end
-    want[2 + 2 * k], want[3 + 2 * k], named[f] = f, f .. '.h', true
+    if b == 126 or named[f] then return false end
+    if b == 64 or b == 37 then
+      -- A tenant's bucket, or its share: in its hash.
+      if not tk or byte(f, 2) == 126 then return false end
+      tw = tw + 1
+      twant[tw] = f
+      if b == 64 then
+        tw = tw + 1
+        twant[tw] = f .. '.h'
+      end
+    else
+      want[w + 1], want[w + 2] = f, f .. '.h'
+      w = w + 2
+    end
+    named[f] = true
   end
   local myv = KEYS[4] and a[9 + 3 * n]
-  if myv then want[4 + 2 * n] = 'dv' end
-  read(want, myv and 4 + 2 * n or 3 + 2 * n)
+  if myv then
+    w = w + 1
+    want[w] = 'dv'
+  end
+  read(want, w)
   if myv and got.dv ~= myv then return false end
   local xr = (got.xp or 0) + 0
   local lf = myv and a[10 + 3 * n]
@@ -84,15 +106,41 @@ local function fast(a, score)
     if u and u + 0 > now then return false end
   end
   if got.pause and got.pause + 0 > now then return false end
-  local tats, froms = {}, {}
+  local tats, froms, tg, keep = {}, {}, tk and tread(tk, twant, tw), nil
+  if tk then
+    -- The shares first: a call over its tenant's share leaves keep of
+    -- each budget bucket (room's arithmetic).
+    local over = false
+    for k = 1, n do
+      local f = a[8 + k]
+      if byte(f, 1) == 37 then
+        local tat, charge, allow = tg[f], a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+        tat = tat and tat + 0 or us
+        if tat - us < 0 then tat = us end
+        froms[k], tats[k] = tat, tat + charge
+        if tat + charge - us - 2 * allow > 0 then tats[k] = us + 2 * allow end
+        if tat + charge - us - allow > 0 then over = true end
+      end
+    end
+    if over then
+      local ppm = string.match(a[2], '^0:(%d+)$')
+      if ppm then keep = ppm / 1000000 end
+    end
+  end
   for k = 1, n do
-    local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
-    if charge > allow then return false end
-    local tat = got[a[8 + k]]
-    tat = tat and tat + 0 or us
-    if tat - us < 0 then tat = us end
-    froms[k], tats[k] = tat, tat + charge
-    if tats[k] - us - allow > 0 then return false end
+    local f = a[8 + k]
+    local b = byte(f, 1)
+    if b ~= 37 then
+      local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+      if charge > allow then return false end
+      if keep and b ~= 64 then allow = allow - floor(allow * keep) end
+      local tat
+      if b == 64 then tat = tg[f] else tat = got[f] end
+      tat = tat and tat + 0 or us
+      if tat - us < 0 then tat = us end
+      froms[k], tats[k] = tat, tat + charge
+      if tats[k] - us - allow > 0 then return false end
+    end
   end
   if a[5] ~= '0' then
     if waiters == nil then waiters = redis.call('ZCARD', queue) > 1 end
@@ -102,7 +150,7 @@ local function fast(a, score)
     if not slots then slots = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE) + na / 2 end
     if math.min(a[5] - slots, 100) <= 0 or a[2] == '1' and slots - a[6] >= 0 then return false end
   end
-  return true, n, tats, froms, xr
+  return true, n, tats, froms, xr, tg
 end
 
 local replies, last = {}, nil
@@ -126,10 +174,11 @@ for x = 1, c do
     for y = x, c do all[y - x + 1] = calls[y][1] end
     scores, base = redis.call('ZMSCORE', leases, unpack(all)), x - 1
   end
-  local ok, n, tats, froms, xr = fast(a, scores[x - base])
+  local tk = tks[x]
+  local ok, n, tats, froms, xr, tg = fast(a, scores[x - base], tk)
   if not ok then
     write()
-    replies[x] = acquire1(keys, a)
+    replies[x] = acquire1(keys[x], a)
     last = replies[x][3]
     clock()
   else
@@ -147,12 +196,26 @@ for x = 1, c do
         fmt('%d', PENDING + now - REAP_AFTER), 'LIMIT', '0', '100')
       if stale[1] then redis.call('ZREM', leases, unpack(stale)) end
     end
-    local ms = expiry
+    -- A tenant's buckets and shares go to its hash, which its own xp
+    -- keeps (tcover's rule).
+    local ms, tms = expiry, 0
     for k = 1, n do
       local f = a[8 + k]
-      set(f, fmt('%d', tats[k]))
-      set(f .. '.h', push(got[f .. '.h'], us, max(froms[k] - us, 0)))
-      if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+      local b = byte(f, 1)
+      local v = fmt('%d', tats[k])
+      if b == 64 or b == 37 then
+        tset(tk, f, v)
+        if b == 64 then tset(tk, f .. '.h', push(tg[f .. '.h'], us, max(froms[k] - us, 0))) end
+        if tats[k] / 1000 > tms then tms = tats[k] / 1000 end
+      else
+        set(f, v)
+        set(f .. '.h', push(got[f .. '.h'], us, max(froms[k] - us, 0)))
+        if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+      end
+    end
+    if tk then
+      local need = ceil(max(tms, now)) + 1000
+      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', fmt('%d', need + max(ceil((need - now) / 4), TIDLE))) end
     end
     local need = ceil(ms) + 1000
     if need > xr then

@@ -3,15 +3,18 @@
 -- hash's fields it holds between two writes.
 
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
-local keys = {state, leases, queue, KEYS[4]}
 
--- The groups: calls[c] is call c's ARGV.
-local calls, c, i = {}, 0, 1
+-- The groups: calls[c] is call c's ARGV; tks[c] its tenant's hash (KEYS[t]
+-- for a group whose t is not 0), or false; keys[c] the KEYS the single
+-- script would take for it.
+local calls, tks, keys, c, i = {}, {}, {}, 0, 1
 while i <= #ARGV do
-  local n = ARGV[i] + 0
+  local t, n = ARGV[i] + 0, ARGV[i + 1] + 0
   c = c + 1
-  calls[c] = {unpack(ARGV, i + 1, i + n)}
-  i = i + n + 1
+  calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}
+  tks[c] = t > 0 and KEYS[t]
+  keys[c] = {state, leases, queue, KEYS[4], tks[c] or nil}
+  i = i + n + 2
 end
 
 -- The clock, read again after each call the single script runs itself.
@@ -24,30 +27,64 @@ end
 
 -- got holds the state hash's fields read (false: missing) and changed;
 -- dirty those changed, in order. read reads those of want[1..w] not yet
--- read, in one HMGET; set changes one; hset writes those changed, in one
--- HSET, and forgets all.
+-- read, in one HMGET; set changes one. A tenant's hash is held alike:
+-- tgot[tk] its fields, tread and tset. hset writes what changed, the
+-- state's in one HSET and each tenant's in one (and its expiry, moved to
+-- its xp when a charge moved that: see tcover in prelude.lua), and
+-- forgets all.
 local got, dirty, nd = {}, {}, 0
+local tgot, tdirty, tnames, nt = {}, {}, {}, 0
 
-local function read(want, w)
+local function fetch(key, g, want, w)
   local need, nn = {}, 0
   for x = 1, w do
-    if got[want[x]] == nil then
+    if g[want[x]] == nil then
       nn = nn + 1
       need[nn] = want[x]
     end
   end
   if nn > 0 then
-    local h = redis.call('HMGET', state, unpack(need, 1, nn))
-    for x = 1, nn do got[need[x]] = h[x] end
+    local h = redis.call('HMGET', key, unpack(need, 1, nn))
+    for x = 1, nn do g[need[x]] = h[x] end
   end
 end
 
-local function set(f, v)
-  if not dirty[f] then
-    nd = nd + 1
-    dirty[nd], dirty[f] = f, true
+local function read(want, w) fetch(state, got, want, w) end
+
+-- tread returns tenant tk's fields, those of want[1..w] read.
+local function tread(tk, want, w)
+  local g = tgot[tk]
+  if not g then
+    g = {}
+    tgot[tk] = g
   end
+  fetch(tk, g, want, w)
+  return g
+end
+
+local function mark(d, f, n)
+  if not d[f] then
+    n = n + 1
+    d[n], d[f] = f, true
+  end
+  return n
+end
+
+local function set(f, v)
+  nd = mark(dirty, f, nd)
   got[f] = v
+end
+
+local function tset(tk, f, v)
+  local d = tdirty[tk]
+  if not d then
+    d = {[0] = 0}
+    tdirty[tk] = d
+    nt = nt + 1
+    tnames[nt] = tk
+  end
+  d[0] = mark(d, f, d[0])
+  tgot[tk][f] = v
 end
 
 local function hset()
@@ -56,5 +93,13 @@ local function hset()
     for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], got[dirty[x]] end
     redis.call('HSET', state, unpack(args, 1, 2 * nd))
   end
+  for y = 1, nt do
+    local tk = tnames[y]
+    local d, g, args = tdirty[tk], tgot[tk], {}
+    for x = 1, d[0] do args[2 * x - 1], args[2 * x] = d[x], g[d[x]] end
+    redis.call('HSET', tk, unpack(args, 1, 2 * d[0]))
+    if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
+  end
   got, dirty, nd = {}, {}, 0
+  tgot, tdirty, tnames, nt = {}, {}, {}, 0
 end

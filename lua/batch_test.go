@@ -22,9 +22,20 @@ var batchKeys = []string{"{llmpacer:batch}:s", "{llmpacer:batch}:l", "{llmpacer:
 // the replies.
 func twinBatch(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *redis.Script, at int, calls ...[]any) []any {
 	t.Helper()
+	var bc []batchCall
+	for _, c := range calls {
+		bc = append(bc, batchCall{"", c})
+	}
+	return twinTenants(t, clock, setup, one, many, at, bc)
+}
+
+// twinTenants is twinBatch for calls that may name a tenant's hash.
+func twinTenants(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *redis.Script, at int, calls []batchCall) []any {
+	t.Helper()
 	ctx := context.Background()
 	var replies, dumps [2]string
 	var batch []any
+	keys, args := batchArgs(batchKeys, calls)
 	for i := range 2 {
 		m := miniredis.RunT(t)
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
@@ -33,11 +44,7 @@ func twinBatch(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *
 		setup(rdb)
 		var got []any
 		if i == 0 {
-			var args []any
-			for _, c := range calls {
-				args = append(append(args, len(c)), c...)
-			}
-			v, err := many.Run(ctx, rdb, batchKeys, args...).Slice()
+			v, err := many.Run(ctx, rdb, keys, args...).Slice()
 			if err != nil {
 				t.Fatalf("batch: %v", err)
 			}
@@ -48,14 +55,14 @@ func twinBatch(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *
 					us, _ := rep[at].(int64)
 					m.SetTime(time.UnixMicro(us))
 				}
-				v, err := one.Run(ctx, rdb, batchKeys, c...).Result()
+				v, err := one.Run(ctx, rdb, c.singleKeys(batchKeys), c.args...).Result()
 				if err != nil {
 					t.Fatalf("one by one: %v", err)
 				}
 				got = append(got, v)
 			}
 		}
-		replies[i], dumps[i] = fmt.Sprint(got), keyDump(rdb, batchKeys)
+		replies[i], dumps[i] = fmt.Sprint(got), keyDump(rdb, keys)
 	}
 	if replies[0] != replies[1] || dumps[0] != dumps[1] {
 		t.Errorf("batch: %s\n%s\none by one: %s\n%s", replies[0], dumps[0], replies[1], dumps[1])
@@ -184,4 +191,69 @@ func TestAcquiresSlotsOfEarlierCallsAsSingles(t *testing.T) {
 			t.Errorf("call %d = %v; want code %d", i, v, want[i])
 		}
 	}
+}
+
+// Tenants' calls in a batch, each with its tenant's hash: its own tokens a
+// minute ('@tpm', with a give-back stack) and its shares of the budget's
+// buckets ('%rpm', '%tpm'). Tenant a calls twice (the second reads what
+// the first charged), b once, over its share (a later interactive call
+// then leaves the kept share of each budget bucket: admitted while that
+// leaves room, refused once it does not), and a call of the budget alone
+// between them. Then their leases end in one batch of settles, giving
+// back to every bucket, each tenant's included.
+func TestTenantsBatchAsSingles(t *testing.T) {
+	const us = 1_700_000_000_123_456
+	const minute = 60_000_000
+	ta, tb := "{llmpacer:batch}:t:aa", "{llmpacer:batch}:t:bb"
+	call := func(id string, tokens int64, keep bool) []any {
+		a := wire.Acquire{ID: id, TTL: time.Minute, Charges: []wire.Charge{
+			{Field: "rpm", Charge: minute / 100, Allow: minute},
+			{Field: "tpm", Charge: tokens * minute / 10_000, Allow: minute},
+		}}
+		if keep {
+			a.OverShare, a.KeepPPM = true, 250_000
+			a.Charges = append(a.Charges,
+				wire.Charge{Field: "%rpm", Charge: minute / 10, Allow: minute},
+				wire.Charge{Field: "%tpm", Charge: tokens * minute / 1000, Allow: minute},
+				wire.Charge{Field: "@tpm", Charge: tokens * minute / 5000, Allow: minute})
+		}
+		return a.Args()
+	}
+	setup := func(rdb redis.Cmdable) {
+		ctx := context.Background()
+		// The budget's tokens 70% used; b's share used past its allowance.
+		rdb.HSet(ctx, batchKeys[0], "xp", us/1000+120_000, "tpm", us+7*minute/10)
+		rdb.PExpire(ctx, batchKeys[0], 120*time.Second)
+		rdb.HSet(ctx, tb, "xp", us/1000+90_000, "%rpm", us+minute+minute/2, "@tpm", us+minute/3)
+		rdb.PExpire(ctx, tb, 90*time.Second)
+	}
+	calls := []batchCall{{ta, call("a1", 100, true)}, {"", call("x", 100, false)}, {tb, call("b1", 100, true)},
+		{ta, call("a2", 200, true)}, {tb, call("b2", 600, true)}}
+	got := twinTenants(t, us, setup, lua.Acquire, lua.Acquires, 2, calls)
+	want := []int64{1, 1, 1, 1, 0}
+	charged := make([]int64, len(got))
+	for i, v := range got {
+		r, _ := v.([]any)
+		if len(r) < 3 || r[0] != want[i] {
+			t.Errorf("call %d = %v; want code %d", i, v, want[i])
+			continue
+		}
+		charged[i], _ = r[2].(int64)
+	}
+	// Ended, in another order, each giving back half its tokens.
+	settled := func(rdb redis.Cmdable) {
+		setup(rdb)
+		for _, c := range calls {
+			lua.Acquire.Run(context.Background(), rdb, c.singleKeys(batchKeys), c.args...)
+		}
+	}
+	end := func(i int, tokens int64) []any {
+		args := []any{calls[i].args[0], charged[i], 0, 0, "rpm", -minute / 100, "tpm", -tokens * minute / 20_000}
+		if calls[i].tkey != "" {
+			args = append(args, "%tpm", fmt.Sprintf("%d:%d", -tokens*minute/2000, minute), "@tpm", -tokens*minute/10_000)
+		}
+		return args
+	}
+	twinTenants(t, us+5000, settled, lua.Settle, lua.Settles, 1,
+		[]batchCall{{tb, end(2, 100)}, {ta, end(3, 200)}, {"", end(1, 100)}, {ta, end(0, 100)}})
 }

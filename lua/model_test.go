@@ -35,7 +35,7 @@ import (
 // the budget expiring mid-run, which takes a second of idleness (see
 // package model).
 func TestScriptsMatchModel(t *testing.T) {
-	// Five budgets, 100 random steps each (the same steps on both lanes),
+	// Nine budgets, 100 random steps each (the same steps on both lanes),
 	// and the fuzzer's seeds, which reach the rarer replies. The last two
 	// have sliding windows (of requests, tokens and spend), two token
 	// rates of different windows, input and output rates, weights and
@@ -59,6 +59,13 @@ func TestScriptsMatchModel(t *testing.T) {
 		// cap, two slots, no version sent.
 		slices.Concat(seedHeader(32, [3]byte{9, 0, 0}, [3]byte{49, 0, w10s}, off, off, 1, floorByte(0, 1, 0)|extTenantsOnly),
 			tenantBlock(1, 4, [3]byte{19, sliding | uTok, w1s}, [3]byte{9, uSpend, w60s})),
+		// Three tenants of a tenth each, their own tokens and requests a
+		// minute (none sliding: batches take their fast path), versions
+		// sent; and two of a quarter each on shares alone, two slots.
+		slices.Concat(seedHeader(12, [3]byte{9, 0, 0}, [3]byte{99, 0, 0}, off, off, 0, floorByte(1, 0, 0)|extTenants),
+			tenantBlock(3, 1, [3]byte{19, uTok, w60s}, [3]byte{9, uReq, w60s})),
+		slices.Concat(seedHeader(20, [3]byte{9, 0, 0}, [3]byte{49, 0, 0}, off, off, 2, floorByte(0, 0, 0)|extTenants),
+			tenantBlock(2, 2, off, off)),
 		// Versions sent, no tenant.
 		seedHeader(64, [3]byte{9, 0, 0}, [3]byte{39, 0, 0}, off, off, 0, floorByte(1, 0, 0)|extVersioned),
 	} {
@@ -92,7 +99,7 @@ func TestScriptsMatchModel(t *testing.T) {
 			"handed 1", "handed 2", "handed 0", "handed tenant 0", "handed claim", "leave 0", "leave 1", "settle 1", "settle 0", "settle usage 1", "release 1", "cancel 1",
 			"keepalive 1", "keepalive 0", "keepalive gives", "leave gives", "claim gives", "giveback all", "giveback part", "giveback none", "sliding giveback",
 			"sliding debt", "spend corrected", "settle mixed", "stack merged", "stack popped", "throttle", "lowering",
-			"stop quota", "stop stop", "resume", "acquire 3", "define 1", "define 0", "tenant acquire 1", "settles", "acquires",
+			"stop quota", "stop stop", "resume", "acquire 3", "define 1", "define 0", "tenant acquire 1", "settles", "acquires", "acquires with a tenant", "settles with a tenant",
 			"tenant acquire 0", "tenant acquire -1", "over share 1", "over share 0", "over share waits", "tenant settle"} {
 			if seen[kind] == 0 {
 				t.Errorf("no %q reply in %v", kind, seen)

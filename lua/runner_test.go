@@ -321,11 +321,10 @@ func (r *runner) acquire(c acquireArgs) {
 // an earlier call resent) from a step of opClock with a's bit 6 (and not
 // 7): it sends several new calls at once, as a Pacer's group commit does,
 // the i-th read from the step as newCall reads one, with a, b, c and k
-// moved by i. The calls without a tenant go in one acquires.lua call,
-// then each tenant's alone; the model admits them one by one, in the
-// order sent, each at its reply's clock.
+// moved by i, in one acquires.lua call, tenants' and all; the model admits
+// them one by one, in the order sent, each at its reply's clock.
 func (r *runner) acquires(s step) {
-	var batch, alone []*asking
+	var batch []*asking
 	n := 3 + int(s.a&7)
 	for i := range n {
 		v := s
@@ -338,29 +337,25 @@ func (r *runner) acquires(s step) {
 		if i == n-1 && s.c&1 != 0 && len(r.calls) > 0 {
 			c = r.calls[int(s.b)%len(r.calls)]
 		}
-		if q := r.sending(c); q.tkey == "" {
-			batch = append(batch, q)
-		} else {
-			alone = append(alone, q)
-		}
+		batch = append(batch, r.sending(c))
 	}
-	if len(batch) > 0 {
-		var calls [][]any
-		for _, q := range batch {
-			calls = append(calls, q.args)
-		}
-		got := r.sendBatch(lua.Acquire, lua.Acquires, 2, calls)
-		r.slack = int64(len(batch))
-		for i, q := range batch {
-			q.finish(r, got[i], nil)
-			r.queuedToo()
-		}
-		r.slack = 0
-		r.seen["acquires"]++
+	var calls []batchCall
+	for _, q := range batch {
+		calls = append(calls, batchCall{q.tkey, q.args})
 	}
-	for _, q := range alone {
-		q.finish(r, r.evalKeys(q.keys, lua.Acquire, q.args...), map[string]bool{})
+	got := r.sendBatch(lua.Acquire, lua.Acquires, 2, calls)
+	r.slack = int64(len(batch))
+	for i, q := range batch {
+		q.finish(r, got[i], nil)
 		r.queuedToo()
+	}
+	r.slack = 0
+	r.seen["acquires"]++
+	for _, q := range batch {
+		if q.tkey != "" {
+			r.seen["acquires with a tenant"]++
+			break
+		}
 	}
 }
 
@@ -600,57 +595,85 @@ func (r *runner) leave(w acquireArgs) {
 // corrections are those package pacer sends for each way a lease ends.
 //
 // k (the op byte's high nibble) below 8 sends one settle.lua call. From 8
-// the step ends k - 7 leases at once, as a Pacer's group commit does: the
-// picks without a tenant in one settles.lua call, the i-th with b, c and
-// a's mode moved by i, then each tenant's pick alone; the model ends them
-// one by one, in the order sent, each at its reply's clock.
+// the step ends k - 7 leases at once, as a Pacer's group commit does, in
+// one settles.lua call, the i-th with b, c and a's mode moved by i; the
+// model ends them one by one, in the order sent, each at its reply's
+// clock.
 func (r *runner) settle(s step) {
 	if s.k < 8 {
 		e := r.ending(s)
 		e.finish(r, r.evalKeys(e.keys, lua.Settle, e.args...))
 		return
 	}
-	var batch, alone []*end
+	var batch []*end
 	for i := range int(s.k) - 7 {
 		v := s
 		v.a = s.a&^3 | (s.a+byte(i))&3
 		v.b = s.b&0x8000 | (s.b+uint16(i)*0x35)&0x7fff
 		v.c = s.c + uint16(i)*0x2f9
-		if e := r.ending(v); e.tkey == "" {
-			batch = append(batch, e)
-		} else {
-			alone = append(alone, e)
-		}
+		batch = append(batch, r.ending(v))
 	}
-	if len(batch) > 0 {
-		var calls [][]any
-		for _, e := range batch {
-			calls = append(calls, e.args)
-		}
-		got := r.sendBatch(lua.Settle, lua.Settles, 1, calls)
-		r.slack = int64(len(batch))
-		for i, e := range batch {
-			e.finish(r, got[i])
-		}
-		r.slack = 0
-		r.seen["settles"]++
+	var calls []batchCall
+	for _, e := range batch {
+		calls = append(calls, batchCall{e.tkey, e.args})
 	}
-	for _, e := range alone {
-		e.finish(r, r.evalKeys(e.keys, lua.Settle, e.args...))
+	got := r.sendBatch(lua.Settle, lua.Settles, 1, calls)
+	r.slack = int64(len(batch))
+	for i, e := range batch {
+		e.finish(r, got[i])
+	}
+	r.slack = 0
+	r.seen["settles"]++
+	for _, e := range batch {
+		if e.tkey != "" {
+			r.seen["settles with a tenant"]++
+			break
+		}
 	}
 }
 
-// sendBatch sends calls (each one's ARGV) in one call of many, checked
-// against one by one with one on the twin (see batchTwin; at is where a
-// reply holds its clock), and returns the replies, one a call.
-func (r *runner) sendBatch(one, many *redis.Script, at int, calls [][]any) [][]any {
-	r.t.Helper()
+// batchCall is one call of a batch: its tenant's hash ("": none) and its
+// single script's ARGV.
+type batchCall struct {
+	tkey string
+	args []any
+}
+
+// batchArgs returns the KEYS and ARGV of a batch of calls on the budget
+// keys (see acquires.lua): each tenant's hash once, after the budget's,
+// and each call's group.
+func batchArgs(keys []string, calls []batchCall) ([]string, []any) {
+	keys = keys[:len(keys):len(keys)]
 	var args []any
 	for _, c := range calls {
-		args = append(append(args, len(c)), c...)
+		t := slices.Index(keys, c.tkey) + 1
+		if c.tkey == "" {
+			t = 0
+		} else if t == 0 {
+			keys = append(keys, c.tkey)
+			t = len(keys)
+		}
+		args = append(append(args, t, len(c.args)), c.args...)
 	}
+	return keys, args
+}
+
+// singleKeys returns the KEYS of the single script for c.
+func (c batchCall) singleKeys(keys []string) []string {
+	if c.tkey == "" {
+		return keys
+	}
+	return append(keys[:len(keys):len(keys)], c.tkey)
+}
+
+// sendBatch sends calls in one call of many, checked against one by one
+// with one on the twin (see batchTwin; at is where a reply holds its
+// clock), and returns the replies, one a call.
+func (r *runner) sendBatch(one, many *redis.Script, at int, calls []batchCall) [][]any {
+	r.t.Helper()
+	keys, args := batchArgs(r.keys, calls)
 	twin := r.batchTwin(one, calls, at)
-	got := r.evalKeys(r.keys, many, args...)
+	got := r.evalKeys(keys, many, args...)
 	twin(got)
 	r.check(len(got) == len(calls), "%d replies for %d calls: %v", len(got), len(calls), got)
 	reps := make([][]any, len(calls))
@@ -669,7 +692,7 @@ func (r *runner) sendBatch(one, many *redis.Script, at int, calls [][]any) [][]a
 // against theirs: every field, member, score and TTL, where the model
 // compares the fields it models. Nothing on a real Redis lane, whose
 // clock runs.
-func (r *runner) batchTwin(script *redis.Script, calls [][]any, at int) func(got []any) {
+func (r *runner) batchTwin(script *redis.Script, calls []batchCall, at int) func(got []any) {
 	if r.lane.mini == nil {
 		return func([]any) {}
 	}
@@ -711,9 +734,9 @@ func (r *runner) batchTwin(script *redis.Script, calls [][]any, at int) func(got
 				}
 			}
 			r.twin.SetTime(time.UnixMicro(us))
-			v, err := script.Run(ctx, r.trdb, r.keys, c...).Slice()
+			v, err := script.Run(ctx, r.trdb, c.singleKeys(r.keys), c.args...).Slice()
 			if err != nil {
-				r.fail("twin: %v\nargs %v", err, c)
+				r.fail("twin: %v\nargs %v", err, c.args)
 			}
 			want = append(want, v)
 		}

@@ -130,6 +130,18 @@ func fuzzSeeds() [][]byte {
 			seedStep(3, 0, interactive|ttl60s|waitC, 300, 30_000),
 			seedStep(1, 0, interactive|ttl60s|waitNone, 1000, 0),
 			seedStep(opSettle, 10, modeCancel, 0x8000|0, 0)),
+		// Batches of acquires and of settles, three tenants of a tenth each
+		// with their own tokens and requests a minute (none sliding):
+		// their calls take the batches' fast paths.
+		seq(header(12, [3]byte{9, 0, 0}, [3]byte{99, 0, 0}, off, off, 0, floorByte(1, 0, 0)|extTenants),
+			tenantBlock(3, 1, [3]byte{19, uTok, w60s}, [3]byte{9, uReq, w60s}),
+			seedStep(opClock, 0, 0x40|2, 50, 0),
+			seedStep(opClock, 10, 0x40|5, 80, 0),
+			seedStep(withK(opSettle, 12), 0, modeSettle, 0x8000, usedFewer|50<<3),
+			seedStep(opClock, 500, 0x40|7, 30, 1),
+			seedStep(withK(opSettle, 13), 0, modeCancel, 0x8000|1, 0),
+			seedStep(opClock, 2000, 0x40|3, 20, 0),
+			seedStep(withK(opSettle, 15), 0, modeSettle, 0x8000|2, usedFewer|20<<3)),
 		// Definitions: one stored while the callers run none; a call is
 		// told it is stale, and the next runs the new one; an older
 		// version is not stored; a read; a tenant's call told too.

@@ -5,17 +5,20 @@
 -- while its previous one is in flight (group commit); a lone settle goes to
 -- settle.lua. Both scripts share a budget: a worker may send either.
 --
--- KEYS[1..4] as settle.lua's. There is no KEYS[5]: a tenant's lease is
---            settled alone, by settle.lua.
--- ARGV       k groups, each the count n of its arguments, then settle.lua's
---            ARGV for one lease (n of them).
+-- KEYS[1..4] as settle.lua's (all four: KEYS[4] too).
+-- KEYS[5..]  the hashes of the tenants whose leases the batch ends, each
+--            once.
+-- ARGV       k groups, each t, the index in KEYS of its lease's tenant's
+--            hash (0: none), then the count n of its arguments, then
+--            settle.lua's ARGV for one lease (n of them).
 --
 -- Returns the k replies, in order, each settle.lua's {code, now_us}.
 --
 -- The common settle (a live lease that holds no slot anyone waits for,
--- giving back to budget buckets) runs on the state read once: one TIME,
--- one ZMSCORE of the ids, one HMGET of the fields the batch corrects, and
--- at the end one ZREM and one HSET. Its arithmetic is settle.lua's own
+-- giving back to its buckets, a tenant's included) runs on the state read
+-- once: one TIME, one ZMSCORE of the ids, one HMGET of the fields the
+-- batch corrects (and one of each tenant's), and at the end one ZREM and
+-- one HSET (and one of each tenant's). Its arithmetic is settle.lua's own
 -- (givetat). Any other (a debt, a sliding rate, a pending lease, a slot
 -- someone waits for, a lease not found under a concurrency limit) writes
 -- what came before, then runs settle.lua's main block (settle1) on the
@@ -37,9 +40,10 @@ local function write()
   scores, waiters = nil, nil
 end
 
--- fast says whether call a (whose lease's score is score) is the common
--- settle, and returns its corrections' fields and give-backs (µs > 0).
-local function fast(a, score)
+-- fast says whether call a (whose lease's score is score; tk its
+-- tenant's hash, or false) is the common settle, and returns its
+-- corrections' fields and give-backs (µs > 0).
+local function fast(a, score, tk)
   if score then
     if score + 0 >= PENDING then return false end
   elseif a[3] ~= '0' then
@@ -51,13 +55,18 @@ local function fast(a, score)
   end
   local fields, back, m = {}, {}, 0
   for k = 5, #a, 2 do
-    local f = a[k]
+    local f, v = a[k], a[k + 1]
     local b = byte(f, 1)
     -- A field named twice in one settle is corrected from the value read
     -- before either correction (see correct in settle.lua): settle1's.
-    if b == 126 or b == 64 or b == 37 or back[f] then return false end
-    local v = a[k + 1] + 0
-    if v >= 0 then return false end
+    if b == 126 or back[f] then return false end
+    if b == 64 or b == 37 then
+      -- A tenant's bucket, or its share ('<µs>:<allow>' or '<µs>').
+      if not tk or byte(f, 2) == 126 then return false end
+      if b == 37 then v = string.match(v, '^(-?%d+):%d+$') or v end
+    end
+    v = tonumber(v)
+    if not v or v >= 0 then return false end
     m = m + 1
     fields[m], back[m], back[f] = f, -v, true
   end
@@ -76,10 +85,11 @@ for x = 1, c do
   end
   local score = scores[x - base]
   if gone[id] then score = false end
-  local ok, fields, back, m = fast(a, score)
+  local tk = tks[x]
+  local ok, fields, back, m = fast(a, score, tk)
   if not ok then
     write()
-    replies[x] = settle1(keys, a)
+    replies[x] = settle1(keys[x], a)
     clock()
   elseif not score then
     replies[x] = {0, us}
@@ -88,16 +98,40 @@ for x = 1, c do
   else
     ne = ne + 1
     ended[ne], gone[id] = id, true
-    local want = {}
-    for k = 1, m do want[2 * k - 1], want[2 * k] = fields[k], fields[k] .. '.h' end
-    read(want, 2 * m)
+    -- The fields of each hash read at once: the state's, the tenant's.
+    local want, w, twant, tw = {}, 0, {}, 0
+    for k = 1, m do
+      local f = fields[k]
+      local b = byte(f, 1)
+      if b == 64 then
+        twant[tw + 1], twant[tw + 2] = f, f .. '.h'
+        tw = tw + 2
+      elseif b == 37 then
+        tw = tw + 1
+        twant[tw] = f
+      else
+        want[w + 1], want[w + 2] = f, f .. '.h'
+        w = w + 2
+      end
+    end
+    if w > 0 then read(want, w) end
+    local tg = tw > 0 and tread(tk, twant, tw)
     local t = math.min(a[2] + 0, us)
     for k = 1, m do
       local f = fields[k]
-      local to, ns = givetat(f, got[f], got[f .. '.h'], back[k], t, us)
-      if to then
-        set(f, fmt('%d', to))
-        if ns then set(f .. '.h', ns) end
+      local b = byte(f, 1)
+      if b == 64 or b == 37 then
+        local to, ns = givetat(f, tg[f], tg[f .. '.h'], back[k], t, us)
+        if to then
+          tset(tk, f, fmt('%d', to))
+          if ns then tset(tk, f .. '.h', ns) end
+        end
+      else
+        local to, ns = givetat(f, got[f], got[f .. '.h'], back[k], t, us)
+        if to then
+          set(f, fmt('%d', to))
+          if ns then set(f .. '.h', ns) end
+        end
       end
     end
     replies[x] = {1, us}

@@ -84,6 +84,9 @@ func (b *batcher) open() {
 
 // batchCall is one call waiting for its script call.
 type batchCall struct {
+	// tenant is the key of its tenant's hash, or "": a batch sends each
+	// tenant's key once, after the budget's, and each call names its own.
+	tenant string
 	// ctx is the caller's, without its deadline or cancellation: its
 	// values (a trace, a hook's) go with the script call that carries it
 	// first.
@@ -100,14 +103,16 @@ type batchReply struct {
 	err error
 }
 
-// run sends the script's args (one call's) and returns its reply, or ctx's
-// error as soon as ctx is done. A reply that arrives after that, of a call
-// sent before, is passed to late, if not nil (see wire.Run).
-func (b *batcher) run(ctx context.Context, args []any, late func(any)) (any, error) {
+// run sends the script's args (one call's, charged to the tenant whose
+// hash is the key tenant, or to the budget alone if "") and returns its
+// reply, or ctx's error as soon as ctx is done. A reply that arrives after
+// that, of a call sent before, is passed to late, if not nil (see
+// wire.Run).
+func (b *batcher) run(ctx context.Context, tenant string, args []any, late func(any)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &batchCall{ctx: context.WithoutCancel(ctx), args: args, done: make(chan batchReply, 1)}
+	c := &batchCall{tenant: tenant, ctx: context.WithoutCancel(ctx), args: args, done: make(chan batchReply, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	start := b.active(time.Now()) < b.flight
@@ -190,22 +195,34 @@ func (b *batcher) send(batch []*batchCall) {
 	b.sent.Add(1)
 	b.calls.Add(int64(len(batch)))
 	if len(batch) == 1 {
-		v, err := b.one.Run(ctx, b.client, b.keys, batch[0].args...).Result()
+		v, err := b.one.Run(ctx, b.client, b.keysOf(batch[0]), batch[0].args...).Result()
 		batch[0].done <- batchReply{v, err}
 		return
 	}
+	// Each call's group: the index in KEYS of its tenant's hash (0:
+	// none; 1-based, as Lua's), its count of arguments, its arguments.
+	keys := b.keys[:len(b.keys):len(b.keys)]
+	at := map[string]int{}
 	var args []any
 	for _, c := range batch {
-		args = append(args, len(c.args))
+		t := 0
+		if c.tenant != "" {
+			if t = at[c.tenant]; t == 0 {
+				keys = append(keys, c.tenant)
+				t = len(keys)
+				at[c.tenant] = t
+			}
+		}
+		args = append(args, t, len(c.args))
 		args = append(args, c.args...)
 	}
-	v, err := b.many.Run(ctx, b.client, b.keys, args...).Result()
+	v, err := b.many.Run(ctx, b.client, keys, args...).Result()
 	// (Not one that says the server cannot serve: the circuit has
 	// tripped on it, and k calls more would only wait on it.)
 	var reply redis.Error
 	if b.resend && errors.As(err, &reply) && !cluster.Unreachable(err) {
 		for _, c := range batch {
-			v, err := b.one.Run(c.ctx, b.client, b.keys, c.args...).Result()
+			v, err := b.one.Run(c.ctx, b.client, b.keysOf(c), c.args...).Result()
 			c.done <- batchReply{v, err}
 		}
 		return
@@ -221,4 +238,12 @@ func (b *batcher) send(batch []*batchCall) {
 			c.done <- batchReply{vs[i], nil}
 		}
 	}
+}
+
+// keysOf returns the KEYS of the single script for c.
+func (b *batcher) keysOf(c *batchCall) []string {
+	if c.tenant == "" {
+		return b.keys
+	}
+	return append(b.keys[:len(b.keys):len(b.keys)], c.tenant)
 }

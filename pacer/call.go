@@ -189,10 +189,9 @@ func (c *call) acquireOnce(ctx context.Context, id string, maxWait time.Duration
 	}
 	var v any
 	var err error
-	if ticket == 0 && len(c.keys) == len(p.keys) {
-		// A first attempt charged to the budget alone: by group commit
-		// (a tenant's names its own key, which a batch does not send).
-		v, err = p.acquires.run(ctx, c.args(id, maxWait, ticket), late)
+	if ticket == 0 {
+		// A first attempt: by group commit.
+		v, err = p.acquires.run(ctx, c.tenant, c.args(id, maxWait, ticket), late)
 		if err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("pacer: redis on %q: %w", p.s().name, err)
 		}

@@ -375,15 +375,14 @@ func (l *Lease) finishLocked(ctx context.Context, how LeaseState, used wire.Use)
 	var v any
 	var err error
 	l.mu.Lock()
-	alone := l.retrying || l.a.TenantKey != "" || l.b.Settler == nil
+	alone := l.retrying || l.b.Settler == nil
 	l.mu.Unlock()
 	if alone {
-		// A tenant's lease names a key of its own, which a batch does not
-		// send; a retry goes alone, so that a settle that fails again
-		// fails no other.
+		// A retry goes alone, so that a settle that fails again fails no
+		// other.
 		v, err = wire.Run(ctx, lua.Settle, l.b.Client, keys, args, nil)
 	} else {
-		v, err = l.b.Settler.run(ctx, args, nil)
+		v, err = l.b.Settler.run(ctx, l.a.TenantKey, args, nil)
 	}
 	var res []int64
 	if err == nil {

@@ -43,12 +43,12 @@ func (g *ledger) started(at time.Time) {
 // ledgerCalls runs calls leases on p, one after another: each reserves 500
 // to 1,500 tokens and, one in ten, is canceled (its request and tokens go
 // back); the others use 5% to 100% of their reservation.
-func ledgerCalls(t *testing.T, p *pacer.Pacer, calls int, seed uint64, used *ledger) {
+func ledgerCalls(t *testing.T, p *pacer.Pacer, tenant string, calls int, seed uint64, used *ledger) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for range calls {
 		reserve := 500 + rng.Int64N(1001)
-		l, err := p.Acquire(ctx, pacer.Request{Tokens: reserve})
+		l, err := p.Acquire(ctx, pacer.Request{Tokens: reserve, Tenant: tenant})
 		if err != nil {
 			t.Errorf("Acquire(%d) = %v", reserve, err)
 			return
@@ -120,7 +120,7 @@ func TestDayBucketLedger(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ledgerCalls(t, ps[i%pacers], calls, uint64(i+1), &used)
+				ledgerCalls(t, ps[i%pacers], "", calls, uint64(i+1), &used)
 			}()
 		}
 		wg.Wait()
@@ -133,6 +133,69 @@ func TestDayBucketLedger(t *testing.T) {
 		checkLedger(t, "RPD", s.Rate("rpd"), used.requests.Load(), refilled)
 		// The books hold with the calls sent by group commit: with 50
 		// goroutines a Pacer, some arrive while others are in flight.
+		var settles, sent, acquires, asked int64
+		for _, p := range ps {
+			s, c := pacer.SettleCounts(p)
+			settles, sent = settles+s, sent+c
+			a, c := pacer.AcquireCounts(p)
+			acquires, asked = acquires+a, asked+c
+		}
+		t.Logf("%d settles in %d script calls, %d acquires in %d", settles, sent, acquires, asked)
+		if want := int64(pacers * goroutines * calls); settles != want || sent >= settles || acquires != want || asked >= acquires {
+			t.Errorf("%d settles in %d script calls, %d acquires in %d; want %d of each, in fewer calls", settles, sent, acquires, asked, want)
+		}
+	})
+}
+
+// The day ledger with tenants: five tenants, each with a day's tokens of
+// its own and half of the budget's (a share, judged but never reached),
+// share the goroutines of four Pacers; their calls and settles go by group
+// commit, tenants' and all, several tenants to a batch. The budget's
+// buckets and each tenant's own must charge what was used, within 0.05%.
+func TestTenantDayBucketLedger(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		if b.Mini == nil {
+			t.Parallel()
+		}
+		const pacers, tenants = 4, 5
+		goroutines, calls := 40, 3
+		if b.Mini != nil {
+			goroutines, calls = 20, 2
+		}
+		cfg := ledgerConfig(redistest.Name(t))
+		cfg.Tenants = pacer.Tenants{Share: 0.5, Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 3_000_000, Window: 24 * time.Hour}}}
+		ps := newPacers(t, b, pacers, cfg)
+		var all ledger
+		var used [tenants]ledger
+		var wg sync.WaitGroup
+		for i := range pacers * goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k := i % tenants
+				ledgerCalls(t, ps[i%pacers], fmt.Sprint("tenant-", k), calls, uint64(i+1), &used[k])
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		for k := range used {
+			all.tokens.Add(used[k].tokens.Load())
+			all.requests.Add(used[k].requests.Load())
+			all.started(time.UnixMicro(used[k].first.Load()))
+		}
+		s := snap(t, ps[0])
+		refilled := s.Time.Sub(time.UnixMicro(all.first.Load()))
+		checkLedger(t, "TPD", s.Rate("tpd"), all.tokens.Load(), refilled)
+		checkLedger(t, "RPD", s.Rate("rpd"), all.requests.Load(), refilled)
+		for k := range used {
+			ts, err := ps[0].TenantSnapshot(context.Background(), fmt.Sprint("tenant-", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLedger(t, fmt.Sprintf("tenant-%d's TPD", k), ts.Rate("tpd"), used[k].tokens.Load(), ts.Time.Sub(time.UnixMicro(used[k].first.Load())))
+		}
 		var settles, sent, acquires, asked int64
 		for _, p := range ps {
 			s, c := pacer.SettleCounts(p)
@@ -214,7 +277,7 @@ func runLedgerWorker(t *testing.T, rdb redis.UniversalClient, job shareJob) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ledgerCalls(t, p, job.Ledger, uint64(1000*job.Index+i+1), &used)
+			ledgerCalls(t, p, "", job.Ledger, uint64(1000*job.Index+i+1), &used)
 		}()
 	}
 	wg.Wait()
