@@ -202,7 +202,7 @@ for x = 1, c do
     for k = 1, n do
       local f = a[8 + k]
       local b = byte(f, 1)
-      local v = fmt('%d', tats[k])
+      local v = tats[k]
       if b == 64 or b == 37 then
         tset(tk, f, v)
         if b == 64 then tset(tk, f .. '.h', push(tg[f .. '.h'], us, max(froms[k] - us, 0))) end
@@ -215,11 +215,11 @@ for x = 1, c do
     end
     if tk then
       local need = ceil(max(tms, now)) + 1000
-      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', fmt('%d', need + max(ceil((need - now) / 4), TIDLE))) end
+      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE)) end
     end
     local need = ceil(ms) + 1000
     if need > xr then
-      set('xp', fmt('%d', need + ceil((need - now) / 4)))
+      set('xp', need + ceil((need - now) / 4))
       moved = true
     end
     replies[x], last = {1, 0, us, '', expiry, 0, xr}, us

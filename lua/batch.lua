@@ -26,7 +26,10 @@ local function clock()
 end
 
 -- got holds the state hash's fields read (false: missing) and changed;
--- dirty those changed, in order. read reads those of want[1..w] not yet
+-- dirty those changed, in order. A TAT or an xp changed is held as a
+-- number, and written as its decimal digits once, by hset: a batch moves
+-- a bucket's TAT once a call, and a string.format costs about as much as
+-- a command's argument. read reads those of want[1..w] not yet
 -- read, in one HMGET; set changes one. A tenant's hash is held alike:
 -- tgot[tk] its fields, tread and tset. hset writes what changed, the
 -- state's in one HSET and each tenant's in one (and its expiry, moved to
@@ -87,16 +90,23 @@ local function tset(tk, f, v)
   tgot[tk][f] = v
 end
 
+-- dec returns v as written: a number's decimal digits (Redis would write
+-- a Lua number as %.14g, cutting a µs TAT short), a string as it is.
+local function dec(v)
+  if type(v) == 'number' then return fmt('%d', v) end
+  return v
+end
+
 local function hset()
   if nd > 0 then
     local args = {}
-    for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], got[dirty[x]] end
+    for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], dec(got[dirty[x]]) end
     redis.call('HSET', state, unpack(args, 1, 2 * nd))
   end
   for y = 1, nt do
     local tk = tnames[y]
     local d, g, args = tdirty[tk], tgot[tk], {}
-    for x = 1, d[0] do args[2 * x - 1], args[2 * x] = d[x], g[d[x]] end
+    for x = 1, d[0] do args[2 * x - 1], args[2 * x] = d[x], dec(g[d[x]]) end
     redis.call('HSET', tk, unpack(args, 1, 2 * d[0]))
     if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
   end

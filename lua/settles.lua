@@ -123,13 +123,13 @@ for x = 1, c do
       if b == 64 or b == 37 then
         local to, ns = givetat(f, tg[f], tg[f .. '.h'], back[k], t, us)
         if to then
-          tset(tk, f, fmt('%d', to))
+          tset(tk, f, to)
           if ns then tset(tk, f .. '.h', ns) end
         end
       else
         local to, ns = givetat(f, got[f], got[f .. '.h'], back[k], t, us)
         if to then
-          set(f, fmt('%d', to))
+          set(f, to)
           if ns then set(f .. '.h', ns) end
         end
       end
