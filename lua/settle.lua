@@ -73,6 +73,10 @@ local function giveback(s, m, f, a, o, lo, first, moved)
     p = p - 1
   end
   local a2 = a + moved
+  -- Most often (leases ending in the order they were charged) the first
+  -- event is the first live entry and none before it goes: the entries
+  -- stay as they are, under a new header.
+  if p == f and lo == f + 1 and a2 <= 1125899906842624 then return head(p, a2) .. sub(s, o + 1) end
   local parts, n = {'', sub(s, o + 1, o + 14 * math.min(f, p))}, 2
   for x = f + 1, p do
     local tx, wx = dec(s, x, o)
@@ -107,9 +111,24 @@ local function givetat(field, tat, s, r, t, us)
   local first, lo, m2, f, a, ho = 0, 1, 0, 0, 0, 0
   if byte(field, 1) ~= 37 then
     -- The first event after t: a binary search, the times increasing.
+    -- Leases end about in the order they were charged, so it is most
+    -- often the first live entry (f + 1: the entries before it went
+    -- frozen when the leases charged before ended): that one and the
+    -- one before it are read first, and the search runs only on the side
+    -- they leave (each read is a struct.unpack, about 1.4k instructions).
     if not sh then sh, dec, enc, head = blib(nil, pk, upk) end
     m2, f, a, ho = sh(s)
     local hi = m2 + 1
+    local g = f + 1
+    if g <= m2 then
+      if upk('>I7', s, ho + 14 * g - 13) - t <= 0 then
+        lo = g + 1
+      elseif g == 1 or upk('>I7', s, ho + 14 * g - 27) - t <= 0 then
+        lo, hi = g, g
+      else
+        hi = g - 1
+      end
+    end
     while lo < hi do
       local mid = floor((lo + hi) / 2)
       -- Entry mid's time.
