@@ -3,6 +3,9 @@ package lua_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -256,4 +259,205 @@ func TestTenantsBatchAsSingles(t *testing.T) {
 	}
 	twinTenants(t, us+5000, settled, lua.Settle, lua.Settles, 1,
 		[]batchCall{{tb, end(2, 100)}, {ta, end(3, 200)}, {"", end(1, 100)}, {ta, end(0, 100)}})
+}
+
+// twinRun is twinTenants on a budget whose past is ops (each a single
+// acquire or settle, run at its µs), the definition's version 3 stored.
+// It returns the batch's replies and whether the twins agreed.
+func twinRun(t *testing.T, clock int64, ops []twinOp, one, many *redis.Script, at int, calls []batchCall) ([]any, bool) {
+	t.Helper()
+	ctx := context.Background()
+	var replies, dumps [2]string
+	var batch []any
+	keys, args := batchArgs(batchKeys, calls)
+	for i := range 2 {
+		m := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		defer rdb.Close()
+		rdb.HSet(ctx, batchKeys[3], "v", 3)
+		for _, o := range ops {
+			m.SetTime(time.UnixMicro(o.us))
+			s := lua.Settle
+			if o.acquire {
+				s = lua.Acquire
+			}
+			s.Run(ctx, rdb, o.c.singleKeys(batchKeys), o.c.args...)
+		}
+		m.SetTime(time.UnixMicro(clock))
+		var got []any
+		if i == 0 {
+			v, err := many.Run(ctx, rdb, keys, args...).Slice()
+			if err != nil {
+				t.Fatalf("batch: %v", err)
+			}
+			got, batch = v, v
+		} else {
+			for j, c := range calls {
+				if rep, _ := batch[j].([]any); at < len(rep) {
+					us, _ := rep[at].(int64)
+					m.SetTime(time.UnixMicro(us))
+				}
+				v, err := one.Run(ctx, rdb, c.singleKeys(batchKeys), c.args...).Result()
+				if err != nil {
+					t.Fatalf("one by one: %v", err)
+				}
+				got = append(got, v)
+			}
+		}
+		replies[i], dumps[i] = fmt.Sprint(got), keyDump(rdb, keys)
+	}
+	if replies[0] != replies[1] || dumps[0] != dumps[1] {
+		t.Errorf("batch: %s\n%s\none by one: %s\n%s", replies[0], dumps[0], replies[1], dumps[1])
+		return batch, false
+	}
+	return batch, true
+}
+
+// twinOp is one single call of a budget's past: an acquire or a settle.
+type twinOp struct {
+	us      int64
+	acquire bool
+	c       batchCall
+}
+
+// Random batches of tenants' calls and of the budget's, on a budget with
+// a past of up to 60 single calls (so its buckets' and tenants' stacks
+// hold headers, and some leases are still open): each case's batch of 2
+// to 8 acquires (some batch calls, some over share with a kept share,
+// some under a concurrency limit or willing to wait, some with a stale
+// definition, a day bucket or none), often at a millisecond's last µs so
+// that its calls cross into the next, then a batch of settles of leases
+// old and new (mostly give-backs, some debts and zeros, some twice),
+// each compared key by key with the singles. LLMPACER_TWINS sets the
+// number of cases (40 by default).
+func TestRandomBatchesAsSingles(t *testing.T) {
+	const minute, day = int64(60_000_000), int64(86_400_000_000)
+	cases := 40
+	if s := os.Getenv("LLMPACER_TWINS"); s != "" {
+		cases, _ = strconv.Atoi(s)
+	}
+	tenants := []string{"", "{llmpacer:batch}:t:aa", "{llmpacer:batch}:t:bb"}
+	type open struct {
+		c       batchCall
+		charged int64
+		cs      []wire.Correction
+	}
+	fails := 0
+	for it := 0; it < cases && fails < 3; it++ {
+		rng := rand.New(rand.NewPCG(23, uint64(it)))
+		limit := []int64{0, 0, 3, 6}[rng.IntN(4)]
+		rpm := []int64{5, 20, 200}[rng.IntN(3)]
+		tpm := []int64{2000, 20000}[rng.IntN(2)]
+		share := []int64{2, 4, 10}[rng.IntN(3)] // each tenant's share: 1/share
+		versioned, daily := rng.IntN(3) == 0, rng.IntN(2) == 0
+		nid := 0
+		// mk returns a call of tenant i (0: none) and its corrections.
+		mk := func(i int) (batchCall, []wire.Correction) {
+			nid++
+			tok := 1 + rng.Int64N(tpm/int64(2+rng.IntN(30)))
+			a := wire.Acquire{ID: fmt.Sprintf("c%d", nid), TTL: time.Duration(1+rng.IntN(120)) * time.Second,
+				Batch: rng.IntN(4) == 0, Limit: limit, BatchSlots: limit * 2 / 3, Spacing: 50}
+			if rng.IntN(4) == 0 {
+				a.MaxWait = time.Duration(rng.IntN(3000)) * time.Millisecond
+			}
+			span := func(s int64) int64 {
+				if a.Batch {
+					return s * 3 / 4
+				}
+				return s
+			}
+			a.Charges = []wire.Charge{{Field: "rpm", Charge: minute / rpm, Allow: span(minute)},
+				{Field: "tpm", Charge: tok * minute / tpm, Allow: span(minute)}}
+			if daily {
+				a.Charges = append(a.Charges, wire.Charge{Field: "rpd", Charge: day / (rpm * 100), Allow: span(day)})
+			}
+			if i > 0 {
+				if !a.Batch {
+					a.OverShare, a.KeepPPM = true, []int64{0, 100_000, 500_000}[rng.IntN(3)]
+				}
+				a.Charges = append(a.Charges,
+					wire.Charge{Field: "%rpm", Charge: share * minute / rpm, Allow: minute},
+					wire.Charge{Field: "%tpm", Charge: share * tok * minute / tpm, Allow: minute},
+					wire.Charge{Field: "@tpm", Charge: 2 * tok * minute / tpm, Allow: minute})
+				if daily {
+					a.Charges = append(a.Charges, wire.Charge{Field: "@rpd", Charge: 3 * day / (rpm * 100), Allow: day})
+				}
+			}
+			if versioned {
+				a.Versioned, a.Version = true, 3
+				if rng.IntN(30) == 0 {
+					a.Version = 2
+				}
+			}
+			var cs []wire.Correction
+			for _, ch := range a.Charges {
+				c := wire.Correction{Field: ch.Field, Us: -1 - rng.Int64N(ch.Charge)}
+				if ch.Field[0] == '%' {
+					c.Allow = minute
+				}
+				switch rng.IntN(8) {
+				case 0:
+					c.Us = 1 + rng.Int64N(ch.Charge/2+1)
+				case 1:
+					c.Us = 0
+				}
+				cs = append(cs, c)
+			}
+			return batchCall{tenants[i], a.Args()}, cs
+		}
+		var ops []twinOp
+		var leases []open
+		now := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000)*1000
+		for range rng.IntN(60) {
+			now += rng.Int64N(2_000_000)
+			if len(leases) > 0 && rng.IntN(3) == 0 {
+				i := rng.IntN(len(leases))
+				l := leases[i]
+				leases = append(leases[:i], leases[i+1:]...)
+				ops = append(ops, twinOp{now, false, batchCall{l.c.tkey, wire.SettleArgs(l.c.args[0].(string), l.charged, limit, limit*2/3, l.cs)}})
+				continue
+			}
+			c, cs := mk(rng.IntN(3))
+			ops = append(ops, twinOp{now, true, c})
+			leases = append(leases, open{c, now, cs})
+		}
+		clock := now + 1 + rng.Int64N(3_000_000)
+		if rng.IntN(2) == 0 {
+			clock = clock/1000*1000 + 995 + rng.Int64N(5)
+		}
+		var calls []batchCall
+		var css [][]wire.Correction
+		for range 2 + rng.IntN(7) {
+			c, cs := mk(rng.IntN(3))
+			calls, css = append(calls, c), append(css, cs)
+		}
+		got, ok := twinRun(t, clock, ops, lua.Acquire, lua.Acquires, 2, calls)
+		if !ok {
+			t.Errorf("case %d: the acquires differ", it)
+			fails++
+			continue
+		}
+		for i, c := range calls {
+			r, _ := got[i].([]any)
+			us, _ := r[2].(int64)
+			ops = append(ops, twinOp{us, true, c})
+			if r[0] == int64(1) {
+				leases = append(leases, open{c, us, css[i]})
+			}
+		}
+		rng.Shuffle(len(leases), func(i, j int) { leases[i], leases[j] = leases[j], leases[i] })
+		var ends []batchCall
+		for _, l := range leases[:min(len(leases), 1+rng.IntN(8))] {
+			ends = append(ends, batchCall{l.c.tkey, wire.SettleArgs(l.c.args[0].(string), l.charged, limit, limit*2/3, l.cs)})
+			if rng.IntN(10) == 0 {
+				ends = append(ends, ends[len(ends)-1])
+			}
+		}
+		if len(ends) > 0 {
+			if _, ok := twinRun(t, clock+rng.Int64N(2_000_000), ops, lua.Settle, lua.Settles, 1, ends); !ok {
+				t.Errorf("case %d: the settles differ", it)
+				fails++
+			}
+		}
+	}
 }
