@@ -261,6 +261,31 @@ func TestTenantsBatchAsSingles(t *testing.T) {
 		[]batchCall{{tb, end(2, 100)}, {ta, end(3, 200)}, {"", end(1, 100)}, {ta, end(0, 100)}})
 }
 
+// A batch holds each TAT it moves as a number and writes its digits once
+// (batch.lua's set and tset, since "a batch holds the TATs and xp it moves
+// as numbers"), where each single writes %d of it and the next reads those
+// digits back. With a charge or a give-back that is not a whole number of
+// µs (which no Pacer sends: the contract says integers), the batch's next
+// call on the bucket starts from the unrounded TAT, and the two end a µs
+// apart: a budget's bucket and a tenant's, by two acquires of 1000.5 µs
+// each, then two give-backs of as much.
+func TestFractionalAsSingles(t *testing.T) {
+	const us = 1_700_000_000_123_456
+	ta := "{llmpacer:batch}:t:aa"
+	setup := func(rdb redis.Cmdable) {
+		ctx := context.Background()
+		rdb.HSet(ctx, batchKeys[0], "xp", us/1000+600_000, "rpm", us+1_000_000)
+		rdb.HSet(ctx, ta, "xp", us/1000+600_000, "@rpm", us+1_000_000)
+		rdb.ZAdd(ctx, batchKeys[1], redis.Z{Score: us/1000 + 10_000, Member: "c"}, redis.Z{Score: us/1000 + 10_000, Member: "d"})
+	}
+	call := func(id string) []any {
+		return []any{id, 0, 0, 60000, 0, 0, 1, 0, "rpm", "@rpm", "1000.5", 60_000_000, "1000.5", 60_000_000}
+	}
+	twinTenants(t, us, setup, lua.Acquire, lua.Acquires, 2, []batchCall{{ta, call("a")}, {ta, call("b")}})
+	end := func(id string) []any { return []any{id, us - 1000, 0, 0, "rpm", "-1000.5", "@rpm", "-1000.5"} }
+	twinTenants(t, us, setup, lua.Settle, lua.Settles, 1, []batchCall{{ta, end("c")}, {ta, end("d")}})
+}
+
 // twinRun is twinTenants on a budget whose past is ops (each a single
 // acquire or settle, run at its µs), the definition's version 3 stored.
 // It returns the batch's replies and whether the twins agreed.
