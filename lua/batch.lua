@@ -73,12 +73,16 @@ local function mark(d, f, n)
   return n
 end
 
+-- (A number is kept as the digits it is written as would read back: a
+-- single script rereads its own writes.)
 local function set(f, v)
+  if type(v) == 'number' then v = floor(v) end
   nd = mark(dirty, f, nd)
   got[f] = v
 end
 
 local function tset(tk, f, v)
+  if type(v) == 'number' then v = floor(v) end
   local d = tdirty[tk]
   if not d then
     d = {[0] = 0}

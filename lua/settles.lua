@@ -66,7 +66,7 @@ local function fast(a, score, tk)
       if b == 37 then v = string.match(v, '^(-?%d+):%d+$') or v end
     end
     v = tonumber(v)
-    if not v or v >= 0 then return false end
+    if not v or not (v < 0) then return false end -- (nan: settle1's)
     m = m + 1
     fields[m], back[m], back[f] = f, -v, true
   end
