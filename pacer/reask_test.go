@@ -31,7 +31,7 @@ func TestWaiterLeavesWhenItsLeaveOvertakesItsAsk(t *testing.T) {
 			t.Fatal(err)
 		}
 		rdb := b.Client(t)
-		hook := &reaskHook{asking: make(chan struct{}), left: make(chan struct{}), go_: make(chan struct{})}
+		hook := &reaskHook{asking: make(chan struct{}), left: make(chan struct{}), go_: make(chan struct{}), asked: make(chan struct{})}
 		rdb.AddHook(hook)
 		waiter, err := pacer.New(rdb, cfg)
 		if err != nil {
@@ -58,6 +58,11 @@ func TestWaiterLeavesWhenItsLeaveOvertakesItsAsk(t *testing.T) {
 			t.Fatal("the waiter never left the queue")
 		}
 		close(hook.go_) // now its second ask runs, and queues it again
+		select {
+		case <-hook.asked: // it has: its late reply now takes it out
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter's second ask never ran")
+		}
 		keys := pacer.Keys(holder)
 		queued := func() int64 {
 			n, err := b.Client(t).ZCard(ctx, keys[2]).Result()
@@ -92,6 +97,7 @@ type reaskHook struct {
 	once, leftOnce sync.Once
 	asking, left   chan struct{}
 	go_            chan struct{}
+	asked          chan struct{} // closed once the held ask has run
 }
 
 func (h *reaskHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -114,6 +120,9 @@ func (h *reaskHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				h.once.Do(func() { held = true; close(h.asking) })
 				if held {
 					<-h.go_
+					err := next(ctx, cmd)
+					close(h.asked)
+					return err
 				}
 			}
 		case lua.Settle.Hash():
