@@ -35,6 +35,20 @@ func twinBatch(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *
 // twinTenants is twinBatch for calls that may name a tenant's hash.
 func twinTenants(t *testing.T, clock int64, setup func(redis.Cmdable), one, many *redis.Script, at int, calls []batchCall) []any {
 	t.Helper()
+	batch, _ := twins(t, clock, func(m *miniredis.Miniredis, rdb redis.Cmdable) {
+		m.SetTime(time.UnixMicro(clock))
+		setup(rdb)
+	}, one, many, at, calls)
+	return batch
+}
+
+// twins is what twinTenants and twinRun share, so that both compare
+// alike and fail with one message. It readies two miniredis with past,
+// runs calls at clock on one in one call of many, and on the other one
+// by one with one, each at the µs the batch's reply gave it (reply[at]).
+// It returns the batch's replies and whether the twins agreed.
+func twins(t *testing.T, clock int64, past func(*miniredis.Miniredis, redis.Cmdable), one, many *redis.Script, at int, calls []batchCall) ([]any, bool) {
+	t.Helper()
 	ctx := context.Background()
 	var replies, dumps [2]string
 	var batch []any
@@ -43,8 +57,8 @@ func twinTenants(t *testing.T, clock int64, setup func(redis.Cmdable), one, many
 		m := miniredis.RunT(t)
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		defer rdb.Close()
+		past(m, rdb)
 		m.SetTime(time.UnixMicro(clock))
-		setup(rdb)
 		var got []any
 		if i == 0 {
 			v, err := many.Run(ctx, rdb, keys, args...).Slice()
@@ -69,8 +83,9 @@ func twinTenants(t *testing.T, clock int64, setup func(redis.Cmdable), one, many
 	}
 	if replies[0] != replies[1] || dumps[0] != dumps[1] {
 		t.Errorf("batch: %s\n%s\none by one: %s\n%s", replies[0], dumps[0], replies[1], dumps[1])
+		return batch, false
 	}
-	return batch
+	return batch, true
 }
 
 // A batch of admissions on a millisecond divisible by 16 reaps expired
@@ -291,51 +306,17 @@ func TestFractionalAsSingles(t *testing.T) {
 // It returns the batch's replies and whether the twins agreed.
 func twinRun(t *testing.T, clock int64, ops []twinOp, one, many *redis.Script, at int, calls []batchCall) ([]any, bool) {
 	t.Helper()
-	ctx := context.Background()
-	var replies, dumps [2]string
-	var batch []any
-	keys, args := batchArgs(batchKeys, calls)
-	for i := range 2 {
-		m := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		defer rdb.Close()
-		rdb.HSet(ctx, batchKeys[3], "v", 3)
+	return twins(t, clock, func(m *miniredis.Miniredis, rdb redis.Cmdable) {
+		rdb.HSet(context.Background(), batchKeys[3], "v", 3)
 		for _, o := range ops {
 			m.SetTime(time.UnixMicro(o.us))
 			s := lua.Settle
 			if o.acquire {
 				s = lua.Acquire
 			}
-			s.Run(ctx, rdb, o.c.singleKeys(batchKeys), o.c.args...)
+			s.Run(context.Background(), rdb, o.c.singleKeys(batchKeys), o.c.args...)
 		}
-		m.SetTime(time.UnixMicro(clock))
-		var got []any
-		if i == 0 {
-			v, err := many.Run(ctx, rdb, keys, args...).Slice()
-			if err != nil {
-				t.Fatalf("batch: %v", err)
-			}
-			got, batch = v, v
-		} else {
-			for j, c := range calls {
-				if rep, _ := batch[j].([]any); at < len(rep) {
-					us, _ := rep[at].(int64)
-					m.SetTime(time.UnixMicro(us))
-				}
-				v, err := one.Run(ctx, rdb, c.singleKeys(batchKeys), c.args...).Result()
-				if err != nil {
-					t.Fatalf("one by one: %v", err)
-				}
-				got = append(got, v)
-			}
-		}
-		replies[i], dumps[i] = fmt.Sprint(got), keyDump(rdb, keys)
-	}
-	if replies[0] != replies[1] || dumps[0] != dumps[1] {
-		t.Errorf("batch: %s\n%s\none by one: %s\n%s", replies[0], dumps[0], replies[1], dumps[1])
-		return batch, false
-	}
-	return batch, true
+	}, one, many, at, calls)
 }
 
 // twinOp is one single call of a budget's past: an acquire or a settle.

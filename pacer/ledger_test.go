@@ -89,6 +89,25 @@ func checkLedger(t *testing.T, what string, bk pacer.RateState, used int64, refi
 	}
 }
 
+// checkBatched fails unless ps made want acquires and want settles, each
+// kind in fewer script calls than there were calls. Both ledger tests
+// need it: their books must hold with calls sent by group commit, so
+// they show that some calls did go in batches.
+func checkBatched(t *testing.T, ps []*pacer.Pacer, want int64) {
+	t.Helper()
+	var settles, sent, acquires, asked int64
+	for _, p := range ps {
+		s, c := pacer.SettleCounts(p)
+		settles, sent = settles+s, sent+c
+		a, c := pacer.AcquireCounts(p)
+		acquires, asked = acquires+a, asked+c
+	}
+	t.Logf("%d settles in %d script calls, %d acquires in %d", settles, sent, acquires, asked)
+	if settles != want || sent >= settles || acquires != want || asked >= acquires {
+		t.Errorf("%d settles in %d script calls, %d acquires in %d; want %d of each, in fewer calls", settles, sent, acquires, asked, want)
+	}
+}
+
 // Issue 21: a day bucket charges what was used. Four Pacers (four
 // processes, as far as Redis can tell) of 50 goroutines each keep 200
 // leases in flight on a day's requests and tokens (80 on miniredis,
@@ -133,17 +152,7 @@ func TestDayBucketLedger(t *testing.T) {
 		checkLedger(t, "RPD", s.Rate("rpd"), used.requests.Load(), refilled)
 		// The books hold with the calls sent by group commit: with 50
 		// goroutines a Pacer, some arrive while others are in flight.
-		var settles, sent, acquires, asked int64
-		for _, p := range ps {
-			s, c := pacer.SettleCounts(p)
-			settles, sent = settles+s, sent+c
-			a, c := pacer.AcquireCounts(p)
-			acquires, asked = acquires+a, asked+c
-		}
-		t.Logf("%d settles in %d script calls, %d acquires in %d", settles, sent, acquires, asked)
-		if want := int64(pacers * goroutines * calls); settles != want || sent >= settles || acquires != want || asked >= acquires {
-			t.Errorf("%d settles in %d script calls, %d acquires in %d; want %d of each, in fewer calls", settles, sent, acquires, asked, want)
-		}
+		checkBatched(t, ps, int64(pacers*goroutines*calls))
 	})
 }
 
@@ -196,17 +205,7 @@ func TestTenantDayBucketLedger(t *testing.T) {
 			}
 			checkLedger(t, fmt.Sprintf("tenant-%d's TPD", k), ts.Rate("tpd"), used[k].tokens.Load(), ts.Time.Sub(time.UnixMicro(used[k].first.Load())))
 		}
-		var settles, sent, acquires, asked int64
-		for _, p := range ps {
-			s, c := pacer.SettleCounts(p)
-			settles, sent = settles+s, sent+c
-			a, c := pacer.AcquireCounts(p)
-			acquires, asked = acquires+a, asked+c
-		}
-		t.Logf("%d settles in %d script calls, %d acquires in %d", settles, sent, acquires, asked)
-		if want := int64(pacers * goroutines * calls); settles != want || sent >= settles || acquires != want || asked >= acquires {
-			t.Errorf("%d settles in %d script calls, %d acquires in %d; want %d of each, in fewer calls", settles, sent, acquires, asked, want)
-		}
+		checkBatched(t, ps, int64(pacers*goroutines*calls))
 	})
 }
 
