@@ -63,8 +63,10 @@ local sh, dec, enc, head
 -- giveback lowers by moved the events of stack s (its m entries, F, A,
 -- header o) from lo on, the first after the lease: those before it are
 -- frozen, those from lo on live under A + moved, and those before it whose
--- headroom, first (lo's, lowered), is no lower, go. It returns the stack.
-local function giveback(s, m, f, a, o, lo, first, moved)
+-- headroom, first (lo's, lowered), is no lower, go. It returns the stack;
+-- or, given hv (a batch's held header {F, A}, see settles.lua), when only
+-- the header changes, true, the new A in hv[2].
+local function giveback(s, m, f, a, o, lo, first, moved, hv)
   local p = lo - 1
   while p > 0 do
     local _, w = dec(s, p, o)
@@ -76,7 +78,13 @@ local function giveback(s, m, f, a, o, lo, first, moved)
   -- Most often (leases ending in the order they were charged) the first
   -- event is the first live entry and none before it goes: the entries
   -- stay as they are, under a new header.
-  if p == f and lo == f + 1 and a2 <= 1125899906842624 then return head(p, a2) .. sub(s, o + 1) end
+  if p == f and lo == f + 1 and a2 <= 1125899906842624 then
+    if hv then
+      hv[2] = a2
+      return true
+    end
+    return head(p, a2) .. sub(s, o + 1)
+  end
   local parts, n = {'', sub(s, o + 1, o + 14 * math.min(f, p))}, 2
   for x = f + 1, p do
     local tx, wx = dec(s, x, o)
@@ -98,8 +106,11 @@ end
 
 -- givetat returns where the give-back of r µs moves the TAT tat (a
 -- string, or nil) of bucket field, whose stack is s, for a lease charged
--- at t: nil if it stays; and the stack after it (nil: unchanged).
-local function givetat(field, tat, s, r, t, us)
+-- at t: nil if it stays; and the stack after it (nil: unchanged; true:
+-- only hv changed). hv, if given, is the header {F, A} a batch holds for
+-- s in place of the one s begins with (see settles.lua); an empty one
+-- takes s's own.
+local function givetat(field, tat, s, r, t, us, hv)
   -- Giving back: a bucket that is full now takes nothing; another moves
   -- back by at most the headroom of the first event after the charge (see
   -- prelude.lua), and never before now. A tenant's share has no stack: it
@@ -118,6 +129,9 @@ local function givetat(field, tat, s, r, t, us)
     -- they leave (each read is a struct.unpack, about 1.4k instructions).
     if not sh then sh, dec, enc, head = blib(nil, pk, upk) end
     m2, f, a, ho = sh(s)
+    if hv then
+      if hv[1] then f, a = hv[1], hv[2] else hv[1], hv[2] = f, a end
+    end
     local hi = m2 + 1
     local g = f + 1
     if g <= m2 then
@@ -148,7 +162,7 @@ local function givetat(field, tat, s, r, t, us)
   if r <= 0 then return nil end
   local to = max(tat - r, us)
   -- The events from the first after t lose what the TAT moved.
-  if lo <= m2 then return to, giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to) end
+  if lo <= m2 then return to, giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to, hv) end
   return to
 end
 

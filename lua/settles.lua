@@ -33,11 +33,60 @@ local scores, base
 local ended, ne, gone = {}, 0, {}
 local waiters
 
+-- A give-back most often moves only its stack's header (see giveback in
+-- settle.lua), and rewriting a stack copies it twice. So the batch holds
+-- each stack's header apart: heads[g][field] is {F, A} for the stack in
+-- g (the state's fields, or a tenant's), and held lists those whose
+-- header changed, each joined to its entries once, at the write.
+local heads, held, nh = {}, {}, 0
+
 local function write()
   if ne > 0 then redis.call('ZREM', leases, unpack(ended, 1, ne)) end
+  for x = 1, nh do
+    local e = held[x]
+    local hv, g, f, tk = e[1], e[2], e[3], e[4]
+    if hv.held then
+      local s = g[f]
+      if byte(s, 1) == 255 then s = sub(s, 15) end
+      s = head(hv[1], hv[2]) .. s
+      if tk then tset(tk, f, s) else set(f, s) end
+    end
+  end
+  heads, held, nh = {}, {}, 0
   hset()
   ended, ne, gone = {}, 0, {}
   scores, waiters = nil, nil
+end
+
+-- give gives r µs back to bucket f of hash g (tk: a tenant's, or false)
+-- for a lease charged at t (see givetat), holding its stack's header.
+local function give(g, tk, f, r, t)
+  local hf = f .. '.h'
+  local hs = heads[g]
+  if not hs then
+    hs = {}
+    heads[g] = hs
+  end
+  local hv = hs[hf]
+  if not hv then
+    hv = {}
+    hs[hf] = hv
+  end
+  local to, ns = givetat(f, g[f], g[hf], r, t, us, hv)
+  if not to then return end
+  if tk then tset(tk, f, to) else set(f, to) end
+  if ns == true then
+    if not hv.held then
+      hv.held = true
+      nh = nh + 1
+      held[nh] = {hv, g, hf, tk}
+    end
+  elseif ns then
+    -- The stack rewritten whole, its header in it.
+    hv.held = false
+    hs[hf] = nil
+    if tk then tset(tk, hf, ns) else set(hf, ns) end
+  end
 end
 
 -- fast says whether call a (whose lease's score is score; tk its
@@ -120,19 +169,7 @@ for x = 1, c do
     for k = 1, m do
       local f = fields[k]
       local b = byte(f, 1)
-      if b == 64 or b == 37 then
-        local to, ns = givetat(f, tg[f], tg[f .. '.h'], back[k], t, us)
-        if to then
-          tset(tk, f, to)
-          if ns then tset(tk, f .. '.h', ns) end
-        end
-      else
-        local to, ns = givetat(f, got[f], got[f .. '.h'], back[k], t, us)
-        if to then
-          set(f, to)
-          if ns then set(f .. '.h', ns) end
-        end
-      end
+      if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end
     end
     replies[x] = {1, us}
   end
