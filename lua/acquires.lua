@@ -57,6 +57,12 @@ local function write()
   scores, waiters, slots = nil, nil, nil
 end
 
+-- What fast fills for a call and the loop below reads before the next
+-- one, made once a script (a table made, or grown, a call costs more than
+-- the work it holds): the fields to read of the state and of the tenant's
+-- hash, and the buckets' TATs after the charge and before it.
+local want, twant, tats, froms = {'xp', 'pause', 'qs'}, {'xp'}, {}, {}
+
 -- fast says whether call a (its id's score, or false; tk its tenant's
 -- hash, or false) is the common call, and returns its bucket count, their
 -- TATs after the charge and before it (see room in acquire.lua), xr (the
@@ -64,28 +70,29 @@ end
 local function fast(a, score, tk)
   if score or ids[a[1]] or a[8] ~= '0' then return false end
   local n = floor((#a - 8) / 3)
-  local want, named, w = {'xp', 'pause', 'qs'}, {}, 3
-  local twant, tw = tk and {'xp'}, 1
+  local w, tw = 3, 1
   for k = 1, n do
     local f = a[8 + k]
-    local b = byte(f, 1)
+    local b = kinds[f] or kind(f)
+    if b == 126 then return false end
     -- A field named twice in one call is charged from the value read
     -- before either charge (see admit in acquire.lua): acquire1's.
-    if b == 126 or named[f] then return false end
+    for j = 9, 7 + k do
+      if a[j] == f then return false end
+    end
     if b == 64 or b == 37 then
       -- A tenant's bucket, or its share: in its hash.
-      if not tk or byte(f, 2) == 126 then return false end
+      if not tk then return false end
       tw = tw + 1
       twant[tw] = f
       if b == 64 then
         tw = tw + 1
-        twant[tw] = f .. '.h'
+        twant[tw] = hnames[f]
       end
     else
-      want[w + 1], want[w + 2] = f, f .. '.h'
+      want[w + 1], want[w + 2] = f, hnames[f]
       w = w + 2
     end
-    named[f] = true
   end
   local myv = KEYS[4] and a[9 + 3 * n]
   if myv then
@@ -106,14 +113,14 @@ local function fast(a, score, tk)
     if u and u + 0 > now then return false end
   end
   if got.pause and got.pause + 0 > now then return false end
-  local tats, froms, tg, keep = {}, {}, tk and tread(tk, twant, tw), nil
+  local tg, keep = tk and tread(tk, twant, tw), nil
   if tk then
     -- The shares first: a call over its tenant's share leaves keep of
     -- each budget bucket (room's arithmetic).
     local over = false
     for k = 1, n do
       local f = a[8 + k]
-      if byte(f, 1) == 37 then
+      if kinds[f] == 37 then
         local tat, charge, allow = tg[f], a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
         tat = tat and tat + 0 or us
         if tat - us < 0 then tat = us end
@@ -129,7 +136,7 @@ local function fast(a, score, tk)
   end
   for k = 1, n do
     local f = a[8 + k]
-    local b = byte(f, 1)
+    local b = kinds[f]
     if b ~= 37 then
       local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
       if charge > allow then return false end
@@ -178,7 +185,7 @@ for x = 1, c do
   local ok, n, tats, froms, xr, tg = fast(a, scores[x - base], tk)
   if not ok then
     write()
-    replies[x] = acquire1(keys[x], a)
+    replies[x] = acquire1(keys(x), a)
     last = replies[x][3]
     clock()
   else
@@ -201,16 +208,16 @@ for x = 1, c do
     local ms, tms = expiry, 0
     for k = 1, n do
       local f = a[8 + k]
-      local b = byte(f, 1)
+      local b, h = kinds[f], hnames[f]
       local v = tats[k]
       if b == 64 or b == 37 then
         tset(tk, f, v)
-        if b == 64 then tset(tk, f .. '.h', push(tg[f .. '.h'], us, max(froms[k] - us, 0))) end
-        if tats[k] / 1000 > tms then tms = tats[k] / 1000 end
+        if b == 64 then tset(tk, h, push(tg[h], us, max(froms[k] - us, 0))) end
+        if v / 1000 > tms then tms = v / 1000 end
       else
         set(f, v)
-        set(f .. '.h', push(got[f .. '.h'], us, max(froms[k] - us, 0)))
-        if tats[k] / 1000 > ms then ms = tats[k] / 1000 end
+        set(h, push(got[h], us, max(froms[k] - us, 0)))
+        if v / 1000 > ms then ms = v / 1000 end
       end
     end
     if tk then

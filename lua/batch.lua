@@ -5,16 +5,31 @@
 local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
 
 -- The groups: calls[c] is call c's ARGV; tks[c] its tenant's hash (KEYS[t]
--- for a group whose t is not 0), or false; keys[c] the KEYS the single
--- script would take for it.
-local calls, tks, keys, c, i = {}, {}, {}, 0, 1
+-- for a group whose t is not 0), or false.
+local calls, tks, c, i = {}, {}, 0, 1
 while i <= #ARGV do
   local t, n = ARGV[i] + 0, ARGV[i + 1] + 0
   c = c + 1
   calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}
   tks[c] = t > 0 and KEYS[t]
-  keys[c] = {state, leases, queue, KEYS[4], tks[c] or nil}
   i = i + n + 2
+end
+
+-- keys returns the KEYS the single script would take for call c: made
+-- only for a call the batch does not run itself.
+local function keys(c) return {state, leases, queue, KEYS[4], tks[c] or nil} end
+
+-- A batch's calls name the same few fields again and again. kinds[f] is
+-- field f's first byte (126, a sliding rate's '~', for a tenant's sliding
+-- rate '@~' or '%~' too: neither takes a batch's own path) and hnames[f]
+-- its stack's field, f .. '.h', each made once a script by kind: a
+-- concatenation or a byte() a call costs more than a table's read.
+local kinds, hnames = {}, {}
+local function kind(f)
+  local b = byte(f, 1)
+  if (b == 64 or b == 37) and byte(f, 2) == 126 then b = 126 end
+  kinds[f], hnames[f] = b, f .. '.h'
+  return b
 end
 
 -- The clock, read again after each call the single script runs itself.

@@ -61,7 +61,7 @@ end
 -- give gives r µs back to bucket f of hash g (tk: a tenant's, or false)
 -- for a lease charged at t (see givetat), holding its stack's header.
 local function give(g, tk, f, r, t)
-  local hf = f .. '.h'
+  local hf = hnames[f]
   local hs = heads[g]
   if not hs then
     hs = {}
@@ -89,6 +89,11 @@ local function give(g, tk, f, r, t)
   end
 end
 
+-- What fast fills for a call and the loop below reads before the next
+-- one, made once a script (see acquires.lua): its corrections' fields and
+-- give-backs, and the fields to read of the state and of the tenant's hash.
+local fields, back, want, twant = {}, {}, {}, {}
+
 -- fast says whether call a (whose lease's score is score; tk its
 -- tenant's hash, or false) is the common settle, and returns its
 -- corrections' fields and give-backs (µs > 0).
@@ -102,22 +107,25 @@ local function fast(a, score, tk)
     if waiters == nil then waiters = redis.call('ZCARD', queue) > 1 end
     if waiters then return false end
   end
-  local fields, back, m = {}, {}, 0
+  local m = 0
   for k = 5, #a, 2 do
     local f, v = a[k], a[k + 1]
-    local b = byte(f, 1)
+    local b = kinds[f] or kind(f)
+    if b == 126 then return false end
     -- A field named twice in one settle is corrected from the value read
     -- before either correction (see correct in settle.lua): settle1's.
-    if b == 126 or back[f] then return false end
+    for j = 1, m do
+      if fields[j] == f then return false end
+    end
     if b == 64 or b == 37 then
       -- A tenant's bucket, or its share ('<µs>:<allow>' or '<µs>').
-      if not tk or byte(f, 2) == 126 then return false end
+      if not tk then return false end
       if b == 37 then v = string.match(v, '^(-?%d+):%d+$') or v end
     end
     v = tonumber(v)
     if not v or not (v < 0) then return false end -- (nan: settle1's)
     m = m + 1
-    fields[m], back[m], back[f] = f, -v, true
+    fields[m], back[m] = f, -v
   end
   return true, fields, back, m
 end
@@ -138,7 +146,7 @@ for x = 1, c do
   local ok, fields, back, m = fast(a, score, tk)
   if not ok then
     write()
-    replies[x] = settle1(keys[x], a)
+    replies[x] = settle1(keys(x), a)
     clock()
   elseif not score then
     replies[x] = {0, us}
@@ -148,18 +156,18 @@ for x = 1, c do
     ne = ne + 1
     ended[ne], gone[id] = id, true
     -- The fields of each hash read at once: the state's, the tenant's.
-    local want, w, twant, tw = {}, 0, {}, 0
+    local w, tw = 0, 0
     for k = 1, m do
       local f = fields[k]
-      local b = byte(f, 1)
+      local b = kinds[f]
       if b == 64 then
-        twant[tw + 1], twant[tw + 2] = f, f .. '.h'
+        twant[tw + 1], twant[tw + 2] = f, hnames[f]
         tw = tw + 2
       elseif b == 37 then
         tw = tw + 1
         twant[tw] = f
       else
-        want[w + 1], want[w + 2] = f, f .. '.h'
+        want[w + 1], want[w + 2] = f, hnames[f]
         w = w + 2
       end
     end
@@ -168,7 +176,7 @@ for x = 1, c do
     local t = math.min(a[2] + 0, us)
     for k = 1, m do
       local f = fields[k]
-      local b = byte(f, 1)
+      local b = kinds[f]
       if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end
     end
     replies[x] = {1, us}
