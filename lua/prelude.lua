@@ -118,9 +118,9 @@ local floor, ceil, max, sqrt = math.floor, math.ceil, math.max, math.sqrt
 -- Windows ports: there it would cut 7 bytes to 4, so it is used only where
 -- it reads 2^48 back whole (one call a script). A server without it, or
 -- with a narrow one (and miniredis, which the tests run on too), gets the
--- same bytes from the Lua pk and upk below, made only there, for the three
--- formats the scripts use: '>I7', '>I7I7' (an entry) and '>BxxxxxBI7' (a
--- header).
+-- same bytes from the Lua pk and upk below, made only there, for the
+-- formats the scripts use: '>I7', '>I7I7' (an entry), '>I7I7I7I7' (two,
+-- read only) and '>BxxxxxBI7' (a header).
 local pk, upk
 local lib = rawget(_G, 'struct')
 if lib and lib.unpack('>I7', '\1\0\0\0\0\0\0') == 281474976710656 then
@@ -149,6 +149,7 @@ else
     p = p or 1
     if f == '>I7' then return int(s, p), p + 7 end
     if f == '>I7I7' then return int(s, p), int(s, p + 7), p + 14 end
+    if f == '>I7I7I7I7' then return int(s, p), int(s, p + 7), int(s, p + 14), int(s, p + 21), p + 28 end
     if f == '>BxxxxxBI7' then return byte(s, p), byte(s, p + 6), int(s, p + 7), p + 14 end
     error('upk: format ' .. f)
   end

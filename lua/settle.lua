@@ -128,9 +128,32 @@ local function givetat(field, tat, s, r, t, us, hv)
     -- one before it are read first, and the search runs only on the side
     -- they leave (each read is a struct.unpack, about 1.4k instructions).
     if not sh then sh, dec, enc, head = blib(nil, pk, upk) end
-    m2, f, a, ho = sh(s)
-    if hv then
-      if hv[1] then f, a = hv[1], hv[2] else hv[1], hv[2] = f, a end
+    if byte(s, 1) == 255 then ho = 14 end
+    m2 = (#s - ho) / 14
+    if hv and hv[1] then
+      f, a = hv[1], hv[2]
+    else
+      if ho > 0 then
+        local _
+        _, f, a = upk('>BxxxxxBI7', s)
+      end
+      if hv then hv[1], hv[2] = f, a end
+    end
+    -- The usual give-back, read in one call: entry f (frozen) before t and
+    -- entry f + 1 after it, the first event; and when entry f stays below
+    -- the first's headroom lowered, only A moves (giveback's short path).
+    if f > 0 and f < m2 then
+      local tf, wf, tg, wg = upk('>I7I7I7I7', s, ho + 14 * f - 13)
+      if tf - t <= 0 and tg - t > 0 then
+        local d = wg - a
+        local to = max(tat - math.min(r, d), us)
+        local a2 = a + tat - to
+        if d > 0 and wf - (d - (tat - to)) < 0 and a2 <= 1125899906842624 then
+          if not hv then return to, head(f, a2) .. sub(s, ho + 1) end
+          hv[2] = a2
+          return to, true
+        end
+      end
     end
     local hi = m2 + 1
     local g = f + 1
