@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,42 +38,22 @@ func (b *bench) load(ctx context.Context) error {
 	type setup struct {
 		r regime
 		m loadMode
-		u *loadRunner
 	}
 	var ss []setup
+	var us []*loadRunner
 	for _, r := range regimes(1) {
 		for _, m := range loadModes {
-			u, err := b.newLoadRunner(ctx, r, m)
+			u, err := b.newLoadRunner(ctx, r, m, 1, false)
 			if err != nil {
 				return fmt.Errorf("%s: %w", r.name, err)
 			}
 			defer u.close(ctx)
-			ss = append(ss, setup{r, m, u})
+			ss, us = append(ss, setup{r, m}), append(us, u)
 		}
 	}
-	// Each regime's round follows a round of Allow of its own, and its
-	// ratios are to that one: the machine's load drifts within a round.
-	type figs struct{ usec, cpu, ru, rc, perCall, rate []float64 }
-	allowF := figs{}
-	per := make([]figs, len(ss))
-	for round := 0; round < loadRounds; round++ {
-		for i, s := range ss {
-			a, err := b.loadRound(ctx, func(int) error { return allow(ctx) }, false)
-			if err != nil {
-				return err
-			}
-			allowF.usec, allowF.cpu = append(allowF.usec, a.usec), append(allowF.cpu, a.cpu)
-			if err := s.u.push(ctx); err != nil {
-				return err
-			}
-			m, err := b.loadRound(ctx, s.u.pair, true)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.r.name, err)
-			}
-			f := &per[i]
-			f.usec, f.cpu, f.perCall, f.rate = append(f.usec, m.usec), append(f.cpu, m.cpu), append(f.perCall, m.perCall), append(f.rate, m.rate)
-			f.ru, f.rc = append(f.ru, m.usec/a.usec), append(f.rc, m.cpu/a.cpu)
-		}
+	allowF, per, err := b.loadRounds(ctx, allow, us)
+	if err != nil {
+		return err
 	}
 	bu, bc := median(allowF.usec), median(allowF.cpu)
 	fmt.Fprintf(b.out, "## Under load (issue 23): %d goroutines (%d Pacers of %d), each with one lease in flight; per pair, median of %d rounds of %d\n",
@@ -85,6 +66,39 @@ func (b *bench) load(ctx context.Context) error {
 		fmt.Fprintf(b.out, "| %s | %s | %.2f | %.2fx | %.2f | %.2fx | %.2f | %.0f |\n", s.r.name, s.m.name, median(f.usec), median(f.ru), median(f.cpu), median(f.rc), median(f.perCall), median(f.rate))
 	}
 	return nil
+}
+
+// loadFigs are a setting's figures over the rounds, per pair (per call
+// for Allow), and ru and rc their ratios to the Allow round before each.
+type loadFigs struct{ usec, cpu, ru, rc, perCall, rate []float64 }
+
+// loadRounds runs loadRounds rounds, each of every runner in turn, and
+// returns Allow's figures and each runner's. Each runner's round follows
+// a round of Allow of its own, and its ratios are to that one: the
+// machine's load drifts within a round.
+func (b *bench) loadRounds(ctx context.Context, allow func(context.Context) error, us []*loadRunner) (loadFigs, []loadFigs, error) {
+	var allowF loadFigs
+	per := make([]loadFigs, len(us))
+	for round := 0; round < loadRounds; round++ {
+		for i, u := range us {
+			a, err := b.loadRound(ctx, func(int) error { return allow(ctx) }, false)
+			if err != nil {
+				return allowF, nil, err
+			}
+			allowF.usec, allowF.cpu = append(allowF.usec, a.usec), append(allowF.cpu, a.cpu)
+			if err := u.ready(ctx); err != nil {
+				return allowF, nil, fmt.Errorf("%s: %w", u.r.name, err)
+			}
+			m, err := b.loadRound(ctx, u.pair, true)
+			if err != nil {
+				return allowF, nil, fmt.Errorf("%s: %w", u.r.name, err)
+			}
+			f := &per[i]
+			f.usec, f.cpu, f.perCall, f.rate = append(f.usec, m.usec), append(f.cpu, m.cpu), append(f.perCall, m.perCall), append(f.rate, m.rate)
+			f.ru, f.rc = append(f.ru, m.usec/a.usec), append(f.rc, m.cpu/a.cpu)
+		}
+	}
+	return allowF, per, nil
 }
 
 // loadMode is how a regime's Pacers send their calls: wire.GroupMax and
@@ -205,24 +219,35 @@ func (b *bench) serverCPU(ctx context.Context) (float64, error) {
 }
 
 // loadRunner is one regime's budget under load: its Pacers, each
-// goroutine's lease in flight, and the TATs kept ahead of the clock.
+// goroutine's leases in flight, and the TATs kept ahead of the clock.
 type loadRunner struct {
 	runner // the TATs' push, on the first Pacer's keys
 	ps     []*pacer.Pacer
-	held   []*pacer.Lease
+	// held is each goroutine's ring of leases in flight, its oldest at
+	// oldest[g]; a ring of none: each lease is settled once acquired.
+	held   [][]*pacer.Lease
+	oldest []int
 	calls  []int // each goroutine's pairs so far, for its tenant
+	// populated: the tenants' hashes are written by populate, anew before
+	// each round, rather than by calls.
+	populated bool
 }
 
-// newLoadRunner makes r's budget and its Pacers, sending as m says, and
-// fills its leases in flight and stacks.
-func (b *bench) newLoadRunner(ctx context.Context, r regime, m loadMode) (*loadRunner, error) {
+// newLoadRunner makes r's budget and its Pacers, sending as m says, each
+// goroutine keeping ring leases in flight, and fills its leases in flight
+// and stacks, and its tenants' hashes: by populate if populated says so,
+// else by calls.
+func (b *bench) newLoadRunner(ctx context.Context, r regime, m loadMode, ring int, populated bool) (*loadRunner, error) {
 	max, flight := wire.GroupMax, wire.GroupFlight
 	wire.GroupMax, wire.GroupFlight = m.max, m.flight
 	defer func() { wire.GroupMax, wire.GroupFlight = max, flight }()
 	b.names++
 	cfg := r.cfg
 	cfg.Name = fmt.Sprintf("load%d-%d", time.Now().UnixNano(), b.names)
-	u := &loadRunner{held: make([]*pacer.Lease, loadGoroutines), calls: make([]int, loadGoroutines)}
+	u := &loadRunner{held: make([][]*pacer.Lease, loadGoroutines), oldest: make([]int, loadGoroutines), calls: make([]int, loadGoroutines), populated: populated}
+	for g := range u.held {
+		u.held[g] = make([]*pacer.Lease, ring)
+	}
 	for range m.pacers {
 		p, err := b.pacer(cfg)
 		if err != nil {
@@ -232,12 +257,17 @@ func (b *bench) newLoadRunner(ctx context.Context, r regime, m loadMode) (*loadR
 	}
 	u.runner = runner{b: b, r: r, p: u.ps[0]}
 	warm(ctx, u.ps[0])
-	if err := u.push(ctx); err != nil {
+	if err := u.ready(ctx); err != nil {
 		return nil, err
 	}
-	// Two pairs a goroutine, and a call for each tenant: leases in flight,
-	// stacks and tenants' hashes filled.
-	for round := 0; round < 2+r.tenants/loadGoroutines+1; round++ {
+	// A ring's worth of pairs a goroutine and one more, and a call for
+	// each tenant not populated: leases in flight, stacks and tenants'
+	// hashes filled.
+	rounds := r.tenants/loadGoroutines + 1
+	if populated {
+		rounds = 0
+	}
+	for round := 0; round < rounds+ring+1; round++ {
 		for g := range loadGoroutines {
 			if err := u.pair(g); err != nil {
 				return nil, err
@@ -247,7 +277,19 @@ func (b *bench) newLoadRunner(ctx context.Context, r regime, m loadMode) (*loadR
 	return u, nil
 }
 
-// pair acquires a lease for goroutine g and settles its previous one.
+// ready readies the budget for a round: its tenants' hashes written
+// anew, if populated, and its TATs pushed ahead.
+func (u *loadRunner) ready(ctx context.Context) error {
+	if u.populated {
+		if err := u.b.populate(ctx, u.p, u.r.tenants); err != nil {
+			return err
+		}
+	}
+	return u.push(ctx)
+}
+
+// pair acquires a lease for goroutine g and settles its oldest in flight
+// (the one it acquired, with a ring of none).
 func (u *loadRunner) pair(g int) error {
 	ctx := context.Background()
 	req := pacer.Request{Tokens: 100}
@@ -262,18 +304,29 @@ func (u *loadRunner) pair(g int) error {
 	if l == nil {
 		return fmt.Errorf("%s: refused a call", u.r.name)
 	}
-	old := u.held[g]
-	u.held[g] = l
-	if old != nil {
-		return old.Settle(ctx, 60)
+	if ring := u.held[g]; len(ring) > 0 {
+		i := u.oldest[g]
+		l, ring[i] = ring[i], l
+		u.oldest[g] = (i + 1) % len(ring)
+	}
+	if l == nil {
+		return nil
+	}
+	if err := l.Settle(ctx, 60); err != nil {
+		if errors.Is(err, pacer.ErrLeaseExpired) {
+			return fmt.Errorf("%s: a lease expired in flight: %w", u.r.name, err)
+		}
+		return err
 	}
 	return nil
 }
 
 func (u *loadRunner) close(ctx context.Context) {
-	for _, l := range u.held {
-		if l != nil {
-			_ = l.Settle(ctx, 60)
+	for _, ring := range u.held {
+		for _, l := range ring {
+			if l != nil {
+				_ = l.Settle(ctx, 60)
+			}
 		}
 	}
 	u.b.dropTenants(ctx, u.p, u.r.tenants)
