@@ -673,9 +673,10 @@ func (r *runner) sendBatch(one, many *redis.Script, at int, calls []batchCall) [
 	r.t.Helper()
 	keys, args := batchArgs(r.keys, calls)
 	twin := r.batchTwin(one, calls, at)
-	got := r.evalKeys(keys, many, args...)
+	flat := r.evalKeys(keys, many, args...)
+	got, err := wire.SplitReplies(flat, len(calls), replyLen(many))
+	r.check(err == nil, "batch reply: %v", err)
 	twin(got)
-	r.check(len(got) == len(calls), "%d replies for %d calls: %v", len(got), len(calls), got)
 	reps := make([][]any, len(calls))
 	for i := range reps {
 		if i < len(got) {

@@ -12,7 +12,8 @@
 --            hash (0: none), then the count n of its arguments, then
 --            settle.lua's ARGV for one lease (n of them).
 --
--- Returns the k replies, in order, each settle.lua's {code, now_us}.
+-- Returns the k replies, in order, each settle.lua's {code, now_us}, in
+-- one flat array: lease c's at 2c - 1 and 2c (see acquires.lua).
 --
 -- The common settle (a live lease that holds no slot anyone waits for,
 -- giving back to its buckets, a tenant's included) runs on the state read
@@ -146,12 +147,13 @@ for x = 1, c do
   local ok, fields, back, m = fast(a, score, tk)
   if not ok then
     write()
-    replies[x] = settle1(keys(x), a)
+    local r = settle1(keys(x), a)
+    replies[2 * x - 1], replies[2 * x] = r[1], r[2]
     clock()
   elseif not score then
-    replies[x] = {0, us}
+    replies[2 * x - 1], replies[2 * x] = 0, us
   elseif score + 0 - now <= 0 then
-    replies[x] = {2, us} -- expired: nothing changes
+    replies[2 * x - 1], replies[2 * x] = 2, us -- expired: nothing changes
   else
     ne = ne + 1
     ended[ne], gone[id] = id, true
@@ -179,7 +181,7 @@ for x = 1, c do
       local b = kinds[f]
       if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end
     end
-    replies[x] = {1, us}
+    replies[2 * x - 1], replies[2 * x] = 1, us
   end
 end
 write()

@@ -3,7 +3,6 @@ package pacer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +31,7 @@ type batcher struct {
 	client    redis.Scripter
 	keys      []string // the budget's KEYS: state hash, lease set, slot queue, definition
 	one, many *redis.Script
+	width     int           // the values of a call's reply in many's (see wire.SplitReplies)
 	max       int           // the most calls a script call carries
 	flight    int           // the most script calls in flight at once, but for stalls
 	stall     time.Duration // how long a call waits before it opens a lane of its own
@@ -52,9 +52,10 @@ type batcher struct {
 	calls, sent atomic.Int64
 }
 
-// newBatcher returns the batcher of one and many on keys.
-func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, resend bool) *batcher {
-	return &batcher{client: client, keys: keys, one: one, many: many, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
+// newBatcher returns the batcher of one and many on keys, many's reply
+// giving width values a call.
+func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, width int, resend bool) *batcher {
+	return &batcher{client: client, keys: keys, one: one, many: many, width: width, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
 		stall: wire.GroupStall, resend: resend, lanes: map[*lane]struct{}{}}
 }
 
@@ -227,9 +228,9 @@ func (b *batcher) send(batch []*batchCall) {
 		}
 		return
 	}
-	vs, _ := v.([]any)
-	if err == nil && len(vs) != len(batch) {
-		err = fmt.Errorf("%w: %d replies for %d calls", wire.ErrReply, len(vs), len(batch))
+	var vs []any
+	if err == nil {
+		vs, err = wire.SplitReplies(v, len(batch), b.width)
 	}
 	for i, c := range batch {
 		if err != nil {

@@ -106,3 +106,26 @@ func DecodeAcquire(v any) (AcquireReply, error) {
 		Now: time.UnixMicro(now), NowUs: now, Reason: Unmark(reason), Expiry: time.UnixMilli(expiry), Ticket: ticket, Xp: xp,
 	}, nil
 }
+
+// The values of one call's reply in a batch's flat reply (see
+// SplitReplies): acquire.lua's seven, settle.lua's two.
+const (
+	AcquireReplyLen = 7
+	SettleReplyLen  = 2
+)
+
+// SplitReplies returns the replies of a batch's calls: acquires.lua and
+// settles.lua return the calls' replies in one flat array, width values
+// each, call after call (one table, not k, for Redis to convert). It
+// checks that v holds exactly that.
+func SplitReplies(v any, calls, width int) ([]any, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != calls*width {
+		return nil, fmt.Errorf("%w: %d values for %d calls of %d: %v", ErrReply, len(a), calls, width, v)
+	}
+	out := make([]any, calls)
+	for i := range out {
+		out[i] = a[i*width : (i+1)*width : (i+1)*width]
+	}
+	return out, nil
+}
