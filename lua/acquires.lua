@@ -214,22 +214,22 @@ for x = 1, c do
       local b, h = kinds[f], hnames[f]
       local v = tats[k]
       if b == 64 or b == 37 then
-        tset(tk, f, v)
+        tset(tk, f, v, true)
         if b == 64 then tset(tk, h, push(tg[h], us, max(froms[k] - us, 0))) end
         if v / 1000 > tms then tms = v / 1000 end
       else
-        set(f, v)
+        set(f, v, true)
         set(h, push(got[h], us, max(froms[k] - us, 0)))
         if v / 1000 > ms then ms = v / 1000 end
       end
     end
     if tk then
       local need = ceil(max(tms, now)) + 1000
-      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE)) end
+      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end
     end
     local need = ceil(ms) + 1000
     if need > xr then
-      set('xp', need + ceil((need - now) / 4))
+      set('xp', need + ceil((need - now) / 4), true)
       moved = true
     end
     local o = 7 * x - 7

@@ -80,24 +80,28 @@ local function tread(tk, want, w)
   return g
 end
 
-local function mark(d, f, n)
+-- mark notes in d that field f changed (n: d's count of fields), and
+-- whether its value is a number (num), which hset writes as its digits.
+local function mark(d, f, n, num)
   if not d[f] then
     n = n + 1
-    d[n], d[f] = f, true
+    d[n] = f
   end
+  d[f] = num and 2 or 1
   return n
 end
 
--- (A number is kept as the digits it is written as would read back: a
--- single script rereads its own writes.)
-local function set(f, v)
-  if type(v) == 'number' then v = floor(v) end
-  nd = mark(dirty, f, nd)
+-- set changes field f to v: a string, or with num a number (a TAT, an xp),
+-- kept as the digits it is written as would read back (a single script
+-- rereads its own writes). Saying which costs less than asking type().
+local function set(f, v, num)
+  if num then v = floor(v) end
+  nd = mark(dirty, f, nd, num)
   got[f] = v
 end
 
-local function tset(tk, f, v)
-  if type(v) == 'number' then v = floor(v) end
+local function tset(tk, f, v, num)
+  if num then v = floor(v) end
   local d = tdirty[tk]
   if not d then
     d = {[0] = 0}
@@ -105,27 +109,29 @@ local function tset(tk, f, v)
     nt = nt + 1
     tnames[nt] = tk
   end
-  d[0] = mark(d, f, d[0])
+  d[0] = mark(d, f, d[0], num)
   tgot[tk][f] = v
 end
 
--- dec returns v as written: a number's decimal digits (Redis would write
--- a Lua number as %.14g, cutting a µs TAT short), a string as it is.
-local function dec(v)
-  if type(v) == 'number' then return fmt('%d', v) end
-  return v
-end
-
+-- (A number goes to HSET as its decimal digits, fmt('%d'): the same bytes
+-- Redis would write for it, for less than its %.17g printf costs; see
+-- prelude.lua.)
 local function hset()
   if nd > 0 then
     local args = {}
-    for x = 1, nd do args[2 * x - 1], args[2 * x] = dirty[x], dec(got[dirty[x]]) end
+    for x = 1, nd do
+      local f = dirty[x]
+      args[2 * x - 1], args[2 * x] = f, dirty[f] == 2 and fmt('%d', got[f]) or got[f]
+    end
     redis.call('HSET', state, unpack(args, 1, 2 * nd))
   end
   for y = 1, nt do
     local tk = tnames[y]
     local d, g, args = tdirty[tk], tgot[tk], {}
-    for x = 1, d[0] do args[2 * x - 1], args[2 * x] = d[x], dec(g[d[x]]) end
+    for x = 1, d[0] do
+      local f = d[x]
+      args[2 * x - 1], args[2 * x] = f, d[f] == 2 and fmt('%d', g[f]) or g[f]
+    end
     redis.call('HSET', tk, unpack(args, 1, 2 * d[0]))
     if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
   end

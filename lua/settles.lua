@@ -75,7 +75,7 @@ local function give(g, tk, f, r, t)
   end
   local to, ns = givetat(f, g[f], g[hf], r, t, us, hv)
   if not to then return end
-  if tk then tset(tk, f, to) else set(f, to) end
+  if tk then tset(tk, f, to, true) else set(f, to, true) end
   if ns == true then
     if not hv.held then
       hv.held = true
