@@ -61,13 +61,13 @@ func (b *bench) batch(ctx context.Context) error {
 		kinds := []struct {
 			name     string
 			acq, set *redis.Script
-			batched  bool
+			format   callFormat
 			ks       []int
 		}{
-			{"today's scripts, this driver", lua.Acquire, lua.Settle, false, []int{1}},
-			{"crude batch (loop over the body)", redis.NewScript(batchSource("acquire", false, false)), redis.NewScript(batchSource("settle", false, false)), true, []int{1, 2, 4, 8, 16}},
-			{"hand-written shared read (one TIME, ZMSCORE, HMGET, ZADD or ZREM, HSET)", redis.NewScript(batchHand("acquire")), redis.NewScript(batchHand("settle")), true, []int{1, 2, 4, 8, 16}},
-			{"shared read by a redis.call wrapper (one TIME, HMGET, HSET, ZADD, ZREM)", redis.NewScript(batchSource("acquire", true, !conc)), redis.NewScript(batchSource("settle", true, !conc)), true, []int{1, 2, 4, 8, 16}},
+			{"today's scripts, this driver", lua.Acquire, lua.Settle, oneByOne, []int{1}},
+			{"crude batch (loop over the body)", redis.NewScript(batchSource("acquire", false, false)), redis.NewScript(batchSource("settle", false, false)), counted, []int{1, 2, 4, 8, 16}},
+			{"hand-written shared read (one TIME, ZMSCORE, HMGET, ZADD or ZREM, HSET)", redis.NewScript(batchHand("acquire")), redis.NewScript(batchHand("settle")), counted, []int{1, 2, 4, 8, 16}},
+			{"shared read by a redis.call wrapper (one TIME, HMGET, HSET, ZADD, ZREM)", redis.NewScript(batchSource("acquire", true, !conc)), redis.NewScript(batchSource("settle", true, !conc)), counted, []int{1, 2, 4, 8, 16}},
 		}
 		if os.Getenv("BATCH_K32") != "" { // the hand-written build at k = 32 too (the asymptote)
 			kinds[2].ks = append(kinds[2].ks, 32)
@@ -77,7 +77,7 @@ func (b *bench) batch(ctx context.Context) error {
 				if f := os.Getenv("BATCH_ONLY"); f != "" && f != fmt.Sprintf("%s:%d", kd.name[:4], k) {
 					continue
 				}
-				d, err := b.newDriver(ctx, r, kd.acq, kd.set, kd.batched)
+				d, err := b.newDriver(ctx, r, kd.acq, kd.set, kd.format)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", r.name, kd.name, err)
 				}
@@ -99,6 +99,23 @@ type lease struct {
 	us int64
 }
 
+// callFormat is how a driver sends its calls.
+type callFormat int
+
+const (
+	// oneByOne: one script call per call, with the recorded KEYS and ARGV
+	// (acquire.lua, settle.lua).
+	oneByOne callFormat = iota
+	// counted: k calls in one script call, ARGV k, then each call's
+	// argument count and arguments (the prototypes of batchlua.go).
+	counted
+	// grouped: k calls in one script call, ARGV k groups, each t n args...
+	// (t, the index in KEYS of the call's tenant's hash: 0, none; n, its
+	// argument count), KEYS the budget's four (the landed acquires.lua and
+	// settles.lua).
+	grouped
+)
+
 // driver sends the recorded calls of one regime's budget.
 type driver struct {
 	b        *bench
@@ -106,7 +123,7 @@ type driver struct {
 	ak, sk   []string
 	aa, sa   []any
 	acq, set *redis.Script
-	batched  bool
+	format   callFormat
 	fifo     []lease
 	next     int
 	fields   []string
@@ -115,7 +132,7 @@ type driver struct {
 // newDriver records a Pacer's acquire and settle for r, and starts a
 // budget of their keys with 64 leases in flight and stacks filled (two
 // rounds of pairs, one call at a time), its TATs ahead of the clock.
-func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script, batched bool) (*driver, error) {
+func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script, format callFormat) (*driver, error) {
 	rdb := redis.NewClient(b.rdb.Options())
 	defer rdb.Close()
 	ra := &recorder{sha: lua.Acquire.Hash(), src: lua.Source("acquire")}
@@ -140,7 +157,7 @@ func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script,
 	if ra.args == nil || rs.args == nil {
 		return nil, fmt.Errorf("batch: the Pacer's acquire and settle were not recorded")
 	}
-	d := &driver{b: b, r: r, ak: ra.keys, aa: ra.args, sk: rs.keys, sa: rs.args, acq: acq, set: set, batched: batched}
+	d := &driver{b: b, r: r, ak: ra.keys, aa: ra.args, sk: rs.keys, sa: rs.args, acq: acq, set: set, format: format}
 	d.fields = []string{"rpm", "tpm"}
 	if r.cfg.Limits.RPD > 0 {
 		d.fields = append(d.fields, "rpd", "tpd")
@@ -212,9 +229,9 @@ func (d *driver) settle(ctx context.Context, k int) error {
 	return nil
 }
 
-// run sends groups as one batch call, or one call each.
+// run sends groups as one batch call, or one call each (see callFormat).
 func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups [][]any) ([]any, error) {
-	if !d.batched {
+	if d.format == oneByOne {
 		out := make([]any, len(groups))
 		for i, g := range groups {
 			v, err := s.Run(ctx, d.b.rdb, keys, g...).Result()
@@ -225,10 +242,20 @@ func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups
 		}
 		return out, nil
 	}
-	args := []any{len(groups)}
-	for _, g := range groups {
-		args = append(args, len(g))
-		args = append(args, g...)
+	var args []any
+	switch d.format {
+	case counted:
+		args = []any{len(groups)}
+		for _, g := range groups {
+			args = append(args, len(g))
+			args = append(args, g...)
+		}
+	case grouped:
+		for _, g := range groups {
+			args = append(args, 0, len(g))
+			args = append(args, g...)
+		}
+		keys = keys[:min(len(keys), 4)]
 	}
 	v, err := s.Run(ctx, d.b.rdb, keys, args...).Slice()
 	if err != nil {
