@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/llmpacer/llmpacer/pacer"
 	"github.com/redis/go-redis/v9"
@@ -256,6 +257,18 @@ func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups
 			args = append(args, g...)
 		}
 		keys = keys[:min(len(keys), 4)]
+	}
+	if d.format == grouped {
+		// The landed scripts reply in one flat array (wire.SplitReplies).
+		width := wire.SettleReplyLen
+		if s == d.acq {
+			width = wire.AcquireReplyLen
+		}
+		v, err := s.Run(ctx, d.b.rdb, keys, args...).Result()
+		if err != nil {
+			return nil, err
+		}
+		return wire.SplitReplies(v, len(groups), width)
 	}
 	v, err := s.Run(ctx, d.b.rdb, keys, args...).Slice()
 	if err != nil {
