@@ -725,12 +725,12 @@ var cuts = []cut{
 	tpl(inAcquire, func(m feature) string { return "  reply = admit(" + admitArgs(m, "conc and not slot") + ")\n" }),
 
 	// settle.lua's givetat: a share's check (and the field it reads).
-	span(inSettle, "local function givetat(field, tat, s, r, t, us)\n", "  if r <= 0 then return nil end\n",
+	span(inSettle, "local function givetat(field, tat, s, r, t, us, hv)\n", "  if r <= 0 then return nil end\n",
 		func(m feature, s string) string {
 			if m&fT == 0 {
 				return s
 			}
-			s = once(s, "local function givetat(field, tat, s, r, t, us)\n", "local function givetat(tat, s, r, t, us)\n")
+			s = once(s, "local function givetat(field, tat, s, r, t, us, hv)\n", "local function givetat(tat, s, r, t, us, hv)\n")
 			s = once(s, "  if byte(field, 1) ~= 37 then\n", "")
 			return once(s, "      if d < r then r = d end\n    end\n  end\n  if r <= 0", "      if d < r then r = d end\n    end\n  if r <= 0")
 		}),
@@ -800,53 +800,86 @@ var cuts = []cut{
 			when(!t, "end\n")
 	}),
 
-	// batch.lua: each group's tenant, the tenants' tables, tread and tset
-	// (two closures every batch makes), hset's loop over the tenants and
-	// its new tables.
+	// batch.lua: each group's tenant, and the KEYS made for a call's
+	// tenant; kind's check for a tenant's sliding rate, and with neither
+	// feature kinds itself (the batches read a field's kind only to find
+	// those two); the tenants' tables, tread and tset (two closures every
+	// batch makes), hset's loop over the tenants and its new tables.
 	tpl(inBatch, func(m feature) string {
 		t := m&fT != 0
-		return "local " + list(m, "calls", "tks|T", "keys", "c", "i") + " = " + list(m, "{}", "{}|T", "{}", "0", "1") + "\n" +
+		return "local " + list(m, "calls", "tks|T", "c", "i") + " = " + list(m, "{}", "{}|T", "0", "1") + "\n" +
 			"while i <= #ARGV do\n" +
 			"  local " + list(m, "t|T", "n") + " = " + list(m, "ARGV[i] + 0|T", "ARGV[i + 1] + 0") + "\n" +
 			"  c = c + 1\n" +
 			"  calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}\n" +
 			when(!t, "  tks[c] = t > 0 and KEYS[t]\n") +
-			"  keys[c] = {" + list(m, "state", "leases", "queue", "KEYS[4]", "tks[c] or nil|T") + "}\n" +
 			"  i = i + n + 2\n" +
+			"end\n"
+	}),
+	tpl(inBatch, func(m feature) string {
+		return "local function keys(c) return {" + list(m, "state", "leases", "queue", "KEYS[4]", "tks[c] or nil|T") + "} end\n"
+	}),
+	tpl(inBatch, func(m feature) string {
+		if m&(fT|fS) == fT|fS {
+			return "local hnames = {}\n" +
+				"local function kind(f)\n" +
+				"  hnames[f] = f .. '.h'\n" +
+				"end\n"
+		}
+		return "local kinds, hnames = {}, {}\n" +
+			"local function kind(f)\n" +
+			"  local b = byte(f, 1)\n" +
+			when(m&(fT|fS) == 0, "  if (b == 64 or b == 37) and byte(f, 2) == 126 then b = 126 end\n") +
+			"  kinds[f], hnames[f] = b, f .. '.h'\n" +
+			"  return b\n" +
 			"end\n"
 	}),
 	swap(inBatch, fT, "local tgot, tdirty, tnames, nt = {}, {}, {}, 0\n", ""),
 	span(inBatch, "-- tread returns tenant tk's fields, those of want[1..w] read.\nlocal function tread(tk, want, w)\n",
 		"  fetch(tk, g, want, w)\n  return g\nend\n", func(m feature, s string) string { return when(m&fT == 0, s) }),
-	span(inBatch, "local function tset(tk, f, v)\n", "  tgot[tk][f] = v\nend\n",
+	span(inBatch, "local function tset(tk, f, v, num)\n", "  tgot[tk][f] = v\nend\n",
 		func(m feature, s string) string { return when(m&fT == 0, s) }),
 	span(inBatch, "  for y = 1, nt do\n", "    if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end\n  end\n",
 		func(m feature, s string) string { return when(m&fT == 0, s) }),
 	swap(inBatch, fT, "  tgot, tdirty, tnames, nt = {}, {}, {}, 0\n", ""),
 
+	// acquires.lua's tables for fast: the tenant's fields to read, and
+	// the fields 'pause' and 'qs'.
+	tpl(inAcquires, func(m feature) string {
+		want := "{'xp', 'pause', 'qs'}"
+		if m&fP != 0 {
+			want = "{'xp'}"
+		}
+		return "local " + list(m, "want", "twant|T", "tats", "froms") + " = " + list(m, want, "{'xp'}|T", "{}", "{}") + "\n"
+	}),
 	// acquires.lua's fast: the fields 'pause', 'qs' and 'dv' and their
-	// checks, the tenant's fields, share and keep, a sliding rate's check.
+	// checks, the tenant's fields, share and keep, a sliding rate's check
+	// (and with neither, the field's kind).
 	span(inAcquires, "local function fast(a, score, tk)\n  if score or ids[a[1]] or a[8] ~= '0' then return false end\n", "  return true, n, tats, froms, xr, tg\nend\n",
 		func(m feature, s string) string {
+			w := "3"
+			if m&fP != 0 {
+				w = "1"
+			}
+			s = once(s, "  local w, tw = 3, 1\n", "  local "+list(m, "w", "tw|T")+" = "+list(m, w, "1|T")+"\n")
 			if m&fT != 0 {
 				s = once(s, "local function fast(a, score, tk)\n", "local function fast(a, score)\n")
-				s = once(s, "  local twant, tw = tk and {'xp'}, 1\n", "")
 				s = once(s, "    if b == 64 or b == 37 then\n"+
 					"      -- A tenant's bucket, or its share: in its hash.\n"+
-					"      if not tk or byte(f, 2) == 126 then return false end\n"+
+					"      if not tk then return false end\n"+
 					"      tw = tw + 1\n"+
 					"      twant[tw] = f\n"+
 					"      if b == 64 then\n"+
 					"        tw = tw + 1\n"+
-					"        twant[tw] = f .. '.h'\n"+
+					"        twant[tw] = hnames[f]\n"+
 					"      end\n"+
 					"    else\n"+
-					"      want[w + 1], want[w + 2] = f, f .. '.h'\n"+
+					"      want[w + 1], want[w + 2] = f, hnames[f]\n"+
 					"      w = w + 2\n"+
-					"    end\n", "    want[w + 1], want[w + 2] = f, f .. '.h'\n    w = w + 2\n")
-				s = spanOnce(s, "  local tats, froms, tg, keep = {}, {}, tk and tread(tk, twant, tw), nil\n",
-					"      if ppm then keep = ppm / 1000000 end\n    end\n  end\n", "  local tats, froms = {}, {}\n")
-				s = once(s, "    local b = byte(f, 1)\n"+
+					"    end\n", "    want[w + 1], want[w + 2] = f, hnames[f]\n    w = w + 2\n")
+				s = spanOnce(s, "  local tg, keep = tk and tread(tk, twant, tw), nil\n",
+					"      if ppm then keep = ppm / 1000000 end\n    end\n  end\n", "")
+				s = once(s, "    local b = kinds[f]\n"+
 					"    if b ~= 37 then\n"+
 					"      local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0\n"+
 					"      if charge > allow then return false end\n"+
@@ -861,13 +894,12 @@ var cuts = []cut{
 				s = once(s, "  return true, n, tats, froms, xr, tg\n", "  return true, n, tats, froms, xr\n")
 			}
 			if m&fS != 0 {
-				s = once(s, "    if b == 126 or named[f] then return false end\n", "    if named[f] then return false end\n")
+				s = once(s, "    if b == 126 then return false end\n", "")
 			}
 			if m&(fT|fS) == fT|fS {
-				s = once(s, "    local f = a[8 + k]\n    local b = byte(f, 1)\n    -- A field named twice", "    local f = a[8 + k]\n    -- A field named twice")
+				s = once(s, "    local b = kinds[f] or kind(f)\n", "    if not hnames[f] then kind(f) end\n")
 			}
 			if m&fP != 0 {
-				s = once(s, "  local want, named, w = {'xp', 'pause', 'qs'}, {}, 3\n", "  local want, named, w = {'xp'}, {}, 1\n")
 				s = once(s, "  if got.qs then\n"+
 					"    local u = string.match(got.qs, '^(%d+) %d+ %d+ %a+$')\n"+
 					"    if u and u + 0 > now then return false end\n"+
@@ -884,76 +916,115 @@ var cuts = []cut{
 	swap(inAcquires, fT, "  local tk = tks[x]\n  local ok, n, tats, froms, xr, tg = fast(a, scores[x - base], tk)\n",
 		"  local ok, n, tats, froms, xr = fast(a, scores[x - base])\n"),
 	span(inAcquires, "    local ms, tms = expiry, 0\n",
-		"      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE)) end\n    end\n",
+		"      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end\n    end\n",
 		func(m feature, s string) string {
 			if m&fT == 0 {
 				return s
 			}
 			s = once(s, "    local ms, tms = expiry, 0\n", "    local ms = expiry\n")
-			s = once(s, "      local b = byte(f, 1)\n      local v = tats[k]\n"+
+			s = once(s, "      local b, h = kinds[f], hnames[f]\n      local v = tats[k]\n"+
 				"      if b == 64 or b == 37 then\n"+
-				"        tset(tk, f, v)\n"+
-				"        if b == 64 then tset(tk, f .. '.h', push(tg[f .. '.h'], us, max(froms[k] - us, 0))) end\n"+
-				"        if tats[k] / 1000 > tms then tms = tats[k] / 1000 end\n"+
-				"      else\n", "      local v = tats[k]\n")
-			s = once(s, "        if tats[k] / 1000 > ms then ms = tats[k] / 1000 end\n      end\n    end\n",
-				"        if tats[k] / 1000 > ms then ms = tats[k] / 1000 end\n    end\n")
-			return spanOnce(s, "    if tk then\n", "TIDLE)) end\n    end\n", "")
+				"        tset(tk, f, v, true)\n"+
+				"        if b == 64 then tset(tk, h, push(tg[h], us, max(froms[k] - us, 0))) end\n"+
+				"        if v / 1000 > tms then tms = v / 1000 end\n"+
+				"      else\n", "      local h = hnames[f]\n      local v = tats[k]\n")
+			s = once(s, "        if v / 1000 > ms then ms = v / 1000 end\n      end\n    end\n",
+				"        if v / 1000 > ms then ms = v / 1000 end\n    end\n")
+			return spanOnce(s, "    if tk then\n", "TIDLE), true) end\n    end\n", "")
 		}),
 
-	// settles.lua's fast: the tenant's and the sliding rates' checks.
+	// settles.lua's write: a held header's tenant, and the hash it is in
+	// (the state's, with no tenant).
+	tpl(inSettles, func(m feature) string {
+		if m&fT != 0 {
+			return "    local hv, f = e[1], e[2]\n" +
+				"    if hv.held then\n" +
+				"      local s = got[f]\n" +
+				"      if byte(s, 1) == 255 then s = sub(s, 15) end\n" +
+				"      s = head(hv[1], hv[2]) .. s\n" +
+				"      set(f, s)\n"
+		}
+		return "    local hv, g, f, tk = e[1], e[2], e[3], e[4]\n" +
+			"    if hv.held then\n" +
+			"      local s = g[f]\n" +
+			"      if byte(s, 1) == 255 then s = sub(s, 15) end\n" +
+			"      s = head(hv[1], hv[2]) .. s\n" +
+			"      if tk then tset(tk, f, s) else set(f, s) end\n"
+	}),
+	// give: its hash and tenant, the level of heads that keeps the state's
+	// stacks apart from a tenant's, a tenant's writes.
+	span(inSettles, "local function give(g, tk, f, r, t)\n", "    if tk then tset(tk, hf, ns) else set(hf, ns) end\n  end\nend\n",
+		func(m feature, s string) string {
+			if m&fT == 0 {
+				return s
+			}
+			s = once(s, "local function give(g, tk, f, r, t)\n", "local function give(f, r, t)\n")
+			s = once(s, "  local hs = heads[g]\n"+
+				"  if not hs then\n"+
+				"    hs = {}\n"+
+				"    heads[g] = hs\n"+
+				"  end\n"+
+				"  local hv = hs[hf]\n"+
+				"  if not hv then\n"+
+				"    hv = {}\n"+
+				"    hs[hf] = hv\n"+
+				"  end\n", "  local hv = heads[hf]\n"+
+				"  if not hv then\n"+
+				"    hv = {}\n"+
+				"    heads[hf] = hv\n"+
+				"  end\n")
+			s = once(s, "  local to, ns = givetat(f, g[f], g[hf], r, t, us, hv)\n", "  local to, ns = givetat(got[f], got[hf], r, t, us, hv)\n")
+			s = once(s, "  if tk then tset(tk, f, to, true) else set(f, to, true) end\n", "  set(f, to, true)\n")
+			s = once(s, "      held[nh] = {hv, g, hf, tk}\n", "      held[nh] = {hv, hf}\n")
+			s = once(s, "    hs[hf] = nil\n", "    heads[hf] = nil\n")
+			return once(s, "    if tk then tset(tk, hf, ns) else set(hf, ns) end\n", "    set(hf, ns)\n")
+		}),
+	swap(inSettles, fT, "local fields, back, want, twant = {}, {}, {}, {}\n", "local fields, back, want = {}, {}, {}\n"),
+	// settles.lua's fast: the tenant's and the sliding rates' checks (and
+	// with neither, the field's kind).
 	span(inSettles, "local function fast(a, score, tk)\n  if score then\n", "  return true, fields, back, m\nend\n",
 		func(m feature, s string) string {
 			if m&fT != 0 {
 				s = once(s, "local function fast(a, score, tk)\n", "local function fast(a, score)\n")
 				s = once(s, "    if b == 64 or b == 37 then\n"+
 					"      -- A tenant's bucket, or its share ('<µs>:<allow>' or '<µs>').\n"+
-					"      if not tk or byte(f, 2) == 126 then return false end\n"+
+					"      if not tk then return false end\n"+
 					"      if b == 37 then v = string.match(v, '^(-?%d+):%d+$') or v end\n"+
 					"    end\n", "")
 			}
 			if m&fS != 0 {
-				s = once(s, "    if b == 126 or back[f] then return false end\n", "    if back[f] then return false end\n")
+				s = once(s, "    if b == 126 then return false end\n", "")
 			}
 			if m&(fT|fS) == fT|fS {
-				s = once(s, "    local b = byte(f, 1)\n    -- A field named twice", "    -- A field named twice")
+				s = once(s, "    local b = kinds[f] or kind(f)\n", "    if not hnames[f] then kind(f) end\n")
 			}
 			return s
 		}),
 	// settles.lua's main loop: the lease's tenant, its fields and writes.
 	swap(inSettles, fT, "  local tk = tks[x]\n  local ok, fields, back, m = fast(a, score, tk)\n",
 		"  local ok, fields, back, m = fast(a, score)\n"),
-	span(inSettles, "    local want, w, twant, tw = {}, 0, {}, 0\n",
-		"          if ns then set(f .. '.h', ns) end\n        end\n      end\n    end\n",
+	span(inSettles, "    local w, tw = 0, 0\n",
+		"      if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end\n",
 		func(m feature, s string) string {
 			if m&fT == 0 {
 				return s
 			}
-			s = once(s, "    local want, w, twant, tw = {}, 0, {}, 0\n", "    local want, w = {}, 0\n")
-			s = once(s, "      local b = byte(f, 1)\n"+
+			s = once(s, "    local w, tw = 0, 0\n", "    local w = 0\n")
+			s = once(s, "      local b = kinds[f]\n"+
 				"      if b == 64 then\n"+
-				"        twant[tw + 1], twant[tw + 2] = f, f .. '.h'\n"+
+				"        twant[tw + 1], twant[tw + 2] = f, hnames[f]\n"+
 				"        tw = tw + 2\n"+
 				"      elseif b == 37 then\n"+
 				"        tw = tw + 1\n"+
 				"        twant[tw] = f\n"+
 				"      else\n"+
-				"        want[w + 1], want[w + 2] = f, f .. '.h'\n"+
+				"        want[w + 1], want[w + 2] = f, hnames[f]\n"+
 				"        w = w + 2\n"+
-				"      end\n", "        want[w + 1], want[w + 2] = f, f .. '.h'\n        w = w + 2\n")
+				"      end\n", "      want[w + 1], want[w + 2] = f, hnames[f]\n      w = w + 2\n")
 			s = once(s, "    local tg = tw > 0 and tread(tk, twant, tw)\n", "")
-			s = once(s, "      local b = byte(f, 1)\n"+
-				"      if b == 64 or b == 37 then\n"+
-				"        local to, ns = givetat(f, tg[f], tg[f .. '.h'], back[k], t, us)\n"+
-				"        if to then\n"+
-				"          tset(tk, f, to)\n"+
-				"          if ns then tset(tk, f .. '.h', ns) end\n"+
-				"        end\n"+
-				"      else\n"+
-				"        local to, ns = givetat(f, got[f], got[f .. '.h'], back[k], t, us)\n",
-				"        local to, ns = givetat(got[f], got[f .. '.h'], back[k], t, us)\n")
-			return once(s, "          if ns then set(f .. '.h', ns) end\n        end\n      end\n    end\n",
-				"          if ns then set(f .. '.h', ns) end\n        end\n    end\n")
+			return once(s, "      local b = kinds[f]\n"+
+				"      if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end\n",
+				"      give(f, back[k], t)\n")
 		}),
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 	"github.com/redis/go-redis/v9"
 )
@@ -102,7 +103,9 @@ func TestStrippedAsShipped(t *testing.T) {
 							rdb.HSet(ctx, ks[0], f, clock.Add(20*time.Second).UnixMicro())
 						}
 					}
-					send := func(s *redis.Script, ks []string, groups [][]any) []any {
+					// send returns one reply a call: the batch scripts' flat
+					// reply split, width values a call (wire.SplitReplies).
+					send := func(s *redis.Script, ks []string, groups [][]any, width int) []any {
 						if k == 1 {
 							v, err := s.Run(ctx, rdb, ks, groups[0]...).Result()
 							if err != nil {
@@ -115,11 +118,15 @@ func TestStrippedAsShipped(t *testing.T) {
 							args = append(args, 0, len(g))
 							args = append(args, g...)
 						}
-						v, err := s.Run(ctx, rdb, ks, args...).Slice()
+						v, err := s.Run(ctx, rdb, ks, args...).Result()
 						if err != nil {
 							t.Fatal(err)
 						}
-						return v
+						out, err := wire.SplitReplies(v, len(groups), width)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return out
 					}
 					compare := func(step int) {
 						t.Helper()
@@ -153,7 +160,7 @@ func TestStrippedAsShipped(t *testing.T) {
 							next++
 							groups = append(groups, sh.acq("lease-"+strconv.Itoa(next)))
 						}
-						ra, rb := send(shipA, ka, groups), send(cutA, kb, groups)
+						ra, rb := send(shipA, ka, groups, wire.AcquireReplyLen), send(cutA, kb, groups, wire.AcquireReplyLen)
 						if !reflect.DeepEqual(ra, rb) {
 							t.Fatalf("step %d: acquire replies differ: %v %v", step, ra, rb)
 						}
@@ -171,7 +178,7 @@ func TestStrippedAsShipped(t *testing.T) {
 								groups = append(groups, sh.set(l.id, l.us))
 							}
 							fifo = fifo[k:]
-							ra, rb := send(shipS, ka, groups), send(cutS, kb, groups)
+							ra, rb := send(shipS, ka, groups, wire.SettleReplyLen), send(cutS, kb, groups, wire.SettleReplyLen)
 							if !reflect.DeepEqual(ra, rb) {
 								t.Fatalf("step %d: settle replies differ: %v %v", step, ra, rb)
 							}
