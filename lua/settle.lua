@@ -131,7 +131,10 @@ local function givetat(field, tat, s, r, t, us, hv)
     if byte(s, 1) == 255 then ho = 14 end
     m2 = (#s - ho) / 14
     if hv and hv[1] then
-      f, a = hv[1], hv[2]
+      -- (A read back from a held header whole, as a single settle reads
+      -- back the 7 bytes it wrote: a fractional give-back leaves A
+      -- fractional in hv.)
+      f, a = hv[1], floor(hv[2])
     else
       if ho > 0 then
         local _
