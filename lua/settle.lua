@@ -63,10 +63,9 @@ local sh, dec, enc, head
 -- giveback lowers by moved the events of stack s (its m entries, F, A,
 -- header o) from lo on, the first after the lease: those before it are
 -- frozen, those from lo on live under A + moved, and those before it whose
--- headroom, first (lo's, lowered), is no lower, go. It returns the stack;
--- or, given hv (a batch's held header {F, A}, see settles.lua), when only
--- the header changes, true, the new A in hv[2].
-local function giveback(s, m, f, a, o, lo, first, moved, hv)
+-- headroom, first (lo's, lowered), is no lower, go. It returns the stack.
+-- (The usual case, lo = F + 1 and no entry going, is givetat's own.)
+local function giveback(s, m, f, a, o, lo, first, moved)
   local p = lo - 1
   while p > 0 do
     local _, w = dec(s, p, o)
@@ -75,16 +74,6 @@ local function giveback(s, m, f, a, o, lo, first, moved, hv)
     p = p - 1
   end
   local a2 = a + moved
-  -- Most often (leases ending in the order they were charged) the first
-  -- event is the first live entry and none before it goes: the entries
-  -- stay as they are, under a new header.
-  if p == f and lo == f + 1 and a2 <= 1125899906842624 then
-    if hv then
-      hv[2] = a2
-      return true
-    end
-    return head(p, a2) .. sub(s, o + 1)
-  end
   local parts, n = {'', sub(s, o + 1, o + 14 * math.min(f, p))}, 2
   for x = f + 1, p do
     local tx, wx = dec(s, x, o)
@@ -142,16 +131,23 @@ local function givetat(field, tat, s, r, t, us, hv)
       end
       if hv then hv[1], hv[2] = f, a end
     end
-    -- The usual give-back, read in one call: entry f (frozen) before t and
-    -- entry f + 1 after it, the first event; and when entry f stays below
-    -- the first's headroom lowered, only A moves (giveback's short path).
-    if f > 0 and f < m2 then
-      local tf, wf, tg, wg = upk('>I7I7I7I7', s, ho + 14 * f - 13)
-      if tf - t <= 0 and tg - t > 0 then
+    -- The usual give-back (leases end about in the order they were
+    -- charged), read in one call: entry f (frozen) before t, if any, and
+    -- entry f + 1 after it, the first event. When entry f stays below the
+    -- first's headroom lowered, no entry goes and only A moves: the
+    -- entries stay as they are, under a new header.
+    if f < m2 then
+      local tf, wf, tg, wg = 0, 0, 0, 0
+      if f > 0 then
+        tf, wf, tg, wg = upk('>I7I7I7I7', s, ho + 14 * f - 13)
+      else
+        tg, wg = upk('>I7I7', s, ho + 1)
+      end
+      if (f == 0 or tf - t <= 0) and tg - t > 0 then
         local d = wg - a
         local to = max(tat - math.min(r, d), us)
         local a2 = a + tat - to
-        if d > 0 and wf - (d - (tat - to)) < 0 and a2 <= 1125899906842624 then
+        if d > 0 and (f == 0 or wf - (d - (tat - to)) < 0) and a2 <= 1125899906842624 then
           if not hv then return to, head(f, a2) .. sub(s, ho + 1) end
           hv[2] = a2
           return to, true
@@ -188,7 +184,7 @@ local function givetat(field, tat, s, r, t, us, hv)
   if r <= 0 then return nil end
   local to = max(tat - r, us)
   -- The events from the first after t lose what the TAT moved.
-  if lo <= m2 then return to, giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to, hv) end
+  if lo <= m2 then return to, giveback(s, m2, f, a, ho, lo, first - (tat - to), tat - to) end
   return to
 end
 

@@ -34,7 +34,7 @@ local scores, base
 local ended, ne, gone = {}, 0, {}
 local waiters
 
--- A give-back most often moves only its stack's header (see giveback in
+-- A give-back most often moves only its stack's header (see givetat in
 -- settle.lua), and rewriting a stack copies it twice. So the batch holds
 -- each stack's header apart: heads[g][field] is {F, A} for the stack in
 -- g (the state's fields, or a tenant's), and held lists those whose
