@@ -119,8 +119,8 @@ local floor, ceil, max, sqrt = math.floor, math.ceil, math.max, math.sqrt
 -- it reads 2^48 back whole (one call a script). A server without it, or
 -- with a narrow one (and miniredis, which the tests run on too), gets the
 -- same bytes from the Lua pk and upk below, made only there, for the
--- formats the scripts use: '>I7', '>I7I7' (an entry), '>I7I7I7I7' (two,
--- read only) and '>BxxxxxBI7' (a header).
+-- formats the scripts use: '>I7' repeated (one integer, an entry, or a
+-- stack's entries at once) and '>BxxxxxBI7' (a header).
 local pk, upk
 local lib = rawget(_G, 'struct')
 if lib and lib.unpack('>I7', '\1\0\0\0\0\0\0') == 281474976710656 then
@@ -139,19 +139,30 @@ else
     local b1, b2, b3, b4, b5, b6, b7 = byte(s, p, p + 6)
     return (((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6) * 256 + b7
   end
-  pk = function(f, x, y, z)
+  -- n returns how many I7 format f names: '>' then 'I7' n times.
+  local function n(f)
+    local k = (#f - 1) / 2
+    if k >= 1 and f == '>' .. string.rep('I7', k) then return k end
+    error('pk: format ' .. f)
+  end
+  pk = function(f, ...)
+    local x, y, z = ...
     if f == '>I7' then return char(seven(x)) end
     if f == '>I7I7' then return char(seven(x)) .. char(seven(y)) end
     if f == '>BxxxxxBI7' then return char(x, 0, 0, 0, 0, 0, y) .. char(seven(z)) end
-    error('pk: format ' .. f)
+    local v, parts = {...}, {}
+    for i = 1, n(f) do parts[i] = char(seven(v[i])) end
+    return table.concat(parts)
   end
   upk = function(f, s, p)
     p = p or 1
     if f == '>I7' then return int(s, p), p + 7 end
     if f == '>I7I7' then return int(s, p), int(s, p + 7), p + 14 end
-    if f == '>I7I7I7I7' then return int(s, p), int(s, p + 7), int(s, p + 14), int(s, p + 21), p + 28 end
     if f == '>BxxxxxBI7' then return byte(s, p), byte(s, p + 6), int(s, p + 7), p + 14 end
-    error('upk: format ' .. f)
+    local k, v = n(f), {}
+    for i = 1, k do v[i] = int(s, p + 7 * i - 7) end
+    v[k + 1] = p + 7 * k
+    return unpack(v, 1, k + 1)
   end
 end
 -- The sentinel score of the lease set and the slot queue (see cover); and
@@ -266,49 +277,47 @@ end
 -- move, at most the bucket's refills over the stack's life, far below
 -- 2^50 µs (a flat, header-less rewrite past it keeps it exact).
 
--- clib returns flat and compact (below). A stack is flattened or compacted
+-- clib returns fold and flat (below). A stack is compacted, or flattened,
 -- once in dozens of pushes, so their closures are made only then: clib
--- itself has no upvalues (what they need comes as arguments, as for glib),
--- and a script pays for one bare closure, not for two with theirs.
-local function clib(dec, enc)
-  local sub, sqrt = string.sub, math.sqrt
-  -- flat returns the m entries of stack s (header o bytes, F, A) as a stack
-  -- without a header: each headroom written out.
-  local function flat(s, m, f, a, o)
-    if o == 0 then return sub(s, 1, 14 * m) end
-    local parts = {sub(s, o + 1, o + 14 * f)}
-    for k = f + 1, m do
-      local t, w = dec(s, k, o)
-      parts[k - f + 1] = enc(t, w - a)
-    end
-    return table.concat(parts, '', 1, m - f + 1)
+-- itself has no upvalues (what they need comes as arguments, as for
+-- glib), and a script pays for one bare closure, not for two with theirs.
+-- Both read a stack's entries in one unpack and write the result in one
+-- pack: a call into C an entry cost about as much as the rest.
+local function clib(pk, upk)
+  local rep, unpack, sqrt = string.rep, unpack, math.sqrt
+  -- entries returns the m entries of stack s (header o bytes, F, A) as
+  -- {t1, w1, t2, w2, ...}, each live entry's headroom written out (w - A).
+  local function entries(s, m, f, a, o)
+    local v = {upk('>' .. rep('I7', 2 * m), s, o + 1)}
+    for k = f + 1, m do v[2 * k] = v[2 * k] - a end
+    return v
   end
 
-  -- compact returns a full stack s (no header) with each run of adjacent
-  -- entries within a factor g of the run's first headroom made one (see
-  -- above).
-  local function compact(s, m)
-    local hd = {}
-    for k = 1, m do
-      local _, d = dec(s, k, 0)
-      hd[k] = d
-    end
-    local i = hd[1] == 0 and 2 or 1
-    local q = sqrt(sqrt(sqrt(sqrt(sqrt(hd[m] / hd[i])))))
+  -- flat returns stack s without a header: each headroom written out.
+  local function flat(s, m, f, a, o)
+    return pk('>' .. rep('I7', 2 * m), unpack(entries(s, m, f, a, o), 1, 2 * m))
+  end
+
+  -- fold returns a full stack s flat (see flat) with each run of
+  -- adjacent entries within a factor g of the run's first headroom made
+  -- one (see above): the run's last time, its first headroom.
+  local function fold(s, m, f, a, o)
+    local v = entries(s, m, f, a, o)
+    local i = v[2] == 0 and 2 or 1
+    local q = sqrt(sqrt(sqrt(sqrt(sqrt(v[2 * m] / v[2 * i])))))
     local g = sqrt(q * sqrt(q))
-    local parts, n, b = {sub(s, 1, 14 * i - 14)}, 1, i
+    local out, n, b = {v[1], v[2]}, 2 * i - 2, i
     for k = i + 1, m do
-      if hd[k] > hd[b] * g then
-        -- The run b..k-1 ends: entry k-1's time, entry b's headroom (two
-        -- pieces, joined once with the rest).
-        parts[n + 1], parts[n + 2] = sub(s, 14 * k - 27, 14 * k - 21), sub(s, 14 * b - 6, 14 * b)
+      if v[2 * k] > v[2 * b] * g then
+        -- The run b..k-1 ends: entry k-1's time, entry b's headroom.
+        out[n + 1], out[n + 2] = v[2 * k - 3], v[2 * b]
         n, b = n + 2, k
       end
     end
-    parts[n + 1], parts[n + 2] = sub(s, 14 * m - 13, 14 * m - 7), sub(s, 14 * b - 6, 14 * b)
-    return table.concat(parts, '', 1, n + 2)
+    out[n + 1], out[n + 2] = v[2 * m - 1], v[2 * b]
+    return pk('>' .. rep('I7', n + 2), unpack(out, 1, n + 2))
   end
-  return flat, compact
+  return fold, flat
 end
 
 -- blib returns the stack's codec, sh, dec, enc and head (below), and,
@@ -363,8 +372,7 @@ local function blib(clib, pk, upk)
     end
     if m == 0 then return enc(e, d) end
     if m == MAXH then
-      local flat, compact = clib(dec, enc)
-      return compact(flat(s, m, math.min(f, m), a, o), m) .. enc(e, d)
+      return clib(pk, upk)(s, m, math.min(f, m), a, o) .. enc(e, d)
     end
     -- The header stays as it is unless entries it froze went.
     if f <= m then return sub(s, 1, o + 14 * m) .. enc(e, d + a) end

@@ -89,7 +89,10 @@ local function giveback(s, m, f, a, o, lo, first, moved)
   parts[n] = sub(s, o + 14 * max(lo, f + 1) - 13, o + 14 * m)
   parts[1] = head(p, a2)
   s = table.concat(parts, '', 1, n)
-  if a2 > 1125899906842624 then return (clib(dec, enc))(s, p + m - lo + 1, p, a2, 14) end
+  if a2 > 1125899906842624 then
+    local _, flat = clib(pk, upk)
+    return flat(s, p + m - lo + 1, p, a2, 14)
+  end
   return s
 end
 

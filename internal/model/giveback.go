@@ -30,7 +30,11 @@ type hentry struct{ t, d int64 }
 // first.
 func (b *hash) push(field string, us, d int64) {
 	bk := b.bucket(field)
-	s := bk.stack
+	bk.stack = pushed(bk.stack, us, d)
+}
+
+// pushed returns stack s with the event push records.
+func pushed(s []hentry, us, d int64) []hentry {
 	e := us
 	if len(s) > 0 && s[len(s)-1].t >= e {
 		e = s[len(s)-1].t + 1
@@ -44,7 +48,23 @@ func (b *hash) push(field string, us, d int64) {
 	if len(s) == maxStack {
 		s = compact(s)
 	}
-	bk.stack = append(s, hentry{e, d})
+	return append(s, hentry{e, d})
+}
+
+// Push returns the stack (times, headrooms, oldest first) after a charge
+// event at us of headroom d, as a bucket's push records it: for tests
+// that hold a script's stack to the rule.
+func Push(times, headrooms []int64, us, d int64) ([]int64, []int64) {
+	s := make([]hentry, len(times))
+	for k := range times {
+		s[k] = hentry{times[k], headrooms[k]}
+	}
+	s = pushed(s, us, d)
+	times, headrooms = make([]int64, len(s)), make([]int64, len(s))
+	for k, e := range s {
+		times[k], headrooms[k] = e.t, e.d
+	}
+	return times, headrooms
 }
 
 // compact returns a full stack with each run of adjacent entries merged
