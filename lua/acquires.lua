@@ -43,8 +43,77 @@ local ids = {}
 local added, na, moved = {}, 0, false
 local waiters, slots
 
+-- An acquire most often appends one entry to each of its buckets' stacks
+-- (push's usual path), and appending copies the stack: k copies of each
+-- stack a batch of k. So the batch holds each stack's new entries apart:
+-- stacks[g][field] is {s, m, F, A, t, w, parts, np}, the stack as read or
+-- last rewritten (s; m false until read: its entry count, its header's F
+-- and A, its last entry's time t and stored value w, with the np entries
+-- appended since in parts), joined to them once, at the write. pend lists
+-- the stacks held, in order.
+local stacks, pend, np = {}, {}, 0
+
+-- hpush is set(h, push(g[h], us, d)) (tset for a tenant's hash tk) with
+-- the stack held: push's usual path appends, any other goes to push on
+-- the stack joined.
+local function hpush(g, tk, h, d)
+  local hs = stacks[g]
+  if not hs then
+    hs = {}
+    stacks[g] = hs
+  end
+  local st = hs[h]
+  if not st then
+    st = {g[h] or '', false, 0, 0, 0, 0, {}, 0}
+    hs[h] = st
+    np = np + 1
+    pend[np] = {st, g, h, tk}
+  end
+  if not st[2] then
+    local s, m, f, a, t, w = st[1], 0, 0, 0, 0, 0
+    local n, o = #s, 0
+    if n > 0 and byte(s, 1) == 255 then
+      local _
+      _, f, a = upk('>BxxxxxBI7', s)
+      o = 14
+    end
+    m = (n - o) / 14
+    if m > 0 then t, w = upk('>I7I7', s, n - 13) end
+    st[2], st[3], st[4], st[5], st[6] = m, f, a, t, w
+  end
+  local m, a, w = st[2], st[4], st[6]
+  local e, x = us, d
+  if m > 0 and st[5] - us >= 0 then e = st[5] + 1 end
+  if m > 0 and d ~= 0 then
+    if not (m < MAXH and w - (m > st[3] and a or 0) - d < 0) then
+      -- Entries go, or the stack is full: push's other path.
+      st[1], st[2], st[8] = push(st[1] .. table.concat(st[7], '', 1, st[8]), us, d), false, 0
+      return
+    end
+    x = d + a
+  else
+    -- An empty stack, or a charge with no headroom: the entry alone.
+    st[1], st[3], st[4], st[8], m = '', 0, 0, 0, 0
+  end
+  local p = st[8] + 1
+  st[7][p], st[8] = pk('>I7I7', e, x), p
+  st[2], st[5], st[6] = m + 1, e, x
+end
+
+-- join writes the held stacks' new entries, each stack once.
+local function join()
+  for x = 1, np do
+    local e = pend[x]
+    local st, g, h, tk = e[1], e[2], e[3], e[4]
+    local s = st[8] > 0 and st[1] .. table.concat(st[7], '', 1, st[8]) or st[1]
+    if tk then tset(tk, h, s) else set(h, s) end
+  end
+  stacks, pend, np = {}, {}, 0
+end
+
 local function write()
   local ttl = moved and fmt('%d', got.xp - now)
+  join()
   hset()
   if na > 0 then redis.call('ZADD', leases, 'NX', unpack(added, 1, na)) end
   if moved then
@@ -215,11 +284,11 @@ for x = 1, c do
       local v = tats[k]
       if b == 64 or b == 37 then
         tset(tk, f, v, true)
-        if b == 64 then tset(tk, h, push(tg[h], us, max(froms[k] - us, 0))) end
+        if b == 64 then hpush(tg, tk, h, max(froms[k] - us, 0)) end
         if v / 1000 > tms then tms = v / 1000 end
       else
         set(f, v, true)
-        set(h, push(got[h], us, max(froms[k] - us, 0)))
+        hpush(got, false, h, max(froms[k] - us, 0))
         if v / 1000 > ms then ms = v / 1000 end
       end
     end
