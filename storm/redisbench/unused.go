@@ -925,7 +925,7 @@ var cuts = []cut{
 			s = once(s, "      local b, h = kinds[f], hnames[f]\n      local v = tats[k]\n"+
 				"      if b == 64 or b == 37 then\n"+
 				"        tset(tk, f, v, true)\n"+
-				"        if b == 64 then tset(tk, h, push(tg[h], us, max(froms[k] - us, 0))) end\n"+
+				"        if b == 64 then hpush(tg, tk, h, max(froms[k] - us, 0)) end\n"+
 				"        if v / 1000 > tms then tms = v / 1000 end\n"+
 				"      else\n", "      local h = hnames[f]\n      local v = tats[k]\n")
 			s = once(s, "        if v / 1000 > ms then ms = v / 1000 end\n      end\n    end\n",
