@@ -39,8 +39,8 @@
 -- expiry moved, and under a concurrency limit whether anyone waits for a
 -- slot and the slots held (nil: not yet read).
 local scores, base
-local ids = {}
-local added, na, moved = {}, 0, false
+local ids
+local added, na, moved
 local waiters, slots
 
 -- An acquire most often appends one entry to each of its buckets' stacks
@@ -51,7 +51,7 @@ local waiters, slots
 -- and A, its last entry's time t and stored value w, with the np entries
 -- appended since in parts), joined to them once, at the write. pend lists
 -- the stacks held, in order.
-local stacks, pend, np = {}, {}, 0
+local stacks, pend, np
 
 -- hpush is set(h, push(g[h], us, d)) (tset for a tenant's hash tk) with
 -- the stack held: push's usual path appends, any other goes to push on
@@ -231,7 +231,13 @@ local function fast(a, score, tk)
   return true, n, tats, froms, xr, tg
 end
 
-local replies, last = {}, nil
+local replies, last
+
+-- The main block: one script call's work (see batch.lua).
+begin()
+scores, base, ids, added, na, moved, waiters, slots = nil, nil, {}, {}, 0, false, nil, nil
+stacks, pend, np = {}, {}, 0
+replies, last = {}, nil
 clock()
 for x = 1, c do
   local a = calls[x]

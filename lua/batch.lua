@@ -1,18 +1,54 @@
 -- batch.lua: what acquires.lua and settles.lua share, placed before each
 -- (see Source in lua.go): the batch's calls, its clock, and the state
 -- hash's fields it holds between two writes.
+--
+-- Each of the two scripts ends with its main block, one script call's
+-- work, from a line that says so. Loaded as a Redis function (see
+-- library.go), the text before that line runs once, on the function's
+-- first call, and the main block on every call: so what belongs to one
+-- call is set in the main block, or by begin (below), never by the text
+-- before it.
 
-local state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
+-- The keys, and the groups: calls[c] is call c's ARGV; tks[c] its
+-- tenant's hash (KEYS[t] for a group whose t is not 0), or false.
+local state, leases, queue
+local calls, tks, c
 
--- The groups: calls[c] is call c's ARGV; tks[c] its tenant's hash (KEYS[t]
--- for a group whose t is not 0), or false.
-local calls, tks, c, i = {}, {}, 0, 1
-while i <= #ARGV do
-  local t, n = ARGV[i] + 0, ARGV[i + 1] + 0
-  c = c + 1
-  calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}
-  tks[c] = t > 0 and KEYS[t]
-  i = i + n + 2
+-- The clock, read again after each call the single script runs itself.
+local us, now
+
+-- got holds the state hash's fields read (false: missing) and changed;
+-- dirty those changed, in order. A TAT or an xp changed is held as a
+-- number, and written as its decimal digits once, by hset: a batch moves
+-- a bucket's TAT once a call, and a string.format costs about as much as
+-- a command's argument. read reads those of want[1..w] not yet
+-- read, in one HMGET; set changes one. A tenant's hash is held alike:
+-- tgot[tk] its fields, tread and tset. hset writes what changed, the
+-- state's in one HSET and each tenant's in one (and its expiry, moved to
+-- its xp when a charge moved that: see tcover in prelude.lua), and
+-- forgets all.
+local got, dirty, nd
+local tgot, tdirty, tnames, nt
+
+-- forget forgets every field read and changed.
+local function forget()
+  got, dirty, nd = {}, {}, 0
+  tgot, tdirty, tnames, nt = {}, {}, {}, 0
+end
+
+-- begin starts a script call: its keys, its groups, and nothing held.
+local function begin()
+  state, leases, queue = KEYS[1], KEYS[2], KEYS[3]
+  calls, tks, c = {}, {}, 0
+  local i = 1
+  while i <= #ARGV do
+    local t, n = ARGV[i] + 0, ARGV[i + 1] + 0
+    c = c + 1
+    calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}
+    tks[c] = t > 0 and KEYS[t]
+    i = i + n + 2
+  end
+  forget()
 end
 
 -- keys returns the KEYS the single script would take for call c: made
@@ -32,26 +68,11 @@ local function kind(f)
   return b
 end
 
--- The clock, read again after each call the single script runs itself.
-local us, now
 local function clock()
   local t = redis.call('TIME')
   us = t[1] * 1000000 + t[2]
   now = floor(us / 1000)
 end
-
--- got holds the state hash's fields read (false: missing) and changed;
--- dirty those changed, in order. A TAT or an xp changed is held as a
--- number, and written as its decimal digits once, by hset: a batch moves
--- a bucket's TAT once a call, and a string.format costs about as much as
--- a command's argument. read reads those of want[1..w] not yet
--- read, in one HMGET; set changes one. A tenant's hash is held alike:
--- tgot[tk] its fields, tread and tset. hset writes what changed, the
--- state's in one HSET and each tenant's in one (and its expiry, moved to
--- its xp when a charge moved that: see tcover in prelude.lua), and
--- forgets all.
-local got, dirty, nd = {}, {}, 0
-local tgot, tdirty, tnames, nt = {}, {}, {}, 0
 
 local function fetch(key, g, want, w)
   local need, nn = {}, 0
@@ -135,6 +156,5 @@ local function hset()
     redis.call('HSET', tk, unpack(args, 1, 2 * d[0]))
     if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
   end
-  got, dirty, nd = {}, {}, 0
-  tgot, tdirty, tnames, nt = {}, {}, {}, 0
+  forget()
 end

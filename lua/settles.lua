@@ -31,7 +31,7 @@
 -- (ZMSCORE), the leases ended, and whether the slot queue holds waiters
 -- (nil: not yet read).
 local scores, base
-local ended, ne, gone = {}, 0, {}
+local ended, ne, gone
 local waiters
 
 -- A give-back most often moves only its stack's header (see givetat in
@@ -39,7 +39,7 @@ local waiters
 -- each stack's header apart: heads[g][field] is {F, A} for the stack in
 -- g (the state's fields, or a tenant's), and held lists those whose
 -- header changed, each joined to its entries once, at the write.
-local heads, held, nh = {}, {}, 0
+local heads, held, nh
 
 local function write()
   if ne > 0 then redis.call('ZREM', leases, unpack(ended, 1, ne)) end
@@ -131,7 +131,13 @@ local function fast(a, score, tk)
   return true, fields, back, m
 end
 
-local replies = {}
+local replies
+
+-- The main block: one script call's work (see batch.lua).
+begin()
+scores, base, ended, ne, gone, waiters = nil, nil, {}, 0, {}, nil
+heads, held, nh = {}, {}, 0
+replies = {}
 clock()
 for x = 1, c do
   local a = calls[x]

@@ -805,15 +805,21 @@ var cuts = []cut{
 	// feature kinds itself (the batches read a field's kind only to find
 	// those two); the tenants' tables, tread and tset (two closures every
 	// batch makes), hset's loop over the tenants and its new tables.
+	tpl(inBatch, func(m feature) string { return "local " + list(m, "calls", "tks|T", "c") + "\n" }),
 	tpl(inBatch, func(m feature) string {
 		t := m&fT != 0
-		return "local " + list(m, "calls", "tks|T", "c", "i") + " = " + list(m, "{}", "{}|T", "0", "1") + "\n" +
-			"while i <= #ARGV do\n" +
-			"  local " + list(m, "t|T", "n") + " = " + list(m, "ARGV[i] + 0|T", "ARGV[i + 1] + 0") + "\n" +
-			"  c = c + 1\n" +
-			"  calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}\n" +
-			when(!t, "  tks[c] = t > 0 and KEYS[t]\n") +
-			"  i = i + n + 2\n" +
+		return "local function begin()\n" +
+			"  state, leases, queue = KEYS[1], KEYS[2], KEYS[3]\n" +
+			"  " + list(m, "calls", "tks|T", "c") + " = " + list(m, "{}", "{}|T", "0") + "\n" +
+			"  local i = 1\n" +
+			"  while i <= #ARGV do\n" +
+			"    local " + list(m, "t|T", "n") + " = " + list(m, "ARGV[i] + 0|T", "ARGV[i + 1] + 0") + "\n" +
+			"    c = c + 1\n" +
+			"    calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}\n" +
+			when(!t, "    tks[c] = t > 0 and KEYS[t]\n") +
+			"    i = i + n + 2\n" +
+			"  end\n" +
+			"  forget()\n" +
 			"end\n"
 	}),
 	tpl(inBatch, func(m feature) string {
@@ -834,7 +840,7 @@ var cuts = []cut{
 			"  return b\n" +
 			"end\n"
 	}),
-	swap(inBatch, fT, "local tgot, tdirty, tnames, nt = {}, {}, {}, 0\n", ""),
+	swap(inBatch, fT, "local tgot, tdirty, tnames, nt\n", ""),
 	span(inBatch, "-- tread returns tenant tk's fields, those of want[1..w] read.\nlocal function tread(tk, want, w)\n",
 		"  fetch(tk, g, want, w)\n  return g\nend\n", func(m feature, s string) string { return when(m&fT == 0, s) }),
 	span(inBatch, "local function tset(tk, f, v, num)\n", "  tgot[tk][f] = v\nend\n",
