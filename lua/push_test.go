@@ -171,4 +171,3 @@ func admittedAt(t *testing.T, v []any, o int) int64 {
 	}
 	return v[o+2].(int64)
 }
-

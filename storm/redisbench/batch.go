@@ -71,6 +71,9 @@ func (b *bench) batch(ctx context.Context) error {
 			{"shared read by a redis.call wrapper (one TIME, HMGET, HSET, ZADD, ZREM)", redis.NewScript(batchSource("acquire", true, !conc)), redis.NewScript(batchSource("settle", true, !conc)), counted, []int{1, 2, 4, 8, 16}},
 			// What a Pacer sends by group commit (round 9 on; BATCH_ONLY=land:5).
 			{"landed batch scripts (acquires.lua, settles.lua)", lua.Acquires, lua.Settles, grouped, []int{2, 5, 16}},
+			// The same loaded as a library (lua.Library) and sent by FCALL
+			// (BATCH_ONLY=func:5).
+			{"functions: the landed batch scripts by FCALL (lua.Library)", lua.Acquires, lua.Settles, functions, []int{2, 5, 16}},
 		}
 		if os.Getenv("BATCH_K32") != "" { // the hand-written build at k = 32 too (the asymptote)
 			kinds[2].ks = append(kinds[2].ks, 32)
@@ -117,6 +120,9 @@ const (
 	// argument count), KEYS the budget's four (the landed acquires.lua and
 	// settles.lua).
 	grouped
+	// functions: as grouped, sent by FCALL to the library's functions
+	// (lua.AcquiresFunction, lua.SettlesFunction), loaded first.
+	functions
 )
 
 // driver sends the recorded calls of one regime's budget.
@@ -136,6 +142,11 @@ type driver struct {
 // budget of their keys with 64 leases in flight and stacks filled (two
 // rounds of pairs, one call at a time), its TATs ahead of the clock.
 func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script, format callFormat) (*driver, error) {
+	if format == functions {
+		if err := b.rdb.FunctionLoadReplace(ctx, lua.Library).Err(); err != nil {
+			return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
+		}
+	}
 	rdb := redis.NewClient(b.rdb.Options())
 	defer rdb.Close()
 	ra := &recorder{sha: lua.Acquire.Hash(), src: lua.Source("acquire")}
@@ -253,20 +264,26 @@ func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups
 			args = append(args, len(g))
 			args = append(args, g...)
 		}
-	case grouped:
+	case grouped, functions:
 		for _, g := range groups {
 			args = append(args, 0, len(g))
 			args = append(args, g...)
 		}
 		keys = keys[:min(len(keys), 4)]
 	}
-	if d.format == grouped {
+	if d.format == grouped || d.format == functions {
 		// The landed scripts reply in one flat array (wire.SplitReplies).
-		width := wire.SettleReplyLen
+		width, fn := wire.SettleReplyLen, lua.SettlesFunction
 		if s == d.acq {
-			width = wire.AcquireReplyLen
+			width, fn = wire.AcquireReplyLen, lua.AcquiresFunction
 		}
-		v, err := s.Run(ctx, d.b.rdb, keys, args...).Result()
+		var v any
+		var err error
+		if d.format == functions {
+			v, err = d.b.rdb.FCall(ctx, fn, keys, args...).Result()
+		} else {
+			v, err = s.Run(ctx, d.b.rdb, keys, args...).Result()
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,70 @@
+package lua
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+)
+
+// The batch scripts as a Redis function library (Redis 7 and later), for
+// servers that have FUNCTION LOAD. A script sent by EVALSHA runs its whole
+// text on every call: the prelude's helpers, batch.lua's and the script's
+// own are made as closures, and their tables, each time (about 80k
+// instructions a call, docs/results.md, issue 23, round 13). Loaded as a
+// function, that text runs once, on the function's first call, and each
+// call after runs only run: the script's main block. The replies and the state written are the EVAL form's: the same
+// text computes them.
+//
+// The library's text: its first line, then, for each of acquires and
+// settles, its EVAL text (Source) as the body of a function that returns
+// run, the script's main block (from the line batchMain on) made a
+// function, and the function registered under its name.
+// KEYS and ARGV are the library's locals, set before each call; the first
+// call sees a KEYS of five keys while the text runs once, so that the
+// prelude makes the helpers a tenant's call needs (tcover) whatever the
+// first call is.
+var (
+	// LibraryName names the library: "llmpacer_" and 16 hex digits of
+	// the SHA-1 of its text after its first line, so that a server holds
+	// each version apart, and a Pacer of one version never runs
+	// another's.
+	LibraryName string
+	// AcquiresFunction and SettlesFunction name the library's two
+	// functions (for FCALL): acquires.lua and settles.lua, with their
+	// KEYS, ARGV and replies.
+	AcquiresFunction, SettlesFunction string
+	// Library is the library's text, for FUNCTION LOAD.
+	Library string
+)
+
+// batchMain begins the main block of acquires.lua and settles.lua: one
+// script call's work (see batch.lua).
+const batchMain = "-- The main block: one script call's work (see batch.lua).\n"
+
+func init() {
+	var body strings.Builder
+	body.WriteString("local KEYS, ARGV\n")
+	for _, name := range []string{"acquires", "settles"} {
+		before, main, ok := strings.Cut(Source(name), batchMain)
+		if !ok {
+			panic("lua: " + name + ".lua has no line " + batchMain)
+		}
+		body.WriteString("local function " + name + "Init()\n" + before + "local function run()\n" + main + "end\nreturn run\nend\n")
+	}
+	sum := sha1.Sum([]byte(body.String()))
+	h := hex.EncodeToString(sum[:8])
+	LibraryName = "llmpacer_" + h
+	AcquiresFunction, SettlesFunction = "llmpacer_acquires_"+h, "llmpacer_settles_"+h
+	for _, f := range []struct{ name, fn string }{{"acquires", AcquiresFunction}, {"settles", SettlesFunction}} {
+		body.WriteString("local " + f.name + "\n" +
+			"redis.register_function('" + f.fn + "', function(keys, args)\n" +
+			"  if not " + f.name + " then\n" +
+			"    KEYS, ARGV = {'', '', '', '', ''}, {}\n" +
+			"    " + f.name + " = " + f.name + "Init()\n" +
+			"  end\n" +
+			"  KEYS, ARGV = keys, args\n" +
+			"  return " + f.name + "()\n" +
+			"end)\n")
+	}
+	Library = "#!lua name=" + LibraryName + "\n" + body.String()
+}
