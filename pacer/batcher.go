@@ -31,6 +31,8 @@ type batcher struct {
 	client    redis.Scripter
 	keys      []string // the budget's KEYS: state hash, lease set, slot queue, definition
 	one, many *redis.Script
+	fns       *functions // sends many as its function, fn, where it can
+	fn        string
 	width     int           // the values of a call's reply in many's (see wire.SplitReplies)
 	max       int           // the most calls a script call carries
 	flight    int           // the most script calls in flight at once, but for stalls
@@ -54,8 +56,8 @@ type batcher struct {
 
 // newBatcher returns the batcher of one and many on keys, many's reply
 // giving width values a call.
-func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, width int, resend bool) *batcher {
-	return &batcher{client: client, keys: keys, one: one, many: many, width: width, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
+func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, fns *functions, fn string, width int, resend bool) *batcher {
+	return &batcher{client: client, keys: keys, one: one, many: many, fns: fns, fn: fn, width: width, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
 		stall: wire.GroupStall, resend: resend, lanes: map[*lane]struct{}{}}
 }
 
@@ -217,7 +219,7 @@ func (b *batcher) send(batch []*batchCall) {
 		args = append(args, t, len(c.args))
 		args = append(args, c.args...)
 	}
-	v, err := b.many.Run(ctx, b.client, keys, args...).Result()
+	v, err := b.fns.run(ctx, b.fn, b.many, keys, args)
 	// (Not one that says the server cannot serve: the circuit has
 	// tripped on it, and k calls more would only wait on it.)
 	var reply redis.Error

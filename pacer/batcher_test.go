@@ -26,7 +26,7 @@ type settleHook struct {
 	held    atomic.Int64
 	lost    atomic.Bool
 	fail    error
-	batches atomic.Int64 // settles.lua calls that reached Redis
+	batches atomic.Int64 // settles.lua calls that reached Redis (EVALSHA, EVAL or FCALL)
 }
 
 func (h *settleHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -38,7 +38,7 @@ func (h *settleHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func (h *settleHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		if len(args) < 2 || !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") {
+		if len(args) < 2 || !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && cmd.Name() != "fcall" {
 			return next(ctx, cmd)
 		}
 		sha, _ := args[1].(string)
@@ -47,7 +47,7 @@ func (h *settleHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			if n := h.held.Add(1); h.hold == 0 || n <= h.hold {
 				<-h.release
 			}
-		case sha == lua.Settles.Hash() || strings.EqualFold(cmd.Name(), "eval") && sha == lua.Source("settles"):
+		case sha == lua.Settles.Hash() || strings.EqualFold(cmd.Name(), "eval") && sha == lua.Source("settles") || sha == lua.SettlesFunction:
 			h.batches.Add(1)
 			err := next(ctx, cmd)
 			if err == nil && h.fail != nil && h.lost.CompareAndSwap(false, true) {

@@ -154,6 +154,18 @@ func (w watched) EvalShaRO(ctx context.Context, sha1 string, keys []string, args
 	return cmd
 }
 
+// FCall calls a Redis function (see functions) on the Scripter beneath,
+// which every client llmpacer wraps has.
+func (w watched) FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd {
+	f, ok := w.Scripter.(fcaller)
+	if !ok {
+		return errCmd(ctx, errNoFCall)
+	}
+	cmd := f.FCall(ctx, function, keys, args...)
+	w.c.saw(cmd.Err())
+	return cmd
+}
+
 // unavailable wraps err, a script call's error, in an ErrUnavailable *RefusedError
 // when it shows Redis unreachable: the budget fails closed.
 func unavailable(err error) error {

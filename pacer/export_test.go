@@ -76,3 +76,15 @@ func QueuedSettles(p *Pacer) int {
 func SetGroupStall(p *Pacer, d time.Duration) {
 	p.acquires.stall, p.settles.stall = d, d
 }
+
+// BatchesBy returns how p sends its batch scripts: "FCALL", "EVALSHA", or
+// "" before its first batch (see functions).
+func BatchesBy(p *Pacer) string {
+	switch p.acquires.fns.mode.Load() {
+	case fnCall:
+		return "FCALL"
+	case fnEval:
+		return "EVALSHA"
+	}
+	return ""
+}

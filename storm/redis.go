@@ -137,8 +137,9 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func (h countHook) count(cmd redis.Cmder) {
-	if name := cmd.Name(); name == "evalsha" || name == "eval" {
-		// EVAL(SHA) script numkeys key...: remember the keys.
+	if name := cmd.Name(); name == "evalsha" || name == "eval" || name == "fcall" {
+		// EVAL(SHA) script numkeys key... (FCALL function numkeys key...):
+		// remember the keys.
 		a := cmd.Args()
 		if len(a) > 2 {
 			if n, ok := a[2].(int); ok {

@@ -78,6 +78,11 @@ func (r *reloading) EvalShaRO(ctx context.Context, sha1 string, keys []string, a
 	return check(ctx, r, r.c.EvalShaRO(ctx, sha1, keys, args...))
 }
 
+// FCall calls a Redis function, routed by its first key as EVALSHA is.
+func (r *reloading) FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd {
+	return check(ctx, r, r.c.FCall(ctx, function, keys, args...))
+}
+
 func (r *reloading) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
 	return check(ctx, r, r.c.ScriptExists(ctx, hashes...))
 }

@@ -172,8 +172,9 @@ func (b *bench) loadRound(ctx context.Context, f func(int) error, pairs bool) (l
 	return m, nil
 }
 
-// scriptStats returns the usec and calls of EVALSHA and EVAL since the
-// last reset (a Pacer sends EVAL once for a script Redis had not loaded).
+// scriptStats returns the usec and calls of EVALSHA, EVAL and FCALL since
+// the last reset (a Pacer sends EVAL once for a script Redis had not
+// loaded, and its batches by FCALL on Redis 7).
 func (b *bench) scriptStats(ctx context.Context) (float64, int64, error) {
 	info, err := b.rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
@@ -182,10 +183,7 @@ func (b *bench) scriptStats(ctx context.Context) (float64, int64, error) {
 	var usec float64
 	var calls int64
 	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-		if !ok {
-			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
-		}
+		rest, ok := scriptStat(line)
 		if !ok {
 			continue
 		}
@@ -331,4 +329,16 @@ func (u *loadRunner) close(ctx context.Context) {
 	}
 	u.b.dropTenants(ctx, u.p, u.r.tenants)
 	u.b.rdb.Del(ctx, keysOf(u.p)...)
+}
+
+// scriptStat returns the fields of an INFO commandstats line of a script
+// call (EVALSHA, EVAL or FCALL: a Pacer's batches go by FCALL), and
+// whether it is one.
+func scriptStat(line string) (string, bool) {
+	for _, c := range []string{"cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:"} {
+		if rest, ok := strings.CutPrefix(line, c); ok {
+			return rest, true
+		}
+	}
+	return "", false
 }

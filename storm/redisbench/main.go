@@ -478,7 +478,7 @@ func (b *bench) saturated(ctx context.Context) error {
 		}
 		cmds := int64(0)
 		for _, line := range strings.Split(info, "\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			if _, ok := scriptStat(line); ok {
 				_, rest, _ := strings.Cut(line, "calls=")
 				v, _, _ := strings.Cut(rest, ",")
 				n, _ := strconv.ParseInt(v, 10, 64)

@@ -70,32 +70,41 @@ func regimes(slow int64) []regime {
 	}
 }
 
-// usecTotal returns the server's total usec and calls for EVALSHA since
-// the last reset.
+// usecTotal returns the server's total usec and calls for EVALSHA and
+// FCALL (a Pacer's batches on Redis 7) since the last reset.
 func (b *bench) usecTotal(ctx context.Context) (float64, int64, error) {
 	info, err := b.rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, 0, err
 	}
+	var calls int64
+	var total float64
+	seen := false
 	for _, line := range strings.Split(info, "\n") {
 		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
 		if !ok {
+			rest, ok = strings.CutPrefix(line, "cmdstat_fcall:")
+		}
+		if !ok {
 			continue
 		}
-		var calls int64
-		var total float64
+		seen = true
 		for _, kv := range strings.Split(strings.TrimSpace(rest), ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
 			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
+				c, _ := strconv.ParseInt(v, 10, 64)
+				calls += c
 			case "usec":
-				total, _ = strconv.ParseFloat(v, 64)
+				u, _ := strconv.ParseFloat(v, 64)
+				total += u
 			}
 		}
-		return total, calls, nil
 	}
-	return 0, 0, fmt.Errorf("no cmdstat_evalsha in INFO commandstats")
+	if !seen {
+		return 0, 0, fmt.Errorf("no cmdstat_evalsha in INFO commandstats")
+	}
+	return total, calls, nil
 }
 
 // runner keeps one regime's budget in its state between rounds: its

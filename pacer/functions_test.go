@@ -1,0 +1,102 @@
+package pacer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/lua"
+	"github.com/llmpacer/llmpacer/pacer"
+	"github.com/redis/go-redis/v9"
+)
+
+// Issue 23: a Pacer sends its batches as the functions of lua.Library
+// (FCALL) on a server that has FUNCTION (Redis 7; on a Cluster, loaded on
+// every primary), and by EVALSHA on one that has not (miniredis). A
+// library lost (a restart, FUNCTION FLUSH; here FUNCTION DELETE) is
+// loaded again by the next batch that finds it missing, which then runs:
+// no call fails, and each runs once (the budget charged every call
+// exactly once).
+func TestBatchesGoByFunctions(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ctx := context.Background()
+		const pacers, goroutines, calls = 2, 16, 4
+		ps := newPacers(t, b, pacers, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPD: 100_000, TPD: 100_000_000}})
+		want := "FCALL"
+		if b.Mini != nil {
+			want = "EVALSHA"
+		}
+		burst := func() {
+			t.Helper()
+			var wg sync.WaitGroup
+			for i := range pacers * goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range calls {
+						l, err := ps[i%pacers].Acquire(ctx, pacer.Request{Tokens: 100})
+						if err != nil {
+							t.Errorf("Acquire = %v", err)
+							return
+						}
+						if err := l.Settle(ctx, 60); err != nil {
+							t.Errorf("Settle = %v", err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		start := snap(t, ps[0]).Time
+		burst()
+		for i, p := range ps {
+			if got := pacer.BatchesBy(p); got != want {
+				t.Fatalf("Pacer %d sends its batches by %q; want %q", i, got, want)
+			}
+		}
+		if b.Mini != nil {
+			return
+		}
+
+		// The library lost on every primary: the next batches load it again.
+		rdb := b.Client(t)
+		each := func(f func(ctx context.Context, c *redis.Client) error) error {
+			if cc, ok := rdb.(*redis.ClusterClient); ok {
+				return cc.ForEachMaster(ctx, f)
+			}
+			return f(ctx, rdb.(*redis.Client))
+		}
+		if err := each(func(ctx context.Context, c *redis.Client) error {
+			return c.FunctionDelete(ctx, lua.LibraryName).Err()
+		}); err != nil {
+			t.Fatalf("FUNCTION DELETE: %v", err)
+		}
+		burst()
+		for i, p := range ps {
+			if got := pacer.BatchesBy(p); got != want {
+				t.Fatalf("after the library was lost, Pacer %d sends its batches by %q; want %q", i, got, want)
+			}
+		}
+		if err := each(func(ctx context.Context, c *redis.Client) error {
+			libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lua.LibraryName}).Result()
+			if err != nil || len(libs) != 1 {
+				return fmt.Errorf("FUNCTION LIST %s on %s = %v, %v; want the library loaded again", lua.LibraryName, c.Options().Addr, libs, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Each call charged once: the day's requests lack the calls made,
+		// less what refilled since the first (about one a second).
+		s := snap(t, ps[0])
+		r := s.Rate("rpd")
+		n := float64(2 * pacers * goroutines * calls)
+		refilled := s.Time.Sub(start).Seconds() * r.PerSecond
+		if d := n - (float64(r.Capacity) - r.Level); d < -0.01 || d > refilled+0.01 {
+			t.Errorf("RPD charged %.2f; want %.0f calls, less at most %.2f refilled", float64(r.Capacity)-r.Level, n, refilled)
+		}
+	})
+}
