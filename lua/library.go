@@ -24,10 +24,10 @@ import (
 // prelude makes the helpers a tenant's call needs (tcover) whatever the
 // first call is.
 var (
-	// LibraryName names the library: "llmpacer_" and 16 hex digits of
-	// the SHA-1 of its text after its first line, so that a server holds
-	// each version apart, and a Pacer of one version never runs
-	// another's.
+	// LibraryName names the library: "llmpacer_" and h, the first 16
+	// hex digits of the SHA-1 of its text after its first line, written
+	// with h as 16 zeros. So a server holds each version apart, and a
+	// Pacer of one version never runs another's.
 	LibraryName string
 	// AcquiresFunction and SettlesFunction name the library's two
 	// functions (for FCALL): acquires.lua and settles.lua, with their
@@ -51,20 +51,25 @@ func init() {
 		}
 		body.WriteString("local function " + name + "Init()\n" + before + "local function run()\n" + main + "end\nreturn run\nend\n")
 	}
-	sum := sha1.Sum([]byte(body.String()))
+	// The functions' names hold h, which is hashed as 16 zeros.
+	register := func(h string) string {
+		var b strings.Builder
+		for _, name := range []string{"acquires", "settles"} {
+			b.WriteString("local " + name + "\n" +
+				"redis.register_function('llmpacer_" + name + "_" + h + "', function(keys, args)\n" +
+				"  if not " + name + " then\n" +
+				"    KEYS, ARGV = {'', '', '', '', ''}, {}\n" +
+				"    " + name + " = " + name + "Init()\n" +
+				"  end\n" +
+				"  KEYS, ARGV = keys, args\n" +
+				"  return " + name + "()\n" +
+				"end)\n")
+		}
+		return b.String()
+	}
+	sum := sha1.Sum([]byte(body.String() + register("0000000000000000")))
 	h := hex.EncodeToString(sum[:8])
 	LibraryName = "llmpacer_" + h
 	AcquiresFunction, SettlesFunction = "llmpacer_acquires_"+h, "llmpacer_settles_"+h
-	for _, f := range []struct{ name, fn string }{{"acquires", AcquiresFunction}, {"settles", SettlesFunction}} {
-		body.WriteString("local " + f.name + "\n" +
-			"redis.register_function('" + f.fn + "', function(keys, args)\n" +
-			"  if not " + f.name + " then\n" +
-			"    KEYS, ARGV = {'', '', '', '', ''}, {}\n" +
-			"    " + f.name + " = " + f.name + "Init()\n" +
-			"  end\n" +
-			"  KEYS, ARGV = keys, args\n" +
-			"  return " + f.name + "()\n" +
-			"end)\n")
-	}
-	Library = "#!lua name=" + LibraryName + "\n" + body.String()
+	Library = "#!lua name=" + LibraryName + "\n" + body.String() + register(h)
 }

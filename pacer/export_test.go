@@ -77,14 +77,18 @@ func SetGroupStall(p *Pacer, d time.Duration) {
 	p.acquires.stall, p.settles.stall = d, d
 }
 
-// BatchesBy returns how p sends its batch scripts: "FCALL", "EVALSHA", or
+// BatchesBy returns how p sent its latest batch: "FCALL", "EVALSHA", or
 // "" before its first batch (see functions).
 func BatchesBy(p *Pacer) string {
-	switch p.acquires.fns.mode.Load() {
-	case fnCall:
+	switch p.acquires.fns.last.Load() {
+	case byFCall:
 		return "FCALL"
-	case fnEval:
+	case byEvalSha:
 		return "EVALSHA"
 	}
 	return ""
 }
+
+// SameLibrary reports whether p and q share what they know of the
+// function library (see library): Pacers on one client do.
+func SameLibrary(p, q *Pacer) bool { return p.acquires.fns.lib == q.acquires.fns.lib }

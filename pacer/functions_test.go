@@ -3,6 +3,7 @@ package pacer_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -99,4 +100,72 @@ func TestBatchesGoByFunctions(t *testing.T) {
 			t.Errorf("RPD charged %.2f; want %.0f calls, less at most %.2f refilled", float64(r.Capacity)-r.Level, n, refilled)
 		}
 	})
+}
+
+// Issue 23: a user the server will not let call or load functions (an
+// ACL without FUNCTION and FCALL) still gets every batch through, by
+// EVALSHA.
+func TestBatchesWithoutFunctionRights(t *testing.T) {
+	ctx := context.Background()
+	b := redistest.Real(t)
+	admin := b.Client(t)
+	user := "llmpacer-test-" + strings.ReplaceAll(redistest.Name(t), ":", "-")
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">secret", "~*", "&*", "+@all", "-function", "-fcall", "-fcall_ro").Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	rdb := redis.NewClient(&redis.Options{Addr: b.Addrs[0], Username: user, Password: "secret"})
+	t.Cleanup(func() { rdb.Close() })
+	name := redistest.Name(t)
+	p, err := pacer.New(rdb, pacer.Config{Name: name, Limits: pacer.Limits{RPD: 100_000, TPD: 100_000_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
+				if err != nil {
+					t.Errorf("Acquire = %v", err)
+					return
+				}
+				if err := l.Settle(ctx, 60); err != nil {
+					t.Errorf("Settle = %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if calls, sent := pacer.AcquireCounts(p); sent >= calls {
+		t.Fatalf("%d acquires in %d script calls: nothing was batched, so the test shows nothing", calls, sent)
+	}
+	if got := pacer.BatchesBy(p); got != "EVALSHA" {
+		t.Fatalf("batches went by %q; want EVALSHA, the user may not call functions", got)
+	}
+}
+
+// The Pacers of a process on one client load the library once between
+// them (after a restart, not once a budget); on another client, apart.
+func TestPacersOnOneClientShareTheLibrary(t *testing.T) {
+	b := redistest.Mini(t)
+	one, two := b.Client(t), b.Client(t)
+	p1 := newPacerOn(t, one)
+	p2 := newPacerOn(t, one)
+	p3 := newPacerOn(t, two)
+	if !pacer.SameLibrary(p1, p2) || pacer.SameLibrary(p1, p3) {
+		t.Fatalf("one client: shared %v; two clients: shared %v; want true, false", pacer.SameLibrary(p1, p2), pacer.SameLibrary(p1, p3))
+	}
+}
+
+func newPacerOn(t *testing.T, rdb redis.UniversalClient) *pacer.Pacer {
+	t.Helper()
+	p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

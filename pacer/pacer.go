@@ -108,7 +108,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Pacer, error) {
 	}
 	// Group commit runs its script calls on p.rdb too: the circuit sees
 	// their errors.
-	fns := &functions{sc: sc, rdb: rdb}
+	fns := newFunctions(sc, rdb)
 	p.acquires = newBatcher(sc, p.keys, lua.Acquire, lua.Acquires, fns, lua.AcquiresFunction, wire.AcquireReplyLen, true)
 	p.settles = newBatcher(sc, p.keys, lua.Settle, lua.Settles, fns, lua.SettlesFunction, wire.SettleReplyLen, false)
 	p.adopt(&s) // its leases end through p.rdb and p.settles
