@@ -3,12 +3,18 @@ package lua_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/llmpacer/llmpacer/internal/model"
 	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
+	"github.com/redis/go-redis/v9"
 )
 
 // The library's functions keep the scripts' text between calls (see
@@ -91,4 +97,135 @@ func TestLibraryStartsEachCallAfresh(t *testing.T) {
 			t.Fatalf("%s's lease after the failed settles: %v; want it still there", id, err)
 		}
 	}
+}
+
+// The library's functions keep the batch scripts' text between calls (see
+// lua.Library), where EVALSHA runs it afresh on each. Sequences of
+// batches (acquires and settles of random calls on a budget with its
+// tenants, day rates, slots and a definition's version, one in three
+// sliding) give the same replies and leave the same keys, every field,
+// member, score and TTL, run as the library's two functions, one instance
+// of each for the whole sequence, as run by EVAL, one script call a batch.
+// miniredis has no FUNCTION, so the library's text runs there in one EVAL
+// with redis.register_function replaced by a table, each batch a call of
+// its function; the batches by EVAL read the same clock.
+func TestLibraryMatchesEvalAcrossCalls(t *testing.T) {
+	const minute, day = int64(60_000_000), int64(86_400_000_000)
+	ctx := context.Background()
+	body := lua.Library[strings.Index(lua.Library, "\n")+1:]
+	harness := "local DRIVER = ARGV\nlocal fns = {}\nlocal function register(name, f) fns[name] = f end\n" +
+		strings.ReplaceAll(body, "redis.register_function(", "register(") +
+		`local out, i = {}, 1
+while i <= #DRIVER do
+  local fn, nk, na = DRIVER[i], DRIVER[i + 1] + 0, DRIVER[i + 2] + 0
+  local r = fns[fn]({unpack(DRIVER, i + 3, i + 2 + nk)}, {unpack(DRIVER, i + 3 + nk, i + 2 + nk + na)})
+  out[#out + 1] = #r
+  for j = 1, #r do out[#out + 1] = r[j] end
+  i = i + 3 + nk + na
+end
+return out
+`
+	tenants := []string{"", "{llmpacer:batch}:t:aa", "{llmpacer:batch}:t:bb"}
+	all := append(slices.Clone(batchKeys), tenants[1:]...)
+	for it := range 30 {
+		rng := rand.New(rand.NewPCG(29, uint64(it)))
+		limit := []int64{0, 3}[rng.IntN(2)]
+		rpm, tpm := []int64{5, 200}[rng.IntN(2)], []int64{2000, 20000}[rng.IntN(2)]
+		daily, versioned, sliding := rng.IntN(2) == 0, rng.IntN(3) == 0, rng.IntN(3) == 0
+		clock := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000)*1000
+		type batch struct {
+			fn    string
+			many  *redis.Script
+			calls []batchCall
+		}
+		var batches []batch
+		var ids []string
+		for b := range 3 + rng.IntN(6) {
+			if b > 0 && len(ids) > 0 && rng.IntN(2) == 0 {
+				var ends []batchCall
+				for range 1 + rng.IntN(5) {
+					cs := []wire.Correction{{Field: "tpm", Us: -1 - rng.Int64N(minute/tpm)}}
+					if rng.IntN(5) == 0 {
+						cs[0].Us = 1 + rng.Int64N(minute/tpm)
+					}
+					ends = append(ends, batchCall{"", wire.SettleArgs(ids[rng.IntN(len(ids))], clock-rng.Int64N(1000), limit, limit*2/3, cs)})
+				}
+				batches = append(batches, batch{lua.SettlesFunction, lua.Settles, ends})
+				continue
+			}
+			var calls []batchCall
+			for range 1 + rng.IntN(6) {
+				id := fmt.Sprintf("c%d-%d", b, len(calls))
+				ids = append(ids, id)
+				tok := 1 + rng.Int64N(tpm/4)
+				a := wire.Acquire{ID: id, TTL: time.Duration(1+rng.IntN(120)) * time.Second, Batch: rng.IntN(4) == 0,
+					Limit: limit, BatchSlots: limit * 2 / 3, Spacing: 50}
+				if rng.IntN(4) == 0 {
+					a.MaxWait = time.Duration(rng.IntN(3000)) * time.Millisecond
+				}
+				a.Charges = []wire.Charge{{Field: "rpm", Charge: minute / rpm, Allow: minute}, {Field: "tpm", Charge: tok * minute / tpm, Allow: minute}}
+				if daily {
+					a.Charges = append(a.Charges, wire.Charge{Field: "rpd", Charge: day / (rpm * 100), Allow: day})
+				}
+				if sliding {
+					a.Charges = append(a.Charges, wire.Charge{Field: "~6000000:rpm10s", Charge: 1, Allow: 2})
+				}
+				tk := tenants[rng.IntN(3)]
+				if tk != "" {
+					a.Charges = append(a.Charges, wire.Charge{Field: "%tpm", Charge: 4 * tok * minute / tpm, Allow: minute},
+						wire.Charge{Field: "@tpm", Charge: 2 * tok * minute / tpm, Allow: minute})
+				}
+				if versioned {
+					a.Versioned, a.Version = true, 3
+				}
+				calls = append(calls, batchCall{tk, a.Args()})
+			}
+			batches = append(batches, batch{lua.AcquiresFunction, lua.Acquires, calls})
+		}
+
+		var got [2]string
+		var dumps [2]string
+		for side := range 2 {
+			m := miniredis.RunT(t)
+			rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			m.SetTime(time.UnixMicro(clock))
+			var out []any
+			if side == 0 {
+				for _, b := range batches {
+					keys, args := batchArgs(batchKeys, b.calls)
+					v, err := b.many.Run(ctx, rdb, keys, args...).Slice()
+					if err != nil {
+						t.Fatalf("case %d: by EVAL: %v", it, err)
+					}
+					out = append(append(out, int64(len(v))), v...)
+				}
+			} else {
+				var args []any
+				for _, b := range batches {
+					keys, a := batchArgs(batchKeys, b.calls)
+					args = append(append(args, b.fn, len(keys), len(a)), anys(keys)...)
+					args = append(args, a...)
+				}
+				v, err := rdb.Eval(ctx, harness, nil, args...).Slice()
+				if err != nil {
+					t.Fatalf("case %d: as functions: %v", it, err)
+				}
+				out = v
+			}
+			got[side], dumps[side] = fmt.Sprint(out), keyDump(rdb, all)
+			rdb.Close()
+		}
+		if got[0] != got[1] || dumps[0] != dumps[1] {
+			t.Fatalf("case %d (%d batches): by EVAL %s\n%s\nas functions %s\n%s", it, len(batches), got[0], dumps[0], got[1], dumps[1])
+		}
+	}
+}
+
+// anys returns ss as values.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
