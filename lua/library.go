@@ -42,14 +42,23 @@ var (
 const batchMain = "-- The main block: one script call's work (see batch.lua).\n"
 
 func init() {
+	Library, LibraryName, AcquiresFunction, SettlesFunction = LibraryOf(Source("acquires"), Source("settles"))
+}
+
+// LibraryOf returns the text, the name and the two functions' names of
+// the library (see Library) built from the given EVAL texts of acquires
+// and settles: Library is LibraryOf(Source("acquires"),
+// Source("settles")). For tools that measure variants of the scripts.
+// It panics if a text lacks the line that begins the main block.
+func LibraryOf(acquires, settles string) (text, name, acquiresFn, settlesFn string) {
 	var body strings.Builder
 	body.WriteString("local KEYS, ARGV\n")
-	for _, name := range []string{"acquires", "settles"} {
-		before, main, ok := strings.Cut(Source(name), batchMain)
+	for _, s := range []struct{ name, src string }{{"acquires", acquires}, {"settles", settles}} {
+		before, main, ok := strings.Cut(s.src, batchMain)
 		if !ok {
-			panic("lua: " + name + ".lua has no line " + batchMain)
+			panic("lua: " + s.name + " has no line " + batchMain)
 		}
-		body.WriteString("local function " + name + "Init()\n" + before + "local function run()\n" + main + "end\nreturn run\nend\n")
+		body.WriteString("local function " + s.name + "Init()\n" + before + "local function run()\n" + main + "end\nreturn run\nend\n")
 	}
 	// The functions' names hold h, which is hashed as 16 zeros.
 	register := func(h string) string {
@@ -69,7 +78,6 @@ func init() {
 	}
 	sum := sha1.Sum([]byte(body.String() + register("0000000000000000")))
 	h := hex.EncodeToString(sum[:8])
-	LibraryName = "llmpacer_" + h
-	AcquiresFunction, SettlesFunction = "llmpacer_acquires_"+h, "llmpacer_settles_"+h
-	Library = "#!lua name=" + LibraryName + "\n" + body.String() + register(h)
+	name = "llmpacer_" + h
+	return "#!lua name=" + name + "\n" + body.String() + register(h), name, "llmpacer_acquires_" + h, "llmpacer_settles_" + h
 }

@@ -133,6 +133,9 @@ type driver struct {
 	aa, sa   []any
 	acq, set *redis.Script
 	format   callFormat
+	// fns names the function of each script sent by FCALL that is not
+	// the landed one (see unused); the landed ones need no entry.
+	fns map[*redis.Script]string
 	fifo     []lease
 	next     int
 	fields   []string
@@ -276,6 +279,9 @@ func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups
 		width, fn := wire.SettleReplyLen, lua.SettlesFunction
 		if s == d.acq {
 			width, fn = wire.AcquireReplyLen, lua.AcquiresFunction
+		}
+		if f, ok := d.fns[s]; ok {
+			fn = f
 		}
 		var v any
 		var err error

@@ -76,6 +76,9 @@ func (b *bench) unused(ctx context.Context) error {
 	null := os.Getenv("UNUSED_NULL") != ""
 	type build struct{ acq1, set1, acqs, sets *redis.Script }
 	builds := make([]build, len(unusedRows))
+	// Each build's batch scripts as a library too, sent by FCALL (as a
+	// Pacer sends them on Redis 7): fns names their functions.
+	fns := map[*redis.Script]string{}
 	for i, v := range unusedRows {
 		m := v.m
 		if null {
@@ -90,6 +93,11 @@ func (b *bench) unused(ctx context.Context) error {
 			src[j] = s
 		}
 		builds[i] = build{redis.NewScript(src[0]), redis.NewScript(src[1]), redis.NewScript(src[2]), redis.NewScript(src[3])}
+		text, _, afn, sfn := lua.LibraryOf(src[2], src[3])
+		if err := b.rdb.FunctionLoad(ctx, text).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return fmt.Errorf("FUNCTION LOAD of %s: %w", unusedRows[i].name, err)
+		}
+		fns[builds[i].acqs], fns[builds[i].sets] = afn, sfn
 	}
 	// pairs: a multiple of 5 (batches of 5) whose script calls, as
 	// singles (2 a pair) and as batches (2 for 5 pairs), are a multiple of
@@ -114,6 +122,7 @@ func (b *bench) unused(ctx context.Context) error {
 	}{
 		{"singles (acquire.lua, settle.lua)", 1, oneByOne, true},
 		{"batches of 5 (acquires.lua, settles.lua)", 5, grouped, false},
+		{"batches of 5 by FCALL (lua.Library)", 5, functions, false},
 	}
 	for _, r := range regimes(20)[1:3] {
 		for _, md := range modes {
@@ -138,6 +147,7 @@ func (b *bench) unused(ctx context.Context) error {
 					closeAll()
 					return fmt.Errorf("%s, %s, %s: %w", r.name, md.name, unusedRows[i].name, err)
 				}
+				d.fns = fns
 				ds[i] = d
 			}
 			// A Latin square, twice: in round r, budget i (the i-th
