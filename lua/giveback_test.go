@@ -22,6 +22,21 @@ func seven(v int64) []byte {
 	return b[1:]
 }
 
+// liveStack returns the give-back stack of events at times with
+// headrooms hd, with F = f and A = a (see stackOf): each live entry, after
+// the first f, holds its headroom plus a.
+func liveStack(times, hd []int64, f int, a int64) string {
+	var e []int64
+	for k := range times {
+		w := hd[k]
+		if k >= f {
+			w += a
+		}
+		e = append(e, times[k], w)
+	}
+	return stackOf(byte(f), a, e...)
+}
+
 // A give-back on stacks of every shape (0 to 64 entries, with a header of
 // any F and A, A near the 2^50 past which the stack is written flat, or
 // none), from leases charged before, at, between and after their events,
@@ -62,17 +77,7 @@ func TestGiveBackStacksAsModel(t *testing.T) {
 			f = rng.IntN(n + 1)
 			a = []int64{1 + rng.Int64N(5000), flatAt - rng.Int64N(3000), 1 + rng.Int64N(1_000_000)}[rng.IntN(3)]
 		}
-		var s []byte
-		if a > 0 {
-			s = append(append(s, 255, 0, 0, 0, 0, 0, byte(f)), seven(a)...)
-		}
-		for k := range n {
-			w := hd[k]
-			if k >= f {
-				w += a
-			}
-			s = append(append(s, seven(times[k])...), seven(w)...)
-		}
+		s := liveStack(times, hd, f, a)
 		tat := us + 1 + rng.Int64N(5000)
 		if rng.IntN(10) == 0 {
 			tat = us - rng.Int64N(3)

@@ -58,17 +58,7 @@ func TestPushStacksAsModel(t *testing.T) {
 				if n > 0 && rng.IntN(3) != 0 {
 					f, a = rng.IntN(n+1), 1+rng.Int64N(1_000_000)
 				}
-				var s []byte
-				if a > 0 {
-					s = append(append(s, 255, 0, 0, 0, 0, 0, byte(f)), seven(a)...)
-				}
-				for k := range n {
-					w := hd[k]
-					if k >= f {
-						w += a
-					}
-					s = append(append(s, seven(times[k])...), seven(w)...)
-				}
+				s := liveStack(times, hd, f, a)
 				// The TAT: past every headroom (a full stack folds), among
 				// them (entries go), or behind the clock (no headroom).
 				ahead := int64(50_000)

@@ -29,28 +29,7 @@ func TestBatchesGoByFunctions(t *testing.T) {
 		if b.Mini != nil {
 			want = "EVALSHA"
 		}
-		burst := func() {
-			t.Helper()
-			var wg sync.WaitGroup
-			for i := range pacers * goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range calls {
-						l, err := ps[i%pacers].Acquire(ctx, pacer.Request{Tokens: 100})
-						if err != nil {
-							t.Errorf("Acquire = %v", err)
-							return
-						}
-						if err := l.Settle(ctx, 60); err != nil {
-							t.Errorf("Settle = %v", err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-		}
+		burst := func() { pairs(t, ps, goroutines, calls) }
 		start := snap(t, ps[0]).Time
 		burst()
 		for i, p := range ps {
@@ -121,25 +100,7 @@ func TestBatchesWithoutFunctionRights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 4 {
-				l, err := p.Acquire(ctx, pacer.Request{Tokens: 100})
-				if err != nil {
-					t.Errorf("Acquire = %v", err)
-					return
-				}
-				if err := l.Settle(ctx, 60); err != nil {
-					t.Errorf("Settle = %v", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	pairs(t, []*pacer.Pacer{p}, 16, 4)
 	if calls, sent := pacer.AcquireCounts(p); sent >= calls {
 		t.Fatalf("%d acquires in %d script calls: nothing was batched, so the test shows nothing", calls, sent)
 	}
@@ -168,4 +129,28 @@ func newPacerOn(t *testing.T, rdb redis.UniversalClient) *pacer.Pacer {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// pairs runs goroutines goroutines on each of ps, each acquiring 100
+// tokens and settling 60 calls times, one after another.
+func pairs(t *testing.T, ps []*pacer.Pacer, goroutines, calls int) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range len(ps) * goroutines {
+		wg.Go(func() {
+			for range calls {
+				l, err := ps[i%len(ps)].Acquire(ctx, pacer.Request{Tokens: 100})
+				if err != nil {
+					t.Errorf("Acquire = %v", err)
+					return
+				}
+				if err := l.Settle(ctx, 60); err != nil {
+					t.Errorf("Settle = %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

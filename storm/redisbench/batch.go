@@ -135,10 +135,10 @@ type driver struct {
 	format   callFormat
 	// fns names the function of each script sent by FCALL that is not
 	// the landed one (see unused); the landed ones need no entry.
-	fns map[*redis.Script]string
-	fifo     []lease
-	next     int
-	fields   []string
+	fns    map[*redis.Script]string
+	fifo   []lease
+	next   int
+	fields []string
 }
 
 // newDriver records a Pacer's acquire and settle for r, and starts a
