@@ -3,6 +3,7 @@ package lua
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strings"
 )
 
@@ -12,8 +13,8 @@ import (
 // own are made as closures, and their tables, each time (about 80k
 // instructions a call, docs/results.md, issue 23, round 13). Loaded as a
 // function, that text runs once, on the function's first call, and each
-// call after runs only run: the script's main block. The replies and the state written are the EVAL form's: the same
-// text computes them.
+// call after runs only run: the script's main block. The replies and the
+// state written are the EVAL form's: the same text computes them.
 //
 // The library's text: its first line, then, for each of acquires and
 // settles, its EVAL text (Source) as the body of a function that returns
@@ -42,21 +43,32 @@ var (
 const batchMain = "-- The main block: one script call's work (see batch.lua).\n"
 
 func init() {
-	Library, LibraryName, AcquiresFunction, SettlesFunction = LibraryOf(Source("acquires"), Source("settles"))
+	l, err := LibraryOf(Source("acquires"), Source("settles"))
+	if err != nil {
+		panic(err) // the shipped texts have their main blocks: see TestLibraryMatchesEvalAcrossCalls
+	}
+	Library, LibraryName, AcquiresFunction, SettlesFunction = l.Text, l.Name, l.Acquires, l.Settles
 }
 
-// LibraryOf returns the text, the name and the two functions' names of
-// the library (see Library) built from the given EVAL texts of acquires
-// and settles: Library is LibraryOf(Source("acquires"),
-// Source("settles")). For tools that measure variants of the scripts.
-// It panics if a text lacks the line that begins the main block.
-func LibraryOf(acquires, settles string) (text, name, acquiresFn, settlesFn string) {
+// A FunctionLibrary is a function library of the batch scripts (see
+// Library): its text for FUNCTION LOAD, its name, and its two functions'
+// names for FCALL.
+type FunctionLibrary struct {
+	Text, Name        string
+	Acquires, Settles string
+}
+
+// LibraryOf returns the library built from the given EVAL texts of
+// acquires and settles, as Library is built from Source("acquires") and
+// Source("settles"): for tools that measure variants of the scripts. A
+// text without the line that begins its main block is an error.
+func LibraryOf(acquires, settles string) (FunctionLibrary, error) {
 	var body strings.Builder
 	body.WriteString("local KEYS, ARGV\n")
 	for _, s := range []struct{ name, src string }{{"acquires", acquires}, {"settles", settles}} {
 		before, main, ok := strings.Cut(s.src, batchMain)
 		if !ok {
-			panic("lua: " + s.name + " has no line " + batchMain)
+			return FunctionLibrary{}, fmt.Errorf("lua: LibraryOf: the %s text has no line %q: it must end with its main block", s.name, strings.TrimSpace(batchMain))
 		}
 		body.WriteString("local function " + s.name + "Init()\n" + before + "local function run()\n" + main + "end\nreturn run\nend\n")
 	}
@@ -78,6 +90,7 @@ func LibraryOf(acquires, settles string) (text, name, acquiresFn, settlesFn stri
 	}
 	sum := sha1.Sum([]byte(body.String() + register("0000000000000000")))
 	h := hex.EncodeToString(sum[:8])
-	name = "llmpacer_" + h
-	return "#!lua name=" + name + "\n" + body.String() + register(h), name, "llmpacer_acquires_" + h, "llmpacer_settles_" + h
+	name := "llmpacer_" + h
+	return FunctionLibrary{Text: "#!lua name=" + name + "\n" + body.String() + register(h), Name: name,
+		Acquires: "llmpacer_acquires_" + h, Settles: "llmpacer_settles_" + h}, nil
 }

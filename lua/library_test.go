@@ -229,3 +229,16 @@ func anys(ss []string) []any {
 	}
 	return out
 }
+
+// A text without its main block's line is an error that says what is
+// missing, not a panic.
+func TestLibraryOfWithoutMainBlock(t *testing.T) {
+	_, err := lua.LibraryOf("return 1\n", lua.Source("settles"))
+	if err == nil || !strings.Contains(err.Error(), "main block") || !strings.Contains(err.Error(), "acquires") {
+		t.Fatalf("LibraryOf(a text without its main block) = %v; want an error naming acquires' main block", err)
+	}
+	l, err := lua.LibraryOf(lua.Source("acquires"), lua.Source("settles"))
+	if err != nil || l.Text != lua.Library || l.Name != lua.LibraryName || l.Acquires != lua.AcquiresFunction || l.Settles != lua.SettlesFunction {
+		t.Fatalf("LibraryOf(the shipped texts) = %q, %q, %q, %v; want Library's", l.Name, l.Acquires, l.Settles, err)
+	}
+}

@@ -93,11 +93,14 @@ func (b *bench) unused(ctx context.Context) error {
 			src[j] = s
 		}
 		builds[i] = build{redis.NewScript(src[0]), redis.NewScript(src[1]), redis.NewScript(src[2]), redis.NewScript(src[3])}
-		text, _, afn, sfn := lua.LibraryOf(src[2], src[3])
-		if err := b.rdb.FunctionLoad(ctx, text).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+		lib, err := lua.LibraryOf(src[2], src[3])
+		if err != nil {
+			return err
+		}
+		if err := b.rdb.FunctionLoad(ctx, lib.Text).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return fmt.Errorf("FUNCTION LOAD of %s: %w", unusedRows[i].name, err)
 		}
-		fns[builds[i].acqs], fns[builds[i].sets] = afn, sfn
+		fns[builds[i].acqs], fns[builds[i].sets] = lib.Acquires, lib.Settles
 	}
 	// pairs: a multiple of 5 (batches of 5) whose script calls, as
 	// singles (2 a pair) and as batches (2 for 5 pairs), are a multiple of
