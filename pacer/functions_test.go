@@ -124,7 +124,12 @@ func TestPacersOnOneClientShareTheLibrary(t *testing.T) {
 
 func newPacerOn(t *testing.T, rdb redis.UniversalClient) *pacer.Pacer {
 	t.Helper()
-	p, err := pacer.New(rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}})
+	return newPacerOnCfg(t, rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 60}})
+}
+
+func newPacerOnCfg(t *testing.T, rdb redis.UniversalClient, cfg pacer.Config) *pacer.Pacer {
+	t.Helper()
+	p, err := pacer.New(rdb, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,4 +158,38 @@ func pairs(t *testing.T, ps []*pacer.Pacer, goroutines, calls int) {
 		})
 	}
 	wg.Wait()
+}
+
+// Issue 23: a Redis restarted without persistence comes back without the
+// library (and without the budget's keys); a Pacer's next batches load it
+// again and go by FCALL, every call served. A real redis-server process,
+// killed and started again. (Per-minute limits: a budget whose state was
+// lost starts from empty buckets, see the contract's "A lost state", and
+// a day's bucket of 100,000 requests refills about one a second.)
+func TestBatchesAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.NewServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	ps := []*pacer.Pacer{newPacerOnCfg(t, rdb, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPM: 6_000_000, TPM: 600_000_000}})}
+	pairs(t, ps, 16, 4)
+	if got := pacer.BatchesBy(ps[0]); got != "FCALL" {
+		t.Fatalf("before the restart, batches went by %q; want FCALL", got)
+	}
+	s.Kill()
+	s.Start()
+	if n, err := rdb.FunctionList(ctx, redis.FunctionListQuery{}).Result(); err != nil || len(n) != 0 {
+		t.Fatalf("the restarted server holds %d libraries (%v); want none", len(n), err)
+	}
+	pairs(t, ps, 16, 4)
+	if calls, sent := pacer.AcquireCounts(ps[0]); sent >= calls {
+		t.Fatalf("%d acquires in %d script calls: nothing was batched, so the test shows nothing", calls, sent)
+	}
+	if got := pacer.BatchesBy(ps[0]); got != "FCALL" {
+		t.Fatalf("after the restart, batches went by %q; want FCALL", got)
+	}
+	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lua.LibraryName}).Result()
+	if err != nil || len(libs) != 1 {
+		t.Fatalf("FUNCTION LIST %s after the restart = %v, %v; want the library loaded again", lua.LibraryName, libs, err)
+	}
 }
