@@ -111,10 +111,12 @@ local function join()
   stacks, pend, np = {}, {}, 0
 end
 
-local function write()
+-- write writes what the batch holds; final: at the script call's end,
+-- when nothing held needs forgetting (the main block starts afresh).
+local function write(final)
   local ttl = moved and fmt('%d', got.xp - now)
   join()
-  hset()
+  hset(final)
   if na > 0 then redis.call('ZADD', leases, 'NX', unpack(added, 1, na)) end
   if moved then
     -- As cover: the sentinels, and the keys kept until xp.
@@ -124,6 +126,7 @@ local function write()
     redis.call('PEXPIRE', queue, ttl)
     redis.call('PEXPIRE', state, ttl)
   end
+  if final then return end
   added, na, moved, ids = {}, 0, false, {}
   scores, waiters, slots = nil, nil, nil
 end
@@ -312,5 +315,5 @@ for x = 1, c do
     replies[o + 5], replies[o + 6], replies[o + 7], last = expiry, 0, xr, us
   end
 end
-write()
+write(true)
 return replies

@@ -26,14 +26,15 @@ local us, now
 -- tgot[tk] its fields, tread and tset. hset writes what changed, the
 -- state's in one HSET and each tenant's in one (and its expiry, moved to
 -- its xp when a charge moved that: see tcover in prelude.lua), and
--- forgets all.
+-- forgets all, but at the script call's end (final): begin forgets then.
 local got, dirty, nd
 local tgot, tdirty, tnames, nt
 
--- forget forgets every field read and changed.
+-- forget forgets every field read and changed. A tenant's tables are made
+-- when a call first reads one (a budget without tenants makes none).
 local function forget()
   got, dirty, nd = {}, {}, 0
-  tgot, tdirty, tnames, nt = {}, {}, {}, 0
+  tgot, nt = false, 0
 end
 
 -- begin starts a script call: its keys, its groups, and nothing held.
@@ -92,6 +93,7 @@ local function read(want, w) fetch(state, got, want, w) end
 
 -- tread returns tenant tk's fields, those of want[1..w] read.
 local function tread(tk, want, w)
+  if not tgot then tgot, tdirty, tnames = {}, {}, {} end
   local g = tgot[tk]
   if not g then
     g = {}
@@ -137,7 +139,7 @@ end
 -- (A number goes to HSET as its decimal digits, fmt('%d'): the same bytes
 -- Redis would write for it, for less than its %.17g printf costs; see
 -- prelude.lua.)
-local function hset()
+local function hset(final)
   if nd > 0 then
     local args = {}
     for x = 1, nd do
@@ -156,5 +158,5 @@ local function hset()
     redis.call('HSET', tk, unpack(args, 1, 2 * d[0]))
     if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
   end
-  forget()
+  if not final then forget() end
 end

@@ -41,7 +41,8 @@ local waiters
 -- header changed, each joined to its entries once, at the write.
 local heads, held, nh
 
-local function write()
+-- write writes what the batch holds; final: at the script call's end.
+local function write(final)
   if ne > 0 then redis.call('ZREM', leases, unpack(ended, 1, ne)) end
   for x = 1, nh do
     local e = held[x]
@@ -53,6 +54,7 @@ local function write()
       if tk then tset(tk, f, s) else set(f, s) end
     end
   end
+  if final then return hset(true) end
   heads, held, nh = {}, {}, 0
   hset()
   ended, ne, gone = {}, 0, {}
@@ -190,5 +192,5 @@ for x = 1, c do
     replies[2 * x - 1], replies[2 * x] = 1, us
   end
 end
-write()
+write(true)
 return replies

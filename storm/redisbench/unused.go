@@ -860,7 +860,7 @@ var cuts = []cut{
 		func(m feature, s string) string { return when(m&fT == 0, s) }),
 	span(inBatch, "  for y = 1, nt do\n", "    if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end\n  end\n",
 		func(m feature, s string) string { return when(m&fT == 0, s) }),
-	swap(inBatch, fT, "  tgot, tdirty, tnames, nt = {}, {}, {}, 0\n", ""),
+	swap(inBatch, fT, "  tgot, nt = false, 0\n", ""),
 
 	// acquires.lua's tables for fast: the tenant's fields to read, and
 	// the fields 'pause' and 'qs'.
