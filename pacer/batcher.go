@@ -3,6 +3,7 @@ package pacer
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,8 @@ import (
 // shares what a call costs Redis before and after its own arithmetic (the
 // script call, the clock, the state's read and write), so the more calls
 // arrive at once, the less each costs. A call waits only while others are
-// in flight; at a light load every call goes at once, alone. One that has
+// in flight (and while a lane yields for the calls about to arrive: see
+// gather); at a light load every call goes at once, alone. One that has
 // waited wire.GroupStall opens a lane of its own beside those in flight,
 // and a script call in flight that long counts no more against
 // GroupFlight: a call stuck on a dead connection (go-redis may wait for it
@@ -37,6 +39,7 @@ type batcher struct {
 	max       int           // the most calls a script call carries
 	flight    int           // the most script calls in flight at once, but for stalls
 	stall     time.Duration // how long a call waits before it opens a lane of its own
+	yields    int           // the most times a lane yields before it takes a batch (see gather)
 	// resend: a batch Redis answered with an error (not a failure to
 	// reach it) is sent again, one call at a time, so that one call's
 	// error is its own (acquires: a call admitted before the error is
@@ -58,7 +61,7 @@ type batcher struct {
 // giving width values a call.
 func newBatcher(client redis.Scripter, keys []string, one, many *redis.Script, fns *functions, fn string, width int, resend bool) *batcher {
 	return &batcher{client: client, keys: keys, one: one, many: many, fns: fns, fn: fn, width: width, max: max(1, wire.GroupMax), flight: max(1, wire.GroupFlight),
-		stall: wire.GroupStall, resend: resend, lanes: map[*lane]struct{}{}}
+		stall: wire.GroupStall, yields: wire.GroupYields, resend: resend, lanes: map[*lane]struct{}{}}
 }
 
 // lane is one drain: a goroutine that sends the queue, one script call at
@@ -159,6 +162,7 @@ func (b *batcher) run(ctx context.Context, tenant string, args []any, late func(
 // it is empty.
 func (b *batcher) drain(l *lane) {
 	for {
+		b.gather()
 		b.mu.Lock()
 		var batch []*batchCall
 		n := 0
@@ -186,6 +190,35 @@ func (b *batcher) drain(l *lane) {
 		b.mu.Lock()
 		l.since = time.Time{}
 		b.mu.Unlock()
+	}
+}
+
+// gather lets the calls about to arrive join the next batch: it yields
+// the processor while the queue grows, up to b.yields (wire.GroupYields)
+// times, or until it holds a full batch. The callers a script call has
+// just answered are runnable, and most come straight back with their
+// next call (a lease's settle, the next acquire): a yield lets them
+// queue before the batch is taken, not after it has gone. Under load in
+// four processes this makes batches half as large again and a pair a
+// sixth to a quarter cheaper for Redis, at no cost in throughput
+// (docs/results.md, issue 23, round 14); at a light load the queue does
+// not grow, and a call waits for one yield, under a microsecond.
+func (b *batcher) gather() {
+	b.mu.Lock()
+	n := len(b.queue)
+	b.mu.Unlock()
+	for range b.yields {
+		if n >= b.max {
+			return
+		}
+		runtime.Gosched()
+		b.mu.Lock()
+		m := len(b.queue)
+		b.mu.Unlock()
+		if m == n {
+			return
+		}
+		n = m
 	}
 }
 

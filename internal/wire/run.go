@@ -51,10 +51,13 @@ func Run(ctx context.Context, s *redis.Script, c redis.Scripter, keys []string, 
 // call that has waited GroupStall opens one more lane beside those in
 // flight, and a script call in flight that long counts no more against
 // GroupFlight, so that one stuck on a dead connection holds the others
-// back no longer. A Pacer reads these when made: storm/redisbench
-// sets them to measure calls sent alone beside calls sent together, in
-// one process.
+// back no longer. Before it takes a batch, a lane yields the processor
+// while its queue grows, at most GroupYields times, so that callers just
+// answered can queue their next call (issue 23, round 14). A Pacer reads
+// these when made: storm/redisbench sets them to measure calls sent
+// alone beside calls sent together, in one process.
 var (
 	GroupMax, GroupFlight = 32, 1
 	GroupStall            = 50 * time.Millisecond
+	GroupYields           = 4
 )

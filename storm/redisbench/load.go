@@ -101,18 +101,20 @@ func (b *bench) loadRounds(ctx context.Context, allow func(context.Context) erro
 	return allowF, per, nil
 }
 
-// loadMode is how a regime's Pacers send their calls: wire.GroupMax and
-// wire.GroupFlight when they are made.
+// loadMode is how a regime's Pacers send their calls: wire.GroupMax,
+// wire.GroupFlight and wire.GroupYields when they are made.
 type loadMode struct {
-	name                string
-	max, flight, pacers int
+	name                        string
+	max, flight, yields, pacers int
 }
 
 var loadModes = []loadMode{
-	{"alone", 1, 1 << 20, loadPacers},
-	{"group commit, 1 in flight (default)", 32, 1, loadPacers},
-	{"group commit, 2 in flight", 32, 2, loadPacers},
-	{"group commit, 1 in flight, one Pacer of 64", 32, 1, 1},
+	{"alone", 1, 1 << 20, 0, loadPacers},
+	{"group commit, 1 in flight (default)", 32, 1, 4, loadPacers},
+	{"group commit, 1 in flight, no yield (before round 14)", 32, 1, 0, loadPacers},
+	{"group commit, 2 in flight", 32, 2, 4, loadPacers},
+	{"group commit, 1 in flight, one Pacer of 64", 32, 1, 4, 1},
+	{"group commit, 1 in flight, one Pacer of 64, no yield", 32, 1, 0, 1},
 }
 
 // loadMeasure is one round's figures, per pair (or call).
@@ -236,9 +238,9 @@ type loadRunner struct {
 // and stacks, and its tenants' hashes: by populate if populated says so,
 // else by calls.
 func (b *bench) newLoadRunner(ctx context.Context, r regime, m loadMode, ring int, populated bool) (*loadRunner, error) {
-	max, flight := wire.GroupMax, wire.GroupFlight
-	wire.GroupMax, wire.GroupFlight = m.max, m.flight
-	defer func() { wire.GroupMax, wire.GroupFlight = max, flight }()
+	max, flight, yields := wire.GroupMax, wire.GroupFlight, wire.GroupYields
+	wire.GroupMax, wire.GroupFlight, wire.GroupYields = m.max, m.flight, m.yields
+	defer func() { wire.GroupMax, wire.GroupFlight, wire.GroupYields = max, flight, yields }()
 	b.names++
 	cfg := r.cfg
 	cfg.Name = fmt.Sprintf("load%d-%d", time.Now().UnixNano(), b.names)
