@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"os"
 	"strconv"
@@ -29,7 +30,8 @@ import (
 //
 // Beside them the Pacer's own pair (runner, as iregimes) and the GCRA
 // yardstick, in the same run. BATCH_ONLY=<first 4 letters of a build>:<k>
-// (e.g. hand:16, land:5) runs one row per regime; BATCH_K32=1 adds k = 32 to the
+// (e.g. hand:16, land:5, func:1, floo:5) runs one row per regime; the floor
+// rows run batch_floor.lua, the batches' commands alone. BATCH_K32=1 adds k = 32 to the
 // hand-written build; -callgrind-pid -1 is a dry run on a plain Redis
 // (every count 1), to check the scripts run.
 func (b *bench) batch(ctx context.Context) error {
@@ -38,6 +40,8 @@ func (b *bench) batch(ctx context.Context) error {
 	}
 	rate, dropRate := b.yardstick()
 	defer dropRate(ctx)
+	// The floor's library, if a row loaded it, goes with the keys.
+	defer b.rdb.FunctionDelete(ctx, "llmpacer_bench_floor")
 	if err := warmYardstick(ctx, rate); err != nil {
 		return err
 	}
@@ -69,11 +73,14 @@ func (b *bench) batch(ctx context.Context) error {
 			{"crude batch (loop over the body)", redis.NewScript(batchSource("acquire", false, false)), redis.NewScript(batchSource("settle", false, false)), counted, []int{1, 2, 4, 8, 16}},
 			{"hand-written shared read (one TIME, ZMSCORE, HMGET, ZADD or ZREM, HSET)", redis.NewScript(batchHand("acquire")), redis.NewScript(batchHand("settle")), counted, []int{1, 2, 4, 8, 16}},
 			{"shared read by a redis.call wrapper (one TIME, HMGET, HSET, ZADD, ZREM)", redis.NewScript(batchSource("acquire", true, !conc)), redis.NewScript(batchSource("settle", true, !conc)), counted, []int{1, 2, 4, 8, 16}},
+			// The floor of the functions' batches: their commands alone,
+			// by FCALL (round 14; BATCH_ONLY=floo:5).
+			{"floor: the batches' commands alone, by FCALL (batch_floor.lua)", floorAcquires, floorSettles, functions, []int{1, 2, 5, 16}},
 			// What a Pacer sends by group commit (round 9 on; BATCH_ONLY=land:5).
 			{"landed batch scripts (acquires.lua, settles.lua)", lua.Acquires, lua.Settles, grouped, []int{2, 5, 16}},
 			// The same loaded as a library (lua.Library) and sent by FCALL
 			// (BATCH_ONLY=func:5).
-			{"functions: the landed batch scripts by FCALL (lua.Library)", lua.Acquires, lua.Settles, functions, []int{2, 5, 16}},
+			{"functions: the landed batch scripts by FCALL (lua.Library)", lua.Acquires, lua.Settles, functions, []int{1, 2, 5, 16}},
 		}
 		if os.Getenv("BATCH_K32") != "" { // the hand-written build at k = 32 too (the asymptote)
 			kinds[2].ks = append(kinds[2].ks, 32)
@@ -83,9 +90,23 @@ func (b *bench) batch(ctx context.Context) error {
 				if f := os.Getenv("BATCH_ONLY"); f != "" && f != fmt.Sprintf("%s:%d", kd.name[:4], k) {
 					continue
 				}
-				d, err := b.newDriver(ctx, r, kd.acq, kd.set, kd.format)
+				da, ds := kd.acq, kd.set
+				floor := da == floorAcquires
+				if floor {
+					// The budget is made by the shipped functions; the
+					// floor's run on it.
+					if err := b.rdb.FunctionLoadReplace(ctx, batchFloor).Err(); err != nil {
+						return fmt.Errorf("FUNCTION LOAD of batch_floor.lua: %w", err)
+					}
+					da, ds = lua.Acquires, lua.Settles
+				}
+				d, err := b.newDriver(ctx, r, da, ds, kd.format)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", r.name, kd.name, err)
+				}
+				if floor {
+					d.acq, d.set = kd.acq, kd.set
+					d.fns = map[*redis.Script]string{kd.acq: "llmpacer_floor_acquires", kd.set: "llmpacer_floor_settles"}
 				}
 				acq, set, pair, err := d.measure(ctx, k)
 				d.close(ctx)
@@ -98,6 +119,15 @@ func (b *bench) batch(ctx context.Context) error {
 	}
 	return nil
 }
+
+// batchFloor is batch_floor.lua: the floor of the batch functions, their
+// commands alone. floorAcquires and floorSettles stand for its functions
+// in a driver (their text is never sent: d.fns names the functions).
+//
+//go:embed batch_floor.lua
+var batchFloor string
+
+var floorAcquires, floorSettles = redis.NewScript("return 'floor acquires'"), redis.NewScript("return 'floor settles'")
 
 // lease is one lease in flight: its id and its acquire's now_us.
 type lease struct {

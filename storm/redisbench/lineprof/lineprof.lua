@@ -10,7 +10,10 @@
 --   lua lineprof.lua CAPTURE DIR [profile]
 --
 -- DIR holds acquire.lua and settle.lua as sent and their SHA1s in DIR/shas
--- (`go run ./storm/redisbench -sources DIR` writes them). Without
+-- (`go run ./storm/redisbench -sources DIR` writes them), and the batch
+-- scripts' library, library.lua: a capture's FCALLs of its functions run
+-- its functions (loaded once, as Redis keeps them), their lines counted as
+-- "library", per call they carried (ARGV's groups). Without
 -- "profile" it only replays, and checks that the replay's HSETs write as
 -- many bytes as the capture's (their times differ by the few µs between
 -- MONITOR's timestamp and the script's TIME). TOP=n lines are printed.
@@ -87,6 +90,11 @@ cmds.ZREM = function(k, ...)
   return n
 end
 cmds.ZSCORE = function(k, m) local z = db[k] and db[k].v or {}; return z[m] and fmtscore(z[m]) or false end
+cmds.ZMSCORE = function(k, ...)
+  local z, r = db[k] and db[k].v or {}, {}
+  for i, m in ipairs({...}) do r[i] = z[m] and fmtscore(z[m]) or false end
+  return r
+end
 cmds.ZCARD = function(k) local n = 0; for _ in pairs(db[k] and db[k].v or {}) do n = n + 1 end; return n end
 cmds.ZCOUNT = function(k, mn, mx)
   local lo, lox = bound(mn); local hi, hix = bound(mx); local n = 0
@@ -112,6 +120,8 @@ cmds.ZREMRANGEBYRANK = function(k, a, b)
 end
 
 redis = {}
+local functions = {}
+function redis.register_function(name, f) functions[name] = f end
 function redis.call(c, ...)
   local f = cmds[string.upper(c)]
   if not f then error('mock: no ' .. c) end
@@ -123,12 +133,20 @@ redis.pcall = redis.call
 
 local function load(file, name)
   local fh = assert(io.open(file)); local src = fh:read('*a'); fh:close()
+  src = src:gsub('^#!', '--#!') -- a library's first line
   return assert(loadstring(src, '=' .. name))
 end
 local scripts, names = {}, {}
 for line in io.lines(dir .. '/shas') do
   local name, sha = line:match('^(%a+) (%x+)$')
   scripts[sha], names[sha] = load(dir .. '/' .. name .. '.lua', name), name
+end
+-- The batch scripts' library (library.lua, as FUNCTION LOAD loads it):
+-- its functions go by FCALL, their lines counted as 'library'.
+local fh = io.open(dir .. '/library.lua')
+if fh then
+  fh:close()
+  load(dir .. '/library.lua', 'library')()
 end
 
 -- MONITOR's quoting: "..." with \\ \" \n \r \t \a \b \xHH.
@@ -158,10 +176,11 @@ local function parse(line)
   return ts, who, args
 end
 
-local counts, calls = {}, {acquire = 0, settle = 0}
+local counts, calls = {}, {acquire = 0, settle = 0, library = 0}
+local batched = {acquires = 0, settles = 0}
 local hook = function()
   local info = debug.getinfo(2, 'Sl')
-  if info.source == '=acquire' or info.source == '=settle' then
+  if info.source == '=acquire' or info.source == '=settle' or info.source == '=library' then
     local key = info.source:sub(2) .. ':' .. info.currentline
     counts[key] = (counts[key] or 0) + 1
   end
@@ -188,18 +207,27 @@ for line in io.lines(monfile) do
     KEYS, ARGV = {}, {}
     for i = 1, nk do KEYS[i] = p[3 + i] end
     for i = 4 + nk, #p do ARGV[#ARGV + 1] = p[i] end
-    local name = names[p[2]]
+    local name, run = names[p[2]], scripts[p[2]]
+    if p[1] == 'FCALL' then
+      local fk, fa = KEYS, ARGV
+      name, run = 'library', function() return functions[p[2]](fk, fa) end
+      local b = p[2]:match('^llmpacer_(%a+)_')
+      -- Calls in the batch: each group is t, n, then n arguments.
+      local i = 1
+      while i <= #ARGV do batched[b], i = batched[b] + 1, i + ARGV[i + 1] + 2 end
+    end
     calls[name] = calls[name] + 1
     inscript = true
     if mode == 'profile' then debug.sethook(hook, '', 1) end
-    local ok, err = pcall(scripts[p[2]])
+    local ok, err = pcall(run)
     debug.sethook()
     inscript = false
     if not ok then io.stderr:write('script error: ' .. tostring(err) .. '\n') end
     n = n + 1
   elseif ts and who ~= 'lua' and a[1] then
     local c = string.upper(a[1])
-    if c == 'EVALSHA' and scripts[a[2]] then
+    if c == 'EVALSHA' and scripts[a[2]] or c == 'FCALL' and functions[a[2]] then
+      a[1] = c
       pending = a
     elseif c == 'HSET' or c == 'DEL' then
       redis.call(unpack(a))
@@ -219,7 +247,11 @@ for _, name in pairs(names) do
   text[name] = {}
   for l in io.lines(dir .. '/' .. name .. '.lua') do text[name][#text[name] + 1] = l end
 end
-local out, tot = {}, {acquire = 0, settle = 0}
+if next(functions) then
+  text.library = {}
+  for l in io.lines(dir .. '/library.lua') do text.library[#text.library + 1] = l end
+end
+local out, tot = {}, {acquire = 0, settle = 0, library = 0}
 for k, v in pairs(counts) do
   out[#out + 1] = {k, v}
   local s = k:match('^(%a+)')
@@ -228,6 +260,10 @@ end
 table.sort(out, function(x, y) return x[2] > y[2] end)
 io.write(string.format('scripts run %d; acquire %d calls, %.0f VM instructions each; settle %d calls, %.0f each\n',
   n, calls.acquire, tot.acquire / math.max(calls.acquire, 1), calls.settle, tot.settle / math.max(calls.settle, 1)))
+io.write(string.format('functions: %d FCALLs carrying %d acquires and %d settles, %.0f VM instructions a call carried\n',
+  calls.library, batched.acquires, batched.settles, tot.library / math.max(batched.acquires + batched.settles, 1)))
+-- The library's lines are counted per call carried.
+calls.library = batched.acquires + batched.settles
 for i = 1, math.min(#out, tonumber(os.getenv('TOP') or 40)) do
   local s, l = out[i][1]:match('^(%a+):(%d+)$')
   local src = (text[s][tonumber(l)] or ''):gsub('^%s+', ''):sub(1, 90)
