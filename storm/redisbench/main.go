@@ -71,8 +71,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
 	addr := fs.String("redis", "127.0.0.1:6379", "Redis address (loopback only)")
 	dur := fs.Duration("d", 2*time.Second, "duration of each throughput run")
-	only := fs.String("only", "", "comma-separated parts to run: regimes,load,flat,throughput,cost,growth,saturated,expiry,memory,tenants,group (default all), or instr, anatomy, pairs, iregimes, levers, batch, unused (under callgrind)")
-	cgPID := fs.Int("callgrind-pid", 0, "with -only instr, anatomy, pairs, iregimes, levers, batch, unused or group: the pid of a redis-server run under valgrind --tool=callgrind")
+	only := fs.String("only", "", "comma-separated parts to run: regimes,load,flat,throughput,cost,growth,saturated,expiry,memory,tenants,group (default all), or instr, anatomy, pairs, iregimes, levers, batch, unused, args (under callgrind)")
+	cgPID := fs.Int("callgrind-pid", 0, "with -only instr, anatomy, pairs, iregimes, levers, batch, unused, args or group: the pid of a redis-server run under valgrind --tool=callgrind")
 	dumps := fs.Bool("profile", false, "with -callgrind-pid and -only iregimes: callgrind also dumps each measured round's counts to a file of its own, named for the regime (see its --callgrind-out-file), for callgrind_annotate")
 	sources := fs.String("sources", "", "write acquire.lua and settle.lua as sent, and their SHA1s in shas, to this directory (for lineprof/lineprof.lua), and exit")
 	regime := fs.Int("regime", 0, "with -only iregimes: only this regime, 1 to 4 (buckets full, in use, every limit, a tenant); 0 runs all")
@@ -101,10 +101,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		f    func(context.Context) error
 	}{
 		{"regimes", b.regimes}, {"throughput", b.throughput}, {"cost", b.cost}, {"growth", b.growth},
-		{"saturated", b.saturated}, {"expiry", b.expiry}, {"memory", b.memory}, {"tenants", b.tenants}, {"group", b.group}, {"instr", b.instr}, {"anatomy", b.anatomy}, {"pairs", b.pairs}, {"iregimes", b.iregimes}, {"levers", b.levers}, {"batch", b.batch}, {"unused", b.unused}, {"load", b.load}, {"flat", b.flat},
+		{"saturated", b.saturated}, {"expiry", b.expiry}, {"memory", b.memory}, {"tenants", b.tenants}, {"group", b.group}, {"instr", b.instr}, {"anatomy", b.anatomy}, {"pairs", b.pairs}, {"iregimes", b.iregimes}, {"levers", b.levers}, {"batch", b.batch}, {"unused", b.unused}, {"args", b.args}, {"load", b.load}, {"flat", b.flat},
 	}
 	for _, p := range parts {
-		if *only == "" && (p.name == "instr" || p.name == "anatomy" || p.name == "pairs" || p.name == "iregimes" || p.name == "levers" || p.name == "batch" || p.name == "unused") || *only != "" && !strings.Contains(","+*only+",", ","+p.name+",") {
+		if *only == "" && (p.name == "instr" || p.name == "anatomy" || p.name == "pairs" || p.name == "iregimes" || p.name == "levers" || p.name == "batch" || p.name == "unused" || p.name == "args") || *only != "" && !strings.Contains(","+*only+",", ","+p.name+",") {
 			continue // instr needs a Redis under callgrind: only when asked
 		}
 		if err := p.f(ctx); err != nil {
