@@ -246,3 +246,28 @@ func TestSettleStuckInFlightHoldsNoOther(t *testing.T) {
 		}
 	})
 }
+
+// At a light load a lane's yield for the calls about to arrive (see
+// wire.GroupYields) changes nothing: one caller's calls, one after
+// another, each go alone, by the single script, and the budget charges
+// each once.
+func TestLoneCallsGoAloneDespiteTheYield(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		ps := newPacers(t, b, 1, pacer.Config{Name: redistest.Name(t), Limits: pacer.Limits{RPD: 100_000, TPD: 100_000_000}})
+		start := snap(t, ps[0]).Time
+		const n = 20
+		pairs(t, ps, 1, n)
+		if calls, sent := pacer.AcquireCounts(ps[0]); calls != n || sent != n {
+			t.Errorf("%d acquires went in %d script calls; want %d, each alone", calls, sent, n)
+		}
+		if calls, sent := pacer.SettleCounts(ps[0]); calls != n || sent != n {
+			t.Errorf("%d settles went in %d script calls; want %d, each alone", calls, sent, n)
+		}
+		s := snap(t, ps[0])
+		r := s.Rate("rpd")
+		refilled := s.Time.Sub(start).Seconds() * r.PerSecond
+		if d := n - (float64(r.Capacity) - r.Level); d < -0.01 || d > refilled+0.01 {
+			t.Errorf("RPD charged %.2f; want %d calls, less at most %.2f refilled", float64(r.Capacity)-r.Level, n, refilled)
+		}
+	})
+}
