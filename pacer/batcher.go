@@ -199,8 +199,8 @@ func (b *batcher) drain(l *lane) {
 // just answered are runnable, and most come straight back with their
 // next call (a lease's settle, the next acquire): a yield lets them
 // queue before the batch is taken, not after it has gone. Under load in
-// four processes this makes batches half as large again and a pair a
-// sixth to a quarter cheaper for Redis, at no cost in throughput
+// four processes this makes batches half as large again and a pair
+// about a sixth cheaper for Redis, at no cost in throughput
 // (docs/results.md, issue 23, round 14); at a light load the queue does
 // not grow, and a call waits for one yield, under a microsecond.
 func (b *batcher) gather() {
