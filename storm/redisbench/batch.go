@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmpacer/llmpacer/internal/wire"
@@ -32,7 +33,8 @@ import (
 // yardstick, in the same run. BATCH_ONLY=<first 4 letters of a build>:<k>
 // (e.g. hand:16, land:5, func:1, floo:5) runs one row per regime; the floor
 // rows run batch_floor.lua, the batches' commands alone. BATCH_K32=1 adds k = 32 to the
-// hand-written build; -callgrind-pid -1 is a dry run on a plain Redis
+// hand-written build; BATCH_REGIME=<a regime name's start> (e.g. "a tenant") runs
+// that regime alone; -callgrind-pid -1 is a dry run on a plain Redis
 // (every count 1), to check the scripts run.
 func (b *bench) batch(ctx context.Context) error {
 	if b.cgPID == 0 {
@@ -53,7 +55,10 @@ func (b *bench) batch(ctx context.Context) error {
 	fmt.Fprintln(b.out, "| regime | scripts | k | acquire k (x) | settle k (x) | sum (x) | pair, interleaved k (x) |")
 	fmt.Fprintln(b.out, "|---|---|---:|---:|---:|---:|---:|")
 	x := func(v float64) string { return fmt.Sprintf("%.1f (%.2fx)", v/1000, v/base) }
-	for _, r := range regimes(20)[1:3] {
+	for _, r := range regimes(20)[1:] {
+		if f := os.Getenv("BATCH_REGIME"); f != "" && !strings.HasPrefix(r.name, f) {
+			continue
+		}
 		if os.Getenv("BATCH_ONLY") == "" {
 			v, u, err := b.regimeInstr(ctx, r, b.measureN(instrCalls/4))
 			if err != nil {
@@ -62,7 +67,7 @@ func (b *bench) batch(ctx context.Context) error {
 			u.close(ctx)
 			fmt.Fprintf(b.out, "| %s | Pacer, today's scripts (iregimes) | 1 | | | | %s |\n", r.name, x(v))
 		}
-		conc := r.cfg.Limits.Concurrency > 0
+		conc, tenants := r.cfg.Limits.Concurrency > 0, r.tenants > 0
 		kinds := []struct {
 			name     string
 			acq, set *redis.Script
@@ -86,6 +91,9 @@ func (b *bench) batch(ctx context.Context) error {
 			kinds[2].ks = append(kinds[2].ks, 32)
 		}
 		for _, kd := range kinds {
+			if tenants && kd.format == counted {
+				continue // the prototypes take no tenants' keys
+			}
 			for _, k := range kd.ks {
 				if f := os.Getenv("BATCH_ONLY"); f != "" && f != fmt.Sprintf("%s:%d", kd.name[:4], k) {
 					continue
@@ -133,6 +141,7 @@ var floorAcquires, floorSettles = redis.NewScript("return 'floor acquires'"), re
 type lease struct {
 	id string
 	us int64
+	t  int // its tenant (an index in driver.tks)
 }
 
 // callFormat is how a driver sends its calls.
@@ -169,6 +178,9 @@ type driver struct {
 	fifo   []lease
 	next   int
 	fields []string
+	// tks holds the keys of the regime's tenants' hashes (none without
+	// tenants): call i goes to tenant i mod len(tks), as runner's do.
+	tks []string
 }
 
 // newDriver records a Pacer's acquire and settle for r, and starts a
@@ -194,12 +206,21 @@ func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script,
 	if err != nil {
 		return nil, err
 	}
-	l, err := p.TryAcquire(ctx, pacer.Request{Tokens: 100})
-	if err != nil || l == nil {
-		return nil, fmt.Errorf("record: %v %v", l, err)
+	req := pacer.Request{Tokens: 100}
+	if r.tenants > 0 {
+		req.Tenant = tenantID(0)
 	}
-	if err := l.Settle(ctx, 60); err != nil {
-		return nil, err
+	// The second pair is recorded: from its first reply on, a Pacer's
+	// acquires carry the loss line (the latest xp it saw), as under load.
+	for range 2 {
+		ra.keys, ra.args, rs.keys, rs.args = nil, nil, nil, nil
+		l, err := p.TryAcquire(ctx, req)
+		if err != nil || l == nil {
+			return nil, fmt.Errorf("record: %v %v", l, err)
+		}
+		if err := l.Settle(ctx, 60); err != nil {
+			return nil, err
+		}
 	}
 	if ra.args == nil || rs.args == nil {
 		return nil, fmt.Errorf("batch: the Pacer's acquire and settle were not recorded")
@@ -209,10 +230,13 @@ func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script,
 	if r.cfg.Limits.RPD > 0 {
 		d.fields = append(d.fields, "rpd", "tpd")
 	}
+	for i := range r.tenants {
+		d.tks = append(d.tks, tenantKeyOf(p, tenantID(i)))
+	}
 	if err := d.push(ctx); err != nil {
 		return nil, err
 	}
-	for i := 0; i < 2*r.flight; i++ {
+	for i := 0; i < 2*r.flight+r.tenants; i++ { // and every tenant's hash made
 		if err := d.acquire(ctx, 1); err != nil {
 			return nil, err
 		}
@@ -227,14 +251,17 @@ func (b *bench) newDriver(ctx context.Context, r regime, acq, set *redis.Script,
 
 // acquire admits k calls, in one batch script call or k single ones.
 func (d *driver) acquire(ctx context.Context, k int) error {
-	groups := make([][]any, k)
+	groups, ts := make([][]any, k), make([]int, k)
 	for i := range groups {
 		d.next++
 		a := append([]any(nil), d.aa...)
 		a[0] = fmt.Sprintf("%s-%d", d.aa[0], d.next)
 		groups[i] = a
+		if len(d.tks) > 0 {
+			ts[i] = d.next % len(d.tks)
+		}
 	}
-	replies, err := d.run(ctx, d.acq, d.ak, groups)
+	replies, err := d.run(ctx, d.acq, d.ak, groups, ts)
 	if err != nil {
 		return err
 	}
@@ -247,23 +274,23 @@ func (d *driver) acquire(ctx context.Context, k int) error {
 			return fmt.Errorf("acquire refused: %v", r)
 		}
 		us, _ := r[2].(int64)
-		d.fifo = append(d.fifo, lease{groups[i][0].(string), us})
+		d.fifo = append(d.fifo, lease{groups[i][0].(string), us, ts[i]})
 	}
 	return nil
 }
 
 // settle ends the k oldest leases in flight.
 func (d *driver) settle(ctx context.Context, k int) error {
-	groups := make([][]any, k)
+	groups, ts := make([][]any, k), make([]int, k)
 	for i := range groups {
 		l := d.fifo[i]
 		a := append([]any(nil), d.sa...)
 		a[0], a[1] = l.id, strconv.FormatInt(l.us, 10)
-		groups[i] = a
+		groups[i], ts[i] = a, l.t
 	}
 	d.fifo = d.fifo[k:]
 
-	replies, err := d.run(ctx, d.set, d.sk, groups)
+	replies, err := d.run(ctx, d.set, d.sk, groups, ts)
 	if err != nil {
 		return err
 	}
@@ -276,12 +303,17 @@ func (d *driver) settle(ctx context.Context, k int) error {
 	return nil
 }
 
-// run sends groups as one batch call, or one call each (see callFormat).
-func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups [][]any) ([]any, error) {
+// run sends groups as one batch call, or one call each (see callFormat);
+// ts[i] is group i's tenant (an index in d.tks; unread without tenants).
+func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups [][]any, ts []int) ([]any, error) {
 	if d.format == oneByOne {
 		out := make([]any, len(groups))
 		for i, g := range groups {
-			v, err := s.Run(ctx, d.b.rdb, keys, g...).Result()
+			ks := keys
+			if len(d.tks) > 0 {
+				ks = append(keys[:4:4], d.tks[ts[i]])
+			}
+			v, err := s.Run(ctx, d.b.rdb, ks, g...).Result()
 			if err != nil {
 				return nil, err
 			}
@@ -298,11 +330,20 @@ func (d *driver) run(ctx context.Context, s *redis.Script, keys []string, groups
 			args = append(args, g...)
 		}
 	case grouped, functions:
-		for _, g := range groups {
-			args = append(args, 0, len(g))
+		keys = keys[:min(len(keys), 4):min(len(keys), 4)]
+		at := map[int]int{} // a tenant's index in KEYS
+		for i, g := range groups {
+			t := 0
+			if len(d.tks) > 0 {
+				if t = at[ts[i]]; t == 0 {
+					keys = append(keys, d.tks[ts[i]])
+					t = len(keys)
+					at[ts[i]] = t
+				}
+			}
+			args = append(args, t, len(g))
 			args = append(args, g...)
 		}
-		keys = keys[:min(len(keys), 4)]
 	}
 	if d.format == grouped || d.format == functions {
 		// The landed scripts reply in one flat array (wire.SplitReplies).
@@ -438,4 +479,7 @@ func (d *driver) close(ctx context.Context) {
 		_ = d.settle(ctx, 1)
 	}
 	d.b.rdb.Del(ctx, d.ak...)
+	for _, k := range d.tks {
+		d.b.rdb.Del(ctx, k)
+	}
 }

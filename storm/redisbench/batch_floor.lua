@@ -14,19 +14,9 @@
 -- each bucket and its stack, ZADD NX of the leases. Settle: TIME,
 -- ZMSCORE, under a concurrency limit ZCARD, HMGET of each bucket the
 -- first settle corrects and its stack, ZREM of the leases, HSET of those.
-
--- groups returns the ids of the calls in args (each group t, n, then n
--- arguments, the id first), their count, and where the first call's
--- arguments begin and how many it has.
-local function groups(args)
-  local ids, n, i = {}, 0, 1
-  while i <= #args do
-    n = n + 1
-    ids[n] = args[i + 2]
-    i = i + args[i + 1] + 2
-  end
-  return ids, n, 3, args[2] + 0
-end
+-- A tenant's fields (those beginning '%' or '@') are its hash's: each
+-- tenant of the batch gets one HMGET and one HSET of them (and of its xp,
+-- for an acquire), as the batch scripts send.
 
 -- rewrite writes back the fields of h read as names.
 local function rewrite(key, names, h)
@@ -35,17 +25,56 @@ local function rewrite(key, names, h)
   redis.call('HSET', key, unpack(a))
 end
 
+-- groups returns the ids of the calls in args (each group t, n, then n
+-- arguments, the id first), their count, and where the first call's
+-- arguments begin and how many it has, and the tenants' KEYS indexes,
+-- each once.
+local function groups(args)
+  local ids, n, i, ts, seen = {}, 0, 1, {}, {}
+  while i <= #args do
+    n = n + 1
+    ids[n] = args[i + 2]
+    local t = args[i] + 0
+    if t > 0 and not seen[t] then
+      seen[t] = true
+      ts[#ts + 1] = t
+    end
+    i = i + args[i + 1] + 2
+  end
+  return ids, n, 3, args[2] + 0, ts
+end
+
+-- tenant says whether field f is a tenant's.
+local function tenant(f)
+  local b = f:byte(1)
+  return b == 37 or b == 64
+end
+
+-- tenants reads and writes back names in each tenant's hash.
+local function tenants(keys, ts, names)
+  if #names == 0 then return end
+  for _, t in ipairs(ts) do
+    rewrite(keys[t], names, redis.call('HMGET', keys[t], unpack(names)))
+  end
+end
+
+
 redis.register_function('llmpacer_floor_acquires', function(keys, args)
   local t = redis.call('TIME')
   local us, now = t[1] * 1000000 + t[2], t[1] * 1000 + math.floor(t[2] / 1000)
-  local ids, n, o, na = groups(args)
+  local ids, n, o, na, ts = groups(args)
   redis.call('ZMSCORE', keys[2], unpack(ids, 1, n))
   local nb = math.floor((na - 8) / 3)
-  local want, back = {'xp', 'pause', 'qs'}, {}
+  local want, back, tw = {'xp', 'pause', 'qs'}, {}, {'xp'}
   for k = 1, nb do
     local f = args[o + 7 + k]
-    want[#want + 1], want[#want + 2] = f, f .. '.h'
-    back[#back + 1], back[#back + 2] = f, f .. '.h'
+    if tenant(f) then
+      tw[#tw + 1] = f
+      if f:byte(1) == 64 then tw[#tw + 1] = f .. '.h' end
+    else
+      want[#want + 1], want[#want + 2] = f, f .. '.h'
+      back[#back + 1], back[#back + 2] = f, f .. '.h'
+    end
   end
   if keys[4] then want[#want + 1] = 'dv' end
   local h = redis.call('HMGET', keys[1], unpack(want))
@@ -56,6 +85,7 @@ redis.register_function('llmpacer_floor_acquires', function(keys, args)
   local vals = {}
   for x = 1, #back do vals[x] = h[x + 3] end
   rewrite(keys[1], back, vals)
+  tenants(keys, ts, tw)
   local add, r = {}, {}
   local expiry = now + args[o + 3]
   for x = 1, n do
@@ -70,16 +100,23 @@ end)
 redis.register_function('llmpacer_floor_settles', function(keys, args)
   local t = redis.call('TIME')
   local us = t[1] * 1000000 + t[2]
-  local ids, n, o, na = groups(args)
+  local ids, n, o, na, ts = groups(args)
   redis.call('ZMSCORE', keys[2], unpack(ids, 1, n))
   if args[o + 2] ~= '0' then redis.call('ZCARD', keys[3]) end
-  local want = {}
+  local want, tw = {}, {}
   for k = o + 4, o + na - 1, 2 do
-    want[#want + 1], want[#want + 2] = args[k], args[k] .. '.h'
+    local f = args[k]
+    if tenant(f) then
+      tw[#tw + 1] = f
+      if f:byte(1) == 64 then tw[#tw + 1] = f .. '.h' end
+    else
+      want[#want + 1], want[#want + 2] = f, f .. '.h'
+    end
   end
   local h = redis.call('HMGET', keys[1], unpack(want))
   redis.call('ZREM', keys[2], unpack(ids, 1, n))
   rewrite(keys[1], want, h)
+  tenants(keys, ts, tw)
   local r = {}
   for x = 1, n do r[2 * x - 1], r[2 * x] = 1, us end
   return r
