@@ -106,7 +106,7 @@ local function join()
     local e = pend[x]
     local st, g, h, tk = e[1], e[2], e[3], e[4]
     local s = st[8] > 0 and st[1] .. table.concat(st[7], '', 1, st[8]) or st[1]
-    if tk then tset(tk, h, s) else set(h, s) end
+    if tk then tset(g, h, s) else set(h, s) end
   end
   stacks, pend, np = {}, {}, 0
 end
@@ -136,6 +136,11 @@ end
 -- the work it holds): the fields to read of the state and of the tenant's
 -- hash, and the buckets' TATs after the charge and before it.
 local want, twant, tats, froms = {'xp', 'pause', 'qs'}, {'xp'}, {}, {}
+
+-- The last loss line read and its first number, and the last tenant's
+-- priority read and the share it keeps (see fast): pure functions of the
+-- strings, so they may outlive a script call.
+local lastlf, lastseen, lastpr, lastkeep = false, 0, false, nil
 
 -- fast says whether call a (its id's score, or false; tk its tenant's
 -- hash, or false) is the common call, and returns its bucket count, their
@@ -175,12 +180,21 @@ local function fast(a, score, tk)
   end
   read(want, w)
   if myv and got.dv ~= myv then return false end
-  local xr = (got.xp or 0) + 0
+  local xr = got.xp or 0
+  if xr ~= 0 then
+    -- Held as the number it reads as (unchanged, it is not written).
+    xr = xr + 0
+    got.xp = xr
+  end
   local lf = myv and a[10 + 3 * n]
   if lf then
-    local sp = string.find(lf, ' ', 1, true) or #lf + 1
-    local f = string.sub(lf, 1, sp - 1) + 0
-    if f - now > 1000 and xr < f then return false end
+    -- Every call of a process sends the same line until the xp it saw
+    -- moves: its first number is read once.
+    if lf ~= lastlf then
+      local sp = string.find(lf, ' ', 1, true) or #lf + 1
+      lastlf, lastseen = lf, string.sub(lf, 1, sp - 1) + 0
+    end
+    if lastseen - now > 1000 and xr < lastseen then return false end
   end
   if got.qs then
     local u = string.match(got.qs, '^(%d+) %d+ %d+ %a+$')
@@ -204,8 +218,12 @@ local function fast(a, score, tk)
       end
     end
     if over then
-      local ppm = string.match(a[2], '^0:(%d+)$')
-      if ppm then keep = ppm / 1000000 end
+      -- As lastlf: a tenant's calls send the same priority.
+      if a[2] ~= lastpr then
+        local ppm = string.match(a[2], '^0:(%d+)$')
+        lastpr, lastkeep = a[2], ppm and ppm / 1000000
+      end
+      keep = lastkeep
     end
   end
   for k = 1, n do
@@ -292,7 +310,7 @@ for x = 1, c do
       local b, h = kinds[f], hnames[f]
       local v = tats[k]
       if b == 64 or b == 37 then
-        tset(tk, f, v, true)
+        tset(tg, f, v, true)
         if b == 64 then hpush(tg, tk, h, max(froms[k] - us, 0)) end
         if v / 1000 > tms then tms = v / 1000 end
       else
@@ -303,7 +321,7 @@ for x = 1, c do
     end
     if tk then
       local need = ceil(max(tms, now)) + 1000
-      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end
+      if need > (tg.xp or 0) + 0 then tset(tg, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end
     end
     local need = ceil(ms) + 1000
     if need > xr then

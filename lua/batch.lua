@@ -22,19 +22,21 @@ local us, now
 -- number, and written as its decimal digits once, by hset: a batch moves
 -- a bucket's TAT once a call, and a string.format costs about as much as
 -- a command's argument. read reads those of want[1..w] not yet
--- read, in one HMGET; set changes one. A tenant's hash is held alike:
--- tgot[tk] its fields, tread and tset. hset writes what changed, the
--- state's in one HSET and each tenant's in one (and its expiry, moved to
--- its xp when a charge moved that: see tcover in prelude.lua), and
--- forgets all, but at the script call's end (final): begin forgets then.
+-- read, in one HMGET; set changes one. A tenant's hash is held alike, in
+-- one table a tenant (tgs[tk], listed in tl): its fields by name, and in
+-- its array part those changed, in order (see tread); tset changes one.
+-- hset writes what changed, the state's in one HSET and each tenant's in
+-- one (and its expiry, moved to its xp when a charge moved that: see
+-- tcover in prelude.lua), and forgets all, but at the script call's end
+-- (final): begin forgets then.
 local got, dirty, nd
-local tgot, tdirty, tnames, nt
+local tgs, tl, nt
 
--- forget forgets every field read and changed. A tenant's tables are made
--- when a call first reads one (a budget without tenants makes none).
+-- forget forgets every field read and changed. The tenants' tables are
+-- made when a call first reads one (a budget without tenants makes none).
 local function forget()
   got, dirty, nd = {}, {}, 0
-  tgot, nt = false, 0
+  tgs, nt = false, 0
 end
 
 -- begin starts a script call: its keys, its groups, and nothing held.
@@ -75,8 +77,12 @@ local function clock()
   now = floor(us / 1000)
 end
 
+-- need holds the fields fetch asks for (made once a script: a table a
+-- call costs more than its work).
+local need = {}
+
 local function fetch(key, g, want, w)
-  local need, nn = {}, 0
+  local nn = 0
   for x = 1, w do
     if g[want[x]] == nil then
       nn = nn + 1
@@ -91,15 +97,35 @@ end
 
 local function read(want, w) fetch(state, got, want, w) end
 
--- tread returns tenant tk's fields, those of want[1..w] read.
+-- tread returns tenant tk's table, its fields of want[1..w] read. A
+-- tenant is most often read once a batch, its fields all at once: its
+-- table is then made with them, sized for them (a table grown a key at a
+-- time is rehashed at each power of two), and with room in its array
+-- part for those changed (at most those read): [1] their count, then
+-- each one's name and whether it holds a number (see tset).
 local function tread(tk, want, w)
-  if not tgot then tgot, tdirty, tnames = {}, {}, {} end
-  local g = tgot[tk]
-  if not g then
-    g = {}
-    tgot[tk] = g
+  if not tgs then tgs, tl = {}, {} end
+  local g = tgs[tk]
+  if g then
+    fetch(tk, g, want, w)
+    return g
   end
-  fetch(tk, g, want, w)
+  local h = redis.call('HMGET', tk, unpack(want, 1, w))
+  if w == 1 then
+    g = {0, false, false, [want[1]] = h[1]}
+  elseif w == 2 then
+    g = {0, false, false, false, false, [want[1]] = h[1], [want[2]] = h[2]}
+  elseif w == 3 then
+    g = {0, false, false, false, false, false, false, [want[1]] = h[1], [want[2]] = h[2], [want[3]] = h[3]}
+  else
+    g = {0, false, false, false, false, false, false, false, false, false, false, false, false, false, false,
+      [want[1]] = h[1], [want[2]] = h[2], [want[3]] = h[3], [want[4]] = h[4],
+      [w > 4 and want[5] or 0] = h[5], [w > 5 and want[6] or 0] = h[6], [w > 6 and want[7] or 0] = h[7]}
+    for x = 8, w do g[want[x]] = h[x] end
+  end
+  tgs[tk] = g
+  nt = nt + 1
+  tl[nt] = tk
   return g
 end
 
@@ -123,25 +149,22 @@ local function set(f, v, num)
   got[f] = v
 end
 
-local function tset(tk, f, v, num)
+-- tset changes field f of a tenant's table g (see tread) to v, as set.
+local function tset(g, f, v, num)
   if num then v = floor(v) end
-  local d = tdirty[tk]
-  if not d then
-    d = {[0] = 0}
-    tdirty[tk] = d
-    nt = nt + 1
-    tnames[nt] = tk
-  end
-  d[0] = mark(d, f, d[0], num)
-  tgot[tk][f] = v
+  local n, x = g[1], 2
+  while x <= 2 * n and g[x] ~= f do x = x + 2 end
+  if x > 2 * n then g[1] = n + 1 end
+  g[x], g[x + 1], g[f] = f, num or false, v
 end
 
 -- (A number goes to HSET as its decimal digits, fmt('%d'): the same bytes
 -- Redis would write for it, for less than its %.17g printf costs; see
 -- prelude.lua.)
+-- args holds an HSET's arguments (made once a script, as need).
+local args = {}
 local function hset(final)
   if nd > 0 then
-    local args = {}
     for x = 1, nd do
       local f = dirty[x]
       args[2 * x - 1], args[2 * x] = f, dirty[f] == 2 and fmt('%d', got[f]) or got[f]
@@ -149,14 +172,16 @@ local function hset(final)
     redis.call('HSET', state, unpack(args, 1, 2 * nd))
   end
   for y = 1, nt do
-    local tk = tnames[y]
-    local d, g, args = tdirty[tk], tgot[tk], {}
-    for x = 1, d[0] do
-      local f = d[x]
-      args[2 * x - 1], args[2 * x] = f, d[f] == 2 and fmt('%d', g[f]) or g[f]
+    local tk = tl[y]
+    local g, xp = tgs[tk], false
+    local n = g[1]
+    for x = 1, n do
+      local f = g[2 * x]
+      args[2 * x - 1], args[2 * x] = f, g[2 * x + 1] and fmt('%d', g[f]) or g[f]
+      if f == 'xp' then xp = true end
     end
-    redis.call('HSET', tk, unpack(args, 1, 2 * d[0]))
-    if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
+    if n > 0 then redis.call('HSET', tk, unpack(args, 1, 2 * n)) end
+    if xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end
   end
   if not final then forget() end
 end

@@ -51,7 +51,7 @@ local function write(final)
       local s = g[f]
       if byte(s, 1) == 255 then s = sub(s, 15) end
       s = head(hv[1], hv[2]) .. s
-      if tk then tset(tk, f, s) else set(f, s) end
+      if tk then tset(g, f, s) else set(f, s) end
     end
   end
   if final then return hset(true) end
@@ -77,7 +77,7 @@ local function give(g, tk, f, r, t)
   end
   local to, ns = givetat(f, g[f], g[hf], r, t, us, hv)
   if not to then return end
-  if tk then tset(tk, f, to, true) else set(f, to, true) end
+  if tk then tset(g, f, to, true) else set(f, to, true) end
   if ns == true then
     if not hv.held then
       hv.held = true
@@ -88,7 +88,7 @@ local function give(g, tk, f, r, t)
     -- The stack rewritten whole, its header in it.
     hv.held = false
     hs[hf] = nil
-    if tk then tset(tk, hf, ns) else set(hf, ns) end
+    if tk then tset(g, hf, ns) else set(hf, ns) end
   end
 end
 

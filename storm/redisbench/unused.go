@@ -853,14 +853,14 @@ var cuts = []cut{
 			"  return b\n" +
 			"end\n"
 	}),
-	swap(inBatch, fT, "local tgot, tdirty, tnames, nt\n", ""),
-	span(inBatch, "-- tread returns tenant tk's fields, those of want[1..w] read.\nlocal function tread(tk, want, w)\n",
-		"  fetch(tk, g, want, w)\n  return g\nend\n", func(m feature, s string) string { return when(m&fT == 0, s) }),
-	span(inBatch, "local function tset(tk, f, v, num)\n", "  tgot[tk][f] = v\nend\n",
+	swap(inBatch, fT, "local tgs, tl, nt\n", ""),
+	span(inBatch, "-- tread returns tenant tk's table, its fields of want[1..w] read.",
+		"  tl[nt] = tk\n  return g\nend\n", func(m feature, s string) string { return when(m&fT == 0, s) }),
+	span(inBatch, "-- tset changes field f of a tenant's table g", "  g[x], g[x + 1], g[f] = f, num or false, v\nend\n",
 		func(m feature, s string) string { return when(m&fT == 0, s) }),
-	span(inBatch, "  for y = 1, nt do\n", "    if d.xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end\n  end\n",
+	span(inBatch, "  for y = 1, nt do\n", "    if xp then redis.call('PEXPIRE', tk, fmt('%d', g.xp - now)) end\n  end\n",
 		func(m feature, s string) string { return when(m&fT == 0, s) }),
-	swap(inBatch, fT, "  tgot, nt = false, 0\n", ""),
+	swap(inBatch, fT, "  tgs, nt = false, 0\n", ""),
 
 	// acquires.lua's tables for fast: the tenant's fields to read, and
 	// the fields 'pause' and 'qs'.
@@ -897,7 +897,7 @@ var cuts = []cut{
 					"      w = w + 2\n"+
 					"    end\n", "    want[w + 1], want[w + 2] = f, hnames[f]\n    w = w + 2\n")
 				s = spanOnce(s, "  local tg, keep = tk and tread(tk, twant, tw), nil\n",
-					"      if ppm then keep = ppm / 1000000 end\n    end\n  end\n", "")
+					"      keep = lastkeep\n    end\n  end\n", "")
 				s = once(s, "    local b = kinds[f]\n"+
 					"    if b ~= 37 then\n"+
 					"      local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0\n"+
@@ -935,7 +935,7 @@ var cuts = []cut{
 	swap(inAcquires, fT, "  local tk = tks[x]\n  local ok, n, tats, froms, xr, tg = fast(a, scores[x - base], tk)\n",
 		"  local ok, n, tats, froms, xr = fast(a, scores[x - base])\n"),
 	span(inAcquires, "    local ms, tms = expiry, 0\n",
-		"      if need > (tg.xp or 0) + 0 then tset(tk, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end\n    end\n",
+		"      if need > (tg.xp or 0) + 0 then tset(tg, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end\n    end\n",
 		func(m feature, s string) string {
 			if m&fT == 0 {
 				return s
@@ -943,7 +943,7 @@ var cuts = []cut{
 			s = once(s, "    local ms, tms = expiry, 0\n", "    local ms = expiry\n")
 			s = once(s, "      local b, h = kinds[f], hnames[f]\n      local v = tats[k]\n"+
 				"      if b == 64 or b == 37 then\n"+
-				"        tset(tk, f, v, true)\n"+
+				"        tset(tg, f, v, true)\n"+
 				"        if b == 64 then hpush(tg, tk, h, max(froms[k] - us, 0)) end\n"+
 				"        if v / 1000 > tms then tms = v / 1000 end\n"+
 				"      else\n", "      local h = hnames[f]\n      local v = tats[k]\n")
@@ -968,11 +968,11 @@ var cuts = []cut{
 			"      local s = g[f]\n" +
 			"      if byte(s, 1) == 255 then s = sub(s, 15) end\n" +
 			"      s = head(hv[1], hv[2]) .. s\n" +
-			"      if tk then tset(tk, f, s) else set(f, s) end\n"
+			"      if tk then tset(g, f, s) else set(f, s) end\n"
 	}),
 	// give: its hash and tenant, the level of heads that keeps the state's
 	// stacks apart from a tenant's, a tenant's writes.
-	span(inSettles, "local function give(g, tk, f, r, t)\n", "    if tk then tset(tk, hf, ns) else set(hf, ns) end\n  end\nend\n",
+	span(inSettles, "local function give(g, tk, f, r, t)\n", "    if tk then tset(g, hf, ns) else set(hf, ns) end\n  end\nend\n",
 		func(m feature, s string) string {
 			if m&fT == 0 {
 				return s
@@ -993,10 +993,10 @@ var cuts = []cut{
 				"    heads[hf] = hv\n"+
 				"  end\n")
 			s = once(s, "  local to, ns = givetat(f, g[f], g[hf], r, t, us, hv)\n", "  local to, ns = givetat(got[f], got[hf], r, t, us, hv)\n")
-			s = once(s, "  if tk then tset(tk, f, to, true) else set(f, to, true) end\n", "  set(f, to, true)\n")
+			s = once(s, "  if tk then tset(g, f, to, true) else set(f, to, true) end\n", "  set(f, to, true)\n")
 			s = once(s, "      held[nh] = {hv, g, hf, tk}\n", "      held[nh] = {hv, hf}\n")
 			s = once(s, "    hs[hf] = nil\n", "    heads[hf] = nil\n")
-			return once(s, "    if tk then tset(tk, hf, ns) else set(hf, ns) end\n", "    set(hf, ns)\n")
+			return once(s, "    if tk then tset(g, hf, ns) else set(hf, ns) end\n", "    set(hf, ns)\n")
 		}),
 	swap(inSettles, fT, "local fields, back, want, twant = {}, {}, {}, {}\n", "local fields, back, want = {}, {}, {}\n"),
 	// settles.lua's fast: the tenant's and the sliding rates' checks (and
