@@ -137,48 +137,75 @@ end
 -- hash, and the buckets' TATs after the charge and before it.
 local want, twant, tats, froms = {'xp', 'pause', 'qs'}, {'xp'}, {}, {}
 
+-- The last call's fields, sf[1..sn] (sn -1: none), whether it sent a
+-- version (sv), and what fast made of them: the fields to read, want[1..sw]
+-- and twant[1..stw]. rg is the state's table they were last read into. A
+-- batch's calls most often name the same fields: fast then compares them
+-- and reads nothing more.
+local sf, sn, sw, stw, sv, rg = {}, -1, 0, 0, false, false
+
 -- The last loss line read and its first number, and the last tenant's
 -- priority read and the share it keeps (see fast): pure functions of the
 -- strings, so they may outlive a script call.
 local lastlf, lastseen, lastpr, lastkeep = false, 0, false, nil
 
--- fast says whether call a (its id's score, or false; tk its tenant's
--- hash, or false) is the common call, and returns its bucket count, their
--- TATs after the charge and before it (see room in acquire.lua), xr (the
--- xp it reads) and its tenant's fields (tg).
-local function fast(a, score, tk)
-  if score or ids[a[1]] or a[8] ~= '0' then return false end
-  local n = floor((#a - 8) / 3)
-  local w, tw = 3, 1
-  for k = 1, n do
-    local f = a[8 + k]
-    local b = kinds[f] or kind(f)
-    if b == 126 then return false end
-    -- A field named twice in one call is charged from the value read
-    -- before either charge (see admit in acquire.lua): acquire1's.
-    for j = 9, 7 + k do
-      if a[j] == f then return false end
-    end
-    if b == 64 or b == 37 then
-      -- A tenant's bucket, or its share: in its hash.
-      if not tk then return false end
-      tw = tw + 1
-      twant[tw] = f
-      if b == 64 then
-        tw = tw + 1
-        twant[tw] = hnames[f]
+-- fast says whether the call whose len arguments follow A[o] (its id's
+-- score, or false; tk its tenant's hash, or false) is the common call,
+-- and returns its bucket count, their TATs after the charge and before it
+-- (see room in acquire.lua), xr (the xp it reads) and its tenant's
+-- fields (tg). Its argument j is A[o + j], j <= len.
+local function fast(o, len, score, tk)
+  if score or ids[A[o + 1]] or A[o + 8] ~= '0' then return false end
+  local n = floor((len - 8) / 3)
+  local myv = KEYS[4] and len > 8 + 3 * n and A[o + 9 + 3 * n]
+  local same = n == sn and not myv == not sv
+  if same then
+    for k = 1, n do
+      if A[o + 8 + k] ~= sf[k] then
+        same = false
+        break
       end
-    else
-      want[w + 1], want[w + 2] = f, hnames[f]
-      w = w + 2
     end
   end
-  local myv = KEYS[4] and a[9 + 3 * n]
-  if myv then
-    w = w + 1
-    want[w] = 'dv'
+  local w, tw = sw, stw
+  if same then
+    if tw > 1 and not tk then return false end
+  else
+    sn, w, tw = -1, 3, 1 -- (want changes: no shape is held until it is whole)
+    for k = 1, n do
+      local f = A[o + 8 + k]
+      local b = kinds[f] or kind(f)
+      if b == 126 then return false end
+      -- A field named twice in one call is charged from the value read
+      -- before either charge (see admit in acquire.lua): acquire1's.
+      for j = o + 9, o + 7 + k do
+        if A[j] == f then return false end
+      end
+      if b == 64 or b == 37 then
+        -- A tenant's bucket, or its share: in its hash.
+        if not tk then return false end
+        tw = tw + 1
+        twant[tw] = f
+        if b == 64 then
+          tw = tw + 1
+          twant[tw] = hnames[f]
+        end
+      else
+        want[w + 1], want[w + 2] = f, hnames[f]
+        w = w + 2
+      end
+    end
+    if myv then
+      w = w + 1
+      want[w] = 'dv'
+    end
+    for k = 1, n do sf[k] = A[o + 8 + k] end
+    sn, sw, stw, sv = n, w, tw, myv
   end
-  read(want, w)
+  if not same or rg ~= got then
+    read(want, w)
+    rg = got
+  end
   if myv and got.dv ~= myv then return false end
   local xr = got.xp or 0
   if xr ~= 0 then
@@ -186,7 +213,7 @@ local function fast(a, score, tk)
     xr = xr + 0
     got.xp = xr
   end
-  local lf = myv and a[10 + 3 * n]
+  local lf = myv and len > 9 + 3 * n and A[o + 10 + 3 * n]
   if lf then
     -- Every call of a process sends the same line until the xp it saw
     -- moves: its first number is read once.
@@ -207,9 +234,9 @@ local function fast(a, score, tk)
     -- each budget bucket (room's arithmetic).
     local over = false
     for k = 1, n do
-      local f = a[8 + k]
+      local f = A[o + 8 + k]
       if kinds[f] == 37 then
-        local tat, charge, allow = tg[f], a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+        local tat, charge, allow = tg[f], A[o + 7 + n + 2 * k] + 0, A[o + 8 + n + 2 * k] + 0
         tat = tat and tat + 0 or us
         if tat - us < 0 then tat = us end
         froms[k], tats[k] = tat, tat + charge
@@ -219,18 +246,19 @@ local function fast(a, score, tk)
     end
     if over then
       -- As lastlf: a tenant's calls send the same priority.
-      if a[2] ~= lastpr then
-        local ppm = string.match(a[2], '^0:(%d+)$')
-        lastpr, lastkeep = a[2], ppm and ppm / 1000000
+      local pr = A[o + 2]
+      if pr ~= lastpr then
+        local ppm = string.match(pr, '^0:(%d+)$')
+        lastpr, lastkeep = pr, ppm and ppm / 1000000
       end
       keep = lastkeep
     end
   end
   for k = 1, n do
-    local f = a[8 + k]
+    local f = A[o + 8 + k]
     local b = kinds[f]
     if b ~= 37 then
-      local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0
+      local charge, allow = A[o + 7 + n + 2 * k] + 0, A[o + 8 + n + 2 * k] + 0
       if charge > allow then return false end
       if keep and b ~= 64 then allow = allow - floor(allow * keep) end
       local tat
@@ -241,13 +269,14 @@ local function fast(a, score, tk)
       if tats[k] - us - allow > 0 then return false end
     end
   end
-  if a[5] ~= '0' then
+  local cl = A[o + 5]
+  if cl ~= '0' then
     if waiters == nil then waiters = redis.call('ZCARD', queue) > 1 end
     if waiters then return false end
     -- The slots held: those stored, and those this batch admitted and
     -- writes at the end (each live and not pending).
     if not slots then slots = redis.call('ZCOUNT', leases, '(' .. fmt('%d', now), LIVE) + na / 2 end
-    if math.min(a[5] - slots, 100) <= 0 or a[2] == '1' and slots - a[6] >= 0 then return false end
+    if math.min(cl - slots, 100) <= 0 or A[o + 2] == '1' and slots - A[o + 6] >= 0 then return false end
   end
   return true, n, tats, froms, xr, tg
 end
@@ -261,8 +290,8 @@ stacks, pend, np = {}, {}, 0
 replies, last = {}, nil
 clock()
 for x = 1, c do
-  local a = calls[x]
-  local id = a[1]
+  local o, len = calls[x], lens[x]
+  local id = A[o + 1]
   -- Each call its own µs, as singles have (each runs longer than one):
   -- a give-back from a lease charged in the µs of a later charge is
   -- bounded by that charge (see prelude.lua), so one µs for all would cut
@@ -276,20 +305,20 @@ for x = 1, c do
   end
   if not scores then
     local all = {}
-    for y = x, c do all[y - x + 1] = calls[y][1] end
+    for y = x, c do all[y - x + 1] = A[calls[y] + 1] end
     scores, base = redis.call('ZMSCORE', leases, unpack(all)), x - 1
   end
   local tk = tks[x]
-  local ok, n, tats, froms, xr, tg = fast(a, scores[x - base], tk)
+  local ok, n, tats, froms, xr, tg = fast(o, len, scores[x - base], tk)
   if not ok then
     write()
-    local r, o = acquire1(keys(x), a), 7 * x - 7
+    local r, o = acquire1(keys(x), argv(x)), 7 * x - 7
     for j = 1, 7 do replies[o + j] = r[j] end
     last = r[3]
     clock()
   else
     -- admit: the lease holds its slot from now (see acquire.lua).
-    local expiry = now + a[4]
+    local expiry = now + A[o + 4]
     na = na + 2
     added[na - 1], added[na], ids[id] = fmt('%d', expiry), id, true
     if slots then slots = slots + 1 end
@@ -306,7 +335,7 @@ for x = 1, c do
     -- keeps (tcover's rule).
     local ms, tms = expiry, 0
     for k = 1, n do
-      local f = a[8 + k]
+      local f = A[o + 8 + k]
       local b, h = kinds[f], hnames[f]
       local v = tats[k]
       if b == 64 or b == 37 then

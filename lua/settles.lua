@@ -97,22 +97,30 @@ end
 -- give-backs, and the fields to read of the state and of the tenant's hash.
 local fields, back, want, twant = {}, {}, {}, {}
 
--- fast says whether call a (whose lease's score is score; tk its
--- tenant's hash, or false) is the common settle, and returns its
--- corrections' fields and give-backs (µs > 0).
-local function fast(a, score, tk)
+-- The last settle's fields, sf[1..sm], and the fields to read they made,
+-- want[1..sw] and twant[1..stw]; rg the state's table they were last read
+-- into (see sf in acquires.lua).
+local sf, sm, sw, stw, rg = {}, -1, 0, 0, false
+
+-- fast says whether the settle whose len arguments follow A[o] (its
+-- lease's score is score; tk its tenant's hash, or false) is the common
+-- settle, and returns its corrections' fields and give-backs (µs > 0).
+local function fast(o, len, score, tk)
+  local cl = A[o + 3]
   if score then
     if score + 0 >= PENDING then return false end
-  elseif a[3] ~= '0' then
+  elseif cl ~= '0' then
     return false -- a waiter may be leaving the queue
   end
-  if a[3] ~= '0' then
+  -- (A field without its value is settle1's.)
+  if len % 2 ~= 0 then return false end
+  if cl ~= '0' then
     if waiters == nil then waiters = redis.call('ZCARD', queue) > 1 end
     if waiters then return false end
   end
   local m = 0
-  for k = 5, #a, 2 do
-    local f, v = a[k], a[k + 1]
+  for k = o + 5, o + len, 2 do
+    local f, v = A[k], A[k + 1]
     local b = kinds[f] or kind(f)
     if b == 126 then return false end
     -- A field named twice in one settle is corrected from the value read
@@ -142,20 +150,20 @@ heads, held, nh = {}, {}, 0
 replies = {}
 clock()
 for x = 1, c do
-  local a = calls[x]
-  local id = a[1]
+  local o, len = calls[x], lens[x]
+  local id = A[o + 1]
   if not scores then
     local ids = {}
-    for y = x, c do ids[y - x + 1] = calls[y][1] end
+    for y = x, c do ids[y - x + 1] = A[calls[y] + 1] end
     scores, base = redis.call('ZMSCORE', leases, unpack(ids)), x - 1
   end
   local score = scores[x - base]
   if gone[id] then score = false end
   local tk = tks[x]
-  local ok, fields, back, m = fast(a, score, tk)
+  local ok, fields, back, m = fast(o, len, score, tk)
   if not ok then
     write()
-    local r = settle1(keys(x), a)
+    local r = settle1(keys(x), argv(x))
     replies[2 * x - 1], replies[2 * x] = r[1], r[2]
     clock()
   elseif not score then
@@ -165,25 +173,42 @@ for x = 1, c do
   else
     ne = ne + 1
     ended[ne], gone[id] = id, true
-    -- The fields of each hash read at once: the state's, the tenant's.
-    local w, tw = 0, 0
-    for k = 1, m do
-      local f = fields[k]
-      local b = kinds[f]
-      if b == 64 then
-        twant[tw + 1], twant[tw + 2] = f, hnames[f]
-        tw = tw + 2
-      elseif b == 37 then
-        tw = tw + 1
-        twant[tw] = f
-      else
-        want[w + 1], want[w + 2] = f, hnames[f]
-        w = w + 2
+    -- The fields of each hash read at once: the state's, the tenant's
+    -- (as the last settle's, most often: see sf).
+    local w, tw, same = sw, stw, m == sm
+    if same then
+      for k = 1, m do
+        if fields[k] ~= sf[k] then
+          same = false
+          break
+        end
       end
     end
-    if w > 0 then read(want, w) end
+    if not same then
+      w, tw = 0, 0
+      for k = 1, m do
+        local f = fields[k]
+        local b = kinds[f]
+        sf[k] = f
+        if b == 64 then
+          twant[tw + 1], twant[tw + 2] = f, hnames[f]
+          tw = tw + 2
+        elseif b == 37 then
+          tw = tw + 1
+          twant[tw] = f
+        else
+          want[w + 1], want[w + 2] = f, hnames[f]
+          w = w + 2
+        end
+      end
+      sm, sw, stw = m, w, tw
+    end
+    if w > 0 and (not same or rg ~= got) then
+      read(want, w)
+      rg = got
+    end
     local tg = tw > 0 and tread(tk, twant, tw)
-    local t = math.min(a[2] + 0, us)
+    local t = math.min(A[o + 2] + 0, us)
     for k = 1, m do
       local f = fields[k]
       local b = kinds[f]

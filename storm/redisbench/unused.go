@@ -818,17 +818,17 @@ var cuts = []cut{
 	// feature kinds itself (the batches read a field's kind only to find
 	// those two); the tenants' tables, tread and tset (two closures every
 	// batch makes), hset's loop over the tenants and its new tables.
-	tpl(inBatch, func(m feature) string { return "local " + list(m, "calls", "tks|T", "c") + "\n" }),
+	tpl(inBatch, func(m feature) string { return "local " + list(m, "calls", "lens", "tks|T", "c") + "\n" }),
 	tpl(inBatch, func(m feature) string {
 		t := m&fT != 0
 		return "local function begin()\n" +
-			"  state, leases, queue = KEYS[1], KEYS[2], KEYS[3]\n" +
-			"  " + list(m, "calls", "tks|T", "c") + " = " + list(m, "{}", "{}|T", "0") + "\n" +
-			"  local i = 1\n" +
-			"  while i <= #ARGV do\n" +
-			"    local " + list(m, "t|T", "n") + " = " + list(m, "ARGV[i] + 0|T", "ARGV[i + 1] + 0") + "\n" +
+			"  state, leases, queue, A = KEYS[1], KEYS[2], KEYS[3], ARGV\n" +
+			"  " + list(m, "calls", "lens", "tks|T", "c") + " = " + list(m, "{}", "{}", "{}|T", "0") + "\n" +
+			"  local i, m = 1, #A\n" +
+			"  while i <= m do\n" +
+			"    local " + list(m, "t|T", "n") + " = " + list(m, "A[i] + 0|T", "A[i + 1] + 0") + "\n" +
 			"    c = c + 1\n" +
-			"    calls[c] = {unpack(ARGV, i + 2, i + 1 + n)}\n" +
+			"    calls[c], lens[c] = i + 1, n\n" +
 			when(!t, "    tks[c] = t > 0 and KEYS[t]\n") +
 			"    i = i + n + 2\n" +
 			"  end\n" +
@@ -874,38 +874,41 @@ var cuts = []cut{
 	// acquires.lua's fast: the fields 'pause', 'qs' and 'dv' and their
 	// checks, the tenant's fields, share and keep, a sliding rate's check
 	// (and with neither, the field's kind).
-	span(inAcquires, "local function fast(a, score, tk)\n  if score or ids[a[1]] or a[8] ~= '0' then return false end\n", "  return true, n, tats, froms, xr, tg\nend\n",
+	span(inAcquires, "local function fast(o, len, score, tk)\n  if score or ids[A[o + 1]] or A[o + 8] ~= '0' then return false end\n", "  return true, n, tats, froms, xr, tg\nend\n",
 		func(m feature, s string) string {
 			w := "3"
 			if m&fP != 0 {
 				w = "1"
 			}
-			s = once(s, "  local w, tw = 3, 1\n", "  local "+list(m, "w", "tw|T")+" = "+list(m, w, "1|T")+"\n")
+			s = once(s, "    sn, w, tw = -1, 3, 1", "    "+list(m, "sn", "w", "tw|T")+" = "+list(m, "-1", w, "1|T"))
+			s = once(s, "  local w, tw = sw, stw\n", "  local "+list(m, "w", "tw|T")+" = "+list(m, "sw", "stw|T")+"\n")
+			s = once(s, "    sn, sw, stw, sv = n, w, tw, myv\n", "    "+list(m, "sn", "sw", "stw|T", "sv")+" = "+list(m, "n", "w", "tw|T", "myv")+"\n")
 			if m&fT != 0 {
-				s = once(s, "local function fast(a, score, tk)\n", "local function fast(a, score)\n")
-				s = once(s, "    if b == 64 or b == 37 then\n"+
-					"      -- A tenant's bucket, or its share: in its hash.\n"+
-					"      if not tk then return false end\n"+
-					"      tw = tw + 1\n"+
-					"      twant[tw] = f\n"+
-					"      if b == 64 then\n"+
+				s = once(s, "local function fast(o, len, score, tk)\n", "local function fast(o, len, score)\n")
+				s = once(s, "  if same then\n    if tw > 1 and not tk then return false end\n  else\n", "  if not same then\n")
+				s = once(s, "      if b == 64 or b == 37 then\n"+
+					"        -- A tenant's bucket, or its share: in its hash.\n"+
+					"        if not tk then return false end\n"+
 					"        tw = tw + 1\n"+
-					"        twant[tw] = hnames[f]\n"+
-					"      end\n"+
-					"    else\n"+
-					"      want[w + 1], want[w + 2] = f, hnames[f]\n"+
-					"      w = w + 2\n"+
-					"    end\n", "    want[w + 1], want[w + 2] = f, hnames[f]\n    w = w + 2\n")
+					"        twant[tw] = f\n"+
+					"        if b == 64 then\n"+
+					"          tw = tw + 1\n"+
+					"          twant[tw] = hnames[f]\n"+
+					"        end\n"+
+					"      else\n"+
+					"        want[w + 1], want[w + 2] = f, hnames[f]\n"+
+					"        w = w + 2\n"+
+					"      end\n", "      want[w + 1], want[w + 2] = f, hnames[f]\n      w = w + 2\n")
 				s = spanOnce(s, "  local tg, keep = tk and tread(tk, twant, tw), nil\n",
 					"      keep = lastkeep\n    end\n  end\n", "")
 				s = once(s, "    local b = kinds[f]\n"+
 					"    if b ~= 37 then\n"+
-					"      local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0\n"+
+					"      local charge, allow = A[o + 7 + n + 2 * k] + 0, A[o + 8 + n + 2 * k] + 0\n"+
 					"      if charge > allow then return false end\n"+
 					"      if keep and b ~= 64 then allow = allow - floor(allow * keep) end\n"+
 					"      local tat\n"+
 					"      if b == 64 then tat = tg[f] else tat = got[f] end\n",
-					"      local charge, allow = a[7 + n + 2 * k] + 0, a[8 + n + 2 * k] + 0\n"+
+					"      local charge, allow = A[o + 7 + n + 2 * k] + 0, A[o + 8 + n + 2 * k] + 0\n"+
 						"      if charge > allow then return false end\n"+
 						"      local tat = got[f]\n")
 				s = once(s, "      if tats[k] - us - allow > 0 then return false end\n    end\n  end\n",
@@ -913,10 +916,10 @@ var cuts = []cut{
 				s = once(s, "  return true, n, tats, froms, xr, tg\n", "  return true, n, tats, froms, xr\n")
 			}
 			if m&fS != 0 {
-				s = once(s, "    if b == 126 then return false end\n", "")
+				s = once(s, "      if b == 126 then return false end\n", "")
 			}
 			if m&(fT|fS) == fT|fS {
-				s = once(s, "    local b = kinds[f] or kind(f)\n", "    if not hnames[f] then kind(f) end\n")
+				s = once(s, "      local b = kinds[f] or kind(f)\n", "      if not hnames[f] then kind(f) end\n")
 			}
 			if m&fP != 0 {
 				s = once(s, "  if got.qs then\n"+
@@ -926,14 +929,14 @@ var cuts = []cut{
 					"  if got.pause and got.pause + 0 > now then return false end\n", "")
 			}
 			if m&fD != 0 {
-				s = once(s, "  if myv then\n    w = w + 1\n    want[w] = 'dv'\n  end\n", "")
+				s = once(s, "    if myv then\n      w = w + 1\n      want[w] = 'dv'\n    end\n", "")
 				s = once(s, "  if myv and got.dv ~= myv then return false end\n", "")
 			}
 			return s
 		}),
 	// acquires.lua's main loop: the call's tenant, its fields and expiry.
-	swap(inAcquires, fT, "  local tk = tks[x]\n  local ok, n, tats, froms, xr, tg = fast(a, scores[x - base], tk)\n",
-		"  local ok, n, tats, froms, xr = fast(a, scores[x - base])\n"),
+	swap(inAcquires, fT, "  local tk = tks[x]\n  local ok, n, tats, froms, xr, tg = fast(o, len, scores[x - base], tk)\n",
+		"  local ok, n, tats, froms, xr = fast(o, len, scores[x - base])\n"),
 	span(inAcquires, "    local ms, tms = expiry, 0\n",
 		"      if need > (tg.xp or 0) + 0 then tset(tg, 'xp', need + max(ceil((need - now) / 4), TIDLE), true) end\n    end\n",
 		func(m feature, s string) string {
@@ -1001,10 +1004,10 @@ var cuts = []cut{
 	swap(inSettles, fT, "local fields, back, want, twant = {}, {}, {}, {}\n", "local fields, back, want = {}, {}, {}\n"),
 	// settles.lua's fast: the tenant's and the sliding rates' checks (and
 	// with neither, the field's kind).
-	span(inSettles, "local function fast(a, score, tk)\n  if score then\n", "  return true, fields, back, m\nend\n",
+	span(inSettles, "local function fast(o, len, score, tk)\n  local cl = A[o + 3]\n", "  return true, fields, back, m\nend\n",
 		func(m feature, s string) string {
 			if m&fT != 0 {
-				s = once(s, "local function fast(a, score, tk)\n", "local function fast(a, score)\n")
+				s = once(s, "local function fast(o, len, score, tk)\n", "local function fast(o, len, score)\n")
 				s = once(s, "    if b == 64 or b == 37 then\n"+
 					"      -- A tenant's bucket, or its share ('<µs>:<allow>' or '<µs>').\n"+
 					"      if not tk then return false end\n"+
@@ -1020,26 +1023,29 @@ var cuts = []cut{
 			return s
 		}),
 	// settles.lua's main loop: the lease's tenant, its fields and writes.
-	swap(inSettles, fT, "  local tk = tks[x]\n  local ok, fields, back, m = fast(a, score, tk)\n",
-		"  local ok, fields, back, m = fast(a, score)\n"),
-	span(inSettles, "    local w, tw = 0, 0\n",
+	swap(inSettles, fT, "  local tk = tks[x]\n  local ok, fields, back, m = fast(o, len, score, tk)\n",
+		"  local ok, fields, back, m = fast(o, len, score)\n"),
+	span(inSettles, "    local w, tw, same = sw, stw, m == sm\n",
 		"      if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end\n",
 		func(m feature, s string) string {
 			if m&fT == 0 {
 				return s
 			}
-			s = once(s, "    local w, tw = 0, 0\n", "    local w = 0\n")
-			s = once(s, "      local b = kinds[f]\n"+
-				"      if b == 64 then\n"+
-				"        twant[tw + 1], twant[tw + 2] = f, hnames[f]\n"+
-				"        tw = tw + 2\n"+
-				"      elseif b == 37 then\n"+
-				"        tw = tw + 1\n"+
-				"        twant[tw] = f\n"+
-				"      else\n"+
-				"        want[w + 1], want[w + 2] = f, hnames[f]\n"+
-				"        w = w + 2\n"+
-				"      end\n", "      want[w + 1], want[w + 2] = f, hnames[f]\n      w = w + 2\n")
+			s = once(s, "    local w, tw, same = sw, stw, m == sm\n", "    local w, same = sw, m == sm\n")
+			s = once(s, "      w, tw = 0, 0\n", "      w = 0\n")
+			s = once(s, "      sm, sw, stw = m, w, tw\n", "      sm, sw = m, w\n")
+			s = once(s, "        local b = kinds[f]\n"+
+				"        sf[k] = f\n"+
+				"        if b == 64 then\n"+
+				"          twant[tw + 1], twant[tw + 2] = f, hnames[f]\n"+
+				"          tw = tw + 2\n"+
+				"        elseif b == 37 then\n"+
+				"          tw = tw + 1\n"+
+				"          twant[tw] = f\n"+
+				"        else\n"+
+				"          want[w + 1], want[w + 2] = f, hnames[f]\n"+
+				"          w = w + 2\n"+
+				"        end\n", "        sf[k] = f\n        want[w + 1], want[w + 2] = f, hnames[f]\n        w = w + 2\n")
 			s = once(s, "    local tg = tw > 0 and tread(tk, twant, tw)\n", "")
 			return once(s, "      local b = kinds[f]\n"+
 				"      if b == 64 or b == 37 then give(tg, tk, f, back[k], t) else give(got, false, f, back[k], t) end\n",
