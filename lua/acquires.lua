@@ -49,9 +49,24 @@ local waiters, slots
 -- stacks[g][field] is {s, m, F, A, t, w, parts, np}, the stack as read or
 -- last rewritten (s; m false until read: its entry count, its header's F
 -- and A, its last entry's time t and stored value w, with the np entries
--- appended since in parts), joined to them once, at the write. pend lists
--- the stacks held, in order.
+-- appended since in parts, each as its two numbers), joined to them once,
+-- at the write. pend lists the stacks held, in order.
 local stacks, pend, np
+
+-- joined returns stack st (see stacks) with its held entries: packed in
+-- one call into C (pfmt[p] is the format of p entries, made once a count),
+-- not one an entry, each a string of its own.
+local pfmt = {}
+local function joined(st)
+  local p = st[8]
+  if p == 0 then return st[1] end
+  local f = pfmt[p]
+  if not f then
+    f = '>' .. string.rep('I7', 2 * p)
+    pfmt[p] = f
+  end
+  return st[1] .. pk(f, unpack(st[7], 1, 2 * p))
+end
 
 -- hpush is set(h, push(g[h], us, d)) (tset for a tenant's hash tk) with
 -- the stack held: push's usual path appends, any other goes to push on
@@ -87,7 +102,7 @@ local function hpush(g, tk, h, d)
   if m > 0 and d ~= 0 then
     if not (m < MAXH and w - (m > st[3] and a or 0) - d < 0) then
       -- Entries go, or the stack is full: push's other path.
-      st[1], st[2], st[8] = push(st[1] .. table.concat(st[7], '', 1, st[8]), us, d), false, 0
+      st[1], st[2], st[8] = push(joined(st), us, d), false, 0
       return
     end
     x = d + a
@@ -96,7 +111,7 @@ local function hpush(g, tk, h, d)
     st[1], st[3], st[4], st[8], m = '', 0, 0, 0, 0
   end
   local p = st[8] + 1
-  st[7][p], st[8] = pk('>I7I7', e, x), p
+  st[7][2 * p - 1], st[7][2 * p], st[8] = e, x, p
   st[2], st[5], st[6] = m + 1, e, x
 end
 
@@ -105,7 +120,7 @@ local function join()
   for x = 1, np do
     local e = pend[x]
     local st, g, h, tk = e[1], e[2], e[3], e[4]
-    local s = st[8] > 0 and st[1] .. table.concat(st[7], '', 1, st[8]) or st[1]
+    local s = joined(st)
     if tk then tset(g, h, s) else set(h, s) end
   end
   stacks, pend, np = {}, {}, 0
@@ -338,13 +353,19 @@ for x = 1, c do
       local f = A[o + 8 + k]
       local b, h = kinds[f], hnames[f]
       local v = tats[k]
+      -- (froms[k] is never before us: the headroom is >= 0.)
       if b == 64 or b == 37 then
         tset(tg, f, v, true)
-        if b == 64 then hpush(tg, tk, h, max(froms[k] - us, 0)) end
+        if b == 64 then hpush(tg, tk, h, froms[k] - us) end
         if v / 1000 > tms then tms = v / 1000 end
       else
-        set(f, v, true)
-        hpush(got, false, h, max(froms[k] - us, 0))
+        -- set(f, v, true), inline: a function call costs more.
+        if not dirty[f] then
+          nd = nd + 1
+          dirty[nd] = f
+        end
+        dirty[f], got[f] = 2, floor(v)
+        hpush(got, false, h, froms[k] - us)
         if v / 1000 > ms then ms = v / 1000 end
       end
     end

@@ -945,11 +945,12 @@ var cuts = []cut{
 			}
 			s = once(s, "    local ms, tms = expiry, 0\n", "    local ms = expiry\n")
 			s = once(s, "      local b, h = kinds[f], hnames[f]\n      local v = tats[k]\n"+
+				"      -- (froms[k] is never before us: the headroom is >= 0.)\n"+
 				"      if b == 64 or b == 37 then\n"+
 				"        tset(tg, f, v, true)\n"+
-				"        if b == 64 then hpush(tg, tk, h, max(froms[k] - us, 0)) end\n"+
+				"        if b == 64 then hpush(tg, tk, h, froms[k] - us) end\n"+
 				"        if v / 1000 > tms then tms = v / 1000 end\n"+
-				"      else\n", "      local h = hnames[f]\n      local v = tats[k]\n")
+				"      else\n", "      local h = hnames[f]\n      local v = tats[k]\n      -- (froms[k] is never before us: the headroom is >= 0.)\n")
 			s = once(s, "        if v / 1000 > ms then ms = v / 1000 end\n      end\n    end\n",
 				"        if v / 1000 > ms then ms = v / 1000 end\n    end\n")
 			return spanOnce(s, "    if tk then\n", "TIDLE), true) end\n    end\n", "")
