@@ -152,12 +152,12 @@ end
 -- hash, and the buckets' TATs after the charge and before it.
 local want, twant, tats, froms = {'xp', 'pause', 'qs'}, {'xp'}, {}, {}
 
--- The last call's fields, sf[1..sn] (sn -1: none), whether it sent a
+-- The last call's fields, sf[1..sn] (sn false: none), whether it sent a
 -- version (sv), and what fast made of them: the fields to read, want[1..sw]
 -- and twant[1..stw]. rg is the state's table they were last read into. A
 -- batch's calls most often name the same fields: fast then compares them
 -- and reads nothing more.
-local sf, sn, sw, stw, sv, rg = {}, -1, 0, 0, false, false
+local sf, sn, sw, stw, sv, rg = {}, false, 0, 0, false, false
 
 -- The last loss line read and its first number, and the last tenant's
 -- priority read and the share it keeps (see fast): pure functions of the
@@ -186,7 +186,7 @@ local function fast(o, len, score, tk)
   if same then
     if tw > 1 and not tk then return false end
   else
-    sn, w, tw = -1, 3, 1 -- (want changes: no shape is held until it is whole)
+    sn, w, tw = false, 3, 1 -- (want changes: no shape is held until it is whole)
     for k = 1, n do
       local f = A[o + 8 + k]
       local b = kinds[f] or kind(f)

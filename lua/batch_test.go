@@ -358,7 +358,9 @@ func TestRandomBatchesAsSingles(t *testing.T) {
 		rpm := []int64{5, 20, 200}[rng.IntN(3)]
 		tpm := []int64{2000, 20000}[rng.IntN(2)]
 		share := []int64{2, 4, 10}[rng.IntN(3)] // each tenant's share: 1/share
-		versioned, daily := rng.IntN(3) == 0, rng.IntN(2) == 0
+		// versioned: 0 no call sends a version, 1 all do, 2 each call at
+		// random (a batch's calls then differ in their arguments' shape).
+		versioned, daily := []int{0, 0, 0, 0, 1, 2}[rng.IntN(6)], rng.IntN(2) == 0
 		nid := 0
 		// mk returns a call of tenant i (0: none) and its corrections.
 		mk := func(i int) (batchCall, []wire.Correction) {
@@ -392,11 +394,15 @@ func TestRandomBatchesAsSingles(t *testing.T) {
 					a.Charges = append(a.Charges, wire.Charge{Field: "@rpd", Charge: 3 * day / (rpm * 100), Allow: day})
 				}
 			}
-			if versioned {
+			if versioned == 1 || versioned == 2 && rng.IntN(2) == 0 {
 				a.Versioned, a.Version = true, 3
 				if rng.IntN(30) == 0 {
 					a.Version = 2
 				}
+				// The loss line: none, one the state's xp passed, or one
+				// ahead of it (the state lost); a batch's calls often
+				// repeat one, which acquires parses once.
+				a.Seen = []int64{0, 1_699_999_000_000, 1_700_002_000_000}[rng.IntN(3)]
 			}
 			var cs []wire.Correction
 			for _, ch := range a.Charges {
@@ -417,7 +423,11 @@ func TestRandomBatchesAsSingles(t *testing.T) {
 		var ops []twinOp
 		var leases []open
 		now := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000)*1000
-		for range rng.IntN(60) {
+		singles := rng.IntN(60)
+		if rng.IntN(4) == 0 {
+			singles = 0 // the batch finds no state (or a lost one)
+		}
+		for range singles {
 			now += rng.Int64N(2_000_000)
 			if len(leases) > 0 && rng.IntN(3) == 0 {
 				i := rng.IntN(len(leases))

@@ -880,7 +880,7 @@ var cuts = []cut{
 			if m&fP != 0 {
 				w = "1"
 			}
-			s = once(s, "    sn, w, tw = -1, 3, 1", "    "+list(m, "sn", "w", "tw|T")+" = "+list(m, "-1", w, "1|T"))
+			s = once(s, "    sn, w, tw = false, 3, 1", "    "+list(m, "sn", "w", "tw|T")+" = "+list(m, "false", w, "1|T"))
 			s = once(s, "  local w, tw = sw, stw\n", "  local "+list(m, "w", "tw|T")+" = "+list(m, "sw", "stw|T")+"\n")
 			s = once(s, "    sn, sw, stw, sv = n, w, tw, myv\n", "    "+list(m, "sn", "sw", "stw|T", "sv")+" = "+list(m, "n", "w", "tw|T", "myv")+"\n")
 			if m&fT != 0 {
