@@ -190,6 +190,7 @@ local function fast(o, len, score, tk)
     for k = 1, n do
       local f = A[o + 8 + k]
       local b = kinds[f] or kind(f)
+      sf[k] = f
       if b == 126 then return false end
       -- A field named twice in one call is charged from the value read
       -- before either charge (see admit in acquire.lua): acquire1's.
@@ -214,7 +215,6 @@ local function fast(o, len, score, tk)
       w = w + 1
       want[w] = 'dv'
     end
-    for k = 1, n do sf[k] = A[o + 8 + k] end
     sn, sw, stw, sv = n, w, tw, myv
   end
   if not same or rg ~= got then
