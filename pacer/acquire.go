@@ -93,6 +93,10 @@ type answer struct {
 	c       *call
 	charged int64
 	remain  time.Duration
+	// asked is when the call asked for this answer, on this process's
+	// clock: no later than the script that made it ran. A pause this
+	// process set after it may have missed the turn (see untilTurn).
+	asked time.Time
 }
 
 // acquisition is one Acquire call in progress.
@@ -180,6 +184,7 @@ func (a *acquisition) ask(ctx context.Context) (*answer, error) {
 		return an, nil
 	}
 	a.c = a.c.now()
+	asked := time.Now()
 	rep, charged, err := a.c.acquireOnce(ctx, a.id, remain, a.ticket, a.began)
 	if err == nil && rep.Code == wire.Stale {
 		var c *call
@@ -198,7 +203,7 @@ func (a *acquisition) ask(ctx context.Context) (*answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &answer{rep: rep, c: c, charged: charged, remain: remain}, nil
+	return &answer{rep: rep, c: c, charged: charged, remain: remain, asked: asked}, nil
 }
 
 // answer acts on the budget's answer: it returns the lease, or the error
@@ -273,7 +278,9 @@ func (a *acquisition) queued(ctx context.Context, an answer) {
 		return // the loop's top says which error
 	}
 	if rep := a.handed(outcome); rep != nil {
-		a.next = &answer{rep: *rep, c: a.under, charged: rep.NowUs}
+		// The slot was freed, and the call admitted, after the reply
+		// that queued it was made.
+		a.next = &answer{rep: *rep, c: a.under, charged: rep.NowUs, asked: an.asked}
 	}
 }
 
@@ -310,7 +317,7 @@ func (a *acquisition) reserved(ctx context.Context, an answer) error {
 		a.emit(Waiting, rep.Wait, limitOfReason(rep.Reason), nil)
 	}
 	a.ticket = rep.Ticket
-	err := a.untilTurn(ctx, a.pending, rep.Wait)
+	err := a.untilTurn(ctx, a.pending, rep.Wait, an.asked)
 	if err != nil {
 		a.pending = nil // given back by untilTurn
 	}
@@ -361,7 +368,7 @@ func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
 	if rep.Wait > 0 {
 		a.emit(Waiting, rep.Wait, limitOfReason(rep.Reason), nil)
 	}
-	if err := a.untilTurn(ctx, l, rep.Wait); err != nil {
+	if err := a.untilTurn(ctx, l, rep.Wait, an.asked); err != nil {
 		return nil, err
 	}
 	l.announce()
@@ -376,7 +383,8 @@ func (a *acquisition) admit(ctx context.Context, an answer) (*Lease, error) {
 var errPausedTurn = errors.New("pacer: the turn was paused")
 
 // untilTurn sleeps until l's turn, wait from now. A pause this process set
-// meanwhile (a 429 seen by a neighbour) holds the turn back until the
+// since the call asked for the turn (at asked; a 429 seen by a neighbour)
+// holds the turn back until the
 // pause ends, if it ends after the turn: the call keeps its turn, and the
 // pause costs it at most the pause. (It used to give the turn back and
 // queue again, behind every turn reserved meanwhile: with callers queued
@@ -396,10 +404,14 @@ var errPausedTurn = errors.New("pacer: the turn was paused")
 //
 // A stop this process set or met since the call began (the turn was
 // reserved after it) makes it ask once more at the turn.
-func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duration) error {
+func (a *acquisition) untilTurn(ctx context.Context, l *Lease, wait time.Duration, asked time.Time) error {
 	p := a.c.p
-	reserved := time.Now()
-	turn := reserved.Add(wait)
+	// Not the time the reply was read: a pause set between the script and
+	// this line (a goroutine descheduled on a loaded machine) would be
+	// missed. One set before the script ran is already in its turn, and
+	// holds nothing more.
+	reserved := asked
+	turn := time.Now().Add(wait)
 	alive := true // the lease may still be kept alive (see below)
 	for {
 		until, keep := turn, false

@@ -366,22 +366,24 @@ func TestHeadroomScalesBurst(t *testing.T) {
 }
 
 // A pause set by this process also holds back its calls that had already
-// reserved a later turn. The pause is set as soon as the call reports its
-// turn (a Waiting event), most of a second before that turn comes: a
-// margin no load closes. The call then returns no earlier than the
-// pause's end, which is at least the pause's length after set.
+// reserved a later turn, even one set while the call had its reply but
+// had not yet begun to wait (a goroutine descheduled on a loaded machine):
+// the observer holds the call there, on its Waiting event, until the
+// pause is set. The call then returns no earlier than the pause's end,
+// which is at least the pause's length after set.
 func TestPauseHoldsReservedTurns(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		ctx := context.Background()
 		const pause = 1500 * time.Millisecond
-		reserved := make(chan struct{}, 1)
+		reserved, paused := make(chan struct{}, 1), make(chan struct{})
 		// 6,000 TPM = 100 tokens/s: the second call's turn is 1 s away.
 		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 6000, Window: time.Minute, Burst: 100}},
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Tokens == 100 {
 					select {
 					case reserved <- struct{}{}:
+						<-paused
 					default:
 					}
 				}
@@ -404,11 +406,10 @@ func TestPauseHoldsReservedTurns(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("no Waiting event in 30 s: the second call never waited for its turn, 1 s away")
 		}
-		// The event comes just before Acquire notes when it reserved; let
-		// it get there (the turn is still 950 ms away).
-		time.Sleep(50 * time.Millisecond)
 		set := time.Now()
-		if err := p.Pause(ctx, pause); err != nil {
+		err := p.Pause(ctx, pause)
+		close(paused)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if d := (<-got).Sub(set); d < pause {

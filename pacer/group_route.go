@@ -67,6 +67,7 @@ func (g *Group) routeOnce(ctx context.Context, id string, cs []*call, bound time
 		args = append(args, as...)
 	}
 	p0 := cs[0].p
+	asked := time.Now()
 	v, err := wire.Run(ctx, lua.Route, p0.rdb, keys, args, func(v any) {
 		// The reply came after the caller gave up: undo it where it was
 		// made.
@@ -85,7 +86,7 @@ func (g *Group) routeOnce(ctx context.Context, id string, cs []*call, bound time
 		return routed{}, fmt.Errorf("pacer: route on the group of %q: %w", p0.s().name, err)
 	}
 	cs[k].p.saw(rep)
-	return routed{p: cs[k].p, id: id, answer: answer{rep: rep, c: cs[k], charged: chargedAt(rep, began)}}, nil
+	return routed{p: cs[k].p, id: id, answer: answer{rep: rep, c: cs[k], charged: chargedAt(rep, began), asked: asked}}, nil
 }
 
 // decodeRoute checks route.lua's reply, {i, acquire's reply...}, for n
@@ -135,6 +136,7 @@ func (g *Group) routeEach(ctx context.Context, id string, cs []*call, bound time
 // routeTo runs acquire.lua for the call as id, with max wait bound, as
 // routeEach tries one deployment.
 func (c *call) routeTo(ctx context.Context, id string, bound time.Duration, began time.Time) (routed, error) {
+	asked := time.Now()
 	rep, charged, err := c.acquireOnce(ctx, id, bound, 0, began)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -142,7 +144,7 @@ func (c *call) routeTo(ctx context.Context, id string, bound time.Duration, bega
 		}
 		return routed{}, unavailable(err)
 	}
-	return routed{p: c.p, id: id, answer: answer{rep: rep, c: c, charged: charged}}, nil
+	return routed{p: c.p, id: id, answer: answer{rep: rep, c: c, charged: charged, asked: asked}}, nil
 }
 
 // singleServer says whether p's budget is on one Redis server, where one

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
-	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
@@ -520,10 +519,12 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 
 // KeepAlive keeps a long call's lease, and its concurrency slot, from
 // expiring: in the background, it pushes the lease's expiry to one lease
-// TTL from now every third of the TTL, until stop is called, ctx is done,
-// or the lease ends or expires. A renewal that fails because Redis is
-// briefly unreachable is retried at the next tick. Call stop when the call
-// returns; stop waits for the loop, so no renewal runs after it returns:
+// TTL from now a third of the TTL after each renewal, until stop is
+// called, ctx is done, or the lease ends or expires. A renewal that fails
+// because Redis is slow or briefly unreachable is tried again a twelfth
+// of the TTL later, so that a blip of up to half the TTL costs the lease
+// nothing. Call stop when the call returns; stop waits for the loop, so no
+// renewal runs after it returns:
 //
 //	stop := l.KeepAlive(ctx)
 //	reply, err := callModel(ctx)
@@ -532,8 +533,44 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 // To stop keeping it alive on a rule of your own (a stream whose reader
 // went idle), cancel ctx.
 func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
-	return concurrency.KeepAlive(ctx, l.b.TTL/3, func(ctx context.Context) bool {
-		err := l.renew(ctx)
-		return !errors.Is(err, ErrLeaseExpired) && l.Info().State == Active
-	})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.keepAlive(ctx)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+}
+
+// keepAlive is KeepAlive's loop. Each renewal is bounded by a sixth of the
+// TTL: a Redis that hangs does not pile renewals up, and one that lands
+// late still extends the lease (see wire.Run).
+func (l *Lease) keepAlive(ctx context.Context) {
+	ttl := max(l.b.TTL, 3*time.Millisecond)
+	t := time.NewTimer(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, ttl/6)
+		err := l.renew(rctx)
+		cancel()
+		switch {
+		case errors.Is(err, ErrLeaseExpired) || l.Info().State != Active:
+			return
+		case err != nil:
+			t.Reset(ttl / 12)
+		default:
+			t.Reset(ttl / 3)
+		}
+	}
 }
