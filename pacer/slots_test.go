@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2/server"
+
 	"github.com/llmpacer/llmpacer/internal/redistest"
+	"github.com/llmpacer/llmpacer/lua"
 	"github.com/llmpacer/llmpacer/pacer"
 )
 
@@ -168,6 +171,59 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 			t.Errorf("State() = %v; want settled", got)
 		}
 	})
+}
+
+// A renewal that fails is tried again a twelfth of the TTL later, not at
+// the next third: the lease rides out a blip of about half its TTL. Redis
+// (miniredis, its clock stopped so that nothing expires) refuses the first
+// two renewals; each try after a failure must come sooner than a quarter
+// of the 6 s TTL after it (the twelfth is 500 ms, the third 2 s).
+func TestKeepAliveRetriesAFailedRenewalSoon(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	const ttl = 6 * time.Second
+	b.Mini.SetTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{Concurrency: 1}, LeaseTTL: ttl})
+	l, err := p.Acquire(ctx, pacer.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var tries []time.Time
+	b.Mini.Server().SetPreHook(func(c *server.Peer, cmd string, args ...string) bool {
+		if (cmd != "EVALSHA" && cmd != "EVAL") || len(args) == 0 || (args[0] != lua.KeepAlive.Hash() && args[0] != lua.Source("keepalive")) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		tries = append(tries, time.Now())
+		if len(tries) <= 2 {
+			c.WriteError("ERR a blip the test made")
+			return true
+		}
+		return false
+	})
+	stop := l.KeepAlive(ctx)
+	n := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(tries)
+	}
+	for deadline := time.Now().Add(30 * time.Second); n() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals tried in 30 s; want 3", n())
+		}
+	}
+	stop()
+	b.Mini.Server().SetPreHook(nil)
+	for i := 1; i < 3; i++ {
+		if gap := tries[i].Sub(tries[i-1]); gap >= ttl/4 {
+			t.Errorf("try %d came %v after a failed one; want a twelfth of the %v TTL, well under a quarter", i+1, gap, ttl)
+		}
+	}
+	if err := l.Settle(ctx, 0); err != nil {
+		t.Errorf("Settle after the renewals = %v; want nil", err)
+	}
 }
 
 // Many goroutines over many Pacers never hold more than Concurrency leases
