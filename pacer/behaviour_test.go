@@ -432,13 +432,14 @@ func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
 		t.Parallel() // each lane sleeps out its 3 s pause, side by side
 		ctx := context.Background()
 		const pause = 3 * time.Second
-		reserved := make(chan struct{}, 1)
+		reserved, paused := make(chan struct{}, 1), make(chan struct{})
 		p := newPacer(t, b, pacer.Config{Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 6000, Window: time.Minute, Burst: 100}},
 			LeaseTTL: 1200 * time.Millisecond,
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Tokens == 100 {
 					select {
 					case reserved <- struct{}{}:
+						<-paused // as in TestPauseHoldsReservedTurns
 					default:
 					}
 				}
@@ -464,8 +465,9 @@ func TestPauseKeepsAReservedLeaseAlive(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("no Waiting event in 30 s: the second call never waited for its turn, 1 s away")
 		}
-		time.Sleep(50 * time.Millisecond) // as in TestPauseHoldsReservedTurns
-		if err := p.Pause(ctx, pause); err != nil {
+		err := p.Pause(ctx, pause)
+		close(paused)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
