@@ -519,11 +519,10 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 
 // KeepAlive keeps a long call's lease, and its concurrency slot, from
 // expiring: in the background, it pushes the lease's expiry to one lease
-// TTL from now a third of the TTL after each renewal, until stop is
-// called, ctx is done, or the lease ends or expires. A renewal that fails
-// because Redis is slow or briefly unreachable is tried again a twelfth
-// of the TTL later, so that a blip of up to half the TTL costs the lease
-// nothing. Call stop when the call returns; stop waits for the loop, so no
+// TTL from now every third of the TTL, until stop is called, ctx is done,
+// or the lease ends or expires. A renewal that fails because Redis is
+// slow or briefly unreachable is tried again a twelfth of the TTL later,
+// so that a blip of up to half the TTL costs the lease nothing. Call stop when the call returns; stop waits for the loop, so no
 // renewal runs after it returns:
 //
 //	stop := l.KeepAlive(ctx)
@@ -550,10 +549,14 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 
 // keepAlive is KeepAlive's loop. Each renewal is bounded by a sixth of the
 // TTL: a Redis that hangs does not pile renewals up, and one that lands
-// late still extends the lease (see wire.Run).
+// late still extends the lease (see wire.Run). The next is timed from
+// when the last began, so that slow replies do not stretch the cadence;
+// the first comes a third of the TTL into the lease's life, or at once if
+// KeepAlive was called later than that.
 func (l *Lease) keepAlive(ctx context.Context) {
 	ttl := max(l.b.TTL, 3*time.Millisecond)
-	t := time.NewTimer(ttl / 3)
+	first := min(max(time.Until(l.Info().Expiry)-ttl*2/3, 0), ttl/3)
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {
@@ -561,16 +564,17 @@ func (l *Lease) keepAlive(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		began := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, ttl/6)
 		err := l.renew(rctx)
 		cancel()
+		next := began.Add(ttl / 3)
 		switch {
 		case errors.Is(err, ErrLeaseExpired) || l.Info().State != Active:
 			return
 		case err != nil:
-			t.Reset(ttl / 12)
-		default:
-			t.Reset(ttl / 3)
+			next = began.Add(ttl / 12)
 		}
+		t.Reset(max(time.Until(next), 0))
 	}
 }

@@ -104,7 +104,7 @@ func (p *Provider) refuse(now time.Time, c call) *apiError {
 		p.failLeft--
 		p.stats.Faults++
 		es.Faults++
-		return fault(style, p.failStatus)
+		return fault(style, p.failStatus, p.cfg.FaultWait)
 	}
 	if q := p.cfg.QuotaTokens; p.quotaStop || q > 0 && p.quotaUsed >= q {
 		p.stats.QuotaErrors++

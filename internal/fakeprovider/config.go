@@ -118,6 +118,10 @@ type Config struct {
 	// OpenAI documents for its own limiter. A call whose client gave up
 	// before the answer keeps its whole charge either way.
 	Refund bool
+	// FaultWait is the retry-after of a 429 that Fail injects. 0 means
+	// one second. A test whose next step must land inside the pause the
+	// 429 starts, on a loaded machine, asks for more.
+	FaultWait time.Duration
 
 	// now is the clock seam; nil means time.Now. Tests set it.
 	now func() time.Time
@@ -136,12 +140,17 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("fakeprovider: Window %v is negative", c.Window)
 	case c.Latency < 0:
 		return c, fmt.Errorf("fakeprovider: Latency %v is negative", c.Latency)
+	case c.FaultWait < 0:
+		return c, fmt.Errorf("fakeprovider: FaultWait %v is negative", c.FaultWait)
 	case c.QuotaTokens < 0:
 		return c, fmt.Errorf("fakeprovider: QuotaTokens %d is negative", c.QuotaTokens)
 	case c.Mode != TokenBucket && c.Mode != SlidingWindow:
 		return c, fmt.Errorf("fakeprovider: unknown %v", c.Mode)
 	case c.Style != OpenAI && c.Style != Anthropic && c.Style != Gemini:
 		return c, fmt.Errorf("fakeprovider: unknown %v", c.Style)
+	}
+	if c.FaultWait == 0 {
+		c.FaultWait = time.Second
 	}
 	if c.Window == 0 {
 		c.Window = time.Minute

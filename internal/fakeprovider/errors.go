@@ -149,18 +149,18 @@ func quotaExceeded(style Style, model string) *apiError {
 
 // fault is an injected failure with the body a real provider sends for
 // that status. An injected 429 asks for a one-second wait.
-func fault(style Style, status int) *apiError {
+func fault(style Style, status int, wait time.Duration) *apiError {
 	e := &apiError{status: status}
 	switch style {
 	case Anthropic:
-		e.kind, e.message = anthropicFaultKind(status)
+		e.kind, e.message = anthropicFaultKind(status, wait)
 	case Gemini:
 		e.message = geminiFaultMessage(status)
 	default:
-		e.kind, e.message = openAIFaultKind(status)
+		e.kind, e.message = openAIFaultKind(status, wait)
 	}
 	if status == http.StatusTooManyRequests {
-		e.retryAfter = time.Second
+		e.retryAfter = wait
 		switch style {
 		case OpenAI:
 			e.code = "rate_limit_exceeded"
@@ -171,10 +171,10 @@ func fault(style Style, status int) *apiError {
 	return e
 }
 
-func anthropicFaultKind(status int) (kind, msg string) {
+func anthropicFaultKind(status int, wait time.Duration) (kind, msg string) {
 	switch {
 	case status == http.StatusTooManyRequests:
-		return "rate_limit_error", "Number of requests has exceeded your rate limit. Please try again in 1s."
+		return "rate_limit_error", "Number of requests has exceeded your rate limit. Please try again in " + wait.String() + "."
 	case status == 529 || status == http.StatusServiceUnavailable:
 		return "overloaded_error", "Overloaded"
 	case status == http.StatusUnauthorized:
@@ -191,10 +191,10 @@ func anthropicFaultKind(status int) (kind, msg string) {
 	return "invalid_request_error", http.StatusText(status)
 }
 
-func openAIFaultKind(status int) (kind, msg string) {
+func openAIFaultKind(status int, wait time.Duration) (kind, msg string) {
 	switch {
 	case status == http.StatusTooManyRequests:
-		return dimRequests, "Rate limit reached. Please try again in 1s. " + openAIRateLinks
+		return dimRequests, "Rate limit reached. Please try again in " + wait.String() + ". " + openAIRateLinks
 	case status == 529 || status == http.StatusServiceUnavailable:
 		return "server_error", "That model is currently overloaded with other requests. You can retry your request."
 	case status == http.StatusUnauthorized:

@@ -227,13 +227,15 @@ func TestReplicasShareOneBudget(t *testing.T) {
 // TestRateLimitPausesBothReplicas checks that a provider's 429 through one
 // replica holds the other's calls back past their max wait, sending
 // nothing upstream, and that the other answers a 429 the provider's SDK
-// and package classify read as the provider's own rate limit.
+// and package classify read as the provider's own rate limit. The 429
+// asks for 10 s: the second replica's call must come inside the pause,
+// however loaded the machine.
 func TestRateLimitPausesBothReplicas(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
 		for _, style := range []fakeprovider.Style{fakeprovider.OpenAI, fakeprovider.Anthropic} {
 			t.Run(style.String(), func(t *testing.T) {
 				prefix := redistest.Name(t)
-				prov, up := upstream(t, fakeprovider.Config{Style: style, RequestLimit: 100, TokenLimit: 1_000_000})
+				prov, up := upstream(t, fakeprovider.Config{Style: style, RequestLimit: 100, TokenLimit: 1_000_000, FaultWait: 10 * time.Second})
 				r1 := startProxy(t, b, prefix, up.URL, maxWait(50*time.Millisecond))
 				r2 := startProxy(t, b, prefix, up.URL, maxWait(50*time.Millisecond))
 				call, code := chat, "rate_limit_exceeded"
@@ -246,7 +248,7 @@ func TestRateLimitPausesBothReplicas(t *testing.T) {
 				if err := call(r1); err != nil {
 					t.Fatal(err)
 				}
-				if err := prov.Fail(1, http.StatusTooManyRequests); err != nil { // asks for a 1 s wait
+				if err := prov.Fail(1, http.StatusTooManyRequests); err != nil {
 					t.Fatal(err)
 				}
 				if err := call(r1); classify.FromError(err).Kind != classify.RateLimited || answeredByProxy(err) {
