@@ -192,7 +192,9 @@ func TestTypeScriptThroughProxy(t *testing.T) {
 // upstream; with retries on, the SDK waits as told and its retry succeeds
 // once the pause is over.
 func TestTypeScriptRetriesTheProxy429(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // each waits out its pauses, side by side
 		for _, style := range []fakeprovider.Style{fakeprovider.OpenAI, fakeprovider.Anthropic} {
 			t.Run(style.String(), func(t *testing.T) {
 				prefix := redistest.Name(t)
@@ -216,9 +218,10 @@ func TestTypeScriptRetriesTheProxy429(t *testing.T) {
 				retrying.Retries = 4
 				// As a provider's 429 through replica 1 does (see
 				// TestRateLimitPausesBothReplicas), for long enough that
-				// node's first call surely meets it.
+				// node's first call surely meets it: on a loaded machine
+				// it came more than 2 s after the pause.
 				res := runNodeAfter(t, func() {
-					if err := open(t, b, prefix, strings.ToLower(style.String()), model).Pause(context.Background(), 2*time.Second); err != nil {
+					if err := open(t, b, prefix, strings.ToLower(style.String()), model).Pause(context.Background(), 5*time.Second); err != nil {
 						t.Fatal(err)
 					}
 				}, step, retrying)
