@@ -221,6 +221,9 @@ func TestKeepAliveRetriesAFailedRenewalSoon(t *testing.T) {
 	}
 	stop()
 	b.Mini.Server().SetPreHook(nil)
+	mu.Lock() // a renewal sent before stop may still come in
+	tries = tries[:3:3]
+	mu.Unlock()
 	for i := 1; i < 3; i++ {
 		if gap := tries[i].Sub(tries[i-1]); gap >= ttl/4 {
 			t.Errorf("try %d came %v after a failed one; want a twelfth of the %v TTL, well under a quarter", i+1, gap, ttl)
