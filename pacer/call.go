@@ -217,6 +217,10 @@ func (c *call) acquireOnce(ctx context.Context, id string, maxWait time.Duration
 // ask then queues the caller again, so a queued reply always leaves (a
 // second leave finds nobody and changes nothing).
 func (c *call) undoLate(rep wire.AcquireReply, id string, maxWait time.Duration, began time.Time) {
+	// What the reply says of the state holds whoever waits for it: a loss
+	// this call found, and restarted the buckets from, is reported (no
+	// other call will find it).
+	c.p.saw(rep)
 	switch {
 	case rep.Code == wire.Admitted || rep.Code == wire.Already:
 		ad := c.admitAs(id)

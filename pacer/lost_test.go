@@ -5,8 +5,11 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2/server"
 
 	"github.com/llmpacer/llmpacer/internal/fakeprovider"
 	"github.com/llmpacer/llmpacer/internal/redistest"
@@ -90,6 +93,46 @@ func TestStateLostRestartsEmpty(t *testing.T) {
 			t.Errorf("%d state-lost Warnings from a process that never saw the state; want 0", n)
 		}
 	})
+}
+
+// A call that gives up while its acquire is in flight still reports the
+// loss its late reply found: that call restarted the budget's buckets,
+// and no other call finds the state lost again. The test holds the
+// acquire in Redis (a hook on miniredis's connection) until the caller
+// has given up.
+func TestStateLostFoundByALateReplyWarns(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	var ev kinds
+	p := newPacer(t, b, pacer.Config{Limits: pacer.Limits{RPM: 60}, Observe: ev.observe})
+	l, err := p.Acquire(ctx, pacer.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Settle(ctx, 0)
+	loseState(t, b.Client(t), p)
+	var held atomic.Bool
+	release := make(chan struct{})
+	b.Mini.Server().SetPreHook(func(_ *server.Peer, cmd string, _ ...string) bool {
+		if (cmd == "EVALSHA" || cmd == "EVAL" || cmd == "FCALL") && held.CompareAndSwap(false, true) {
+			<-release
+		}
+		return false
+	})
+	defer b.Mini.Server().SetPreHook(nil)
+	gave := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, err := p.Acquire(cctx, pacer.Request{})
+		gave <- err
+	}()
+	waitFor(t, "the acquire never reached Redis", held.Load)
+	cancel()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire, its ctx canceled while Redis held it = %v; want context.Canceled", err)
+	}
+	close(release)
+	waitFor(t, "no state-lost Warning from the call's late reply", func() bool { return ev.lost() == 1 })
 }
 
 // The storm after a loss: processes calling a provider flat out through a
