@@ -140,7 +140,7 @@ func TestSettleRetriedAfterExpiry(t *testing.T) {
 		// (more than half a second on a loaded machine). A refund would
 		// give back 500.
 		lvl := snap(t, direct).Rate("tpm").Level
-		ran := time.Since(began) // after the read it bounds
+		ran := elapsed(began) // after the read it bounds
 		if b.Mini != nil {
 			ran = 400 * time.Millisecond
 		}

@@ -14,6 +14,7 @@ var (
 	near          = pacertest.Near
 	stopClock     = pacertest.StopClock
 	runningClock  = pacertest.RunningClock
+	elapsed       = pacertest.Elapsed
 	tryAcquire    = pacertest.TryAcquire
 	retryAfter    = pacertest.RetryAfter
 	startProvider = pacertest.StartProvider

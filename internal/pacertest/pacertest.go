@@ -85,7 +85,15 @@ func (r Refill) Since() time.Duration {
 	if r.stopped {
 		return 0
 	}
-	return time.Since(r.start)
+	return Elapsed(r.start)
+}
+
+// Elapsed is at most how long Redis's clock ran since start. Redis reads
+// the wall clock, which a clock sync may step ahead of the monotonic one
+// time.Since reads (a few ms seen under load): the larger of the two.
+func Elapsed(start time.Time) time.Duration {
+	now := time.Now()
+	return max(now.Sub(start), now.Round(0).Sub(start.Round(0)))
 }
 
 // Level checks a bucket's level against what the test left in it, want:
