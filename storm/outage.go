@@ -62,7 +62,8 @@ type outageResult struct {
 	DownSeconds float64 `json:"down_seconds"` // from closing Redis to its restart
 	// Admitted while down: calls the pods' own shares let through, and
 	// their tokens (prompt + max_tokens); LocalBound is what the shares
-	// allow over the outage: their refill, from empty.
+	// allow while the pods admit on their own: their refill, from empty,
+	// from Redis's close until the last pod found it again.
 	Admitted       int64   `json:"admitted_while_down"`
 	AdmittedTokens int64   `json:"admitted_tokens_while_down"`
 	LocalBound     int64   `json:"local_bound_tokens"`
@@ -77,7 +78,7 @@ type outageRig struct {
 	retries       int
 	c             *chatClient
 	at, lasting   time.Duration // wall time
-	bound         int64
+	rate          float64 // tokens a second the pods' shares refill, together
 	admitted, tok atomic.Int64
 	refused       atomic.Int64
 
@@ -117,13 +118,14 @@ func newOutageRig(pl *plan, v variant, be *backend, cfg pacer.Config, c *chatCli
 		r.pods = append(r.pods, p)
 	}
 	if v.outage != outageClosed {
-		// Each pod's share refills from empty over the outage.
+		// Each pod's share refills from empty while it admits on its own:
+		// together at the limit's rate, a share each, or each at the
+		// whole rate.
 		tpm := bucketOf(cfg, pacer.Tokens)
-		share := float64(tpm.Limit) / tpm.Window.Minutes() * r.lasting.Minutes()
-		if v.outage == outageShare {
-			share /= float64(o.pods)
+		r.rate = float64(tpm.Limit) / tpm.Window.Seconds()
+		if v.outage == outageWhole {
+			r.rate *= float64(o.pods)
 		}
-		r.bound = int64(share * float64(o.pods))
 	}
 	return r, nil
 }
@@ -202,9 +204,14 @@ func (r *outageRig) end() *outageResult {
 		r.mu.Lock()
 	}
 	res := &outageResult{Pods: len(r.pods), DownSeconds: r.upAt.Sub(r.downAt).Seconds(),
-		Admitted: r.admitted.Load(), AdmittedTokens: r.tok.Load(), LocalBound: r.bound, Refused: r.refused.Load()}
+		Admitted: r.admitted.Load(), AdmittedTokens: r.tok.Load(), Refused: r.refused.Load()}
+	// A pod admits on its own until its circuit finds Redis again, after
+	// the restart (later on a loaded machine): its share refills as long.
+	local := r.upAt.Sub(r.downAt)
 	if r.lastUp.After(r.upAt) {
 		res.BackSeconds = r.lastUp.Sub(r.upAt).Seconds()
+		local = r.lastUp.Sub(r.downAt)
 	}
+	res.LocalBound = int64(r.rate * local.Seconds())
 	return res
 }
