@@ -107,14 +107,16 @@ func TestLeaseExpiryAndKeepAlive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := p.Acquire(ctx, pacer.Request{Tokens: 10})
+		// The next lease, by a process with a long TTL: a stall before its
+		// settle must not expire it too.
+		long := newPacer(t, b, pacer.Config{Name: p.Config().Name, Limits: pacer.Limits{Concurrency: 1, TPM: 6000}, LeaseTTL: time.Minute})
+		l, err := long.Acquire(ctx, pacer.Request{Tokens: 10})
 		if err != nil {
 			t.Fatalf("Acquire after an abandoned lease = %v", err)
 		}
 		if d := time.Since(start); d < ttl-time.Millisecond {
 			t.Errorf("slot came back %v after the abandoned lease was taken; want no sooner than its %v TTL", d, ttl)
 		}
-		// Settled at once: its TTL is as short as the abandoned one's.
 		if err := l.Settle(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
