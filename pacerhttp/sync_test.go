@@ -34,6 +34,7 @@ func TestHeaderSyncFollowsTheProvider(t *testing.T) {
 					t.Fatal(err)
 				}
 				req.Header.Set(fakeprovider.PromptTokensHeader, "7900")
+				outside := time.Now()
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil || resp.StatusCode != http.StatusOK {
 					t.Fatalf("the outside call = %v, %v", resp, err)
@@ -48,8 +49,10 @@ func TestHeaderSyncFollowsTheProvider(t *testing.T) {
 					t.Fatal(err)
 				}
 				remaining, err := strconv.ParseFloat(answer.Header.Get("x-ratelimit-remaining-tokens"), 64)
-				if err != nil || remaining > limit-8000 {
-					t.Fatalf("x-ratelimit-remaining-tokens %q (%v); want at most %d", answer.Header.Get("x-ratelimit-remaining-tokens"), err, limit-8000)
+				// The provider refills 167 tokens a second since the outside
+				// call: on a loaded machine more than the paced call takes.
+				if most := limit - 8000 + limit/60*time.Since(outside).Seconds(); err != nil || remaining > most {
+					t.Fatalf("x-ratelimit-remaining-tokens %q (%v); want at most %.0f", answer.Header.Get("x-ratelimit-remaining-tokens"), err, most)
 				}
 				reserved := float64(admittedTokens(t, ev, 1))
 				used := float64(reply.Usage.TotalTokens)
