@@ -71,13 +71,12 @@ func TestGroupFillsInOrder(t *testing.T) {
 		}
 		var got []string
 		for i := 0; i < 12; i++ {
-			start := time.Now()
-			l, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
+			// A full deployment's room comes back in hours: a call that
+			// waited for it, not going on to one with room, would get
+			// ErrWaitTimeout here at once, however loaded the machine.
+			_, p, err := g.Acquire(ctx, pacer.Request{Tokens: 1, MaxWait: time.Second})
 			if err != nil {
-				t.Fatalf("call %d: Acquire() = %v", i, err)
-			}
-			if time.Since(start) > 500*time.Millisecond {
-				t.Errorf("call %d waited %v on %s while a deployment had room", i, l.Info().Waited, p.Config().Name)
+				t.Fatalf("call %d: Acquire() = %v; want it routed to a deployment with room", i, err)
 			}
 			got = append(got, p.Config().Name[len(p.Config().Name)-1:])
 		}
