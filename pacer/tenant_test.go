@@ -259,15 +259,18 @@ func TestTenantKeysExpire(t *testing.T) {
 // A tenant over its share never reserves a turn ahead of a tenant within
 // it. The budget is drained; a heavy tenant (each call 5 times its share)
 // starts to wait for 500 tokens; a light tenant asking 50 after it is
-// served in about the 50 ms its own tokens take to refill, not behind the
-// heavy call's 500 ms. The heavy call is served after it.
+// served in about the 0.25 s its own tokens take to refill, not behind the
+// heavy call's 2.5 s. The heavy call is served after it. (At five times
+// the pace, 1,000 tokens a second, a stall of half a second let the heavy
+// call ask again first.)
 func TestTenantOverShareYields(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
+		t.Parallel() // each waits out the heavy call, side by side
 		ctx := context.Background()
 		waiting := make(chan struct{}, 1)
 		cfg := pacer.Config{
-			Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1000, Window: time.Second}},
+			Name: redistest.Name(t), Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 1000, Window: 5 * time.Second}},
 			Tenants: pacer.Tenants{Share: 0.1},
 			Observe: func(e pacer.Event) {
 				if e.Kind == pacer.Waiting && e.Tokens == 500 {
@@ -284,7 +287,7 @@ func TestTenantOverShareYields(t *testing.T) {
 		}
 		heavy := make(chan pacer.LeaseInfo, 1)
 		go func() {
-			l, err := p.Acquire(ctx, pacer.Request{Tenant: "heavy", Tokens: 500, MaxWait: 10 * time.Second})
+			l, err := p.Acquire(ctx, pacer.Request{Tenant: "heavy", Tokens: 500, MaxWait: 30 * time.Second})
 			if err != nil {
 				t.Error(err)
 				heavy <- pacer.LeaseInfo{}
@@ -293,13 +296,13 @@ func TestTenantOverShareYields(t *testing.T) {
 			heavy <- l.Info()
 		}()
 		<-waiting
-		l, err := p.Acquire(ctx, pacer.Request{Tenant: "light", Tokens: 50, MaxWait: 10 * time.Second})
+		l, err := p.Acquire(ctx, pacer.Request{Tenant: "light", Tokens: 50, MaxWait: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Read on the Redis clock, which a loaded machine does not bend:
-		// the light call's turn comes about 50 ms after the bucket had room
-		// for it, before the heavy call's (500 ms or more out). Behind a
+		// the light call's turn comes about 0.25 s after the bucket had
+		// room for it, before the heavy call's (2.5 s or more out). Behind a
 		// reserved heavy turn it would come after it.
 		light := l.Info().Start
 		if h := <-heavy; !light.Before(h.Start) {
