@@ -147,14 +147,16 @@ func TestSlotQueueAsDocumented(t *testing.T) {
 			}
 			return v
 		}
-		// One slot, no buckets; waiters may wait 1 s, a slot frees every 10 ms.
+		// One slot, no buckets; y may wait 10 s (past its wait, x's settle
+		// would drop it: a loaded machine stalls a second), a slot frees
+		// every 10 ms.
 		acquire := func(id string, maxWait int64, ticket any) []any {
 			return eval("acquire", id, 0, maxWait, 60000, 1, 1, 10, ticket)
 		}
 		if got := acquire("x", 1000, 0); got[0] != int64(1) || got[5] != int64(0) {
 			t.Fatalf("acquire x = %v; want {1, 0, now_us, '', expiry, 0}", got)
 		}
-		y := acquire("y", 1000, 0)
+		y := acquire("y", 10000, 0)
 		if y[0] != int64(0) || y[1] != int64(10) || y[3] != "concurrency" || y[5] != y[2] {
 			t.Fatalf("acquire y = %v; want {0, 10, now_us, 'concurrency', 0, ticket now_us}", y)
 		}
@@ -176,7 +178,7 @@ func TestSlotQueueAsDocumented(t *testing.T) {
 		if n, err := rdb.HExists(ctx, keys[0], "w:y").Result(); err != nil || n {
 			t.Errorf("w:y after y's admission: %v, %v; want gone", n, err)
 		}
-		if got := acquire("y", 1000, y[5]); got[0] != int64(2) || got[4] != us/1000+60000 || got[5] != int64(0) {
+		if got := acquire("y", 10000, y[5]); got[0] != int64(2) || got[4] != us/1000+60000 || got[5] != int64(0) {
 			t.Errorf("acquire y with its ticket = %v; want {2, 0, now_us, '', expiry, 0}: admitted already", got)
 		}
 		if got := eval("snapshot"); got[2] != int64(1) {
