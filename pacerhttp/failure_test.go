@@ -92,10 +92,12 @@ func TestCutStreamKeepsReservation(t *testing.T) {
 // SDK's retries do not multiply them.
 func TestRateLimitPausesTheFleet(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
-		// The provider allows 2 requests per 3 s, refilling one per 1.5 s;
-		// the budget believes in 40 per minute, the same rate, but starts
-		// full.
-		r := newRig(t, b, pacer.Limits{RPM: 40}, fakeprovider.Config{RequestLimit: 2, Window: 3 * time.Second})
+		t.Parallel() // each waits out its pauses, side by side
+		// The provider allows 2 requests per 6 s, refilling one per 3 s;
+		// the budget believes in 20 per minute, the same rate, but starts
+		// full. (At one per 1.5 s, a stall of a second between the drain
+		// and the paced call shortened the pause below what it checks.)
+		r := newRig(t, b, pacer.Limits{RPM: 20}, fakeprovider.Config{RequestLimit: 2, Window: 6 * time.Second})
 		p1, ev1 := r.pacer()
 		p2, ev2 := r.pacer()
 		c1, c2 := r.openai(p1), r.openai(p2) // default retries on
@@ -124,7 +126,7 @@ func TestRateLimitPausesTheFleet(t *testing.T) {
 		waitFor(t, "no Paused event after the 429", func() bool { return len(ev1.of(pacer.Paused)) > 0 })
 		pause := ev1.of(pacer.Paused)[0].Wait
 		if pause < 500*time.Millisecond {
-			t.Fatalf("paused %v; want about the 1.5 s the provider asked for", pause)
+			t.Fatalf("paused %v; want about the 3 s the provider asked for", pause)
 		}
 		if _, err := c2.Chat.Completions.New(ctx, chatParams(10)); err != nil {
 			t.Fatalf("the other process's call = %v; want it to wait out the pause", err)
