@@ -21,14 +21,15 @@ func ExampleLease_KeepAlive() {
 	p, _ := pacer.New(rdb, pacer.Config{
 		Name:   "openai:o3",
 		Limits: pacer.Limits{Concurrency: 1, TPD: 1_000_000},
-		// Short, to show the renewal. A renewal runs every TTL/3, so two
-		// may come late on a busy machine before the lease would lapse.
-		LeaseTTL: 600 * time.Millisecond,
+		// Short, to show the renewal. A renewal runs every TTL/3, so one
+		// may come a second late on a busy machine before the lease would
+		// lapse.
+		LeaseTTL: 1500 * time.Millisecond,
 	})
 	ctx := context.Background()
 	l, _ := p.Acquire(ctx, pacer.Request{Tokens: 5000})
 	stop := l.KeepAlive(ctx)
-	time.Sleep(1300 * time.Millisecond) // a call longer than two TTLs
+	time.Sleep(3100 * time.Millisecond) // a call longer than two TTLs
 	stop()
 	fmt.Println("still held:", l.Info().State)
 

@@ -64,6 +64,7 @@ func ExamplePacer_Acquire() {
 func ExamplePacer_Pause() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
+	mr.SetTime(time.Now()) // Redis's clock held still, so the wait prints the same on any machine
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	cfg := pacer.Config{Name: "openai:gpt-4o", Limits: pacer.Limits{RPM: 500}}
