@@ -120,7 +120,7 @@ func TestOpenHashTag(t *testing.T) {
 		if err := op.Pause(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if got := snap(t, app).Paused; got < 59*time.Second {
+		if got := snap(t, app).Paused; got < 50*time.Second {
 			t.Errorf("the app's Paused = %v after a pause of a minute from the opened Pacer", got)
 		}
 		if _, err := pacer.Open(ctx, b.Client(t), "", name); !errors.Is(err, pacer.ErrInvalid) || !strings.Contains(err.Error(), "no definition") {
