@@ -384,15 +384,14 @@ var errPausedTurn = errors.New("pacer: the turn was paused")
 
 // untilTurn sleeps until l's turn, wait from now. A pause this process set
 // since the call asked for the turn (at asked; a 429 seen by a neighbour)
-// holds the turn back until the
-// pause ends, if it ends after the turn: the call keeps its turn, and the
-// pause costs it at most the pause. (It used to give the turn back and
-// queue again, behind every turn reserved meanwhile: with callers queued
-// a few windows deep, each going back in turn, one 429 cost several
-// windows; see docs/storm.md.) Other processes' turns go at their time,
-// as the scripts let a reserved turn through a pause. A ctx canceled
-// during the sleep returns ctx's error at once, the turn given back in the
-// background.
+// holds the turn back until the pause ends, if it ends after the turn: the
+// call keeps its turn, and the pause costs it at most the pause. (It used
+// to give the turn back and queue again, behind every turn reserved
+// meanwhile: with callers queued a few windows deep, each going back in
+// turn, one 429 cost several windows; see docs/storm.md.) Other
+// processes' turns go at their time, as the scripts let a reserved turn
+// through a pause. A ctx canceled during the sleep returns ctx's error at
+// once, the turn given back in the background.
 //
 // A pause may last longer than the lease: the lease is kept alive through
 // it (renewed as Lease.KeepAlive does), so the call still holds its lease, and its

@@ -522,8 +522,9 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 // TTL from now every third of the TTL, until stop is called, ctx is done,
 // or the lease ends or expires. A renewal that fails because Redis is
 // slow or briefly unreachable is tried again a twelfth of the TTL later,
-// so that a blip of up to half the TTL costs the lease nothing. Call stop when the call returns; stop waits for the loop, so no
-// renewal runs after it returns:
+// so that a blip of up to half the TTL costs the lease nothing. Call stop
+// when the call returns; stop waits for the loop, so no renewal runs
+// after it returns:
 //
 //	stop := l.KeepAlive(ctx)
 //	reply, err := callModel(ctx)
