@@ -78,7 +78,7 @@ type outageRig struct {
 	retries       int
 	c             *chatClient
 	at, lasting   time.Duration // wall time
-	rate          float64 // tokens a second the pods' shares refill, together
+	rate          float64       // tokens a second the pods' shares refill, together
 	admitted, tok atomic.Int64
 	refused       atomic.Int64
 
