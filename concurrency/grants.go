@@ -37,6 +37,7 @@ type Grants struct {
 	order  []string
 	gen    int                // the listener's generation; 0 when none runs
 	last   int                // the latest generation started
+	up     int                // the generation whose subscription ready confirmed
 	cancel context.CancelFunc // stops the listener
 	idle   *time.Timer        // stops the listener after linger
 }
@@ -102,6 +103,16 @@ func (g *Grants) Listening() bool {
 	return g.gen != 0
 }
 
+// Ready reports whether the running listener's subscription was
+// confirmed, and the waiters admitted before it woken: from then on an
+// outcome published reaches its waiter by message (a connection lost
+// since shows only when the listener confirms again).
+func (g *Grants) Ready() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen != 0 && g.up == g.gen
+}
+
 func (g *Grants) leave(id string, ch chan string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -148,6 +159,7 @@ func (g *Grants) ready(gen int) {
 	}
 	g.mu.Unlock()
 	if len(ids) == 0 {
+		g.confirm(gen)
 		return
 	}
 	granted := ids
@@ -170,6 +182,16 @@ func (g *Grants) ready(gen int) {
 			close(ch)
 			delete(g.waiters, id)
 		}
+	}
+	g.up = gen
+}
+
+// confirm notes that listener gen's subscription is ready (see Ready).
+func (g *Grants) confirm(gen int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen == gen {
+		g.up = gen
 	}
 }
 

@@ -73,7 +73,13 @@ func TestGrantsWakeTheWaiterPublished(t *testing.T) {
 	ga, leaveGA := g.Wait("ga")
 	defer leaveGA()
 	l := f.next(t)
+	if g.Ready() {
+		t.Error("Ready() = true before the subscription was confirmed")
+	}
 	l.ready() // wakes ga, granted a slot before anyone listened
+	if !g.Ready() {
+		t.Error("Ready() = false once the subscription was confirmed")
+	}
 	if !woken(ga) || woken(a) {
 		t.Fatalf("ready: ga woken %v, a woken %v; want only ga, which holds a grant", woken(ga), woken(a))
 	}

@@ -92,3 +92,8 @@ func BatchesBy(p *Pacer) string {
 // SameLibrary reports whether p and q share what they know of the
 // function library (see library): Pacers on one client do.
 func SameLibrary(p, q *Pacer) bool { return p.acquires.fns.lib == q.acquires.fns.lib }
+
+// GrantsReady says whether p's slot-grant subscription is confirmed (see
+// concurrency.Grants.Ready): a freed slot's message then reaches its
+// waiter.
+func GrantsReady(p *Pacer) bool { return p.grants.Ready() }

@@ -150,7 +150,11 @@ func TestHandOverUnderQueuedDefinition(t *testing.T) {
 			got <- l
 		}()
 		<-queued
-		time.Sleep(500 * time.Millisecond) // the Pacer's subscription is ready
+		// The hourly bucket refills the 10 tokens held took (360 ms), so
+		// that it is full when the slot frees; and the Pacer's slot-grant
+		// subscription is ready, so that the message hands the slot over.
+		time.Sleep(500 * time.Millisecond)
+		waitFor(t, "the Pacer's slot-grant subscription is not ready", func() bool { return pacer.GrantsReady(p) })
 		// Version 2 counts tokens over two hours: another bucket.
 		if _, err := p.Define(ctx, pacer.Config{Limits: pacer.Limits{Concurrency: 1},
 			Rates: []pacer.Rate{{Unit: pacer.Tokens, Limit: 100_000, Window: 2 * time.Hour}}, Version: 2}); err != nil {

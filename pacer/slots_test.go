@@ -429,9 +429,9 @@ func TestCanceledWaiterLeavesTheQueue(t *testing.T) {
 // learns so from the message: the acquire that queued it is its only
 // script call. (Its fallback timer, twice its wait estimate, is kept long
 // by a mean hold of a second, so a loaded machine does not fire it first;
-// and the settle comes half a second after it queued, once its process
-// listens: the first waiter of a burst starts the subscription, and one
-// admitted before it is ready is found then, and asks once more.)
+// and the settle comes once its process's subscription is ready: the
+// first waiter of a burst starts it, and one admitted before it is ready
+// is found then, and asks once more.)
 func TestHandOverNeedsNoClaim(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b redistest.Backend) {
@@ -480,7 +480,7 @@ func TestHandOverNeedsNoClaim(t *testing.T) {
 			got <- l
 		}()
 		<-queued
-		time.Sleep(500 * time.Millisecond)
+		waitFor(t, "the waiter's slot-grant subscription is not ready", func() bool { return pacer.GrantsReady(waiter) })
 		if err := held.Settle(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
