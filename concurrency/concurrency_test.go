@@ -18,6 +18,36 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// Renew waits the delay each call returns, counted from when it began,
+// and stops at a negative one. A first call returning an hour, then none
+// after it: the delay is honoured, not a fixed tick's.
+func TestRenewFollowsTheDelaysReturned(t *testing.T) {
+	var calls atomic.Int64
+	stop := Renew(context.Background(), 0, func(ctx context.Context) time.Duration {
+		if calls.Add(1) == 1 {
+			return time.Millisecond // soon: a failure tried again
+		}
+		return time.Hour
+	})
+	waitFor(t, "renew ran twice", func() bool { return calls.Load() >= 2 })
+	time.Sleep(30 * time.Millisecond)
+	stop()
+	if got := calls.Load(); got != 2 {
+		t.Errorf("renew ran %d times; want 2: the second asked for an hour", got)
+	}
+	calls.Store(0)
+	stop = Renew(context.Background(), 0, func(ctx context.Context) time.Duration {
+		calls.Add(1)
+		return -1
+	})
+	waitFor(t, "renew ran", func() bool { return calls.Load() >= 1 })
+	time.Sleep(30 * time.Millisecond)
+	stop()
+	if got := calls.Load(); got != 1 {
+		t.Errorf("renew ran %d times after returning a negative delay; want 1", got)
+	}
+}
+
 // KeepAlive keeps calling extend until stopped, and never after stop
 // returns or after extend reports the lease gone. The test waits for the
 // calls it expects instead of counting calls in a fixed time: on a loaded

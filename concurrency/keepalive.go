@@ -20,32 +20,48 @@ func KeepAlive(ctx context.Context, interval time.Duration, extend func(context.
 	if interval <= 0 {
 		interval = time.Second
 	}
+	return Renew(ctx, interval, func(ctx context.Context) time.Duration {
+		cctx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		if !extend(cctx) {
+			return -1
+		}
+		return interval
+	})
+}
+
+// Renew calls renew in a new goroutine first from now, then again each
+// delay it returns after that call began, until stop is called, ctx is
+// done, or renew returns a negative delay. KeepAlive is Renew at a fixed
+// interval; a renewal that retries a failure sooner (pacer's
+// Lease.KeepAlive) returns a shorter delay. stop waits for the goroutine
+// to finish, so no renew runs after stop returns.
+func Renew(ctx context.Context, first time.Duration, renew func(context.Context) time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		t := time.NewTicker(interval)
+		defer close(done)
+		t := time.NewTimer(max(first, 0))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				cctx, ccancel := context.WithTimeout(ctx, interval)
-				alive := extend(cctx)
-				ccancel()
-				if !alive {
-					return
-				}
 			}
+			began := time.Now()
+			next := renew(ctx)
+			if next < 0 {
+				return
+			}
+			t.Reset(max(time.Until(began.Add(next)), 0))
 		}
 	}()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			cancel()
-			wg.Wait()
+			<-done
 		})
 	}
 }

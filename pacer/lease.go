@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmpacer/llmpacer/classify"
+	"github.com/llmpacer/llmpacer/concurrency"
 	"github.com/llmpacer/llmpacer/internal/wire"
 	"github.com/llmpacer/llmpacer/lua"
 )
@@ -533,49 +534,22 @@ func (l *Lease) keepAliveLocked(ctx context.Context) (expired bool, err error) {
 // To stop keeping it alive on a rule of your own (a stream whose reader
 // went idle), cancel ctx.
 func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.keepAlive(ctx)
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			<-done
-		})
-	}
-}
-
-// keepAlive is KeepAlive's loop. Each renewal is bounded by a sixth of the
-// TTL: a Redis that hangs does not pile renewals up, and one that lands
-// late still extends the lease (see wire.Run). The next is timed from
-// when the last began, so that slow replies do not stretch the cadence;
-// the first comes a third of the TTL into the lease's life, or at once if
-// KeepAlive was called later than that.
-func (l *Lease) keepAlive(ctx context.Context) {
+	// Each renewal is bounded by a sixth of the TTL: a Redis that hangs
+	// does not pile renewals up, and one that lands late still extends the
+	// lease (see wire.Run). The first comes a third of the TTL into the
+	// lease's life, or at once if KeepAlive was called later than that.
 	ttl := max(l.b.TTL, 3*time.Millisecond)
 	first := min(max(time.Until(l.Info().Expiry)-ttl*2/3, 0), ttl/3)
-	t := time.NewTimer(first)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		began := time.Now()
+	return concurrency.Renew(ctx, first, func(ctx context.Context) time.Duration {
 		rctx, cancel := context.WithTimeout(ctx, ttl/6)
 		err := l.renew(rctx)
 		cancel()
-		next := began.Add(ttl / 3)
 		switch {
 		case errors.Is(err, ErrLeaseExpired) || l.Info().State != Active:
-			return
+			return -1
 		case err != nil:
-			next = began.Add(ttl / 12)
+			return ttl / 12
 		}
-		t.Reset(max(time.Until(next), 0))
-	}
+		return ttl / 3
+	})
 }
